@@ -1,0 +1,389 @@
+"""The database is the truth: tasks, plans, node runs and events. SQLite by default, PostgreSQL in production.
+
+Every write that two processes may race on (a node's completion, an event's sequence number) is a
+conditional statement, so a duplicate completion or a concurrent append cannot corrupt state.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event as sa_event
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from core.errors import NotFound
+from core.settings import Settings
+from core.types import Event, EventType, NodeStatus, Plan, TaskStatus
+
+JsonType = sa.JSON().with_variant(JSONB(), "postgresql")
+_FINAL_NODE_STATES = [s.value for s in NodeStatus if s.final]
+_LIVE_TASK_STATES = [s.value for s in TaskStatus if not s.terminal]
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(sa.String(64), index=True)
+    goal: Mapped[str] = mapped_column(sa.Text)
+    inputs: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    priority: Mapped[int] = mapped_column(sa.Integer, default=5)
+    status: Mapped[str] = mapped_column(sa.String(24), index=True)
+    source: Mapped[str] = mapped_column(sa.String(24), default="api")  # api | cli | schedule
+    answer: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    created_at: Mapped[float] = mapped_column(sa.Double)
+    updated_at: Mapped[float] = mapped_column(sa.Double)
+    finished_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+
+
+class PlanRow(Base):
+    __tablename__ = "plans"
+    __table_args__ = (sa.UniqueConstraint("task_id", "version"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(sa.Integer)
+    source: Mapped[str] = mapped_column(sa.String(24))
+    body: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    created_at: Mapped[float] = mapped_column(sa.Double)
+
+
+class NodeRunRow(Base):
+    __tablename__ = "node_runs"
+    __table_args__ = (sa.UniqueConstraint("task_id", "node_id", "attempt"),)
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)  # the attempt's idempotency key
+    task_id: Mapped[str] = mapped_column(sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    node_id: Mapped[str] = mapped_column(sa.String(64))
+    attempt: Mapped[int] = mapped_column(sa.Integer)
+    tool: Mapped[str] = mapped_column(sa.String(64))
+    args: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    pool: Mapped[str] = mapped_column(sa.String(32))
+    queue: Mapped[str] = mapped_column(sa.String(64))
+    status: Mapped[str] = mapped_column(sa.String(16), index=True)
+    deliveries: Mapped[int] = mapped_column(sa.Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(sa.String(255), nullable=True)
+    created_at: Mapped[float] = mapped_column(sa.Double)
+    queued_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+
+    @property
+    def queue_wait_s(self) -> float | None:
+        if self.started_at is None or self.queued_at is None:
+            return None
+        return max(0.0, self.started_at - self.queued_at)
+
+    @property
+    def run_s(self) -> float | None:
+        if self.finished_at is None or self.started_at is None:
+            return None
+        return max(0.0, self.finished_at - self.started_at)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    __table_args__ = (sa.UniqueConstraint("task_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(sa.Integer)
+    ts: Mapped[float] = mapped_column(sa.Double)
+    type: Mapped[str] = mapped_column(sa.String(32))
+    data: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+
+    def to_event(self) -> Event:
+        return Event(task_id=self.task_id, seq=self.seq, ts=self.ts, type=self.type, data=self.data)
+
+
+def make_engine(settings: Settings) -> sa.Engine:
+    url = settings.sqlalchemy_url
+    if url.startswith("sqlite"):
+        settings.ensure_dirs()
+        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @sa_event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            # WAL lets the API read while workers write; busy_timeout queues writers instead of failing
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+
+
+def init_db(engine: sa.Engine) -> None:
+    Base.metadata.create_all(engine)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Store:
+    """Narrow repository over the tables above; every method is one short transaction."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, create: bool = True) -> Store:
+        engine = make_engine(settings)
+        if create:
+            init_db(engine)
+        return cls(engine)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._sessions.begin() as s:
+            yield s
+
+    def ping(self) -> None:
+        with self.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
+    # tasks
+    def create_task(
+        self,
+        goal: str,
+        *,
+        tenant: str = "default",
+        inputs: dict[str, Any] | None = None,
+        priority: int = 5,
+        source: str = "api",
+    ) -> TaskRow:
+        now = time.time()
+        row = TaskRow(
+            id=new_id(),
+            tenant=tenant,
+            goal=goal,
+            inputs=inputs or {},
+            priority=priority,
+            status=TaskStatus.QUEUED.value,
+            source=source,
+            created_at=now,
+            updated_at=now,
+        )
+        with self.session() as s:
+            s.add(row)
+        self.append_event(row.id, EventType.TASK_CREATED, {"goal": goal, "tenant": tenant, "source": source})
+        return row
+
+    def get_task(self, task_id: str) -> TaskRow:
+        with self.session() as s:
+            row = s.get(TaskRow, task_id)
+            if row is None:
+                raise NotFound(f"no task with id {task_id!r}")
+            return row
+
+    def find_task(self, task_id: str) -> TaskRow | None:
+        with self.session() as s:
+            return s.get(TaskRow, task_id)
+
+    def list_tasks(self, *, tenant: str | None = None, limit: int = 50) -> list[TaskRow]:
+        stmt = sa.select(TaskRow).order_by(TaskRow.created_at.desc()).limit(limit)
+        if tenant:
+            stmt = stmt.where(TaskRow.tenant == tenant)
+        with self.session() as s:
+            return list(s.scalars(stmt))
+
+    def unfinished_tasks(self) -> list[TaskRow]:
+        stmt = sa.select(TaskRow).where(TaskRow.status.in_(_LIVE_TASK_STATES)).order_by(TaskRow.created_at)
+        with self.session() as s:
+            return list(s.scalars(stmt))
+
+    def set_task_status(
+        self, task_id: str, status: TaskStatus, *, error: str | None = None, answer: dict[str, Any] | None = None
+    ) -> bool:
+        """Move a task to `status` unless it already ended; returns whether it moved."""
+        now = time.time()
+        values: dict[str, Any] = {"status": status.value, "updated_at": now}
+        if error is not None:
+            values["error"] = error
+        if answer is not None:
+            values["answer"] = answer
+        if status.terminal:
+            values["finished_at"] = now
+        stmt = (
+            sa.update(TaskRow)
+            .where(TaskRow.id == task_id, TaskRow.status.in_(_LIVE_TASK_STATES))
+            .values(**values)
+        )
+        with self.session() as s:
+            moved = s.execute(stmt).rowcount > 0
+        if moved:
+            data: dict[str, Any] = {"status": status.value}
+            if error:
+                data["error"] = error
+            self.append_event(task_id, EventType.TASK_STATUS, data)
+        return moved
+
+    # plans
+    def save_plan(self, task_id: str, plan: Plan) -> int:
+        with self.session() as s:
+            current = s.scalar(sa.select(sa.func.max(PlanRow.version)).where(PlanRow.task_id == task_id))
+            version = (current or 0) + 1
+            s.add(
+                PlanRow(
+                    task_id=task_id,
+                    version=version,
+                    source=plan.source,
+                    body=plan.model_dump(mode="json"),
+                    created_at=time.time(),
+                )
+            )
+        return version
+
+    def latest_plan(self, task_id: str) -> Plan | None:
+        stmt = (
+            sa.select(PlanRow).where(PlanRow.task_id == task_id).order_by(PlanRow.version.desc()).limit(1)
+        )
+        with self.session() as s:
+            row = s.scalar(stmt)
+            return Plan.model_validate(row.body) if row else None
+
+    # node runs
+    def create_node_run(
+        self, task_id: str, node_id: str, *, tool: str, args: dict[str, Any], pool: str, queue: str
+    ) -> NodeRunRow:
+        with self.session() as s:
+            last = s.scalar(
+                sa.select(sa.func.max(NodeRunRow.attempt)).where(
+                    NodeRunRow.task_id == task_id, NodeRunRow.node_id == node_id
+                )
+            )
+            row = NodeRunRow(
+                id=new_id(),
+                task_id=task_id,
+                node_id=node_id,
+                attempt=(last or 0) + 1,
+                tool=tool,
+                args=args,
+                pool=pool,
+                queue=queue,
+                status=NodeStatus.PENDING.value,
+                deliveries=0,
+                created_at=time.time(),
+            )
+            s.add(row)
+        return row
+
+    def get_node_run(self, run_id: str) -> NodeRunRow | None:
+        with self.session() as s:
+            return s.get(NodeRunRow, run_id)
+
+    def mark_node_queued(self, run_id: str) -> None:
+        stmt = (
+            sa.update(NodeRunRow)
+            .where(NodeRunRow.id == run_id, NodeRunRow.status == NodeStatus.PENDING.value)
+            .values(status=NodeStatus.QUEUED.value, queued_at=time.time())
+        )
+        with self.session() as s:
+            s.execute(stmt)
+
+    def start_node_run(self, run_id: str, worker: str) -> tuple[NodeRunRow | None, int]:
+        """A worker took the attempt: count the delivery. Returns the row (None if it already ended)
+        and how many times this node (all attempts) has been started without a result."""
+        stmt = (
+            sa.update(NodeRunRow)
+            .where(NodeRunRow.id == run_id, NodeRunRow.status.not_in(_FINAL_NODE_STATES))
+            .values(
+                status=NodeStatus.RUNNING.value,
+                worker=worker,
+                started_at=time.time(),
+                deliveries=NodeRunRow.deliveries + 1,
+            )
+        )
+        with self.session() as s:
+            if s.execute(stmt).rowcount == 0:
+                return None, 0
+            row = s.get(NodeRunRow, run_id)
+            assert row is not None
+            starts = s.scalar(
+                sa.select(sa.func.sum(NodeRunRow.deliveries)).where(
+                    NodeRunRow.task_id == row.task_id,
+                    NodeRunRow.node_id == row.node_id,
+                    NodeRunRow.status.in_([NodeStatus.RUNNING.value, NodeStatus.LOST.value]),
+                )
+            )
+            return row, int(starts or 0)
+
+    def finish_node_run(
+        self, run_id: str, status: NodeStatus, *, result: dict[str, Any] | None = None, error: str | None = None
+    ) -> bool:
+        """Record the attempt's outcome once; a duplicate or late completion returns False and changes nothing."""
+        stmt = (
+            sa.update(NodeRunRow)
+            .where(NodeRunRow.id == run_id, NodeRunRow.status.not_in(_FINAL_NODE_STATES))
+            .values(status=status.value, result=result, error=error, finished_at=time.time())
+        )
+        with self.session() as s:
+            return s.execute(stmt).rowcount > 0
+
+    def node_runs(self, task_id: str) -> list[NodeRunRow]:
+        stmt = (
+            sa.select(NodeRunRow)
+            .where(NodeRunRow.task_id == task_id)
+            .order_by(NodeRunRow.created_at, NodeRunRow.attempt)
+        )
+        with self.session() as s:
+            return list(s.scalars(stmt))
+
+    def latest_attempts(self, task_id: str) -> dict[str, NodeRunRow]:
+        latest: dict[str, NodeRunRow] = {}
+        for row in self.node_runs(task_id):
+            if row.node_id not in latest or row.attempt > latest[row.node_id].attempt:
+                latest[row.node_id] = row
+        return latest
+
+    def node_starts(self, task_id: str, node_id: str) -> int:
+        stmt = sa.select(sa.func.sum(NodeRunRow.deliveries)).where(
+            NodeRunRow.task_id == task_id, NodeRunRow.node_id == node_id
+        )
+        with self.session() as s:
+            return int(s.scalar(stmt) or 0)
+
+    # events
+    def append_event(self, task_id: str, type: str | EventType, data: dict[str, Any] | None = None) -> Event:
+        """Append with the next sequence number; concurrent writers retry on the unique (task_id, seq)."""
+        for _ in range(20):
+            try:
+                with self.session() as s:
+                    seq = (
+                        s.scalar(sa.select(sa.func.max(EventRow.seq)).where(EventRow.task_id == task_id)) or 0
+                    ) + 1
+                    row = EventRow(task_id=task_id, seq=seq, ts=time.time(), type=str(type), data=data or {})
+                    s.add(row)
+                return row.to_event()
+            except IntegrityError:
+                time.sleep(0.005)
+        raise RuntimeError(f"could not append an event to task {task_id} after 20 tries")
+
+    def events_after(self, task_id: str, seq: int = 0, limit: int = 500) -> list[Event]:
+        stmt = (
+            sa.select(EventRow)
+            .where(EventRow.task_id == task_id, EventRow.seq > seq)
+            .order_by(EventRow.seq)
+            .limit(limit)
+        )
+        with self.session() as s:
+            return [r.to_event() for r in s.scalars(stmt)]

@@ -1,0 +1,15 @@
+"""Every Redis key and channel opsgraph uses, named once (arq's habit). Nothing here is the only copy."""
+
+PREFIX = "opsgraph"
+WORKER_HEARTBEAT = f"{PREFIX}:worker:"  # + worker hostname -> JSON {pool, queues, pid, ts}; expires
+TASK_CHANNEL = f"{PREFIX}:task:"  # + task id; pub/sub wake-ups carrying the newest event seq
+TASKS_CHANNEL = f"{PREFIX}:tasks"  # a task was created or needs the orchestrator's attention
+CANCEL_FLAG = f"{PREFIX}:cancel:"  # + task id; workers check it cooperatively
+
+
+def worker_key(hostname: str) -> str:
+    return WORKER_HEARTBEAT + hostname
+
+
+def task_channel(task_id: str) -> str:
+    return TASK_CHANNEL + task_id

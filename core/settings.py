@@ -1,0 +1,115 @@
+"""One typed settings object. Nothing else in opsgraph reads os.environ."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the service, read from OPSGRAPH_* variables (or a .env file)."""
+
+    model_config = SettingsConfigDict(env_prefix="OPSGRAPH_", env_file=".env", extra="ignore")
+
+    # where state lives
+    var_dir: Path = Field(Path("var"), description="Folder for the SQLite database, checkpoints and logs.")
+    database_url: str = Field("", description="SQLAlchemy URL; empty means SQLite at VAR_DIR/opsgraph.db.")
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker, results and live events.")
+
+    # API
+    api_host: str = Field("127.0.0.1", description="Address the API listens on.")
+    api_port: int = Field(8000, description="Port the API listens on.")
+    api_url: str = Field("", description="Base URL the CLI talks to; empty means http://API_HOST:API_PORT.")
+    max_body_bytes: int = Field(64 * 1024, description="Largest request body the API accepts.")
+    max_running_tasks: int = Field(8, description="Tasks the API orchestrates at once; more wait queued.")
+
+    # pools
+    pools: list[str] = Field(["cpu", "gpu"], description="Declared pools; each is a Celery queue of that name.")
+    cpu_concurrency: int = Field(2, description="Processes of a cpu-pool worker (prefork).")
+    gpu_concurrency: int = Field(1, description="Threads of a gpu-pool worker (never forks after CUDA).")
+    worker_heartbeat_s: float = Field(2.0, description="How often a worker says it is alive.")
+    worker_lost_after_s: float = Field(8.0, description="A worker silent this long is dead; its nodes re-run.")
+    max_node_starts: int = Field(3, description="Starts of one node without a result before it fails as poison.")
+    visibility_timeout_s: int = Field(3600, description="Redis visibility timeout; above any tool's hard timeout.")
+
+    # planning
+    llm_base_url: str = Field("", description="OpenAI-compatible endpoint; empty means the offline planner.")
+    llm_model: str = Field("gpt-4o-mini", description="Model name sent to the endpoint.")
+    llm_api_key: SecretStr | None = Field(None, description="Key for the endpoint (never logged).")
+    llm_timeout_s: float = Field(30.0, description="Timeout of one LLM call.")
+    max_plan_nodes: int = Field(24, description="Largest plan accepted.")
+    max_arg_bytes: int = Field(8 * 1024, description="Largest JSON size of one node's arguments.")
+
+    # tools: what they may touch
+    log_roots: list[Path] = Field([Path("/var/log")], description="Folders log_search may read.")
+    http_targets: list[str] = Field(
+        ["127.0.0.1", "localhost", "::1"], description="Hosts http_probe may call ('*' allows any)."
+    )
+    postgres_dsns: list[SecretStr] = Field([], description="DSNs postgres_activity may use.")
+
+    # scheduler (celery beat)
+    schedules: list[dict[str, Any]] = Field(
+        [{"name": "nightly-capacity-report", "cron": "0 2 * * *", "goal": "nightly capacity report"}],
+        description="Recurring tasks: name, cron (5 fields, UTC), goal, optional inputs.",
+    )
+
+    log_level: str = Field("INFO", description="Log level of every process.")
+    log_json: bool = Field(False, description="JSON logs instead of console lines.")
+
+    @field_validator("pools")
+    @classmethod
+    def _pools_have_cpu(cls, pools: list[str]) -> list[str]:
+        if "cpu" not in pools:
+            raise ValueError("pools must include 'cpu' (the fallback for every tool)")
+        return pools
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            url = self.database_url
+            # one driver for every PostgreSQL path: psycopg 3
+            for prefix in ("postgresql://", "postgres://"):
+                if url.startswith(prefix):
+                    return "postgresql+psycopg://" + url[len(prefix) :]
+            return url
+        return f"sqlite:///{(self.var_dir / 'opsgraph.db').resolve()}"
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.sqlalchemy_url.startswith("postgresql")
+
+    @property
+    def checkpoint_dsn(self) -> str:
+        """The LangGraph checkpointer's connection: a libpq DSN or a SQLite file path."""
+        if self.is_postgres:
+            return self.sqlalchemy_url.replace("postgresql+psycopg://", "postgresql://", 1)
+        return str((self.var_dir / "checkpoints.sqlite").resolve())
+
+    @property
+    def base_api_url(self) -> str:
+        return self.api_url or f"http://{self.api_host}:{self.api_port}"
+
+    def ensure_dirs(self) -> None:
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings. Entry points call this once and pass the object down."""
+    return Settings()
+
+
+def subprocess_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """Environment for a child process of opsgraph: the parent's, with these settings made explicit."""
+    env = dict(os.environ)
+    env["OPSGRAPH_VAR_DIR"] = str(settings.var_dir)
+    env["OPSGRAPH_REDIS_URL"] = settings.redis_url
+    if settings.database_url:
+        env["OPSGRAPH_DATABASE_URL"] = settings.database_url
+    env.update(extra)
+    return env

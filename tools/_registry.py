@@ -1,0 +1,3 @@
+from tools.base import Toolset
+
+CATALOG = Toolset()

@@ -1,0 +1,144 @@
+"""The tool contract: a ToolSpec (what it is, where it runs, what it may touch) and a Toolset that holds them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from core.settings import Settings
+from core.types import Effect, ToolResult, ToolStatus
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's arguments: unknown keys are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use. Built by the worker; tools never read globals or the environment."""
+
+    settings: Settings
+    is_cancelled: Callable[[], bool] = lambda: False
+    _redis: redis.Redis | None = None
+
+    @property
+    def redis(self) -> redis.Redis:
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(self.settings.redis_url, socket_timeout=5)
+        return self._redis
+
+
+ToolFn = Callable[[Any, ToolContext], ToolResult]
+Prerequisite = Callable[[Settings], str | None]  # returns why the tool cannot run, or None
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    description: str
+    args_model: type[ToolArgs]
+    fn: ToolFn
+    pool: str = "cpu"
+    effect: Effect = Effect.READ
+    idempotent: bool = True
+    timeout_s: float = 30.0
+    cost_hint_s: float = 1.0  # expected run time before telemetry says otherwise
+    prerequisites: list[Prerequisite] = field(default_factory=list)
+
+    def check_prerequisites(self, settings: Settings) -> str | None:
+        for check in self.prerequisites:
+            try:
+                reason = check(settings)
+            except Exception as exc:  # a broken check must not hide the tool's reason
+                reason = f"prerequisite check failed: {exc}"
+            if reason:
+                return reason
+        return None
+
+    def parse_args(self, args: dict[str, Any]) -> ToolArgs:
+        return self.args_model.model_validate(args)
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            parsed = self.parse_args(args)
+        except ValidationError as exc:
+            return ToolResult(status=ToolStatus.ERROR, summary=f"{self.name}: invalid arguments: {exc}")
+        return self.fn(parsed, ctx)
+
+    def describe(self, settings: Settings | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "pool": self.pool,
+            "effect": self.effect.value,
+            "idempotent": self.idempotent,
+            "timeout_s": self.timeout_s,
+            "args_schema": self.args_model.model_json_schema(),
+        }
+        if settings is not None:
+            reason = self.check_prerequisites(settings)
+            out["available"] = reason is None
+            out["unavailable_reason"] = reason
+        return out
+
+
+class Toolset:
+    """A named collection of tools, filled by the @toolset.tool decorator."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+
+    def tool(
+        self,
+        *,
+        args: type[ToolArgs],
+        pool: str = "cpu",
+        effect: Effect = Effect.READ,
+        idempotent: bool = True,
+        timeout_s: float = 30.0,
+        cost_hint_s: float = 1.0,
+        prerequisites: list[Prerequisite] | None = None,
+        name: str | None = None,
+    ) -> Callable[[ToolFn], ToolFn]:
+        def register(fn: ToolFn) -> ToolFn:
+            spec = ToolSpec(
+                name=name or fn.__name__,
+                description=(fn.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "),
+                args_model=args,
+                fn=fn,
+                pool=pool,
+                effect=effect,
+                idempotent=idempotent,
+                timeout_s=timeout_s,
+                cost_hint_s=cost_hint_s,
+                prerequisites=prerequisites or [],
+            )
+            if spec.name in self._tools:
+                raise ValueError(f"tool {spec.name!r} registered twice")
+            self._tools[spec.name] = spec
+            return fn
+
+        return register
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(sorted(self._tools.values(), key=lambda t: t.name))
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+
+def finding(severity: str, message: str) -> dict[str, str]:
+    """One thing a tool noticed: severity ok | warn | critical."""
+    return {"severity": severity, "message": message}
