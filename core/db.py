@@ -211,16 +211,16 @@ class Store:
         with self.session() as s:
             return list(s.scalars(stmt))
 
-    def set_task_status(
-        self, task_id: str, status: TaskStatus, *, error: str | None = None, answer: dict[str, Any] | None = None
-    ) -> bool:
+    def set_answer(self, task_id: str, answer: dict[str, Any]) -> None:
+        with self.session() as s:
+            s.execute(sa.update(TaskRow).where(TaskRow.id == task_id).values(answer=answer, updated_at=time.time()))
+
+    def set_task_status(self, task_id: str, status: TaskStatus, *, error: str | None = None) -> bool:
         """Move a task to `status` unless it already ended; returns whether it moved."""
         now = time.time()
         values: dict[str, Any] = {"status": status.value, "updated_at": now}
         if error is not None:
             values["error"] = error
-        if answer is not None:
-            values["answer"] = answer
         if status.terminal:
             values["finished_at"] = now
         stmt = (

@@ -1,0 +1,88 @@
+"""Everything the agents need, built once per process and passed down (no module-level singletons)."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from celery import Celery
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from agents.planner import Planner, make_planner
+from core.db import Store
+from core.events import EventBus
+from core.settings import Settings
+from memory.playbooks import PlaybookLibrary
+from tools import CATALOG, Toolset
+from workers.dispatch import Dispatcher
+
+
+@dataclass
+class OpsContext:
+    settings: Settings
+    store: Store
+    bus: EventBus
+    redis: redis.Redis
+    celery: Celery
+    toolset: Toolset
+    library: PlaybookLibrary
+    planner: Planner
+    dispatcher: Dispatcher
+    checkpointer: BaseCheckpointSaver[Any]
+    _closers: list[Any]
+
+    def close(self) -> None:
+        for c in self._closers:
+            c.close()
+
+
+def make_checkpointer(settings: Settings) -> tuple[BaseCheckpointSaver[Any], Any]:
+    """The LangGraph checkpointer matching the database: SQLite file beside it, or the same PostgreSQL."""
+    if settings.is_postgres:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(
+            settings.checkpoint_dsn,
+            min_size=1,
+            max_size=max(4, settings.max_running_tasks + 2),
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            open=True,
+        )
+        saver: BaseCheckpointSaver[Any] = PostgresSaver(pool)  # type: ignore[arg-type]
+        saver.setup()  # type: ignore[attr-defined]
+        return saver, pool
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    settings.ensure_dirs()
+    conn = sqlite3.connect(settings.checkpoint_dsn, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    saver = SqliteSaver(conn)
+    saver.setup()
+    return saver, conn
+
+
+def build_context(settings: Settings, celery: Celery, toolset: Toolset = CATALOG) -> OpsContext:
+    store = Store.from_settings(settings)
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=10, health_check_interval=30)
+    bus = EventBus(store, client)
+    library = PlaybookLibrary.default()
+    planner = make_planner(settings, library, toolset)
+    dispatcher = Dispatcher(settings, store, bus, celery, toolset, client)
+    checkpointer, closer = make_checkpointer(settings)
+    return OpsContext(
+        settings=settings,
+        store=store,
+        bus=bus,
+        redis=client,
+        celery=celery,
+        toolset=toolset,
+        library=library,
+        planner=planner,
+        dispatcher=dispatcher,
+        checkpointer=checkpointer,
+        _closers=[closer],
+    )

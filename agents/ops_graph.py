@@ -1,0 +1,117 @@
+"""The ops graph: intake -> plan -> dispatch (loops until the DAG ends) -> synthesize.
+
+Compiled with a durable checkpointer, thread id = task id, so a restarted API resumes a task at the
+step it was in. Each step is idempotent against the database: dispatch never releases a node twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from agents.context import OpsContext
+from agents.errors import PlanInvalid
+from agents.synthesis import synthesize_answer
+from core import keys
+from core.types import EventType, NodeStatus, Plan, TaskStatus
+
+_MAX_GOAL_CHARS = 4000
+
+
+class OpsState(TypedDict, total=False):
+    task_id: str
+    goal: str
+    inputs: dict[str, Any]
+    plan: dict[str, Any] | None
+    done: bool
+    outcome: str  # planned | invalid | cancelled | stopped | finished
+
+
+def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
+    store, bus = ctx.store, ctx.bus
+
+    def intake(state: OpsState) -> OpsState:
+        task = store.get_task(state["task_id"])
+        store.set_task_status(task.id, TaskStatus.PLANNING)
+        return {"goal": task.goal[:_MAX_GOAL_CHARS], "inputs": task.inputs or {}}
+
+    def plan(state: OpsState) -> OpsState:
+        task_id = state["task_id"]
+        try:
+            outcome = ctx.planner.plan(state["goal"], state.get("inputs") or {})
+        except PlanInvalid as exc:
+            bus.emit(task_id, EventType.PLAN_REJECTED, {"reasons": exc.reasons})
+            store.set_task_status(task_id, TaskStatus.FAILED, error=f"no valid plan: {exc}")
+            return {"plan": None, "outcome": "invalid"}
+        version = store.save_plan(task_id, outcome.plan)
+        bus.emit(
+            task_id,
+            EventType.PLAN_READY,
+            {"version": version, "notes": outcome.notes, "plan": outcome.plan.model_dump(mode="json")},
+        )
+        store.set_task_status(task_id, TaskStatus.RUNNING)
+        return {"plan": outcome.plan.model_dump(mode="json"), "outcome": "planned", "done": False}
+
+    def dispatch(state: OpsState) -> OpsState:
+        task_id = state["task_id"]
+        plan_obj = Plan.model_validate(state["plan"])
+        if store.get_task(task_id).status == TaskStatus.CANCELLED.value:
+            cancel_open_attempts(ctx, task_id)
+            return {"done": True, "outcome": "cancelled"}
+        progress = ctx.dispatcher.run_until_progress(task_id, plan_obj)
+        if progress.done:
+            return {"done": True, "outcome": "stopped" if progress.stopped else "finished"}
+        return {"done": False}
+
+    def synthesize(state: OpsState) -> OpsState:
+        task_id = state["task_id"]
+        plan_obj = Plan.model_validate(state["plan"])
+        runs = store.node_runs(task_id)
+        latest = store.latest_attempts(task_id)
+        answer = synthesize_answer(plan_obj, latest, runs)
+        bus.emit(task_id, EventType.ANSWER, {"headline": answer["headline"], "severity": answer["severity"]})
+        ran = [r for r in latest.values() if r.status != NodeStatus.SKIPPED.value]
+        all_failed = bool(ran) and all(r.status != NodeStatus.SUCCEEDED.value for r in ran)
+        store.set_answer(task_id, answer)  # a cancelled task keeps its partial answer too
+        if state.get("outcome") == "cancelled":
+            store.set_task_status(task_id, TaskStatus.CANCELLED)
+        elif state.get("outcome") == "stopped" or all_failed:
+            store.set_task_status(task_id, TaskStatus.FAILED, error=answer["headline"])
+        else:
+            store.set_task_status(task_id, TaskStatus.SUCCEEDED)
+        return {}
+
+    def after_plan(state: OpsState) -> str:
+        return "dispatch" if state.get("outcome") == "planned" else END
+
+    def after_dispatch(state: OpsState) -> str:
+        return "synthesize" if state.get("done") else "dispatch"
+
+    graph = StateGraph(OpsState)
+    graph.add_node("intake", intake)
+    graph.add_node("plan", plan)
+    graph.add_node("dispatch", dispatch)
+    graph.add_node("synthesize", synthesize)
+    graph.add_edge(START, "intake")
+    graph.add_edge("intake", "plan")
+    graph.add_conditional_edges("plan", after_plan, ["dispatch", END])
+    graph.add_conditional_edges("dispatch", after_dispatch, ["dispatch", "synthesize"])
+    graph.add_edge("synthesize", END)
+    return graph.compile(checkpointer=ctx.checkpointer)
+
+
+def cancel_open_attempts(ctx: OpsContext, task_id: str) -> None:
+    """Cooperative cancel: queued attempts end here (a worker that gets them skips them); running tools see
+    the cancel flag and stop at their next check."""
+    ctx.redis.set(keys.CANCEL_FLAG + task_id, "1", ex=3600)
+    for row in ctx.store.latest_attempts(task_id).values():
+        if row.status in (NodeStatus.PENDING.value, NodeStatus.QUEUED.value) and ctx.store.finish_node_run(
+            row.id, NodeStatus.CANCELLED, error="task cancelled"
+        ):
+            ctx.bus.emit(
+                task_id,
+                EventType.NODE_FINISHED,
+                {"node_id": row.node_id, "attempt": row.attempt, "status": "cancelled", "summary": "task cancelled"},
+            )

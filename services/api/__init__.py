@@ -1,0 +1,3 @@
+from services.api.app import create_app
+
+__all__ = ["create_app"]

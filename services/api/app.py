@@ -1,0 +1,54 @@
+"""The FastAPI application: REST, SSE and the console; it also hosts the task orchestrator."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+
+from agents import TaskRunner, build_context
+from core.logging import configure_logging
+from core.settings import Settings, get_settings
+from services.api.errors import BodyLimitMiddleware, install_error_handlers
+from services.api.routes import system, tasks
+from workers.celery_app import make_celery
+
+CONSOLE = Path(__file__).resolve().parent.parent / "console" / "index.html"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(settings.log_level, settings.log_json)
+        ctx = build_context(settings, make_celery(settings))
+        runner = TaskRunner(ctx)
+        app.state.ctx = ctx
+        app.state.runner = runner
+        runner.start()  # resumes every task a previous API process left unfinished
+        try:
+            yield
+        finally:
+            runner.stop()
+            ctx.close()
+
+    app = FastAPI(
+        title="opsgraph",
+        version="0.1.0",
+        description="Ask for ops work; watch a plan of tool calls run on CPU and GPU pools; read the answer.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.include_router(tasks.router)
+    app.include_router(system.router)
+
+    @app.get("/", include_in_schema=False)
+    def console() -> FileResponse:
+        return FileResponse(CONSOLE, media_type="text/html")
+
+    return app

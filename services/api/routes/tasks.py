@@ -1,0 +1,170 @@
+"""Tasks: create, read, follow (SSE), cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio as aredis
+from fastapi import APIRouter, Header, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.ops_graph import cancel_open_attempts
+from core import keys
+from core.db import NodeRunRow, TaskRow
+from core.errors import Conflict, UserError
+from core.types import TaskStatus
+from services.api.deps import Ctx, Runner
+
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+
+
+class TaskCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    goal: str = Field(min_length=1, max_length=4000, description="What to do, in plain words.")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="Structured inputs: urls, service, log_path ...")
+    priority: int = Field(5, ge=0, le=9, description="0 is most urgent.")
+    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class TaskCreated(BaseModel):
+    id: str
+    status: str
+    links: dict[str, str]
+
+
+def node_run_view(r: NodeRunRow) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "node_id": r.node_id,
+        "attempt": r.attempt,
+        "tool": r.tool,
+        "args": r.args,
+        "pool": r.pool,
+        "queue": r.queue,
+        "status": r.status,
+        "worker": r.worker,
+        "deliveries": r.deliveries,
+        "queue_wait_s": r.queue_wait_s,
+        "run_s": r.run_s,
+        "created_at": r.created_at,
+        "started_at": r.started_at,
+        "finished_at": r.finished_at,
+        "result": r.result,
+        "error": r.error,
+    }
+
+
+def task_view(t: TaskRow) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "tenant": t.tenant,
+        "goal": t.goal,
+        "inputs": t.inputs,
+        "priority": t.priority,
+        "status": t.status,
+        "source": t.source,
+        "error": t.error,
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+        "finished_at": t.finished_at,
+    }
+
+
+@router.post("", status_code=202, response_model=TaskCreated)
+def create_task(body: TaskCreate, ctx: Ctx, runner: Runner) -> TaskCreated:
+    if len(json.dumps(body.inputs)) > ctx.settings.max_arg_bytes:
+        raise UserError(f"inputs are larger than {ctx.settings.max_arg_bytes} bytes")
+    task = ctx.store.create_task(
+        body.goal, tenant=body.tenant, inputs=body.inputs, priority=body.priority, source="api"
+    )
+    runner.submit(task.id)
+    return TaskCreated(
+        id=task.id,
+        status=task.status,
+        links={"self": f"/v1/tasks/{task.id}", "events": f"/v1/tasks/{task.id}/events"},
+    )
+
+
+@router.get("")
+def list_tasks(ctx: Ctx, tenant: str | None = None, limit: int = Query(20, ge=1, le=200)) -> dict[str, Any]:
+    return {"tasks": [task_view(t) for t in ctx.store.list_tasks(tenant=tenant, limit=limit)]}
+
+
+@router.get("/{task_id}")
+def get_task(task_id: str, ctx: Ctx) -> dict[str, Any]:
+    task = ctx.store.get_task(task_id)
+    plan = ctx.store.latest_plan(task_id)
+    return {
+        **task_view(task),
+        "plan": plan.model_dump(mode="json") if plan else None,
+        "node_runs": [node_run_view(r) for r in ctx.store.node_runs(task_id)],
+        "answer": task.answer,
+    }
+
+
+@router.post("/{task_id}/cancel", status_code=202)
+def cancel_task(task_id: str, ctx: Ctx) -> dict[str, Any]:
+    task = ctx.store.get_task(task_id)
+    if TaskStatus(task.status).terminal:
+        raise Conflict(f"task {task_id} already ended ({task.status})")
+    ctx.store.set_task_status(task_id, TaskStatus.CANCELLED, error="cancelled by request")
+    cancel_open_attempts(ctx, task_id)
+    ctx.bus.announce(task_id)
+    return {"id": task_id, "status": TaskStatus.CANCELLED.value}
+
+
+@router.get("/{task_id}/events")
+async def task_events(
+    task_id: str,
+    ctx: Ctx,
+    last_event_id: str | None = Header(None, alias="Last-Event-ID"),
+    after: int = Query(0, ge=0, description="Resume after this sequence number (as Last-Event-ID)."),
+) -> StreamingResponse:
+    await run_in_threadpool(ctx.store.get_task, task_id)  # 404 before the stream opens
+    start = after
+    if last_event_id:
+        if not last_event_id.isdigit():
+            raise UserError("Last-Event-ID must be an event sequence number")
+        start = max(start, int(last_event_id))
+    return StreamingResponse(
+        _stream(ctx, task_id, start),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _stream(ctx: Ctx, task_id: str, seq: int) -> AsyncIterator[str]:
+    client = aredis.Redis.from_url(ctx.settings.redis_url)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    await pubsub.subscribe(keys.task_channel(task_id))  # before reading, so nothing falls in between
+    idle = 0.0
+    try:
+        yield "retry: 2000\n\n"
+        while True:
+            events = await run_in_threadpool(ctx.store.events_after, task_id, seq)
+            for ev in events:
+                seq = ev.seq
+                yield f"id: {ev.seq}\nevent: {ev.type}\ndata: {json.dumps(ev.model_dump(mode='json'))}\n\n"
+            if not events:
+                task = await run_in_threadpool(ctx.store.get_task, task_id)
+                if TaskStatus(task.status).terminal and task.answer is not None:
+                    yield f"event: end\ndata: {json.dumps({'status': task.status})}\n\n"
+                    return
+            try:
+                msg = await pubsub.get_message(timeout=1.0)
+            except Exception:
+                msg = None
+                await asyncio.sleep(1.0)
+            idle = 0.0 if (msg or events) else idle + 1.0
+            if idle >= 15:
+                idle = 0.0
+                yield ": keep-alive\n\n"
+    finally:
+        await pubsub.aclose()
+        await client.aclose()

@@ -1,0 +1,226 @@
+"""The `opsgraph` command: run the whole service, run one part of it, or talk to a running API."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from core.settings import get_settings
+
+app = typer.Typer(help="opsgraph: ask for ops work; agents plan it as a DAG of tool calls on CPU/GPU pools.",
+                  no_args_is_help=True, add_completion=False)
+out = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 1) -> None:
+    err.print(f"error: {message}", highlight=False, markup=False)
+    raise typer.Exit(code)
+
+
+def _client() -> httpx.Client:
+    return httpx.Client(base_url=get_settings().base_api_url, timeout=30)
+
+
+def _request(method: str, path: str, **kw: Any) -> dict[str, Any]:
+    try:
+        with _client() as c:
+            resp = c.request(method, path, **kw)
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach the API at {get_settings().base_api_url} ({type(exc).__name__}); start it with `make run`")
+    body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+    if resp.status_code >= 400:
+        e = body.get("error", {})
+        fail(f"{e.get('code', resp.status_code)}: {e.get('message', resp.text[:200])}")
+    return body  # type: ignore[no-any-return]
+
+
+@app.command()
+def run() -> None:
+    """Start everything: Redis if none answers, the API and console, a worker per pool, the scheduler."""
+    from services.launcher import run_service
+
+    settings = get_settings()
+    raise typer.Exit(run_service(settings, say=lambda m: out.print(m, highlight=False)))
+
+
+@app.command()
+def api() -> None:
+    """Start only the API (and the orchestrator it hosts)."""
+    import uvicorn
+
+    from services.api import create_app
+
+    settings = get_settings()
+    uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port, log_level="warning")
+
+
+@app.command()
+def worker(
+    pool: str = typer.Option("cpu", help="Pool (queue) to consume: cpu, gpu or a declared one."),
+    name: str = typer.Option("", help="Worker name; default POOL-PID@HOST."),
+    concurrency: int = typer.Option(0, help="Processes (cpu) or threads (gpu); 0 uses the settings."),
+) -> None:
+    """Start a Celery worker for one pool. GPU pools use threads: CUDA is never set up in a forking parent."""
+    settings = get_settings()
+    if pool not in settings.pools:
+        fail(f"unknown pool {pool!r}; declared pools: {', '.join(settings.pools)} (OPSGRAPH_POOLS)")
+    from core.logging import configure_logging
+    from workers.celery_app import app as celery_app
+
+    configure_logging(settings.log_level, settings.log_json)
+    gpu = pool.startswith("gpu")
+    n = concurrency or (settings.gpu_concurrency if gpu else settings.cpu_concurrency)
+    hostname = name or f"{pool}-{os.getpid()}@{socket.gethostname()}"
+    argv = [
+        "worker", "-Q", pool, "-n", hostname, "-c", str(n), "-P", "threads" if gpu else "prefork",
+        "--loglevel", settings.log_level, "--without-mingle", "--without-gossip", "-E",
+    ]
+    celery_app.worker_main(argv)
+
+
+@app.command()
+def scheduler() -> None:
+    """Start the scheduler (celery beat) for the recurring tasks in OPSGRAPH_SCHEDULES."""
+    from core.errors import UserError
+    from services.scheduler import run_beat
+    from workers.celery_app import app as celery_app
+
+    try:
+        run_beat(celery_app, get_settings())
+    except UserError as exc:
+        fail(str(exc))
+
+
+def _parse_inputs(pairs: list[str]) -> dict[str, Any]:
+    inputs: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            fail(f"--input {pair!r} must be KEY=VALUE")
+        key, value = pair.split("=", 1)
+        if key in inputs:  # repeated keys make a list: --input urls=a --input urls=b
+            prev = inputs[key]
+            inputs[key] = [*prev, value] if isinstance(prev, list) else [prev, value]
+        else:
+            inputs[key] = value
+    return inputs
+
+
+def follow_task(task_id: str) -> dict[str, Any]:
+    """Follow a task's events with a progress bar until it ends; return the finished task."""
+    settings = get_settings()
+    total, finished = 0, set()
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=False,
+    ) as progress:
+        bar = progress.add_task("planning", total=None)
+        last = 0
+        for _ in range(100):  # reconnects, resuming after the last event seen
+            try:
+                with httpx.stream(
+                    "GET", f"{settings.base_api_url}/v1/tasks/{task_id}/events",
+                    headers={"Last-Event-ID": str(last)}, timeout=httpx.Timeout(30, read=60),
+                ) as resp:
+                    if resp.status_code >= 400:
+                        fail(f"cannot follow task {task_id}: HTTP {resp.status_code}")
+                    event, data = "", ""
+                    for line in resp.iter_lines():
+                        if line.startswith("id: "):
+                            last = int(line[4:])
+                        elif line.startswith("event: "):
+                            event = line[7:]
+                        elif line.startswith("data: "):
+                            data = line[6:]
+                        elif line == "" and event:
+                            if event == "end":
+                                progress.update(bar, description="done")
+                                return _request("GET", f"/v1/tasks/{task_id}")
+                            payload = json.loads(data).get("data", {}) if data else {}
+                            if event == "plan.ready":
+                                total = len(payload["plan"]["nodes"])
+                                progress.update(bar, total=total, description=f"running {payload['plan'].get('playbook') or 'plan'}")
+                            elif event in ("node.finished", "node.skipped") and payload.get("node_id"):
+                                finished.add(payload["node_id"])
+                                progress.update(bar, completed=len(finished), description=f"{payload['node_id']} {payload.get('status', 'skipped')}")
+                            elif event == "node.started":
+                                progress.update(bar, description=f"{payload['node_id']} on {payload.get('worker')}")
+                            event, data = "", ""
+            except httpx.HTTPError:
+                continue
+    return _request("GET", f"/v1/tasks/{task_id}")
+
+
+@app.command()
+def submit(
+    goal: str = typer.Argument(..., help="What to do, in plain words."),
+    wait: bool = typer.Option(False, "--wait", help="Follow the task with a progress bar and print the answer."),
+    input: list[str] = typer.Option([], "--input", "-i", help="KEY=VALUE inputs (urls, service, log_path...)."),
+    priority: int = typer.Option(5, min=0, max=9),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Submit a task to the running API."""
+    created = _request("POST", "/v1/tasks", json={"goal": goal, "inputs": _parse_inputs(input), "priority": priority})
+    if not wait:
+        out.print_json(data=created) if as_json else out.print(created["id"])
+        return
+    task = follow_task(created["id"])
+    if as_json:
+        out.print_json(data=task)
+    else:
+        answer = task.get("answer") or {}
+        out.print(f"task {task['id']} {task['status']}", highlight=False)
+        out.print(answer.get("text") or task.get("error") or "", markup=False, highlight=False)
+    if task["status"] != "succeeded":
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(task_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show a task: status, plan nodes with their worker and queue, answer."""
+    task = _request("GET", f"/v1/tasks/{task_id}")
+    if as_json:
+        out.print_json(data=task)
+        return
+    out.print(f"{task['id']}  {task['status']}  {task['goal']}", highlight=False, markup=False)
+    for r in task["node_runs"]:
+        out.print(
+            f"  {r['node_id']:<14} {r['tool']:<18} {r['status']:<10} attempt {r['attempt']}  {r['queue']:<4} {r['worker'] or ''}",
+            highlight=False, markup=False,
+        )
+    if task.get("answer"):
+        out.print(task["answer"]["text"], markup=False, highlight=False)
+
+
+@app.command()
+def tools(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the tools, their pool, and whether their prerequisites hold here (no API needed)."""
+    from tools import CATALOG
+
+    settings = get_settings()
+    rows = [t.describe(settings) for t in CATALOG]
+    if as_json:
+        out.print_json(data=rows)
+        return
+    for r in rows:
+        avail = "available" if r["available"] else f"unavailable: {r['unavailable_reason']}"
+        out.print(f"{r['name']:<18} {r['pool']:<4} {r['effect']:<5} {avail}\n    {r['description']}", highlight=False, markup=False)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The Celery application. Pools are queues of the same name; the orchestrator, not broker priorities,
+decides what is released to which queue and when."""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from core.settings import Settings, get_settings
+
+RUN_NODE = "opsgraph.run_node"
+SCHEDULED_TASK = "opsgraph.submit_scheduled"
+
+
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("opsgraph", broker=settings.redis_url, backend=settings.redis_url)
+    transport = {"visibility_timeout": settings.visibility_timeout_s}
+    app.conf.update(
+        task_queues=[Queue(p) for p in settings.pools],
+        task_default_queue="cpu",
+        # at-least-once: ack after the tool ran; a worker that dies mid-tool puts its message back
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options=transport,
+        result_backend_transport_options=transport,
+        visibility_timeout=settings.visibility_timeout_s,
+        result_expires=3600,
+        task_ignore_result=True,  # results live in the database, not the result backend
+        task_serializer="json",
+        accept_content=["json"],
+        worker_send_task_events=True,  # Flower and `celery events` work against our workers
+        task_send_sent_event=True,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        timezone="UTC",
+        imports=["workers.tasks"],
+    )
+    app.conf.opsgraph_settings = settings
+    return app
+
+
+# Celery's own CLI (`celery -A workers.celery_app`) needs a module-level app; opsgraph code receives it.
+app = make_celery(get_settings())

@@ -1,0 +1,189 @@
+"""Release ready plan nodes onto their pools and keep them honest until they end.
+
+The database holds every attempt; this module only reads it and moves it forward, so a restarted
+orchestrator picks up where the last one stopped: nothing in flight is released twice, and an attempt
+whose worker vanished is replaced by a new one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import structlog
+from celery import Celery
+
+from core.db import NodeRunRow, Store
+from core.events import EventBus, TaskWatcher
+from core.heartbeats import is_alive
+from core.plans import UnresolvedRef, resolve_refs
+from core.settings import Settings
+from core.types import EventType, NodeStatus, OnFailure, Plan, PlanNode, ToolResult, ToolStatus
+from tools import Toolset
+from workers.celery_app import RUN_NODE
+
+log = structlog.get_logger(__name__)
+
+_GRACE_S = 10.0  # beyond a tool's hard timeout before the orchestrator gives up on an attempt
+
+
+@dataclass
+class DispatchProgress:
+    done: bool
+    stopped: bool = False  # a node with on_failure=stop failed
+    states: dict[str, str] = field(default_factory=dict)  # node id -> latest attempt's status
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        bus: EventBus,
+        celery: Celery,
+        toolset: Toolset,
+        redis_client: redis.Redis,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.bus = bus
+        self.celery = celery
+        self.toolset = toolset
+        self.redis = redis_client
+
+    def pool_for(self, node: PlanNode) -> str:
+        spec = self.toolset.get(node.tool)
+        pool = node.pool or (spec.pool if spec else "cpu")
+        # a declared pool with no queue here falls back to cpu rather than waiting forever
+        return pool if pool in self.settings.pools else "cpu"
+
+    def release(self, task_id: str, node: PlanNode, args: dict[str, Any]) -> NodeRunRow:
+        pool = self.pool_for(node)
+        row = self.store.create_node_run(task_id, node.id, tool=node.tool, args=args, pool=pool, queue=pool)
+        self._send(row)
+        return row
+
+    def _send(self, row: NodeRunRow) -> None:
+        spec = self.toolset.get(row.tool)
+        timeout = spec.timeout_s if spec else 60.0
+        self.celery.send_task(
+            RUN_NODE,
+            args=[row.id],
+            queue=row.queue,
+            task_id=row.id,
+            soft_time_limit=timeout,
+            time_limit=timeout + 5,
+        )
+        self.store.mark_node_queued(row.id)
+        self.bus.emit(
+            row.task_id,
+            EventType.NODE_QUEUED,
+            {"node_id": row.node_id, "attempt": row.attempt, "tool": row.tool, "pool": row.pool, "queue": row.queue},
+        )
+
+    def _fail_attempt(self, row: NodeRunRow, status: NodeStatus, reason: str) -> None:
+        result = ToolResult(status=ToolStatus.ERROR, summary=reason).model_dump(mode="json")
+        if self.store.finish_node_run(row.id, status, result=result, error=reason):
+            event = EventType.NODE_LOST if status == NodeStatus.LOST else EventType.NODE_FINISHED
+            self.bus.emit(
+                row.task_id,
+                event,
+                {"node_id": row.node_id, "attempt": row.attempt, "status": status.value, "summary": reason},
+            )
+
+    def reconcile(self, task_id: str, plan: Plan) -> None:
+        """Repair attempts the database shows in flight: unsent, on a dead worker, or past their deadline."""
+        nodes = {n.id: n for n in plan.nodes}
+        now = time.time()
+        for node_id, row in self.store.latest_attempts(task_id).items():
+            status = NodeStatus(row.status)
+            if status == NodeStatus.PENDING:
+                self._send(row)  # the orchestrator stopped between writing the row and sending it
+            elif status == NodeStatus.RUNNING and row.worker and not is_alive(self.redis, row.worker):
+                reason = f"worker {row.worker} vanished while running attempt {row.attempt}"
+                self._fail_attempt(row, NodeStatus.LOST, reason)
+                starts = self.store.node_starts(task_id, node_id)
+                if starts >= self.settings.max_node_starts:
+                    replacement = self.store.create_node_run(
+                        task_id, node_id, tool=row.tool, args=row.args, pool=row.pool, queue=row.queue
+                    )
+                    self._fail_attempt(
+                        replacement,
+                        NodeStatus.FAILED,
+                        f"poison node: {starts} starts without a result (each worker died); not run again",
+                    )
+                elif node_id in nodes:
+                    log.warning("re-running node after worker loss", task_id=task_id, node_id=node_id)
+                    new = self.store.create_node_run(
+                        task_id, node_id, tool=row.tool, args=row.args, pool=row.pool, queue=row.queue
+                    )
+                    self._send(new)
+            elif status == NodeStatus.RUNNING and row.started_at:
+                spec = self.toolset.get(row.tool)
+                deadline = (spec.timeout_s if spec else 60.0) + 5 + _GRACE_S
+                if now - row.started_at > deadline:
+                    self._fail_attempt(row, NodeStatus.FAILED, f"{row.tool} passed its hard timeout ({deadline:g}s)")
+
+    def step(self, task_id: str, plan: Plan) -> DispatchProgress:
+        """Reconcile, then release every node whose dependencies have ended; report where the DAG stands."""
+        self.reconcile(task_id, plan)
+        latest = self.store.latest_attempts(task_id)
+        states = {nid: latest[nid].status for nid in latest}
+        by_id = {n.id: n for n in plan.nodes}
+        stopped = any(
+            states.get(n.id) in (NodeStatus.FAILED.value,) and n.on_failure == OnFailure.STOP for n in plan.nodes
+        )
+        results = {nid: (r.result or {}) for nid, r in latest.items() if r.status == NodeStatus.SUCCEEDED.value}
+        for node in plan.nodes:
+            if node.id in states:
+                continue
+            if stopped:
+                self._skip(task_id, node, "an earlier node failed with on_failure=stop")
+                states[node.id] = NodeStatus.SKIPPED.value
+                continue
+            dep_states = [states.get(d) for d in node.depends_on]
+            if not all(s is not None and NodeStatus(s).final for s in dep_states):
+                continue
+            skipped_dep = next(
+                (d for d in node.depends_on if states.get(d) == NodeStatus.SKIPPED.value), None
+            )
+            if skipped_dep:
+                self._skip(task_id, node, f"dependency {skipped_dep} was skipped")
+                states[node.id] = NodeStatus.SKIPPED.value
+                continue
+            try:
+                args = resolve_refs(node.args, results)
+            except UnresolvedRef as exc:
+                self._skip(task_id, node, f"input unavailable: {exc}")
+                states[node.id] = NodeStatus.SKIPPED.value
+                continue
+            row = self.release(task_id, node, args)
+            states[node.id] = row.status
+        done = all(
+            states.get(n.id) is not None and NodeStatus(states[n.id]).final for n in by_id.values()
+        )
+        return DispatchProgress(done=done, stopped=stopped, states=states)
+
+    def _skip(self, task_id: str, node: PlanNode, reason: str) -> None:
+        row = self.store.create_node_run(task_id, node.id, tool=node.tool, args=node.args, pool="-", queue="-")
+        result = ToolResult(status=ToolStatus.NO_DATA, summary=f"skipped: {reason}").model_dump(mode="json")
+        self.store.finish_node_run(row.id, NodeStatus.SKIPPED, result=result, error=reason)
+        self.bus.emit(task_id, EventType.NODE_SKIPPED, {"node_id": node.id, "summary": reason})
+
+    def run_until_progress(self, task_id: str, plan: Plan, *, max_wait_s: float = 15.0) -> DispatchProgress:
+        """Step, then wait until some node ends (or max_wait_s passes), and step again."""
+        progress = self.step(task_id, plan)
+        if progress.done:
+            return progress
+        before = {k: v for k, v in progress.states.items() if NodeStatus(v).final}
+        deadline = time.monotonic() + max_wait_s
+        with TaskWatcher(self.redis, task_id) as watcher:
+            while time.monotonic() < deadline:
+                watcher.wait(timeout=1.0)
+                progress = self.step(task_id, plan)
+                now_final = {k for k, v in progress.states.items() if NodeStatus(v).final}
+                if progress.done or now_final - set(before):
+                    return progress
+        return progress
