@@ -15,7 +15,7 @@ from core.db import Store
 from core.events import EventBus
 from core.settings import Settings
 from memory.playbooks import PlaybookLibrary
-from tools import CATALOG, Toolset
+from tools import Toolset, load_tool_modules
 from workers.dispatch import Dispatcher
 
 
@@ -65,7 +65,8 @@ def make_checkpointer(settings: Settings) -> tuple[BaseCheckpointSaver[Any], Any
     return saver, conn
 
 
-def build_context(settings: Settings, celery: Celery, toolset: Toolset = CATALOG) -> OpsContext:
+def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = None) -> OpsContext:
+    toolset = toolset or load_tool_modules(settings.tool_modules)
     store = Store.from_settings(settings)
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=10, health_check_interval=30)
     bus = EventBus(store, client)

@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from pydantic import ValidationError
 from langgraph.graph.state import CompiledStateGraph
 
 from agents.context import OpsContext
 from agents.errors import PlanInvalid
+from agents.planner import PlanOutcome
+from agents.validation import validate_plan
 from agents.synthesis import synthesize_answer
 from core import keys
 from core.types import EventType, NodeStatus, Plan, TaskStatus
@@ -39,8 +42,12 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
 
     def plan(state: OpsState) -> OpsState:
         task_id = state["task_id"]
+        inputs = dict(state.get("inputs") or {})
         try:
-            outcome = ctx.planner.plan(state["goal"], state.get("inputs") or {})
+            if inputs.get("plan"):
+                outcome = PlanOutcome(request_plan(ctx, state["goal"], inputs["plan"]), ["plan given with the request"])
+            else:
+                outcome = ctx.planner.plan(state["goal"], inputs)
         except PlanInvalid as exc:
             bus.emit(task_id, EventType.PLAN_REJECTED, {"reasons": exc.reasons})
             store.set_task_status(task_id, TaskStatus.FAILED, error=f"no valid plan: {exc}")
@@ -100,6 +107,15 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
     graph.add_conditional_edges("dispatch", after_dispatch, ["dispatch", "synthesize"])
     graph.add_edge("synthesize", END)
     return graph.compile(checkpointer=ctx.checkpointer)
+
+
+def request_plan(ctx: OpsContext, goal: str, body: dict[str, Any]) -> Plan:
+    """A plan the caller wrote: the same validator as any planner's, so it is never dispatched unchecked."""
+    try:
+        plan = Plan.model_validate({"goal": goal, "category": "request", **body, "source": "request"})
+    except ValidationError as exc:
+        raise PlanInvalid([f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]) from exc
+    return validate_plan(plan, ctx.toolset, ctx.settings)
 
 
 def cancel_open_attempts(ctx: OpsContext, task_id: str) -> None:

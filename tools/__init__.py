@@ -4,4 +4,14 @@ from tools import anomalies, datastores, host, logs, net, pools  # noqa: F401  (
 from tools._registry import CATALOG
 from tools.base import ToolArgs, ToolContext, ToolSpec, Toolset, finding
 
-__all__ = ["CATALOG", "ToolArgs", "ToolContext", "ToolSpec", "Toolset", "finding"]
+
+def load_tool_modules(modules: list[str]) -> Toolset:
+    """Import the extra tool modules named in settings (each registers its tools in CATALOG)."""
+    import importlib
+
+    for name in modules:
+        importlib.import_module(name)
+    return CATALOG
+
+
+__all__ = ["CATALOG", "ToolArgs", "ToolContext", "ToolSpec", "Toolset", "finding", "load_tool_modules"]

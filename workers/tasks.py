@@ -21,7 +21,7 @@ from core.events import EventBus
 from core.heartbeats import clear_heartbeat, publish_heartbeat
 from core.settings import Settings, get_settings
 from core.types import EventType, NodeStatus, ToolResult, ToolStatus
-from tools import CATALOG, ToolContext
+from tools import CATALOG, ToolContext, load_tool_modules
 from workers.celery_app import RUN_NODE, SCHEDULED_TASK, app
 
 log = structlog.get_logger(__name__)
@@ -44,6 +44,7 @@ def runtime() -> WorkerRuntime:
     global _runtime
     if _runtime is None or _runtime.pid != os.getpid():
         settings = get_settings()
+        load_tool_modules(settings.tool_modules)
         client = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
         store = Store.from_settings(settings, create=False)
         _runtime = WorkerRuntime(settings, store, EventBus(store, client), client, os.getpid())
@@ -109,14 +110,25 @@ def execute_node(run_id: str, worker: str) -> str:
             bound.error("tool raised", error=repr(exc), tb=traceback.format_exc(limit=5))
             result = ToolResult(status=ToolStatus.ERROR, summary=f"{row.tool} failed: {type(exc).__name__}: {exc}")
     error = result.summary if result.status == ToolStatus.ERROR else None
-    _finish(rt, run_id, row.task_id, row.node_id, row.attempt, result, error)
-    return result.status.value
+    cancelled = spec is not None and ctx.is_cancelled()
+    _finish(rt, run_id, row.task_id, row.node_id, row.attempt, result, error, cancelled=cancelled)
+    return "cancelled" if cancelled else result.status.value
 
 
 def _finish(
-    rt: WorkerRuntime, run_id: str, task_id: str, node_id: str, attempt: int, result: ToolResult, error: str | None
+    rt: WorkerRuntime,
+    run_id: str,
+    task_id: str,
+    node_id: str,
+    attempt: int,
+    result: ToolResult,
+    error: str | None,
+    *,
+    cancelled: bool = False,
 ) -> None:
     status = NodeStatus.FAILED if result.status == ToolStatus.ERROR else NodeStatus.SUCCEEDED
+    if cancelled:
+        status, error = NodeStatus.CANCELLED, "task cancelled"
     if not rt.store.finish_node_run(run_id, status, result=result.model_dump(mode="json"), error=error):
         log.info("late completion ignored", run_id=run_id, node_id=node_id)
         return

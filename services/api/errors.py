@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agents.errors import PlanInvalid
 from core.errors import Conflict, NotFound, OpsgraphError, UserError
 
 _STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
@@ -40,6 +41,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OpsgraphError)
     async def _opsgraph(_: Request, exc: OpsgraphError) -> JSONResponse:
         status = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 400
+        if isinstance(exc, PlanInvalid):
+            return JSONResponse(error_body(exc.code, str(exc), exc.reasons), status_code=422)
         if not isinstance(exc, UserError):
             status = 503
         return JSONResponse(error_body(exc.code, str(exc)), status_code=status)

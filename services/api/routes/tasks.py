@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.ops_graph import cancel_open_attempts
+from agents.ops_graph import cancel_open_attempts, request_plan
 from core import keys
 from core.db import NodeRunRow, TaskRow
 from core.errors import Conflict, UserError
@@ -30,6 +30,9 @@ class TaskCreate(BaseModel):
     inputs: dict[str, Any] = Field(default_factory=dict, description="Structured inputs: urls, service, log_path ...")
     priority: int = Field(5, ge=0, le=9, description="0 is most urgent.")
     tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    plan: dict[str, Any] | None = Field(
+        None, description="A plan to run as given ({nodes: [...]}); validated like any planner's, planner skipped."
+    )
 
 
 class TaskCreated(BaseModel):
@@ -80,9 +83,11 @@ def task_view(t: TaskRow) -> dict[str, Any]:
 def create_task(body: TaskCreate, ctx: Ctx, runner: Runner) -> TaskCreated:
     if len(json.dumps(body.inputs)) > ctx.settings.max_arg_bytes:
         raise UserError(f"inputs are larger than {ctx.settings.max_arg_bytes} bytes")
-    task = ctx.store.create_task(
-        body.goal, tenant=body.tenant, inputs=body.inputs, priority=body.priority, source="api"
-    )
+    inputs = dict(body.inputs)
+    if body.plan is not None:
+        request_plan(ctx, body.goal, body.plan)  # 422 plan_invalid now, not a failed task later
+        inputs["plan"] = body.plan
+    task = ctx.store.create_task(body.goal, tenant=body.tenant, inputs=inputs, priority=body.priority, source="api")
     runner.submit(task.id)
     return TaskCreated(
         id=task.id,

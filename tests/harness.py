@@ -1,0 +1,196 @@
+"""Start the real parts tests need: a Redis server, a PostgreSQL database, the API and Celery workers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as exc:  # the thing is still starting
+            last_exc = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else ""))
+
+
+class RedisServer:
+    """A private redis-server on a free port (so tests never see another run's queues)."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed; `make test` installs it (apt-get install redis-server)")
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(workdir)],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_until(lambda: redis.Redis.from_url(self.url).ping(), 10, "redis-server")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+class PostgresDatabase:
+    """A fresh database on the server at OPSGRAPH_TEST_POSTGRES_URL, dropped afterwards."""
+
+    def __init__(self, admin_url: str) -> None:
+        import psycopg
+
+        self.admin_url = admin_url
+        self.name = f"opsgraph_test_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        base, _, _ = admin_url.rpartition("/")
+        self.url = f"{base}/{self.name}"
+
+    def drop(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+class Service:
+    """The API and workers as real subprocesses sharing one var dir, Redis and database."""
+
+    def __init__(self, workdir: Path, redis_url: str, database_url: str = "", **extra_env: str) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "OPSGRAPH_VAR_DIR": str(workdir / "var"),
+            "OPSGRAPH_REDIS_URL": redis_url,
+            "OPSGRAPH_DATABASE_URL": database_url,
+            "OPSGRAPH_API_PORT": str(self.port),
+            "OPSGRAPH_API_URL": self.base,
+            "OPSGRAPH_TOOL_MODULES": '["tests.toolkit.chaos"]',
+            "OPSGRAPH_WORKER_HEARTBEAT_S": "0.5",
+            "OPSGRAPH_WORKER_LOST_AFTER_S": "3",
+            "OPSGRAPH_HTTP_TARGETS": '["127.0.0.1", "localhost"]',
+            "OPSGRAPH_LOG_ROOTS": f'["{workdir / "logs"}"]',
+            "PYTHONUNBUFFERED": "1",
+            **extra_env,
+        }
+        self.api: subprocess.Popen[bytes] | None = None
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.redis = redis.Redis.from_url(redis_url)
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("ab")
+        return subprocess.Popen(
+            [sys.executable, "-m", "services.cli", *args], env=self.env, cwd=ROOT,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def start_api(self) -> None:
+        self.api = self._spawn("api", "api")
+        wait_until(lambda: httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200, 60, "the API")
+
+    def start_worker(self, pool: str, name: str) -> str:
+        hostname = f"{name}@test"
+        self.workers[hostname] = self._spawn(name, "worker", "--pool", pool, "--name", hostname)
+        wait_until(lambda: self.redis.exists(f"opsgraph:worker:{hostname}"), 60, f"worker {hostname}")
+        return hostname
+
+    def kill_worker(self, hostname: str) -> None:
+        """SIGKILL the worker and its pool processes at once, as an OOM kill or a lost machine would."""
+        proc = self.workers.pop(hostname)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def kill_api(self) -> None:
+        assert self.api is not None
+        os.killpg(self.api.pid, signal.SIGKILL)
+        self.api.wait(timeout=10)
+        self.api = None
+
+    def stop(self) -> None:
+        procs = [p for p in [self.api, *self.workers.values()] if p is not None]
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    # REST helpers
+    def post(self, path: str, **kw: Any) -> httpx.Response:
+        return httpx.post(self.base + path, timeout=30, **kw)
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return httpx.get(self.base + path, timeout=30, **kw)
+
+    def submit(self, goal: str, **body: Any) -> str:
+        resp = self.post("/v1/tasks", json={"goal": goal, **body})
+        assert resp.status_code == 202, resp.text
+        return str(resp.json()["id"])
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        resp = self.get(f"/v1/tasks/{task_id}")
+        assert resp.status_code == 200, resp.text
+        return resp.json()  # type: ignore[no-any-return]
+
+    def wait_task(self, task_id: str, timeout: float = 90) -> dict[str, Any]:
+        return wait_until(  # type: ignore[no-any-return]
+            lambda: (t := self.task(task_id))["status"] in ("succeeded", "failed", "cancelled") and t, timeout,
+            f"task {task_id} to end", interval=0.25,
+        )
+
+    def wait_node_started(self, task_id: str, node_id: str, timeout: float = 60) -> dict[str, Any]:
+        def started() -> dict[str, Any] | None:
+            for r in self.task(task_id)["node_runs"]:
+                if r["node_id"] == node_id and r["status"] == "running" and r["worker"]:
+                    return r  # type: ignore[no-any-return]
+            return None
+
+        return wait_until(started, timeout, f"node {node_id} to start", interval=0.1)  # type: ignore[no-any-return]
+
+
+def descendants(pid: int) -> list[int]:
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []

@@ -1,0 +1,205 @@
+"""The whole path on real parts: REST -> LangGraph -> Celery workers on a real Redis -> SQLite or PostgreSQL.
+
+Each module run starts its own redis-server, API process and workers (two cpu, one gpu), once per backend.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.harness import RedisServer, Service, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def service(
+    redis_server: RedisServer, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    redis_server_db = redis_server.url  # every module flushes: no queue or heartbeat survives from another
+    svc = Service(tmp_path_factory.mktemp("svc"), redis_server_db, database_url)
+    svc.redis.flushdb()
+    svc.start_api()
+    svc.start_worker("cpu", "cpu-a")
+    svc.start_worker("cpu", "cpu-b")
+    svc.start_worker("gpu", "gpu-a")
+    yield svc
+    svc.stop()
+
+
+def latest_runs(task: dict) -> dict[str, dict]:
+    latest: dict[str, dict] = {}
+    for r in task["node_runs"]:
+        if r["node_id"] not in latest or r["attempt"] > latest[r["node_id"]]["attempt"]:
+            latest[r["node_id"]] = r
+    return latest
+
+
+def test_readyz_reports_database_redis_and_both_pools(service: Service) -> None:
+    body = service.get("/readyz").json()
+    assert body["ready"] is True
+    assert set(body["checks"]["pools"]["cpu"]["workers"]) == {"cpu-a@test", "cpu-b@test"}
+    assert body["checks"]["pools"]["gpu"]["workers"] == ["gpu-a@test"]
+
+
+def test_example_request_runs_on_cpu_and_gpu_pools_and_answers_with_evidence(service: Service) -> None:
+    goal = f"check the health of this machine and of {service.base}/healthz"
+    task = service.wait_task(service.submit(goal))
+    assert task["status"] == "succeeded", task
+    assert task["plan"]["playbook"] == "host-health"
+    runs = latest_runs(task)
+    assert {r["queue"] for r in runs.values()} == {"cpu", "gpu"}
+    for r in runs.values():
+        assert r["status"] == "succeeded"
+        assert r["worker"].endswith("@test")
+        assert r["queue_wait_s"] is not None and r["run_s"] is not None
+    assert runs["cpu_spikes"]["worker"] == "gpu-a@test"
+    assert runs["probe-1"]["result"]["data"]["status_code"] == 200
+    # the anomaly scan received the CPU series the host_metrics node measured
+    assert runs["cpu_spikes"]["result"]["data"]["points"] == len(runs["metrics"]["result"]["data"]["cpu_series"])
+    answer = task["answer"]
+    assert {f["node_id"] for f in answer["findings"]} >= {"metrics", "cpu_spikes", "probe-1"}
+    probe = next(f for f in answer["findings"] if f["node_id"] == "probe-1")
+    assert any("HTTP 200" in e for e in probe["evidence"])
+
+
+def test_events_are_stored_in_order_and_the_stream_resumes_after_last_event_id(service: Service) -> None:
+    task_id = service.submit("is redis ok")
+    service.wait_task(task_id)
+    with httpx.stream("GET", f"{service.base}/v1/tasks/{task_id}/events", timeout=30) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        text = "".join(resp.iter_text())
+    ids = [int(line[4:]) for line in text.splitlines() if line.startswith("id: ")]
+    types = [line[7:] for line in text.splitlines() if line.startswith("event: ")]
+    assert ids == list(range(1, len(ids) + 1))
+    assert types[0] == "task.created" and "plan.ready" in types and "task.answer" in types and types[-1] == "end"
+    assert types.count("node.finished") == 2
+    resumed_from = ids[len(ids) // 2]
+    with httpx.stream(
+        "GET", f"{service.base}/v1/tasks/{task_id}/events", headers={"Last-Event-ID": str(resumed_from)}, timeout=30
+    ) as resp:
+        again = [int(line[4:]) for line in "".join(resp.iter_text()).splitlines() if line.startswith("id: ")]
+    assert again == ids[ids.index(resumed_from) + 1 :]
+
+
+def test_bad_input_is_refused_with_a_code(service: Service) -> None:
+    r = service.post("/v1/tasks", content=b"{not json", headers={"content-type": "application/json"})
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_json")
+    r = service.post("/v1/tasks", json={"goal": "x", "colour": "red"})
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "unknown_field")
+    r = service.post("/v1/tasks", json={"goal": ""})
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "invalid_request")
+    r = service.post("/v1/tasks", json={"goal": "x", "inputs": {"blob": "a" * 100_000}})
+    assert (r.status_code, r.json()["error"]["code"]) == (413, "body_too_large")
+    r = service.get("/v1/tasks/00000000-0000-0000-0000-000000000000")
+    assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found")
+    cyclic = {"nodes": [
+        {"id": "a", "tool": "redis_info", "depends_on": ["b"]},
+        {"id": "b", "tool": "redis_info", "depends_on": ["a"]},
+    ]}
+    r = service.post("/v1/tasks", json={"goal": "cyclic", "plan": cyclic})
+    assert (r.status_code, r.json()["error"]["code"]) == (422, "plan_invalid")
+    assert "cycle" in r.json()["error"]["message"]
+    r = service.post("/v1/tasks", json={"goal": "g", "plan": {"nodes": [{"id": "a", "tool": "rm_rf"}]}})
+    assert r.status_code == 422 and "unknown tool 'rm_rf'" in r.json()["error"]["message"]
+    r = service.post("/v1/tasks", json={"goal": "g", "plan": {"nodes": [{"id": "a", "tool": "http_probe", "args": {"url": 5}}]}})
+    assert r.status_code == 422 and "argument url" in r.json()["error"]["message"]
+    r = service.get("/v1/tasks/x/events", headers={"Last-Event-ID": "abc"})
+    assert r.status_code == 404
+    done = service.wait_task(service.submit("is redis ok"))
+    r = service.post(f"/v1/tasks/{done['id']}/cancel")
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "conflict")
+    # nothing invalid was stored as a task
+    goals = [t["goal"] for t in service.get("/v1/tasks?limit=200").json()["tasks"]]
+    assert "cyclic" not in goals
+
+
+def test_a_worker_killed_mid_node_loses_nothing_the_node_reruns_elsewhere(service: Service) -> None:
+    plan = {"nodes": [
+        {"id": "slow", "tool": "chaos_sleep", "args": {"seconds": 4}},
+        {"id": "after", "tool": "redis_info", "depends_on": ["slow"]},
+    ]}
+    task_id = service.submit("sleep then check redis", plan=plan)
+    first = service.wait_node_started(task_id, "slow")
+    victim = first["worker"]
+    service.kill_worker(victim)
+    task = service.wait_task(task_id, timeout=120)
+    assert task["status"] == "succeeded", task
+    slow = [r for r in task["node_runs"] if r["node_id"] == "slow"]
+    assert [r["status"] for r in slow] == ["lost", "succeeded"]
+    assert slow[0]["worker"] == victim and slow[1]["worker"] != victim
+    assert latest_runs(task)["after"]["status"] == "succeeded"
+    # bring the pool back to two workers for the tests after this one
+    service.start_worker("cpu", victim.split("@")[0] + "-2")
+
+
+def test_a_node_that_kills_its_worker_every_time_fails_with_a_reason(service: Service) -> None:
+    plan = {"nodes": [{"id": "boom", "tool": "chaos_crash_worker"}, {"id": "fine", "tool": "redis_info"}]}
+    task = service.wait_task(service.submit("crash", plan=plan), timeout=180)
+    runs = latest_runs(task)
+    assert runs["boom"]["status"] == "failed"
+    assert "poison" in runs["boom"]["error"]
+    assert runs["fine"]["status"] == "succeeded"
+    total_starts = sum(r["deliveries"] for r in task["node_runs"] if r["node_id"] == "boom")
+    assert total_starts <= 4  # the limit (3) plus the start that found it exceeded
+    assert task["status"] == "succeeded"  # on_failure=continue: the rest of the answer still stands
+    assert any(f["node_id"] == "boom" for f in task["answer"]["failed_nodes"])
+
+
+def test_the_api_killed_mid_task_is_resumed_by_the_next_api(service: Service) -> None:
+    plan = {"nodes": [
+        {"id": "first", "tool": "chaos_sleep", "args": {"seconds": 3}},
+        {"id": "second", "tool": "redis_info", "depends_on": ["first"]},
+    ]}
+    task_id = service.submit("survive a restart", plan=plan)
+    service.wait_node_started(task_id, "first")
+    service.kill_api()
+    service.start_api()
+    task = service.wait_task(task_id, timeout=120)
+    assert task["status"] == "succeeded", task
+    attempts = [r for r in task["node_runs"] if r["node_id"] == "first"]
+    assert len(attempts) == 1  # in flight across the restart, not released twice
+    assert latest_runs(task)["second"]["status"] == "succeeded"
+    types = [e for e in service.get(f"/v1/tasks/{task_id}/events").text.splitlines() if e.startswith("event: ")]
+    assert types.count("event: plan.ready") == 1
+
+
+def test_cancel_stops_a_running_node_cooperatively(service: Service) -> None:
+    plan = {"nodes": [
+        {"id": "long", "tool": "chaos_sleep", "args": {"seconds": 60}},
+        {"id": "later", "tool": "redis_info", "depends_on": ["long"]},
+    ]}
+    task_id = service.submit("long wait", plan=plan)
+    service.wait_node_started(task_id, "long")
+    r = service.post(f"/v1/tasks/{task_id}/cancel")
+    assert r.status_code == 202
+    task = wait_until(
+        lambda: (t := service.task(task_id)) and latest_runs(t)["long"]["status"] == "cancelled" and t, 20,
+        "the running node to stop",
+    )
+    assert task["status"] == "cancelled"
+    assert "later" not in latest_runs(task) or latest_runs(task)["later"]["status"] != "succeeded"
+
+
+def test_log_search_stays_inside_its_roots_and_finds_errors(service: Service, tmp_path: Path) -> None:
+    root = Path(json.loads(service.env["OPSGRAPH_LOG_ROOTS"])[0])
+    root.mkdir(exist_ok=True)
+    log = root / "app.log"
+    from datetime import datetime
+
+    now = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    log.write_text(f"{now} INFO ok\n{now} ERROR db timeout\n  at frame 1\n{now} ERROR db timeout\n")
+    plan = {"nodes": [
+        {"id": "inside", "tool": "log_search", "args": {"path": str(root), "pattern": "ERROR"}},
+        {"id": "outside", "tool": "log_search", "args": {"path": "/etc", "pattern": "root"}},
+    ]}
+    task = service.wait_task(service.submit("logs", plan=plan))
+    runs = latest_runs(task)
+    assert runs["inside"]["result"]["data"]["matches"] == 2
+    assert runs["outside"]["status"] == "failed"
+    assert runs["outside"]["result"]["data"]["error_code"] == "target_not_allowed"
