@@ -17,8 +17,8 @@ from core.settings import get_settings
 
 app = typer.Typer(help="opsgraph: ask for ops work; agents plan it as a DAG of tool calls on CPU/GPU pools.",
                   no_args_is_help=True, add_completion=False)
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def fail(message: str, code: int = 1) -> None:
