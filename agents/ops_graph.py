@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
-from pydantic import ValidationError
 from langgraph.graph.state import CompiledStateGraph
+from pydantic import ValidationError
 
 from agents.context import OpsContext
 from agents.errors import PlanInvalid
 from agents.planner import PlanOutcome
-from agents.validation import validate_plan
 from agents.synthesis import synthesize_answer
+from agents.validation import validate_plan
 from core import keys
 from core.types import EventType, NodeStatus, Plan, TaskStatus
 
@@ -129,5 +129,10 @@ def cancel_open_attempts(ctx: OpsContext, task_id: str) -> None:
             ctx.bus.emit(
                 task_id,
                 EventType.NODE_FINISHED,
-                {"node_id": row.node_id, "attempt": row.attempt, "status": "cancelled", "summary": "task cancelled"},
+                {
+                    "node_id": row.node_id,
+                    "attempt": row.attempt,
+                    "status": "cancelled",
+                    "summary": "task cancelled",
+                },
             )

@@ -162,12 +162,21 @@ class LLMPlanner:
 
     def _messages(self, goal: str, inputs: dict[str, Any]) -> list[dict[str, str]]:
         tools = [
-            {"name": t.name, "description": t.description, "pool": t.pool, "args": t.args_model.model_json_schema()}
+            {
+                "name": t.name,
+                "description": t.description,
+                "pool": t.pool,
+                "args": t.args_model.model_json_schema(),
+            }
             for t in self.toolset
             if t.check_prerequisites(self.settings) is None
         ]
         examples = [
-            {"playbook": b.name, "description": b.description, "nodes": [n.model_dump(exclude_none=True) for n in b.nodes]}
+            {
+                "playbook": b.name,
+                "description": b.description,
+                "nodes": [n.model_dump(exclude_none=True) for n in b.nodes],
+            }
             for b, _ in self.library.rank(goal)[:3]
         ]
         system = (
@@ -182,14 +191,13 @@ class LLMPlanner:
 
     def plan(self, goal: str, inputs: dict[str, Any]) -> PlanOutcome:
         try:
+            response_format: Any = {
+                "type": "json_schema",
+                "json_schema": {"name": "plan", "schema": plan_json_schema(), "strict": False},
+            }
+            messages: Any = self._messages(goal, inputs)
             resp = self.client.chat.completions.create(
-                model=self.model,
-                messages=self._messages(goal, inputs),  # type: ignore[arg-type]
-                response_format={
-                    "type": "json_schema",
-                    "json_schema": {"name": "plan", "schema": plan_json_schema(), "strict": False},
-                },
-                temperature=0,
+                model=self.model, messages=messages, response_format=response_format, temperature=0
             )
             content = resp.choices[0].message.content or ""
             body = json.loads(content)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import redis
 import structlog
+from langchain_core.runnables import RunnableConfig
 
 from agents.context import OpsContext
 from agents.ops_graph import build_ops_graph, cancel_open_attempts
@@ -78,7 +78,7 @@ class TaskRunner:
                 self._stop.wait(2.0)
 
     def _run(self, task_id: str) -> None:
-        config: dict[str, Any] = {"configurable": {"thread_id": task_id}, "recursion_limit": _RECURSION_LIMIT}
+        config: RunnableConfig = {"configurable": {"thread_id": task_id}, "recursion_limit": _RECURSION_LIMIT}
         bound = log.bind(task_id=task_id)
         try:
             snapshot = self.graph.get_state(config)

@@ -12,9 +12,7 @@ _URL = re.compile(r"https?://[^\s,;'\"<>)]+")
 _PATH = re.compile(r"(?<![\w:/])(/(?:[\w.@-]+/?)+)")
 _SINCE_CLOCK = re.compile(r"\bsince\s+(\d{1,2}):(\d{2})\b")
 _LAST_N = re.compile(r"\b(?:last|past)\s+(\d+)\s*(m|min|mins|minutes?|h|hrs?|hours?|d|days?)\b")
-_SERVICE = re.compile(
-    r"\b([a-z][a-z0-9]*(?:-[a-z0-9]+)*-(?:api|svc|service|web|worker|db|gateway|frontend|backend))\b"
-)
+_SERVICE = re.compile(r"\b([a-z][a-z0-9]*(?:-[a-z0-9]+)*-(?:api|svc|service|web|worker|db|gateway|frontend|backend))\b")
 _NAMED_SERVICE = re.compile(r"\bwhy is (?:the )?([a-z][a-z0-9-]{1,40}?)(?: service)? (?:slow|down|failing|erroring)")
 _QUOTED = re.compile(r"[\"']([^\"']{1,200})[\"']")
 _PROCESS = re.compile(r"\b(?:is|are)\s+([a-z][\w.-]{1,40})\s+running\b|\bprocess(?:es)?\s+([a-z][\w.-]{1,40})")

@@ -65,7 +65,9 @@ def synthesize_answer(plan: Plan, latest: dict[str, NodeRunRow], all_runs: list[
         headline = f"all {len(nodes)} checks passed"
     next_steps = list(dict.fromkeys(_NEXT_STEPS[f["tool"]] for f in problems if f["tool"] in _NEXT_STEPS))
     if failed:
-        next_steps.append("re-run the failed checks once their errors are fixed: " + ", ".join(f["node_id"] for f in failed))
+        next_steps.append(
+            "re-run the failed checks once their errors are fixed: " + ", ".join(f["node_id"] for f in failed)
+        )
     lines = [f"**{headline}**", ""]
     for f in findings:
         lines.append(f"- [{f['severity']}] {f['message']} (from {f['node_id']}: {f['tool']})")

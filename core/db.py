@@ -10,11 +10,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event as sa_event
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
@@ -134,6 +135,11 @@ def init_db(engine: sa.Engine) -> None:
     Base.metadata.create_all(engine)
 
 
+def _changed(result: Any) -> bool:
+    """Whether a conditional UPDATE matched a row (the guard behind every race-free transition)."""
+    return bool(cast(CursorResult[Any], result).rowcount)
+
+
 def new_id() -> str:
     return str(uuid.uuid4())
 
@@ -223,13 +229,9 @@ class Store:
             values["error"] = error
         if status.terminal:
             values["finished_at"] = now
-        stmt = (
-            sa.update(TaskRow)
-            .where(TaskRow.id == task_id, TaskRow.status.in_(_LIVE_TASK_STATES))
-            .values(**values)
-        )
+        stmt = sa.update(TaskRow).where(TaskRow.id == task_id, TaskRow.status.in_(_LIVE_TASK_STATES)).values(**values)
         with self.session() as s:
-            moved = s.execute(stmt).rowcount > 0
+            moved = _changed(s.execute(stmt))
         if moved:
             data: dict[str, Any] = {"status": status.value}
             if error:
@@ -254,9 +256,7 @@ class Store:
         return version
 
     def latest_plan(self, task_id: str) -> Plan | None:
-        stmt = (
-            sa.select(PlanRow).where(PlanRow.task_id == task_id).order_by(PlanRow.version.desc()).limit(1)
-        )
+        stmt = sa.select(PlanRow).where(PlanRow.task_id == task_id).order_by(PlanRow.version.desc()).limit(1)
         with self.session() as s:
             row = s.scalar(stmt)
             return Plan.model_validate(row.body) if row else None
@@ -314,7 +314,7 @@ class Store:
             )
         )
         with self.session() as s:
-            if s.execute(stmt).rowcount == 0:
+            if not _changed(s.execute(stmt)):
                 return None, 0
             row = s.get(NodeRunRow, run_id)
             assert row is not None
@@ -328,7 +328,12 @@ class Store:
             return row, int(starts or 0)
 
     def finish_node_run(
-        self, run_id: str, status: NodeStatus, *, result: dict[str, Any] | None = None, error: str | None = None
+        self,
+        run_id: str,
+        status: NodeStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
     ) -> bool:
         """Record the attempt's outcome once; a duplicate or late completion returns False and changes nothing."""
         stmt = (
@@ -337,7 +342,7 @@ class Store:
             .values(status=status.value, result=result, error=error, finished_at=time.time())
         )
         with self.session() as s:
-            return s.execute(stmt).rowcount > 0
+            return _changed(s.execute(stmt))
 
     def node_runs(self, task_id: str) -> list[NodeRunRow]:
         stmt = (
@@ -368,9 +373,7 @@ class Store:
         for _ in range(20):
             try:
                 with self.session() as s:
-                    seq = (
-                        s.scalar(sa.select(sa.func.max(EventRow.seq)).where(EventRow.task_id == task_id)) or 0
-                    ) + 1
+                    seq = (s.scalar(sa.select(sa.func.max(EventRow.seq)).where(EventRow.task_id == task_id)) or 0) + 1
                     row = EventRow(task_id=task_id, seq=seq, ts=time.time(), type=str(type), data=data or {})
                     s.add(row)
                 return row.to_event()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -23,7 +23,7 @@ def clear_heartbeat(client: redis.Redis, hostname: str) -> None:
 def live_workers(client: redis.Redis) -> list[dict[str, Any]]:
     out = []
     for key in client.scan_iter(match=keys.WORKER_HEARTBEAT + "*", count=200):
-        raw = client.get(key)
+        raw = cast(bytes | None, client.get(key))
         if raw:
             out.append(json.loads(raw))
     return sorted(out, key=lambda w: w.get("hostname", ""))
@@ -35,4 +35,4 @@ def is_alive(client: redis.Redis, hostname: str) -> bool:
 
 def queue_depth(client: redis.Redis, queue: str) -> int:
     """Messages waiting on a Celery queue in the Redis transport (a list named after the queue)."""
-    return int(client.llen(queue))
+    return int(cast(int, client.llen(queue)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
@@ -28,17 +29,13 @@ def redact_value(value: Any) -> Any:
     return value
 
 
-def _redact_processor(_logger: Any, _name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: ("***" if _SECRET_KEYS.search(k) and k != "event" else redact_value(v)) for k, v in event_dict.items()
-    }
+def _redact_processor(_logger: Any, _name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    return {k: ("***" if _SECRET_KEYS.search(k) and k != "event" else redact_value(v)) for k, v in event_dict.items()}
 
 
 def configure_logging(level: str = "INFO", json_logs: bool = False) -> None:
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper(), force=True)
-    renderer: Any = (
-        structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
-    )
+    renderer: Any = structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

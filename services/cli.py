@@ -15,8 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from core.settings import get_settings
 
-app = typer.Typer(help="opsgraph: ask for ops work; agents plan it as a DAG of tool calls on CPU/GPU pools.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="opsgraph: ask for ops work; agents plan it as a DAG of tool calls on CPU/GPU pools.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -81,8 +84,20 @@ def worker(
     n = concurrency or (settings.gpu_concurrency if gpu else settings.cpu_concurrency)
     hostname = name or f"{pool}-{os.getpid()}@{socket.gethostname()}"
     argv = [
-        "worker", "-Q", pool, "-n", hostname, "-c", str(n), "-P", "threads" if gpu else "prefork",
-        "--loglevel", settings.log_level, "--without-mingle", "--without-gossip", "-E",
+        "worker",
+        "-Q",
+        pool,
+        "-n",
+        hostname,
+        "-c",
+        str(n),
+        "-P",
+        "threads" if gpu else "prefork",
+        "--loglevel",
+        settings.log_level,
+        "--without-mingle",
+        "--without-gossip",
+        "-E",
     ]
     celery_app.worker_main(argv)
 
@@ -119,16 +134,22 @@ def follow_task(task_id: str) -> dict[str, Any]:
     settings = get_settings()
     total, finished = 0, set()
     with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=False,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
     ) as progress:
         bar = progress.add_task("planning", total=None)
         last = 0
         for _ in range(100):  # reconnects, resuming after the last event seen
             try:
                 with httpx.stream(
-                    "GET", f"{settings.base_api_url}/v1/tasks/{task_id}/events",
-                    headers={"Last-Event-ID": str(last)}, timeout=httpx.Timeout(30, read=60),
+                    "GET",
+                    f"{settings.base_api_url}/v1/tasks/{task_id}/events",
+                    headers={"Last-Event-ID": str(last)},
+                    timeout=httpx.Timeout(30, read=60),
                 ) as resp:
                     if resp.status_code >= 400:
                         fail(f"cannot follow task {task_id}: HTTP {resp.status_code}")
@@ -147,10 +168,18 @@ def follow_task(task_id: str) -> dict[str, Any]:
                             payload = json.loads(data).get("data", {}) if data else {}
                             if event == "plan.ready":
                                 total = len(payload["plan"]["nodes"])
-                                progress.update(bar, total=total, description=f"running {payload['plan'].get('playbook') or 'plan'}")
+                                progress.update(
+                                    bar,
+                                    total=total,
+                                    description=f"running {payload['plan'].get('playbook') or 'plan'}",
+                                )
                             elif event in ("node.finished", "node.skipped") and payload.get("node_id"):
                                 finished.add(payload["node_id"])
-                                progress.update(bar, completed=len(finished), description=f"{payload['node_id']} {payload.get('status', 'skipped')}")
+                                progress.update(
+                                    bar,
+                                    completed=len(finished),
+                                    description=f"{payload['node_id']} {payload.get('status', 'skipped')}",
+                                )
                             elif event == "node.started":
                                 progress.update(bar, description=f"{payload['node_id']} on {payload.get('worker')}")
                             event, data = "", ""
@@ -193,8 +222,10 @@ def status(task_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     out.print(f"{task['id']}  {task['status']}  {task['goal']}", highlight=False, markup=False)
     for r in task["node_runs"]:
         out.print(
-            f"  {r['node_id']:<14} {r['tool']:<18} {r['status']:<10} attempt {r['attempt']}  {r['queue']:<4} {r['worker'] or ''}",
-            highlight=False, markup=False,
+            f"  {r['node_id']:<14} {r['tool']:<18} {r['status']:<10} "
+            f"attempt {r['attempt']}  {r['queue']:<4} {r['worker'] or ''}",
+            highlight=False,
+            markup=False,
         )
     if task.get("answer"):
         out.print(task["answer"]["text"], markup=False, highlight=False)
@@ -212,7 +243,11 @@ def tools(as_json: bool = typer.Option(False, "--json")) -> None:
         return
     for r in rows:
         avail = "available" if r["available"] else f"unavailable: {r['unavailable_reason']}"
-        out.print(f"{r['name']:<18} {r['pool']:<4} {r['effect']:<5} {avail}\n    {r['description']}", highlight=False, markup=False)
+        out.print(
+            f"{r['name']:<18} {r['pool']:<4} {r['effect']:<5} {avail}\n    {r['description']}",
+            highlight=False,
+            markup=False,
+        )
 
 
 def main() -> None:

@@ -3,12 +3,14 @@ scheduler. Ctrl-C (or SIGTERM) stops every child cleanly; nothing is left runnin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -17,6 +19,8 @@ import httpx
 import redis
 
 from core.settings import Settings, subprocess_env
+
+Say = Callable[[str], None]
 
 
 class LaunchError(RuntimeError):
@@ -30,7 +34,7 @@ def redis_answers(url: str) -> bool:
         return False
 
 
-def ensure_redis(settings: Settings, say: callable = print) -> subprocess.Popen[bytes] | None:  # type: ignore[valid-type]
+def ensure_redis(settings: Settings, say: Say = print) -> subprocess.Popen[bytes] | None:
     """Use a Redis that answers; else start redis-server as our child (installing Debian's package if root)."""
     if redis_answers(settings.redis_url):
         return None
@@ -56,7 +60,19 @@ def ensure_redis(settings: Settings, say: callable = print) -> subprocess.Popen[
     data.mkdir(parents=True, exist_ok=True)
     say(f"starting redis-server on {host}:{port} (nothing is persisted: Redis holds no only copy)")
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(data)],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(data),
+        ],
         stdout=subprocess.DEVNULL,
         start_new_session=True,
     )
@@ -89,7 +105,7 @@ def child_commands(settings: Settings) -> list[Child]:
 
 
 class Supervisor:
-    def __init__(self, settings: Settings, say: callable = print) -> None:  # type: ignore[valid-type]
+    def __init__(self, settings: Settings, say: Say = print) -> None:
         self.settings = settings
         self.say = say
         self.children = child_commands(settings)
@@ -149,10 +165,8 @@ class Supervisor:
         # prefork pool children live in each worker's session; make sure none outlive it
         for c in self.children:
             if c.proc is not None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(c.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         if self.redis_proc is not None and self.redis_proc.poll() is None:
             self.redis_proc.terminate()
             try:
@@ -161,7 +175,7 @@ class Supervisor:
                 self.redis_proc.kill()
 
 
-def run_service(settings: Settings, say: callable = print) -> int:  # type: ignore[valid-type]
+def run_service(settings: Settings, say: Say = print) -> int:
     sup = Supervisor(settings, say)
 
     def on_signal(signum: int, _frame: object) -> None:

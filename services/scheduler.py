@@ -34,6 +34,4 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
 def run_beat(celery: Celery, settings: Settings) -> None:
     celery.conf.beat_schedule = beat_schedule(settings)
     settings.ensure_dirs()
-    celery.Beat(
-        schedule=str(settings.var_dir / "celerybeat-schedule"), loglevel=settings.log_level, quiet=True
-    ).run()
+    celery.Beat(schedule=str(settings.var_dir / "celerybeat-schedule"), loglevel=settings.log_level, quiet=True).run()

@@ -20,7 +20,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """"" means the embedded SQLite default; postgres runs when OPSGRAPH_TEST_POSTGRES_URL names a server."""
+    """ "" means the embedded SQLite default; postgres runs when OPSGRAPH_TEST_POSTGRES_URL names a server."""
     if request.param == "sqlite":
         yield ""
         return

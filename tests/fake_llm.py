@@ -36,8 +36,13 @@ class DeterministicOpenAIServer:
                         "object": "chat.completion",
                         "created": int(time.time()),
                         "model": body.get("model", "test"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": server.content}}],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": server.content},
+                            }
+                        ],
                         "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
                     }
                 data = json.dumps(payload).encode()

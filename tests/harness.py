@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -38,7 +39,9 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: fl
         except Exception as exc:  # the thing is still starting
             last_exc = exc
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else ""))
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else "")
+    )
 
 
 class RedisServer:
@@ -52,8 +55,19 @@ class RedisServer:
         self.url = f"redis://127.0.0.1:{self.port}/0"
         workdir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(workdir)],
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+            ],
             stdout=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -113,8 +127,12 @@ class Service:
     def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("ab")
         return subprocess.Popen(
-            [sys.executable, "-m", "services.cli", *args], env=self.env, cwd=ROOT,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "-m", "services.cli", *args],
+            env=self.env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def start_api(self) -> None:
@@ -142,19 +160,13 @@ class Service:
     def stop(self) -> None:
         procs = [p for p in [self.api, *self.workers.values()] if p is not None]
         for p in procs:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         for p in procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     # REST helpers
     def post(self, path: str, **kw: Any) -> httpx.Response:
@@ -175,8 +187,10 @@ class Service:
 
     def wait_task(self, task_id: str, timeout: float = 90) -> dict[str, Any]:
         return wait_until(  # type: ignore[no-any-return]
-            lambda: (t := self.task(task_id))["status"] in ("succeeded", "failed", "cancelled") and t, timeout,
-            f"task {task_id} to end", interval=0.25,
+            lambda: (t := self.task(task_id))["status"] in ("succeeded", "failed", "cancelled") and t,
+            timeout,
+            f"task {task_id} to end",
+            interval=0.25,
         )
 
     def wait_node_started(self, task_id: str, node_id: str, timeout: float = 60) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from tools import anomalies, datastores, host, logs, net, pools  # noqa: F401  (registration)
 from tools._registry import CATALOG
-from tools.base import ToolArgs, ToolContext, ToolSpec, Toolset, finding
+from tools.base import ToolArgs, ToolContext, Toolset, ToolSpec, finding
 
 
 def load_tool_modules(modules: list[str]) -> Toolset:

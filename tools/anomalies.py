@@ -59,7 +59,7 @@ def robust_scores(values: list[float], window: int, device: str) -> list[float]:
 
 @CATALOG.tool(args=MetricAnomaliesArgs, pool="gpu", timeout_s=150, cost_hint_s=1.5)
 def metric_anomalies(args: MetricAnomaliesArgs, ctx: ToolContext) -> ToolResult:
-    """Find anomalous points in a metric series (given, or sampled live from this host) with torch; CUDA when present."""
+    """Find anomalous points in a metric series (given, or sampled live from this host) with torch; CUDA if present."""
     series = args.series
     source = "given series"
     if series is None:

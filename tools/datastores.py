@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import psycopg
@@ -29,7 +30,7 @@ def redis_info(args: RedisInfoArgs, ctx: ToolContext) -> ToolResult:
         return ToolResult(status=ToolStatus.ERROR, summary=f"{host} is not an allowed target (OPSGRAPH_HTTP_TARGETS)")
     try:
         client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-        info = client.info()
+        info = cast(dict[str, Any], client.info())
     except redis.RedisError as exc:
         msg = f"Redis at {redact(url)} unreachable: {exc}"
         return ToolResult(
@@ -96,7 +97,7 @@ FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backen
 
 @CATALOG.tool(args=PostgresActivityArgs, timeout_s=30, cost_hint_s=0.2, prerequisites=[_postgres_configured])
 def postgres_activity(args: PostgresActivityArgs, ctx: ToolContext) -> ToolResult:
-    """PostgreSQL activity on a configured DSN: connections by state, long-running queries, sessions waiting on locks."""
+    """PostgreSQL activity on a configured DSN: connections by state, long-running queries, sessions on locks."""
     dsns = [d.get_secret_value() for d in ctx.settings.postgres_dsns]
     if args.database:
         dsns = [d for d in dsns if (urlsplit(d).path.lstrip("/") or "") == args.database]
@@ -111,7 +112,9 @@ def postgres_activity(args: PostgresActivityArgs, ctx: ToolContext) -> ToolResul
     except psycopg.Error as exc:
         msg = f"PostgreSQL at {where} unreachable: {redact(str(exc)).strip()}"
         return ToolResult(
-            status=ToolStatus.SUCCESS, summary=msg, data={"healthy": False, "findings": [finding("critical", msg)]}
+            status=ToolStatus.SUCCESS,
+            summary=msg,
+            data={"healthy": False, "findings": [finding("critical", msg)]},
         )
     states: dict[str, int] = {}
     for r in rows:
@@ -139,9 +142,7 @@ def postgres_activity(args: PostgresActivityArgs, ctx: ToolContext) -> ToolResul
             "connections": len(rows),
             "max_connections": max_conn,
             "by_state": states,
-            "long_queries": [
-                {k: r[k] for k in ("pid", "usename", "datname", "running_s", "query")} for r in long[:20]
-            ],
+            "long_queries": [{k: r[k] for k in ("pid", "usename", "datname", "running_s", "query")} for r in long[:20]],
             "blocked": [{"pid": r["pid"], "blocked_by": r["blocked_by"], "query": r["query"]} for r in blocked[:20]],
             "findings": findings,
         },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -12,7 +13,18 @@ from core.types import ToolResult, ToolStatus
 from tools._registry import CATALOG
 from tools.base import ToolArgs, ToolContext, finding
 
-_SKIP_FS = {"squashfs", "tmpfs", "devtmpfs", "overlay", "proc", "sysfs", "nsfs", "cgroup", "cgroup2", "autofs"}
+_SKIP_FS = {
+    "squashfs",
+    "tmpfs",
+    "devtmpfs",
+    "overlay",
+    "proc",
+    "sysfs",
+    "nsfs",
+    "cgroup",
+    "cgroup2",
+    "autofs",
+}
 
 
 class HostMetricsArgs(ToolArgs):
@@ -28,10 +40,8 @@ def host_metrics(args: HostMetricsArgs, ctx: ToolContext) -> ToolResult:
     """
     procs = list(psutil.process_iter(["pid", "name", "username", "memory_percent"]))
     for p in procs:  # prime per-process CPU counters so the sample below measures the same window
-        try:
+        with contextlib.suppress(psutil.Error):
             p.cpu_percent(None)
-        except psutil.Error:
-            pass
     series: list[float] = []
     steps = max(1, int(args.sample_seconds / 0.2))
     for _ in range(steps):
@@ -66,7 +76,12 @@ def host_metrics(args: HostMetricsArgs, ctx: ToolContext) -> ToolResult:
         except OSError:
             continue
         disks.append(
-            {"mount": part.mountpoint, "fstype": part.fstype, "percent": du.percent, "free_gb": du.free / 2**30}
+            {
+                "mount": part.mountpoint,
+                "fstype": part.fstype,
+                "percent": du.percent,
+                "free_gb": du.free / 2**30,
+            }
         )
     cpu_avg = sum(series) / len(series)
     findings = []
@@ -96,7 +111,11 @@ def host_metrics(args: HostMetricsArgs, ctx: ToolContext) -> ToolResult:
             "cpu_percent": round(cpu_avg, 1),
             "cpu_series": series,
             "cores": cores,
-            "memory": {"percent": vm.percent, "total_gb": vm.total / 2**30, "available_gb": vm.available / 2**30},
+            "memory": {
+                "percent": vm.percent,
+                "total_gb": vm.total / 2**30,
+                "available_gb": vm.available / 2**30,
+            },
             "swap_percent": sw.percent,
             "load": [load1, load5, load15],
             "disks": disks,

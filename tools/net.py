@@ -30,9 +30,10 @@ def host_allowed(url: str, allowed: list[str]) -> bool:
 
 def _tls_days_left(host: str, port: int, timeout: float) -> float | None:
     ctx = ssl.create_default_context()
-    with socket.create_connection((host, port), timeout=timeout) as sock, ctx.wrap_socket(
-        sock, server_hostname=host
-    ) as tls:
+    with (
+        socket.create_connection((host, port), timeout=timeout) as sock,
+        ctx.wrap_socket(sock, server_hostname=host) as tls,
+    ):
         cert = tls.getpeercert()
     not_after = cert.get("notAfter") if cert else None
     if not not_after:
@@ -60,7 +61,12 @@ def http_probe(args: HttpProbeArgs, ctx: ToolContext) -> ToolResult:
         return ToolResult(
             status=ToolStatus.SUCCESS,
             summary=msg,
-            data={"url": args.url, "healthy": False, "error": str(exc), "findings": [finding("critical", msg)]},
+            data={
+                "url": args.url,
+                "healthy": False,
+                "error": str(exc),
+                "findings": [finding("critical", msg)],
+            },
             evidence=[msg],
         )
     latency_ms = (time.perf_counter() - started) * 1000
@@ -80,7 +86,9 @@ def http_probe(args: HttpProbeArgs, ctx: ToolContext) -> ToolResult:
         except (OSError, ssl.SSLError) as exc:
             findings.append(finding("warn", f"TLS check failed: {exc}"))
         if tls_days is not None and tls_days < 14:
-            findings.append(finding("critical" if tls_days < 3 else "warn", f"certificate expires in {tls_days:.1f} days"))
+            findings.append(
+                finding("critical" if tls_days < 3 else "warn", f"certificate expires in {tls_days:.1f} days")
+            )
     summary = f"{args.url} -> {resp.status_code} in {latency_ms:.0f} ms" + (
         f", certificate {tls_days:.0f} days left" if tls_days is not None else ""
     )

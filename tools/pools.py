@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 from pydantic import Field
 
@@ -24,15 +26,13 @@ def pool_status(args: PoolStatusArgs, ctx: ToolContext) -> ToolResult:
         depths = {p: queue_depth(ctx.redis, p) for p in pools}
     except redis.RedisError as exc:
         return ToolResult(status=ToolStatus.ERROR, summary=f"Redis unreachable: {exc}")
-    report = {}
+    report: dict[str, dict[str, Any]] = {}
     findings = []
     for p in pools:
         members = [w for w in workers if p in w.get("queues", [])]
         report[p] = {
             "queue_depth": depths[p],
-            "workers": [
-                {k: w.get(k) for k in ("hostname", "pid", "device", "concurrency", "active")} for w in members
-            ],
+            "workers": [{k: w.get(k) for k in ("hostname", "pid", "device", "concurrency", "active")} for w in members],
         }
         if not members:
             findings.append(finding("critical", f"pool {p} has no live worker; {depths[p]} message(s) waiting"))
@@ -45,5 +45,7 @@ def pool_status(args: PoolStatusArgs, ctx: ToolContext) -> ToolResult:
         status=ToolStatus.SUCCESS,
         summary=summary,
         data={"pools": report, "findings": findings},
-        evidence=[f"heartbeat {w['hostname']} ({','.join(w.get('queues', []))}) device={w.get('device')}" for w in workers],
+        evidence=[
+            f"heartbeat {w['hostname']} ({','.join(w.get('queues', []))}) device={w.get('device')}" for w in workers
+        ],
     )

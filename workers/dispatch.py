@@ -80,7 +80,13 @@ class Dispatcher:
         self.bus.emit(
             row.task_id,
             EventType.NODE_QUEUED,
-            {"node_id": row.node_id, "attempt": row.attempt, "tool": row.tool, "pool": row.pool, "queue": row.queue},
+            {
+                "node_id": row.node_id,
+                "attempt": row.attempt,
+                "tool": row.tool,
+                "pool": row.pool,
+                "queue": row.queue,
+            },
         )
 
     def _fail_attempt(self, row: NodeRunRow, status: NodeStatus, reason: str) -> None:
@@ -146,9 +152,7 @@ class Dispatcher:
             dep_states = [states.get(d) for d in node.depends_on]
             if not all(s is not None and NodeStatus(s).final for s in dep_states):
                 continue
-            skipped_dep = next(
-                (d for d in node.depends_on if states.get(d) == NodeStatus.SKIPPED.value), None
-            )
+            skipped_dep = next((d for d in node.depends_on if states.get(d) == NodeStatus.SKIPPED.value), None)
             if skipped_dep:
                 self._skip(task_id, node, f"dependency {skipped_dep} was skipped")
                 states[node.id] = NodeStatus.SKIPPED.value
@@ -161,9 +165,7 @@ class Dispatcher:
                 continue
             row = self.release(task_id, node, args)
             states[node.id] = row.status
-        done = all(
-            states.get(n.id) is not None and NodeStatus(states[n.id]).final for n in by_id.values()
-        )
+        done = all(states.get(n.id) is not None and NodeStatus(states[n.id]).final for n in by_id.values())
         return DispatchProgress(done=done, stopped=stopped, states=states)
 
     def _skip(self, task_id: str, node: PlanNode, reason: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -58,10 +59,8 @@ def _cancel_checker(rt: WorkerRuntime, task_id: str) -> Any:
         now = time.monotonic()
         if now - last[0] > 0.5:
             last[0] = now
-            try:
+            with contextlib.suppress(redis.RedisError):
                 last[1] = bool(rt.redis.exists(keys.CANCEL_FLAG + task_id))
-            except redis.RedisError:
-                pass
         return bool(last[1])
 
     return is_cancelled
@@ -89,12 +88,12 @@ def execute_node(run_id: str, worker: str) -> str:
         },
     )
     if starts > rt.settings.max_node_starts:
-        error = (
+        poison = (
             f"poison node: started {starts} times without finishing (its worker died each time); "
             f"not run again (limit OPSGRAPH_MAX_NODE_STARTS={rt.settings.max_node_starts})"
         )
-        result = ToolResult(status=ToolStatus.ERROR, summary=error)
-        _finish(rt, run_id, row.task_id, row.node_id, row.attempt, result, error)
+        result = ToolResult(status=ToolStatus.ERROR, summary=poison)
+        _finish(rt, run_id, row.task_id, row.node_id, row.attempt, result, poison)
         bound.error("poison node failed", starts=starts)
         return "poison"
     spec = CATALOG.get(row.tool)
@@ -181,10 +180,8 @@ class _Heartbeat:
                 except redis.RedisError as exc:
                     log.warning("heartbeat failed", error=str(exc))
                 self.stop.wait(settings.worker_heartbeat_s)
-            try:
+            with contextlib.suppress(redis.RedisError):
                 clear_heartbeat(client, hostname)
-            except redis.RedisError:
-                pass
 
         self.thread = threading.Thread(target=beat, name="opsgraph-heartbeat", daemon=True)
         self.thread.start()

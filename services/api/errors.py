@@ -13,7 +13,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agents.errors import PlanInvalid
 from core.errors import Conflict, NotFound, OpsgraphError, UserError
 
-_STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
+_STATUS_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+}
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
@@ -94,7 +99,10 @@ class BodyLimitMiddleware:
             {
                 "type": "http.response.start",
                 "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
             }
         )
         await send({"type": "http.response.body", "body": body})

@@ -29,7 +29,9 @@ def test_run_starts_everything_and_ctrl_c_stops_everything(tmp_path: Path) -> No
         "PYTHONUNBUFFERED": "1",
     }
     log = (tmp_path / "run.log").open("wb")
-    launcher = subprocess.Popen([sys.executable, "-m", "services.cli", "run"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "run"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+    )
     base = f"http://127.0.0.1:{api_port}"
     try:
         wait_until(lambda: httpx.get(f"{base}/readyz", timeout=2).json()["ready"], 120, "a ready service")
@@ -38,8 +40,19 @@ def test_run_starts_everything_and_ctrl_c_stops_everything(tmp_path: Path) -> No
         assert "redis-server" in names and "scheduler" in names
         assert "--pool cpu" in names and "--pool gpu" in names and " api" in names
         submit = subprocess.run(
-            [sys.executable, "-m", "services.cli", "submit", "--wait", f"check the health of this machine and of {base}/healthz"],
-            env={**env, "OPSGRAPH_API_URL": base}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "services.cli",
+                "submit",
+                "--wait",
+                f"check the health of this machine and of {base}/healthz",
+            ],
+            env={**env, "OPSGRAPH_API_URL": base},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert submit.returncode == 0, submit.stdout + submit.stderr
         assert "succeeded" in submit.stdout and "probe-1" in submit.stdout
@@ -55,11 +68,21 @@ def test_run_starts_everything_and_ctrl_c_stops_everything(tmp_path: Path) -> No
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
-    env = {**os.environ, "OPSGRAPH_VAR_DIR": str(tmp_path), "OPSGRAPH_API_URL": f"http://127.0.0.1:{free_port()}"}
+    env = {
+        **os.environ,
+        "OPSGRAPH_VAR_DIR": str(tmp_path),
+        "OPSGRAPH_API_URL": f"http://127.0.0.1:{free_port()}",
+    }
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "services.cli", *args], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "services.cli", *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     for args, expected in [
         (("worker", "--pool", "tpu"), "error: unknown pool 'tpu'"),

@@ -81,7 +81,10 @@ def test_events_are_stored_in_order_and_the_stream_resumes_after_last_event_id(s
     assert types.count("node.finished") == 2
     resumed_from = ids[len(ids) // 2]
     with httpx.stream(
-        "GET", f"{service.base}/v1/tasks/{task_id}/events", headers={"Last-Event-ID": str(resumed_from)}, timeout=30
+        "GET",
+        f"{service.base}/v1/tasks/{task_id}/events",
+        headers={"Last-Event-ID": str(resumed_from)},
+        timeout=30,
     ) as resp:
         again = [int(line[4:]) for line in "".join(resp.iter_text()).splitlines() if line.startswith("id: ")]
     assert again == ids[ids.index(resumed_from) + 1 :]
@@ -98,16 +101,21 @@ def test_bad_input_is_refused_with_a_code(service: Service) -> None:
     assert (r.status_code, r.json()["error"]["code"]) == (413, "body_too_large")
     r = service.get("/v1/tasks/00000000-0000-0000-0000-000000000000")
     assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found")
-    cyclic = {"nodes": [
-        {"id": "a", "tool": "redis_info", "depends_on": ["b"]},
-        {"id": "b", "tool": "redis_info", "depends_on": ["a"]},
-    ]}
+    cyclic = {
+        "nodes": [
+            {"id": "a", "tool": "redis_info", "depends_on": ["b"]},
+            {"id": "b", "tool": "redis_info", "depends_on": ["a"]},
+        ]
+    }
     r = service.post("/v1/tasks", json={"goal": "cyclic", "plan": cyclic})
     assert (r.status_code, r.json()["error"]["code"]) == (422, "plan_invalid")
     assert "cycle" in r.json()["error"]["message"]
     r = service.post("/v1/tasks", json={"goal": "g", "plan": {"nodes": [{"id": "a", "tool": "rm_rf"}]}})
     assert r.status_code == 422 and "unknown tool 'rm_rf'" in r.json()["error"]["message"]
-    r = service.post("/v1/tasks", json={"goal": "g", "plan": {"nodes": [{"id": "a", "tool": "http_probe", "args": {"url": 5}}]}})
+    r = service.post(
+        "/v1/tasks",
+        json={"goal": "g", "plan": {"nodes": [{"id": "a", "tool": "http_probe", "args": {"url": 5}}]}},
+    )
     assert r.status_code == 422 and "argument url" in r.json()["error"]["message"]
     r = service.get("/v1/tasks/x/events", headers={"Last-Event-ID": "abc"})
     assert r.status_code == 404
@@ -120,10 +128,12 @@ def test_bad_input_is_refused_with_a_code(service: Service) -> None:
 
 
 def test_a_worker_killed_mid_node_loses_nothing_the_node_reruns_elsewhere(service: Service) -> None:
-    plan = {"nodes": [
-        {"id": "slow", "tool": "chaos_sleep", "args": {"seconds": 4}},
-        {"id": "after", "tool": "redis_info", "depends_on": ["slow"]},
-    ]}
+    plan = {
+        "nodes": [
+            {"id": "slow", "tool": "chaos_sleep", "args": {"seconds": 4}},
+            {"id": "after", "tool": "redis_info", "depends_on": ["slow"]},
+        ]
+    }
     task_id = service.submit("sleep then check redis", plan=plan)
     first = service.wait_node_started(task_id, "slow")
     victim = first["worker"]
@@ -152,10 +162,12 @@ def test_a_node_that_kills_its_worker_every_time_fails_with_a_reason(service: Se
 
 
 def test_the_api_killed_mid_task_is_resumed_by_the_next_api(service: Service) -> None:
-    plan = {"nodes": [
-        {"id": "first", "tool": "chaos_sleep", "args": {"seconds": 3}},
-        {"id": "second", "tool": "redis_info", "depends_on": ["first"]},
-    ]}
+    plan = {
+        "nodes": [
+            {"id": "first", "tool": "chaos_sleep", "args": {"seconds": 3}},
+            {"id": "second", "tool": "redis_info", "depends_on": ["first"]},
+        ]
+    }
     task_id = service.submit("survive a restart", plan=plan)
     service.wait_node_started(task_id, "first")
     service.kill_api()
@@ -170,16 +182,19 @@ def test_the_api_killed_mid_task_is_resumed_by_the_next_api(service: Service) ->
 
 
 def test_cancel_stops_a_running_node_cooperatively(service: Service) -> None:
-    plan = {"nodes": [
-        {"id": "long", "tool": "chaos_sleep", "args": {"seconds": 60}},
-        {"id": "later", "tool": "redis_info", "depends_on": ["long"]},
-    ]}
+    plan = {
+        "nodes": [
+            {"id": "long", "tool": "chaos_sleep", "args": {"seconds": 60}},
+            {"id": "later", "tool": "redis_info", "depends_on": ["long"]},
+        ]
+    }
     task_id = service.submit("long wait", plan=plan)
     service.wait_node_started(task_id, "long")
     r = service.post(f"/v1/tasks/{task_id}/cancel")
     assert r.status_code == 202
     task = wait_until(
-        lambda: (t := service.task(task_id)) and latest_runs(t)["long"]["status"] == "cancelled" and t, 20,
+        lambda: (t := service.task(task_id)) and latest_runs(t)["long"]["status"] == "cancelled" and t,
+        20,
         "the running node to stop",
     )
     assert task["status"] == "cancelled"
@@ -194,10 +209,12 @@ def test_log_search_stays_inside_its_roots_and_finds_errors(service: Service, tm
 
     now = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     log.write_text(f"{now} INFO ok\n{now} ERROR db timeout\n  at frame 1\n{now} ERROR db timeout\n")
-    plan = {"nodes": [
-        {"id": "inside", "tool": "log_search", "args": {"path": str(root), "pattern": "ERROR"}},
-        {"id": "outside", "tool": "log_search", "args": {"path": "/etc", "pattern": "root"}},
-    ]}
+    plan = {
+        "nodes": [
+            {"id": "inside", "tool": "log_search", "args": {"path": str(root), "pattern": "ERROR"}},
+            {"id": "outside", "tool": "log_search", "args": {"path": "/etc", "pattern": "root"}},
+        ]
+    }
     task = service.wait_task(service.submit("logs", plan=plan))
     runs = latest_runs(task)
     assert runs["inside"]["result"]["data"]["matches"] == 2

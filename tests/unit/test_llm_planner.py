@@ -30,13 +30,20 @@ def planner(llm: DeterministicOpenAIServer, tmp_path) -> LLMPlanner:
 
 
 def test_a_valid_llm_plan_is_used(planner: LLMPlanner, llm: DeterministicOpenAIServer) -> None:
-    llm.content = json.dumps({
-        "category": "health",
-        "nodes": [
-            {"id": "m", "tool": "host_metrics", "args": {}, "depends_on": []},
-            {"id": "s", "tool": "metric_anomalies", "args": {"series": "${m.data.cpu_series}"}, "depends_on": ["m"]},
-        ],
-    })
+    llm.content = json.dumps(
+        {
+            "category": "health",
+            "nodes": [
+                {"id": "m", "tool": "host_metrics", "args": {}, "depends_on": []},
+                {
+                    "id": "s",
+                    "tool": "metric_anomalies",
+                    "args": {"series": "${m.data.cpu_series}"},
+                    "depends_on": ["m"],
+                },
+            ],
+        }
+    )
     outcome = planner.plan("is this box ok", {})
     assert outcome.plan.source == "llm"
     assert [n.id for n in outcome.plan.nodes] == ["m", "s"]
@@ -49,8 +56,12 @@ def test_a_valid_llm_plan_is_used(planner: LLMPlanner, llm: DeterministicOpenAIS
     assert "host_metrics" in system and "postgres_activity" not in system  # unavailable tools are not offered
 
 
-def test_an_invalid_llm_plan_falls_back_to_the_offline_planner(planner: LLMPlanner, llm: DeterministicOpenAIServer) -> None:
-    llm.content = json.dumps({"category": "x", "nodes": [{"id": "a", "tool": "drop_database", "args": {}, "depends_on": []}]})
+def test_an_invalid_llm_plan_falls_back_to_the_offline_planner(
+    planner: LLMPlanner, llm: DeterministicOpenAIServer
+) -> None:
+    llm.content = json.dumps(
+        {"category": "x", "nodes": [{"id": "a", "tool": "drop_database", "args": {}, "depends_on": []}]}
+    )
     outcome = planner.plan("nightly capacity report", {})
     assert outcome.plan.source == "playbook" and outcome.plan.playbook == "capacity-report"
     assert "unknown tool 'drop_database'" in outcome.notes[0]

@@ -60,7 +60,9 @@ def test_slots_come_from_the_text_and_inputs_win() -> None:
     assert slots["window_minutes"] == 90
     assert slots["urls"] == ["https://shop.example/api"]
     assert slots["log_path"] == "/var/log"
-    slots = fill_slots(book, "why is checkout slow in the last 2 hours", {"log_path": "/srv/logs", "urls": "http://a/"}, now)
+    slots = fill_slots(
+        book, "why is checkout slow in the last 2 hours", {"log_path": "/srv/logs", "urls": "http://a/"}, now
+    )
     assert slots["window_minutes"] == 120
     assert slots["service"] == "checkout"
     assert (slots["log_path"], slots["urls"]) == ("/srv/logs", ["http://a/"])

@@ -18,8 +18,16 @@ def ctx(tmp_path: Path) -> ToolContext:
 
 def test_every_tool_has_a_description_schema_pool_and_timeout() -> None:
     names = CATALOG.names()
-    for required in ["host_metrics", "http_probe", "log_search", "process_check", "redis_info",
-                     "postgres_activity", "pool_status", "metric_anomalies"]:
+    for required in [
+        "host_metrics",
+        "http_probe",
+        "log_search",
+        "process_check",
+        "redis_info",
+        "postgres_activity",
+        "pool_status",
+        "metric_anomalies",
+    ]:
         assert required in names
     for spec in CATALOG:
         d = spec.describe(Settings())

@@ -27,7 +27,12 @@ def reasons(p: Plan, settings: Settings) -> str:
 def test_a_valid_dag_passes_unchanged(settings: Settings) -> None:
     p = plan(
         {"id": "m", "tool": "host_metrics"},
-        {"id": "a", "tool": "metric_anomalies", "args": {"series": "${m.data.cpu_series}"}, "depends_on": ["m"]},
+        {
+            "id": "a",
+            "tool": "metric_anomalies",
+            "args": {"series": "${m.data.cpu_series}"},
+            "depends_on": ["m"],
+        },
         {"id": "r", "tool": "redis_info"},
     )
     assert validate_plan(p, CATALOG, settings) is p
@@ -45,16 +50,16 @@ def test_cycles_are_found_and_named(settings: Settings) -> None:
 
 
 def test_unknown_tools_unknown_deps_and_duplicate_ids(settings: Settings) -> None:
-    text = reasons(
-        plan({"id": "a", "tool": "nope"}, {"id": "a", "tool": "redis_info", "depends_on": ["zz"]}), settings
-    )
+    text = reasons(plan({"id": "a", "tool": "nope"}, {"id": "a", "tool": "redis_info", "depends_on": ["zz"]}), settings)
     assert "unknown tool 'nope'" in text
     assert "depends on unknown node 'zz'" in text
     assert "duplicate node ids: a" in text
 
 
 def test_args_are_checked_against_the_tool_schema(settings: Settings) -> None:
-    text = reasons(plan({"id": "p", "tool": "http_probe", "args": {"url": "ftp://x", "timeout_s": -1, "x": 1}}), settings)
+    text = reasons(
+        plan({"id": "p", "tool": "http_probe", "args": {"url": "ftp://x", "timeout_s": -1, "x": 1}}), settings
+    )
     assert "argument url" in text and "argument timeout_s" in text and "argument x" in text
     assert "argument url: Field required" in reasons(plan({"id": "p", "tool": "http_probe"}), settings)
 

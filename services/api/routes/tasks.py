@@ -31,7 +31,8 @@ class TaskCreate(BaseModel):
     priority: int = Field(5, ge=0, le=9, description="0 is most urgent.")
     tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     plan: dict[str, Any] | None = Field(
-        None, description="A plan to run as given ({nodes: [...]}); validated like any planner's, planner skipped."
+        None,
+        description="A plan to run as given ({nodes: [...]}); validated like any planner's, planner skipped.",
     )
 
 
