@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from agents.context import OpsContext
 from agents.errors import PlanInvalid
 from agents.planner import PlanOutcome
-from agents.synthesis import synthesize_answer
+from agents.synthesis import failure_answer, synthesize_answer
 from agents.validation import validate_plan
 from core import keys
 from core.types import EventType, NodeStatus, Plan, TaskStatus
@@ -29,7 +29,7 @@ class OpsState(TypedDict, total=False):
     inputs: dict[str, Any]
     plan: dict[str, Any] | None
     done: bool
-    outcome: str  # planned | invalid | cancelled | stopped | finished
+    outcome: str  # accepted | ended | planned | invalid | cancelled | stopped | finished
 
 
 def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
@@ -37,8 +37,12 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
 
     def intake(state: OpsState) -> OpsState:
         task = store.get_task(state["task_id"])
+        if TaskStatus(task.status).terminal:  # cancelled while it waited for a runner thread
+            store.set_answer(task.id, failure_answer(f"task {task.status} before planning", "ok"))
+            bus.announce(task.id)
+            return {"outcome": "ended"}
         store.set_task_status(task.id, TaskStatus.PLANNING)
-        return {"goal": task.goal[:_MAX_GOAL_CHARS], "inputs": task.inputs or {}}
+        return {"goal": task.goal[:_MAX_GOAL_CHARS], "inputs": task.inputs or {}, "outcome": "accepted"}
 
     def plan(state: OpsState) -> OpsState:
         task_id = state["task_id"]
@@ -50,6 +54,7 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
                 outcome = ctx.planner.plan(state["goal"], inputs)
         except PlanInvalid as exc:
             bus.emit(task_id, EventType.PLAN_REJECTED, {"reasons": exc.reasons})
+            store.set_answer(task_id, failure_answer(f"no valid plan: {exc}"))
             store.set_task_status(task_id, TaskStatus.FAILED, error=f"no valid plan: {exc}")
             return {"plan": None, "outcome": "invalid"}
         version = store.save_plan(task_id, outcome.plan)
@@ -90,6 +95,9 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
             store.set_task_status(task_id, TaskStatus.SUCCEEDED)
         return {}
 
+    def after_intake(state: OpsState) -> str:
+        return "plan" if state.get("outcome") == "accepted" else END
+
     def after_plan(state: OpsState) -> str:
         return "dispatch" if state.get("outcome") == "planned" else END
 
@@ -102,7 +110,7 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
     graph.add_node("dispatch", dispatch)
     graph.add_node("synthesize", synthesize)
     graph.add_edge(START, "intake")
-    graph.add_edge("intake", "plan")
+    graph.add_conditional_edges("intake", after_intake, ["plan", END])
     graph.add_conditional_edges("plan", after_plan, ["dispatch", END])
     graph.add_conditional_edges("dispatch", after_dispatch, ["dispatch", "synthesize"])
     graph.add_edge("synthesize", END)

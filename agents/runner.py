@@ -12,6 +12,7 @@ from langchain_core.runnables import RunnableConfig
 
 from agents.context import OpsContext
 from agents.ops_graph import build_ops_graph, cancel_open_attempts
+from agents.synthesis import failure_answer
 from core import keys
 from core.types import TaskStatus
 
@@ -91,14 +92,16 @@ class TaskRunner:
                 task = self.ctx.store.get_task(task_id)
                 if not TaskStatus(task.status).terminal:
                     # the graph ended but the task row did not (a crash between the two): end it now
-                    self.ctx.store.set_task_status(task_id, TaskStatus.FAILED, error="graph ended without an outcome")
+                    message = "graph ended without an outcome"
+                    self.ctx.store.set_answer(task_id, failure_answer(message))
+                    self.ctx.store.set_task_status(task_id, TaskStatus.FAILED, error=message)
         except Exception as exc:
             bound.exception("task failed in the orchestrator")
             try:
                 cancel_open_attempts(self.ctx, task_id)
-                self.ctx.store.set_task_status(
-                    task_id, TaskStatus.FAILED, error=f"orchestrator error: {type(exc).__name__}: {exc}"
-                )
+                message = f"orchestrator error: {type(exc).__name__}: {exc}"
+                self.ctx.store.set_answer(task_id, failure_answer(message))
+                self.ctx.store.set_task_status(task_id, TaskStatus.FAILED, error=message)
             except Exception:
                 bound.exception("could not record the failure")
         finally:

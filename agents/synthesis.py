@@ -20,6 +20,21 @@ _NEXT_STEPS = {
 }
 
 
+def failure_answer(headline: str, severity: str = "critical") -> dict[str, Any]:
+    """The answer of a task that ended before any node ran (no valid plan, cancelled while queued)."""
+    return {
+        "headline": headline,
+        "severity": severity,
+        "findings": [],
+        "failed_nodes": [],
+        "nodes": [],
+        "next_steps": [],
+        "playbook": None,
+        "plan_source": None,
+        "text": f"**{headline}**",
+    }
+
+
 def synthesize_answer(plan: Plan, latest: dict[str, NodeRunRow], all_runs: list[NodeRunRow]) -> dict[str, Any]:
     findings: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []

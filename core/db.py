@@ -291,14 +291,20 @@ class Store:
         with self.session() as s:
             return s.get(NodeRunRow, run_id)
 
-    def mark_node_queued(self, run_id: str) -> None:
-        stmt = (
-            sa.update(NodeRunRow)
-            .where(NodeRunRow.id == run_id, NodeRunRow.status == NodeStatus.PENDING.value)
-            .values(status=NodeStatus.QUEUED.value, queued_at=time.time())
-        )
+    def mark_node_queued(self, run_id: str, queued_at: float) -> None:
+        """Record the send. A fast worker may already have started the attempt: keep its status, but still
+        stamp when the message was sent, so the queue wait is known either way."""
         with self.session() as s:
-            s.execute(stmt)
+            s.execute(
+                sa.update(NodeRunRow)
+                .where(NodeRunRow.id == run_id, NodeRunRow.queued_at.is_(None))
+                .values(queued_at=queued_at)
+            )
+            s.execute(
+                sa.update(NodeRunRow)
+                .where(NodeRunRow.id == run_id, NodeRunRow.status == NodeStatus.PENDING.value)
+                .values(status=NodeStatus.QUEUED.value)
+            )
 
     def start_node_run(self, run_id: str, worker: str) -> tuple[NodeRunRow | None, int]:
         """A worker took the attempt: count the delivery. Returns the row (None if it already ended)

@@ -56,35 +56,25 @@ def ensure_redis(settings: Settings, say: Say = print) -> subprocess.Popen[bytes
         binary = shutil.which("redis-server")
         if binary is None:
             raise LaunchError("apt-get installed redis-server but it is not on PATH")
-    data = settings.var_dir / "redis"
-    data.mkdir(parents=True, exist_ok=True)
     say(f"starting redis-server on {host}:{port} (nothing is persisted: Redis holds no only copy)")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(data),
-        ],
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 10
+    return start_redis_server(binary, port, settings.var_dir / "redis")
+
+
+def start_redis_server(binary: str, port: int, workdir: Path, timeout_s: float = 10) -> subprocess.Popen[bytes]:
+    """A redis-server child on 127.0.0.1:port that keeps nothing on disk; returns once it answers PING."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen([*argv, "--dir", str(workdir)], stdout=subprocess.DEVNULL, start_new_session=True)
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if redis_answers(settings.redis_url):
+        if redis_answers(url):
             return proc
         if proc.poll() is not None:
             raise LaunchError(f"redis-server exited with code {proc.returncode}; is port {port} taken?")
         time.sleep(0.1)
     proc.terminate()
-    raise LaunchError(f"redis-server did not answer on {host}:{port} within 10 s")
+    raise LaunchError(f"redis-server did not answer on 127.0.0.1:{port} within {timeout_s:g} s")
 
 
 @dataclass

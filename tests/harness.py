@@ -19,6 +19,8 @@ import httpx
 import psutil
 import redis
 
+from services.launcher import start_redis_server
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -53,25 +55,7 @@ class RedisServer:
             raise RuntimeError("redis-server is not installed; `make test` installs it (apt-get install redis-server)")
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_until(lambda: redis.Redis.from_url(self.url).ping(), 10, "redis-server")
+        self.proc = start_redis_server(binary, self.port, workdir)
 
     def stop(self) -> None:
         self.proc.terminate()

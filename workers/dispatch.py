@@ -68,6 +68,13 @@ class Dispatcher:
     def _send(self, row: NodeRunRow) -> None:
         spec = self.toolset.get(row.tool)
         timeout = spec.timeout_s if spec else 60.0
+        # the event first, so a stream never shows a node started before it was queued
+        self.bus.emit(
+            row.task_id,
+            EventType.NODE_QUEUED,
+            {"node_id": row.node_id, "attempt": row.attempt, "tool": row.tool, "pool": row.pool, "queue": row.queue},
+        )
+        sent_at = time.time()
         self.celery.send_task(
             RUN_NODE,
             args=[row.id],
@@ -76,18 +83,7 @@ class Dispatcher:
             soft_time_limit=timeout,
             time_limit=timeout + 5,
         )
-        self.store.mark_node_queued(row.id)
-        self.bus.emit(
-            row.task_id,
-            EventType.NODE_QUEUED,
-            {
-                "node_id": row.node_id,
-                "attempt": row.attempt,
-                "tool": row.tool,
-                "pool": row.pool,
-                "queue": row.queue,
-            },
-        )
+        self.store.mark_node_queued(row.id, sent_at)
 
     def _fail_attempt(self, row: NodeRunRow, status: NodeStatus, reason: str) -> None:
         result = ToolResult(status=ToolStatus.ERROR, summary=reason).model_dump(mode="json")

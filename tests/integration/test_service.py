@@ -79,6 +79,11 @@ def test_events_are_stored_in_order_and_the_stream_resumes_after_last_event_id(s
     assert ids == list(range(1, len(ids) + 1))
     assert types[0] == "task.created" and "plan.ready" in types and "task.answer" in types and types[-1] == "end"
     assert types.count("node.finished") == 2
+    stored = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+    per_node = [e for e in stored if "seq" in e]  # the closing "end" event is not a stored event
+    for node_id in {e["data"]["node_id"] for e in per_node if "node_id" in e["data"]}:
+        order = [e["type"] for e in per_node if e["data"].get("node_id") == node_id]
+        assert order == ["node.queued", "node.started", "node.finished"], order
     resumed_from = ids[len(ids) // 2]
     with httpx.stream(
         "GET",
@@ -220,3 +225,28 @@ def test_log_search_stays_inside_its_roots_and_finds_errors(service: Service, tm
     assert runs["inside"]["result"]["data"]["matches"] == 2
     assert runs["outside"]["status"] == "failed"
     assert runs["outside"]["result"]["data"]["error_code"] == "target_not_allowed"
+
+
+def test_a_scheduled_run_becomes_a_normal_task_that_the_api_picks_up(service: Service) -> None:
+    from celery import Celery
+
+    celery = Celery(broker=service.env["OPSGRAPH_REDIS_URL"])
+    celery.send_task("opsgraph.submit_scheduled", args=["hourly-redis", "is redis ok", {}], queue="cpu")
+
+    def scheduled() -> dict | None:
+        tasks = service.get("/v1/tasks?limit=200").json()["tasks"]
+        return next((t for t in tasks if t["source"] == "schedule" and t["status"] == "succeeded"), None)
+
+    task = wait_until(scheduled, 60, "the scheduled task to run")
+    assert task["goal"] == "is redis ok"
+    assert service.task(task["id"])["plan"]["playbook"] == "redis-health"
+
+
+def test_a_task_without_a_valid_plan_fails_with_an_answer_and_its_stream_ends(service: Service) -> None:
+    task_id = service.submit("anything", inputs={"playbook": "no-such-playbook"})
+    task = service.wait_task(task_id)
+    assert task["status"] == "failed" and task["node_runs"] == []
+    assert task["answer"]["headline"] == "no valid plan: unknown playbook 'no-such-playbook'"
+    with httpx.stream("GET", f"{service.base}/v1/tasks/{task_id}/events", timeout=30) as resp:
+        types = [line[7:] for line in "".join(resp.iter_text()).splitlines() if line.startswith("event: ")]
+    assert "plan.rejected" in types and types[-1] == "end"

@@ -41,8 +41,11 @@ def test_plans_are_versioned(store: Store) -> None:
 def test_an_attempt_finishes_once_and_deliveries_are_counted(store: Store) -> None:
     t = store.create_task("goal")
     run = store.create_node_run(t.id, "a", tool="redis_info", args={}, pool="cpu", queue="cpu")
-    store.mark_node_queued(run.id)
-    row, starts = store.start_node_run(run.id, "w1@h")
+    row, starts = store.start_node_run(run.id, "w1@h")  # a fast worker starts it before the send is recorded
+    assert row is not None
+    store.mark_node_queued(run.id, row.started_at - 0.25)
+    assert store.get_node_run(run.id).status == "running"
+    assert store.get_node_run(run.id).queue_wait_s == pytest.approx(0.25)
     assert row is not None and row.deliveries == 1 and starts == 1
     row, starts = store.start_node_run(run.id, "w2@h")  # redelivered after its worker died
     assert row.worker == "w2@h" and starts == 2
