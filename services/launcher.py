@@ -7,6 +7,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -77,6 +78,15 @@ def start_redis_server(binary: str, port: int, workdir: Path, timeout_s: float =
     raise LaunchError(f"redis-server did not answer on 127.0.0.1:{port} within {timeout_s:g} s")
 
 
+def port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass
 class Child:
     name: str
@@ -110,6 +120,11 @@ class Supervisor:
     def start(self) -> float:
         started = time.monotonic()
         self.settings.ensure_dirs()
+        if not port_free(self.settings.api_host, self.settings.api_port):
+            raise LaunchError(
+                f"port {self.settings.api_port} on {self.settings.api_host} is in use (another opsgraph?); "
+                "stop it or set OPSGRAPH_API_PORT"
+            )
         self.redis_proc = ensure_redis(self.settings, self.say)
         for child in self.children:
             self._spawn(child)
@@ -171,7 +186,10 @@ def run_service(settings: Settings, say: Say = print) -> int:
     def on_signal(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
+    # SIGINT too: a process started in the background of a script inherits SIGINT ignored, and then
+    # Python would never raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     try:
         ready_s = sup.start()
         say(f"opsgraph is ready in {ready_s:.1f}s: console at {settings.base_api_url}/  (Ctrl-C stops everything)")

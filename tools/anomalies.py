@@ -24,6 +24,7 @@ class MetricAnomaliesArgs(ToolArgs):
     seconds: float = Field(5.0, gt=0, le=120, description="How long to sample `metric`.")
     window: int = Field(20, ge=3, le=10_000, description="Rolling window for the baseline.")
     threshold: float = Field(3.5, gt=0, le=100, description="Robust z-score above which a point is anomalous.")
+    min_delta: float = Field(0.0, ge=0, description="Smallest distance from the baseline worth reporting.")
 
     @model_validator(mode="after")
     def _one_source(self) -> MetricAnomaliesArgs:
@@ -38,14 +39,16 @@ def device_name() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def robust_scores(values: list[float], window: int, device: str) -> list[float]:
-    """|x - rolling median| / (1.4826 * rolling MAD), computed as one batched tensor operation."""
+def robust_scores(values: list[float], window: int, device: str) -> tuple[list[float], list[float]]:
+    """(|x - rolling median| / (1.4826 * rolling MAD), |x - rolling median|), as one batched tensor operation."""
     import torch
 
     x = torch.tensor(values, dtype=torch.float32, device=device)
     n = x.numel()
     w = min(window, n)
-    padded = torch.cat([x[:1].repeat(w - 1), x])  # the first points compare against themselves
+    # reflect the series at its start, so the first points compare against real neighbours, not copies of
+    # the first point (which made a high first sample turn every normal point after it into an "anomaly")
+    padded = torch.cat([x[1:w].flip(0), x])
     windows = padded.unfold(0, w, 1)  # (n, w): each point's trailing window
     med = windows.median(dim=1).values
     mad = (windows - med[:, None]).abs().median(dim=1).values
@@ -54,7 +57,8 @@ def robust_scores(values: list[float], window: int, device: str) -> list[float]:
     # largest magnitude are noise, whatever its MAD says
     floor = torch.clamp(torch.maximum(global_mad, 0.05 * x.abs().max()), min=1e-6)
     scale = 1.4826 * torch.maximum(mad, floor)
-    return ((x - med).abs() / scale).cpu().tolist()
+    dev = (x - med).abs()
+    return (dev / scale).cpu().tolist(), dev.cpu().tolist()
 
 
 @CATALOG.tool(args=MetricAnomaliesArgs, pool="gpu", timeout_s=150, cost_hint_s=1.5)
@@ -74,9 +78,11 @@ def metric_anomalies(args: MetricAnomaliesArgs, ctx: ToolContext) -> ToolResult:
     if len(series) < 3:
         return ToolResult(status=ToolStatus.NO_DATA, summary=f"too few points ({len(series)}) in {source}")
     device = device_name()
-    scores = robust_scores(series, args.window, device)
+    scores, deviations = robust_scores(series, args.window, device)
     anomalies = [
-        {"index": i, "value": series[i], "score": round(s, 2)} for i, s in enumerate(scores) if s > args.threshold
+        {"index": i, "value": series[i], "score": round(s, 2)}
+        for i, (s, d) in enumerate(zip(scores, deviations, strict=True))
+        if s > args.threshold and d >= args.min_delta
     ]
     mean = sum(series) / len(series)
     summary = (

@@ -18,6 +18,8 @@ from tools.base import ToolArgs, ToolContext, finding
 
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})")
 _SYSLOG = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}:\d{2}:\d{2})")
+# whole words only: "libgpg-error0" in a package list is not an error
+DEFAULT_PATTERN = r"(?i)(?<![\w-])(error|errors|exception|fatal|panic|timeout|timed out|refused|denied|oom)(?![\w-])"
 _MAX_FILES = 200
 _MAX_BYTES_PER_FILE = 64 * 2**20
 
@@ -25,9 +27,9 @@ _MAX_BYTES_PER_FILE = 64 * 2**20
 class LogSearchArgs(ToolArgs):
     path: str = Field(min_length=1, max_length=1024, description="A file or folder inside OPSGRAPH_LOG_ROOTS.")
     pattern: str = Field(
-        r"(?i)\b(error|exception|fatal|panic|timeout|refused|denied|oom)\b",
+        DEFAULT_PATTERN,
         max_length=512,
-        description="Regular expression to count.",
+        description="Regular expression to count; empty means the default (error words).",
     )
     since_minutes: float = Field(60, gt=0, le=60 * 24 * 31, description="Only lines newer than this.")
     max_samples: int = Field(5, ge=0, le=50)
@@ -83,7 +85,7 @@ def log_search(args: LogSearchArgs, ctx: ToolContext) -> ToolResult:
     if not target.exists():
         return ToolResult(status=ToolStatus.NO_DATA, summary=f"{target} does not exist", data={"path": str(target)})
     try:
-        regex = re.compile(args.pattern)
+        regex = re.compile(args.pattern or DEFAULT_PATTERN)
     except re.error as exc:
         return ToolResult(status=ToolStatus.ERROR, summary=f"invalid pattern {args.pattern!r}: {exc}")
     now = datetime.now()

@@ -135,7 +135,7 @@ class Dispatcher:
         states = {nid: latest[nid].status for nid in latest}
         by_id = {n.id: n for n in plan.nodes}
         stopped = any(
-            states.get(n.id) in (NodeStatus.FAILED.value,) and n.on_failure == OnFailure.STOP for n in plan.nodes
+            states.get(n.id) == NodeStatus.FAILED.value and n.on_failure == OnFailure.STOP for n in plan.nodes
         )
         results = {nid: (r.result or {}) for nid, r in latest.items() if r.status == NodeStatus.SUCCEEDED.value}
         for node in plan.nodes:

@@ -29,8 +29,14 @@ def test_run_starts_everything_and_ctrl_c_stops_everything(tmp_path: Path) -> No
         "PYTHONUNBUFFERED": "1",
     }
     log = (tmp_path / "run.log").open("wb")
+    # started as a script's background job would be: SIGINT ignored on entry; Ctrl-C must still stop it
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "run"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "services.cli", "run"],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     base = f"http://127.0.0.1:{api_port}"
     try:
@@ -92,3 +98,19 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
         r = cli(*args)
         assert r.returncode == 1, r
         assert r.stderr.strip().startswith(expected) and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_run_refuses_a_taken_port_in_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "OPSGRAPH_VAR_DIR": str(tmp_path), "OPSGRAPH_API_PORT": str(port)}
+        r = subprocess.run(
+            [sys.executable, "-m", "services.cli", "run"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+    assert r.returncode == 1
+    expected = f"error: port {port} on 127.0.0.1 is in use (another opsgraph?); stop it or set OPSGRAPH_API_PORT"
+    assert r.stdout.strip() == expected

@@ -69,12 +69,29 @@ def test_log_search_respects_the_time_window(ctx: ToolContext, tmp_path: Path) -
     assert r.data["matches"] == 1 and "fresh" in r.data["samples"][0]
 
 
+def test_the_default_log_pattern_matches_error_words_not_package_names(ctx: ToolContext, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "history.log").write_text(
+        "Install: libgpg-error0:amd64 (1.46-1)\nconnection refused\nTimeout: oom killer\n"
+    )
+    for pattern in (None, ""):
+        args = {"path": str(logs)} if pattern is None else {"path": str(logs), "pattern": pattern}
+        r = CATALOG.get("log_search").run(args, ctx)
+        assert r.data["matches"] == 2 and r.data["terms"] == {"refused": 1, "timeout": 1}
+
+
 def test_metric_anomalies_finds_a_spike_and_not_noise(ctx: ToolContext) -> None:
     flat = [10.0, 11.0, 10.0, 9.0, 10.0, 11.0, 10.0, 9.0, 10.0, 10.0]
-    assert max(robust_scores(flat, 5, "cpu")) < 3.5
+    assert max(robust_scores(flat, 5, "cpu")[0]) < 3.5
+    # a high first sample is the anomaly; the normal points after it are not
+    scores, _ = robust_scores([24.4, 2.5, 0.0, 3.0, 2.0, 4.0, 3.0, 2.5, 3.5, 3.0], 5, "cpu")
+    assert [i for i, s in enumerate(scores) if s > 3.5] == [0]
     r = CATALOG.get("metric_anomalies").run({"series": [*flat, 95.0, *flat]}, ctx)
     assert r.status == ToolStatus.SUCCESS
     assert [a["index"] for a in r.data["anomalies"]] == [10]
+    small = CATALOG.get("metric_anomalies").run({"series": [*flat, 95.0, *flat], "min_delta": 90}, ctx)
+    assert small.data["anomalies"] == []  # 85 points above baseline is under the asked-for 90
     bad = CATALOG.get("metric_anomalies").run({"series": [1.0], "metric": "cpu"}, ctx)
     assert bad.status == ToolStatus.ERROR and "exactly one" in bad.summary
 
