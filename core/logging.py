@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 
 _SECRET_KEYS = re.compile(r"(pass(word)?|secret|token|api[_-]?key|authorization|dsn)", re.I)
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)([^@\s]+)(@)")
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]+)(@)")  # user may be empty: redis://:pw@host
 
 
 def redact(text: str) -> str:

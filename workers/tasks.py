@@ -20,6 +20,7 @@ from core import keys
 from core.db import Store
 from core.events import EventBus
 from core.heartbeats import clear_heartbeat, publish_heartbeat
+from core.logging import redact
 from core.settings import Settings, get_settings
 from core.types import EventType, NodeStatus, ToolResult, ToolStatus
 from tools import CATALOG, ToolContext, load_tool_modules
@@ -107,7 +108,9 @@ def execute_node(run_id: str, worker: str) -> str:
             result = ToolResult(status=ToolStatus.ERROR, summary=f"{row.tool} timed out after {spec.timeout_s:g}s")
         except Exception as exc:
             bound.error("tool raised", error=repr(exc), tb=traceback.format_exc(limit=5))
-            result = ToolResult(status=ToolStatus.ERROR, summary=f"{row.tool} failed: {type(exc).__name__}: {exc}")
+            # an exception text can carry a connection string; it goes into events and answers masked
+            message = redact(f"{row.tool} failed: {type(exc).__name__}: {exc}")
+            result = ToolResult(status=ToolStatus.ERROR, summary=message)
     error = result.summary if result.status == ToolStatus.ERROR else None
     cancelled = spec is not None and ctx.is_cancelled()
     _finish(rt, run_id, row.task_id, row.node_id, row.attempt, result, error, cancelled=cancelled)

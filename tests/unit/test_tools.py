@@ -114,3 +114,13 @@ def test_host_metrics_measures_this_machine(ctx: ToolContext) -> None:
     assert r.status == ToolStatus.SUCCESS
     assert r.data["cores"] >= 1 and len(r.data["cpu_series"]) == 2 and r.data["disks"]
     assert r.data["findings"] and r.evidence
+
+
+def test_passwords_in_urls_are_masked() -> None:
+    from core.logging import redact, redact_value
+
+    assert redact("connect postgresql://ops:s3cret@db:5432/x failed") == "connect postgresql://ops:***@db:5432/x failed"
+    assert redact_value({"api_key": "sk-1", "url": "redis://:pw@h:6379/0"}) == {
+        "api_key": "***",
+        "url": "redis://:***@h:6379/0",
+    }
