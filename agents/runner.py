@@ -53,10 +53,6 @@ class TaskRunner:
         for task in self.ctx.store.unfinished_tasks():
             self.submit(task.id)
 
-    def active(self) -> list[str]:
-        with self._lock:
-            return sorted(self._active)
-
     def _listen(self) -> None:
         while not self._stop.is_set():
             try:

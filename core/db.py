@@ -201,10 +201,6 @@ class Store:
                 raise NotFound(f"no task with id {task_id!r}")
             return row
 
-    def find_task(self, task_id: str) -> TaskRow | None:
-        with self.session() as s:
-            return s.get(TaskRow, task_id)
-
     def list_tasks(self, *, tenant: str | None = None, limit: int = 50) -> list[TaskRow]:
         stmt = sa.select(TaskRow).order_by(TaskRow.created_at.desc()).limit(limit)
         if tenant:
