@@ -6,15 +6,11 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
+from memory.entities import NAMED_SERVICE, PATH, QUOTED, SERVICE, URL
 from memory.playbooks import Playbook
 
-_URL = re.compile(r"https?://[^\s,;'\"<>)]+")
-_PATH = re.compile(r"(?<![\w:/])(/(?:[\w.@-]+/?)+)")
 _SINCE_CLOCK = re.compile(r"\bsince\s+(\d{1,2}):(\d{2})\b")
 _LAST_N = re.compile(r"\b(?:last|past)\s+(\d+)\s*(m|min|mins|minutes?|h|hrs?|hours?|d|days?)\b")
-_SERVICE = re.compile(r"\b([a-z][a-z0-9]*(?:-[a-z0-9]+)*-(?:api|svc|service|web|worker|db|gateway|frontend|backend))\b")
-_NAMED_SERVICE = re.compile(r"\bwhy is (?:the )?([a-z][a-z0-9-]{1,40}?)(?: service)? (?:slow|down|failing|erroring)")
-_QUOTED = re.compile(r"[\"']([^\"']{1,200})[\"']")
 _PROCESS = re.compile(r"\b(?:is|are)\s+([a-z][\w.-]{1,40})\s+running\b|\bprocess(?:es)?\s+([a-z][\w.-]{1,40})")
 
 
@@ -41,17 +37,17 @@ def _window_minutes(text: str, now: datetime) -> float | None:
 def extract(kind: str, text: str, now: datetime) -> Any:
     low = text.lower()
     if kind == "urls":
-        return list(dict.fromkeys(u.rstrip(".") for u in _URL.findall(text))) or None
+        return list(dict.fromkeys(u.rstrip(".") for u in URL.findall(text))) or None
     if kind == "window_minutes":
         return _window_minutes(low, now)
     if kind == "path":
-        paths = _PATH.findall(_URL.sub(" ", text))
+        paths = PATH.findall(URL.sub(" ", text))
         return paths[0] if paths else None
     if kind == "service":
-        m = _SERVICE.search(low) or _NAMED_SERVICE.search(low)
+        m = SERVICE.search(low) or NAMED_SERVICE.search(low)
         return m.group(1) if m else None
     if kind == "pattern":
-        m = _QUOTED.search(text)
+        m = QUOTED.search(text)
         return re.escape(m.group(1)) if m else None
     if kind == "processes":
         found = [a or b for a, b in _PROCESS.findall(low)]

@@ -32,6 +32,14 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     db.drop()
 
 
+@pytest.fixture(scope="session")
+def embedder():  # type: ignore[no-untyped-def]
+    """The real all-MiniLM-L6-v2, loaded once for the whole session."""
+    from memory.embeddings import MiniLMEmbedder
+
+    return MiniLMEmbedder(device="cpu").load()
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
@@ -13,7 +14,8 @@ from memory.index.abstract import VectorIndex
 class FlatIndex(VectorIndex):
     def __init__(self, dim: int, index: faiss.Index | None = None) -> None:
         self.dim = dim
-        self._index = index if index is not None else faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        # faiss' type stubs take selectors where the SWIG wrapper also takes id arrays
+        self._index: Any = index if index is not None else faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         ids = np.asarray(ids, dtype=np.int64)

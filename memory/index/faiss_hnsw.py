@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
@@ -22,7 +23,7 @@ class HNSWIndex(VectorIndex):
         self._reset()
 
     def _reset(self) -> None:
-        self._index = faiss.IndexHNSWFlat(self.dim, self.m, faiss.METRIC_INNER_PRODUCT)
+        self._index: Any = faiss.IndexHNSWFlat(self.dim, self.m, faiss.METRIC_INNER_PRODUCT)
         self._index.hnsw.efSearch = self.ef_search
         self._index.hnsw.efConstruction = 80
         self._ids: list[int] = []  # faiss row -> our id

@@ -74,7 +74,7 @@ class PartitionedIndex:
             return None
         return self.folder / (hashlib.sha1(key.encode()).hexdigest()[:20] + ".faiss")
 
-    def _kind_for(self, size: int) -> type[VectorIndex]:
+    def _kind_for(self, size: int) -> type[FlatIndex] | type[HNSWIndex]:
         return HNSWIndex if size > self.hnsw_above else FlatIndex
 
     def _open(self, key: str) -> VectorIndex:

@@ -31,9 +31,9 @@ def test_nearest_neighbours_match_the_exact_reference(kind: type[VectorIndex]) -
     index.add(ids, vecs)
     ref.add(ids, vecs)
     queries = unit(50, seed=1)
-    recall = np.mean([
-        len({i for i, _ in index.search(q, 10)} & {i for i, _ in ref.search(q, 10)}) / 10 for q in queries
-    ])
+    recall = np.mean(
+        [len({i for i, _ in index.search(q, 10)} & {i for i, _ in ref.search(q, 10)}) / 10 for q in queries]
+    )
     assert recall >= (1.0 if kind is not HNSWIndex else 0.95)
     top_id, top_sim = index.search(vecs[7], 1)[0]
     assert top_id == 1007 and top_sim == pytest.approx(1.0, abs=1e-5)
@@ -77,7 +77,9 @@ def test_hnsw_rebuilds_once_tombstones_pile_up() -> None:
     assert index.search(vecs[50], 1)[0][0] == 50
 
 
-def partitioned(tmp_path: Path, rows: dict[str, tuple[np.ndarray, np.ndarray]], hnsw_above: int = 1000) -> PartitionedIndex:
+def partitioned(
+    tmp_path: Path, rows: dict[str, tuple[np.ndarray, np.ndarray]], hnsw_above: int = 1000
+) -> PartitionedIndex:
     empty = (np.zeros(0, np.int64), np.zeros((0, DIM), np.float32))
     return PartitionedIndex(DIM, tmp_path, loader=lambda key: rows.get(key, empty), hnsw_above=hnsw_above)
 

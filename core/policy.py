@@ -1,0 +1,43 @@
+"""The serving policy the semantic cache reads: per category an on/off switch, a similarity threshold, a TTL
+per entry kind and a quota. One document, so the tuning agent can version and change it later."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CategoryCachePolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    threshold: float = Field(0.9, ge=0.5, le=1.0, description="Cosine similarity a hit needs.")
+    answer_ttl_s: float = Field(60, ge=0, description="Final answers go stale fast: what a check saw a minute ago.")
+    plan_ttl_s: float = Field(86_400, ge=0, description="Plans stay good as long as the playbooks do.")
+    tool_ttl_s: float = Field(30, ge=0, description="Results of idempotent read tools.")
+    max_entries: int = Field(1000, ge=1, description="Per tenant and kind; least recently used are evicted.")
+
+    def ttl(self, kind: str) -> float:
+        return {"answer": self.answer_ttl_s, "plan": self.plan_ttl_s, "tool_result": self.tool_ttl_s}[kind]
+
+
+def _default_categories() -> dict[str, CategoryCachePolicy]:
+    # thresholds from `opsgraph cache-eval tests/data/cache_pairs.jsonl` (see docs/architecture.md)
+    return {
+        "health": CategoryCachePolicy(threshold=0.88, answer_ttl_s=60),
+        "diagnose": CategoryCachePolicy(threshold=0.86, answer_ttl_s=120),
+        "report": CategoryCachePolicy(threshold=0.84, answer_ttl_s=900),
+        "triage": CategoryCachePolicy(threshold=0.90, answer_ttl_s=60),
+        # plans written by the caller run as given, and anything that writes is never served from cache
+        "request": CategoryCachePolicy(enabled=False),
+        "remediate": CategoryCachePolicy(enabled=False),
+    }
+
+
+class CachePolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    categories: dict[str, CategoryCachePolicy] = Field(default_factory=_default_categories)
+    default: CategoryCachePolicy = Field(default_factory=CategoryCachePolicy)
+
+    def for_category(self, category: str) -> CategoryCachePolicy:
+        return self.categories.get(category, self.default)

@@ -1,0 +1,38 @@
+"""Memory's tables, on the same database and declarative base as the rest (core.db)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from core.db import Base, JsonType
+
+
+class CacheEntryRow(Base):
+    __tablename__ = "cache_entries"
+    __table_args__ = (sa.Index("ix_cache_partition", "tenant", "kind", "category"),)
+
+    id: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    tenant: Mapped[str] = mapped_column(sa.String(64))
+    kind: Mapped[str] = mapped_column(sa.String(16))  # plan | answer | tool_result
+    category: Mapped[str] = mapped_column(sa.String(32))
+    text: Mapped[str] = mapped_column(sa.Text)
+    entities: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    payload: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    vector: Mapped[bytes] = mapped_column(sa.LargeBinary)  # float32; rebuilds the index when its file is lost
+    source_task: Mapped[str | None] = mapped_column(sa.String(36), nullable=True)
+    created_at: Mapped[float] = mapped_column(sa.Double)
+    expires_at: Mapped[float] = mapped_column(sa.Double, index=True)
+    last_hit_at: Mapped[float] = mapped_column(sa.Double)
+    hits: Mapped[int] = mapped_column(sa.Integer, default=0)
+
+
+MEMORY_TABLES = [cast(sa.Table, CacheEntryRow.__table__)]
+
+
+def init_memory_tables(engine: sa.Engine) -> None:
+    Base.metadata.create_all(engine, tables=MEMORY_TABLES)

@@ -1,0 +1,308 @@
+"""Category-aware semantic cache: per category its own threshold, TTL per entry kind, quota and switch;
+keyed by tenant (a tenant never sees another's entry); a verifier so that requests about different
+services, hosts, numbers or time windows never share an entry; invalidation by tenant, category or entity.
+
+Entries live in the database (the truth); the vectors of each (tenant, kind, category) partition are in an
+in-memory FAISS index that a lookup searches without touching the database until it has a candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from core.db import Store
+from core.policy import CachePolicy, CategoryCachePolicy
+from memory._tables import CacheEntryRow, init_memory_tables
+from memory.embeddings import Embedder
+from memory.entities import entity_values, extract_entities, same_entities
+from memory.index.partitioned import PartitionedIndex
+
+
+class CacheKind(StrEnum):
+    PLAN = "plan"
+    ANSWER = "answer"
+    TOOL_RESULT = "tool_result"
+
+
+@dataclass
+class CacheLookup:
+    hit: bool
+    category: str
+    kind: str
+    reason: str  # hit | miss | disabled | below_threshold | verifier_rejected | expired
+    similarity: float | None = None
+    entry_id: int | None = None
+    payload: dict[str, Any] | None = None
+    cached_text: str | None = None
+    age_s: float | None = None
+    search_ms: float = 0.0
+
+
+@dataclass
+class _Counters:
+    lookups: int = 0
+    hits: int = 0
+    misses: int = 0
+    verified_rejects: int = 0
+    evictions: int = 0
+    expirations: int = 0
+    latency_ms: deque[float] = field(default_factory=lambda: deque(maxlen=2000))
+
+
+def _key(tenant: str, kind: str, category: str) -> str:
+    # JSON, not a delimiter: no tenant name can forge its way into another tenant's partition
+    return json.dumps([tenant, kind, category])
+
+
+def _unkey(key: str) -> tuple[str, str, str]:
+    tenant, kind, category = json.loads(key)
+    return tenant, kind, category
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return round(values[min(len(values) - 1, round(q * (len(values) - 1)))], 4)
+
+
+class SemanticCache:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        policy: Callable[[], CachePolicy] | CachePolicy,
+        index_folder: Path | None = None,
+        candidates: int = 5,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self._policy = policy if callable(policy) else (lambda: policy)
+        self.candidates = candidates
+        init_memory_tables(store.engine)
+        self.index = PartitionedIndex(embedder.dim, index_folder, loader=self._load_partition)
+        self._counters: dict[str, _Counters] = defaultdict(_Counters)
+        self._count_lock = threading.Lock()
+
+    def policy_for(self, category: str) -> CategoryCachePolicy:
+        return self._policy().for_category(category)
+
+    def _load_partition(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        tenant, kind, category = _unkey(key)
+        stmt = sa.select(CacheEntryRow.id, CacheEntryRow.vector).where(
+            CacheEntryRow.tenant == tenant,
+            CacheEntryRow.kind == kind,
+            CacheEntryRow.category == category,
+            CacheEntryRow.expires_at > time.time(),
+        )
+        with self.store.session() as s:
+            rows = s.execute(stmt).all()
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        vecs = (
+            np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+            if rows
+            else np.zeros((0, self.embedder.dim), dtype=np.float32)
+        )
+        return ids, vecs
+
+    def _count(self, category: str, **inc: int) -> None:
+        with self._count_lock:
+            c = self._counters[category]
+            for name, n in inc.items():
+                setattr(c, name, getattr(c, name) + n)
+
+    def lookup(
+        self, tenant: str, category: str, kind: CacheKind | str, text: str, vector: np.ndarray | None = None
+    ) -> CacheLookup:
+        kind = str(kind)
+        policy = self.policy_for(category)
+        if not policy.enabled:
+            return CacheLookup(False, category, kind, "disabled")
+        vec = vector if vector is not None else self.embedder.embed([text])[0]
+        started = time.perf_counter()
+        result = self._search(tenant, category, kind, text, vec, policy)
+        result.search_ms = (time.perf_counter() - started) * 1000
+        with self._count_lock:
+            c = self._counters[category]
+            c.lookups += 1
+            c.latency_ms.append(result.search_ms)
+            if result.hit:
+                c.hits += 1
+            else:
+                c.misses += 1
+                if result.reason == "verifier_rejected":
+                    c.verified_rejects += 1
+        return result
+
+    def _search(
+        self, tenant: str, category: str, kind: str, text: str, vec: np.ndarray, policy: CategoryCachePolicy
+    ) -> CacheLookup:
+        key = _key(tenant, kind, category)
+        found = [(i, s) for i, s in self.index.search(key, vec, self.candidates) if s >= policy.threshold]
+        if not found:
+            return CacheLookup(False, category, kind, "below_threshold")
+        wanted = extract_entities(text)
+        now = time.time()
+        rejected: tuple[int, float] | None = None
+        with self.store.session() as s:
+            rows = {
+                r.id: r for r in s.scalars(sa.select(CacheEntryRow).where(CacheEntryRow.id.in_([i for i, _ in found])))
+            }
+            for entry_id, sim in found:
+                row = rows.get(entry_id)
+                if row is None or row.tenant != tenant:  # gone from the database, or never this tenant's
+                    continue
+                if row.expires_at <= now:
+                    continue
+                ok, _why = same_entities(wanted, {k: frozenset(v) for k, v in row.entities.items()})
+                if not ok:
+                    rejected = rejected or (entry_id, sim)
+                    continue
+                row.hits += 1
+                row.last_hit_at = now
+                return CacheLookup(
+                    True, category, kind, "hit", sim, entry_id, row.payload, row.text, round(now - row.created_at, 3)
+                )
+        if rejected:
+            return CacheLookup(False, category, kind, "verifier_rejected", rejected[1], rejected[0])
+        return CacheLookup(False, category, kind, "expired")
+
+    def put(
+        self,
+        tenant: str,
+        category: str,
+        kind: CacheKind | str,
+        text: str,
+        payload: dict[str, Any],
+        vector: np.ndarray | None = None,
+        source_task: str | None = None,
+    ) -> int | None:
+        kind = str(kind)
+        policy = self.policy_for(category)
+        if not policy.enabled or policy.ttl(kind) <= 0:
+            return None
+        vec = vector if vector is not None else self.embedder.embed([text])[0]
+        now = time.time()
+        entities = {k: sorted(v) for k, v in extract_entities(text).items()}
+        row = CacheEntryRow(
+            tenant=tenant,
+            kind=kind,
+            category=category,
+            text=text,
+            entities=entities,
+            payload=payload,
+            vector=np.asarray(vec, dtype=np.float32).tobytes(),
+            source_task=source_task,
+            created_at=now,
+            expires_at=now + policy.ttl(kind),
+            last_hit_at=now,
+            hits=0,
+        )
+        with self.store.session() as s:
+            s.add(row)
+            s.flush()
+            entry_id = int(row.id)
+        key = _key(tenant, kind, category)
+        self.index.add(key, np.array([entry_id], dtype=np.int64), np.asarray(vec, dtype=np.float32).reshape(1, -1))
+        self._enforce_quota(tenant, category, kind, policy)
+        return entry_id
+
+    def _enforce_quota(self, tenant: str, category: str, kind: str, policy: CategoryCachePolicy) -> None:
+        where = (CacheEntryRow.tenant == tenant, CacheEntryRow.kind == kind, CacheEntryRow.category == category)
+        with self.store.session() as s:
+            count = s.scalar(sa.select(sa.func.count()).select_from(CacheEntryRow).where(*where)) or 0
+            if count <= policy.max_entries:
+                return
+            victims = list(
+                s.scalars(
+                    sa.select(CacheEntryRow.id)
+                    .where(*where)
+                    .order_by(CacheEntryRow.last_hit_at, CacheEntryRow.id)
+                    .limit(count - policy.max_entries)
+                )
+            )
+            s.execute(sa.delete(CacheEntryRow).where(CacheEntryRow.id.in_(victims)))
+        self.index.remove(_key(tenant, kind, category), np.array(victims, dtype=np.int64))
+        self._count(category, evictions=len(victims))
+
+    def invalidate(
+        self, tenant: str, *, category: str | None = None, entity: str | None = None, kind: str | None = None
+    ) -> int:
+        """Drop a tenant's entries, narrowed to a category, a kind, or those naming an entity."""
+        stmt = sa.select(CacheEntryRow).where(CacheEntryRow.tenant == tenant)
+        if category:
+            stmt = stmt.where(CacheEntryRow.category == category)
+        if kind:
+            stmt = stmt.where(CacheEntryRow.kind == kind)
+        needle = entity.lower() if entity else None
+        by_partition: dict[str, list[int]] = defaultdict(list)
+        with self.store.session() as s:
+            for row in s.scalars(stmt):
+                if needle and needle not in entity_values({k: frozenset(v) for k, v in row.entities.items()}):
+                    continue
+                by_partition[_key(row.tenant, row.kind, row.category)].append(row.id)
+            ids = [i for group in by_partition.values() for i in group]
+            if ids:
+                s.execute(sa.delete(CacheEntryRow).where(CacheEntryRow.id.in_(ids)))
+        for key, group in by_partition.items():
+            self.index.remove(key, np.array(group, dtype=np.int64))
+        return sum(len(g) for g in by_partition.values())
+
+    def expire(self) -> int:
+        """Delete expired entries (lookups already ignore them); returns how many."""
+        now = time.time()
+        by_partition: dict[str, list[int]] = defaultdict(list)
+        with self.store.session() as s:
+            for row in s.execute(
+                sa.select(CacheEntryRow.id, CacheEntryRow.tenant, CacheEntryRow.kind, CacheEntryRow.category).where(
+                    CacheEntryRow.expires_at <= now
+                )
+            ):
+                by_partition[_key(row.tenant, row.kind, row.category)].append(row.id)
+            ids = [i for g in by_partition.values() for i in g]
+            if ids:
+                s.execute(sa.delete(CacheEntryRow).where(CacheEntryRow.id.in_(ids)))
+        for key, group in by_partition.items():
+            self.index.remove(key, np.array(group, dtype=np.int64))
+            self._count(_unkey(key)[2], expirations=len(group))
+        return sum(len(g) for g in by_partition.values())
+
+    def stats(self, tenant: str | None = None) -> dict[str, Any]:
+        stmt = sa.select(CacheEntryRow.category, CacheEntryRow.kind, sa.func.count()).where(
+            CacheEntryRow.expires_at > time.time()
+        )
+        if tenant:
+            stmt = stmt.where(CacheEntryRow.tenant == tenant)
+        entries: dict[str, dict[str, int]] = defaultdict(dict)
+        with self.store.session() as s:
+            for category, kind, n in s.execute(stmt.group_by(CacheEntryRow.category, CacheEntryRow.kind)):
+                entries[category][kind] = int(n)
+        out: dict[str, Any] = {}
+        with self._count_lock:
+            for category in sorted(set(self._counters) | set(entries)):
+                c = self._counters[category]
+                lat = list(c.latency_ms)
+                out[category] = {
+                    "lookups": c.lookups,
+                    "hits": c.hits,
+                    "misses": c.misses,
+                    "hit_rate": round(c.hits / c.lookups, 4) if c.lookups else None,
+                    "verified_rejects": c.verified_rejects,
+                    "evictions": c.evictions,
+                    "expirations": c.expirations,
+                    "entries": entries.get(category, {}),
+                    "lookup_ms_p50": _pct(lat, 0.5),
+                    "lookup_ms_p99": _pct(lat, 0.99),
+                }
+        return out
