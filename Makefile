@@ -23,6 +23,7 @@ test-unit: $(STAMP)
 bench: $(STAMP)  ## benchmarks; figures printed and written to bench/results/
 	@bash scripts/ensure-redis-server.sh
 	@$(BIN)/python -m bench.e2e
+	@$(BIN)/python -m bench.cache
 
 lint: $(STAMP)
 	@$(BIN)/ruff check .

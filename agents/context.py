@@ -14,6 +14,8 @@ from agents.planner import Planner, make_planner
 from core.db import Store
 from core.events import EventBus
 from core.settings import Settings
+from memory.cache import SemanticCache
+from memory.embeddings import MiniLMEmbedder
 from memory.playbooks import PlaybookLibrary
 from tools import Toolset, load_tool_modules
 from workers.dispatch import Dispatcher
@@ -31,6 +33,8 @@ class OpsContext:
     planner: Planner
     dispatcher: Dispatcher
     checkpointer: BaseCheckpointSaver[Any]
+    embedder: MiniLMEmbedder
+    cache: SemanticCache | None
     _closers: list[Any]
 
     def close(self) -> None:
@@ -70,10 +74,16 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
     store = Store.from_settings(settings)
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=10, health_check_interval=30)
     bus = EventBus(store, client)
-    library = PlaybookLibrary.default()
+    embedder = MiniLMEmbedder()
+    library = PlaybookLibrary.default(embedder)  # semantic playbook choice
     planner = make_planner(settings, library, toolset)
     dispatcher = Dispatcher(settings, store, bus, celery, toolset, client)
     checkpointer, closer = make_checkpointer(settings)
+    cache = (
+        SemanticCache(store, embedder, lambda: settings.cache_policy, index_folder=settings.var_dir / "index")
+        if settings.cache_enabled
+        else None
+    )
     return OpsContext(
         settings=settings,
         store=store,
@@ -85,5 +95,7 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
         planner=planner,
         dispatcher=dispatcher,
         checkpointer=checkpointer,
+        embedder=embedder,
+        cache=cache,
         _closers=[closer],
     )

@@ -1,4 +1,4 @@
-"""The ops graph: intake -> plan -> dispatch (loops until the DAG ends) -> synthesize.
+"""The ops graph: intake -> recall -> plan -> dispatch (loops until the DAG ends) -> synthesize -> remember.
 
 Compiled with a durable checkpointer, thread id = task id, so a restarted API resumes a task at the
 step it was in. Each step is idempotent against the database: dispatch never releases a node twice.
@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from agents.context import OpsContext
 from agents.errors import PlanInvalid
 from agents.planner import PlanOutcome
+from agents.recall import recall, remember
 from agents.synthesis import failure_answer, synthesize_answer
 from agents.validation import validate_plan
 from core import keys
@@ -29,6 +30,8 @@ class OpsState(TypedDict, total=False):
     inputs: dict[str, Any]
     plan: dict[str, Any] | None
     done: bool
+    category: str
+    cached_plan: dict[str, Any] | None
     outcome: str  # accepted | ended | planned | invalid | cancelled | stopped | finished
 
 
@@ -48,7 +51,10 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         task_id = state["task_id"]
         inputs = dict(state.get("inputs") or {})
         try:
-            if inputs.get("plan"):
+            cached = _plan_from_cache(ctx, state["goal"], state.get("cached_plan"))
+            if cached is not None:
+                outcome = cached
+            elif inputs.get("plan"):
                 outcome = PlanOutcome(request_plan(ctx, state["goal"], inputs["plan"]), ["plan given with the request"])
             else:
                 outcome = ctx.planner.plan(state["goal"], inputs)
@@ -95,8 +101,18 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
             store.set_task_status(task_id, TaskStatus.SUCCEEDED)
         return {}
 
+    def recall_step(state: OpsState) -> OpsState:
+        return recall(ctx, state["task_id"], state["goal"], dict(state.get("inputs") or {}))  # type: ignore[return-value]
+
+    def remember_step(state: OpsState) -> OpsState:
+        remember(ctx, state["task_id"], state.get("category") or "triage", state.get("plan") or {})
+        return {}
+
     def after_intake(state: OpsState) -> str:
-        return "plan" if state.get("outcome") == "accepted" else END
+        return "recall" if state.get("outcome") == "accepted" else END
+
+    def after_recall(state: OpsState) -> str:
+        return END if state.get("outcome") == "cached" else "plan"
 
     def after_plan(state: OpsState) -> str:
         return "dispatch" if state.get("outcome") == "planned" else END
@@ -109,12 +125,28 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
     graph.add_node("plan", plan)
     graph.add_node("dispatch", dispatch)
     graph.add_node("synthesize", synthesize)
+    graph.add_node("recall", recall_step)
+    graph.add_node("remember", remember_step)
     graph.add_edge(START, "intake")
-    graph.add_conditional_edges("intake", after_intake, ["plan", END])
+    graph.add_conditional_edges("intake", after_intake, ["recall", END])
+    graph.add_conditional_edges("recall", after_recall, ["plan", END])
     graph.add_conditional_edges("plan", after_plan, ["dispatch", END])
     graph.add_conditional_edges("dispatch", after_dispatch, ["dispatch", "synthesize"])
-    graph.add_edge("synthesize", END)
+    graph.add_edge("synthesize", "remember")
+    graph.add_edge("remember", END)
     return graph.compile(checkpointer=ctx.checkpointer)
+
+
+def _plan_from_cache(ctx: OpsContext, goal: str, cached: dict[str, Any] | None) -> PlanOutcome | None:
+    """A cached plan, checked again by today's validator (tools or limits may have changed since)."""
+    if not cached:
+        return None
+    try:
+        plan = Plan.model_validate({**cached, "goal": goal, "source": "cache"})
+        validate_plan(plan, ctx.toolset, ctx.settings)
+    except (ValidationError, PlanInvalid):
+        return None
+    return PlanOutcome(plan, [f"plan reused from the cache (playbook {plan.playbook})"])
 
 
 def request_plan(ctx: OpsContext, goal: str, body: dict[str, Any]) -> Plan:

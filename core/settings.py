@@ -10,6 +10,8 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.policy import CachePolicy
+
 
 class Settings(BaseSettings):
     """Every knob of the service, read from OPSGRAPH_* variables (or a .env file)."""
@@ -57,6 +59,12 @@ class Settings(BaseSettings):
     schedules: list[dict[str, Any]] = Field(
         [{"name": "nightly-capacity-report", "cron": "0 2 * * *", "goal": "nightly capacity report"}],
         description="Recurring tasks: name, cron (5 fields, UTC), goal, optional inputs.",
+    )
+
+    # memory
+    cache_enabled: bool = Field(True, description="Serve repeated requests from the semantic cache.")
+    cache_policy: CachePolicy = Field(
+        default_factory=CachePolicy, description="Per-category cache thresholds, TTLs and quotas (JSON)."
     )
 
     log_level: str = Field("INFO", description="Log level of every process.")

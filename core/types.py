@@ -101,6 +101,8 @@ class EventType(StrEnum):
     NODE_LOST = "node.lost"
     NODE_SKIPPED = "node.skipped"
     ANSWER = "task.answer"
+    CACHE_LOOKUP = "cache.lookup"
+    CACHE_STORED = "cache.stored"
     LOG = "log"
 
 

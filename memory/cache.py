@@ -85,11 +85,13 @@ class SemanticCache:
         policy: Callable[[], CachePolicy] | CachePolicy,
         index_folder: Path | None = None,
         candidates: int = 5,
+        verify: bool = True,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self._policy = policy if callable(policy) else (lambda: policy)
         self.candidates = candidates
+        self.verify = verify  # off only to measure what the verifier adds (bench, cache-eval)
         init_memory_tables(store.engine)
         self.index = PartitionedIndex(embedder.dim, index_folder, loader=self._load_partition)
         self._counters: dict[str, _Counters] = defaultdict(_Counters)
@@ -165,7 +167,7 @@ class SemanticCache:
                     continue
                 if row.expires_at <= now:
                     continue
-                ok, _why = same_entities(wanted, {k: frozenset(v) for k, v in row.entities.items()})
+                ok = not self.verify or same_entities(wanted, {k: frozenset(v) for k, v in row.entities.items()})[0]
                 if not ok:
                     rejected = rejected or (entry_id, sim)
                     continue
@@ -177,6 +179,42 @@ class SemanticCache:
         if rejected:
             return CacheLookup(False, category, kind, "verifier_rejected", rejected[1], rejected[0])
         return CacheLookup(False, category, kind, "expired")
+
+    def search(self, tenant: str, text: str, k: int = 10) -> list[dict[str, Any]]:
+        """A tenant's live entries closest to a text, any kind and category (for people, not for serving)."""
+        vec = self.embedder.embed([text])[0]
+        with self.store.session() as s:
+            partitions = s.execute(
+                sa.select(CacheEntryRow.kind, CacheEntryRow.category)
+                .where(CacheEntryRow.tenant == tenant, CacheEntryRow.expires_at > time.time())
+                .distinct()
+            ).all()
+        found = [
+            (entry_id, sim)
+            for kind, category in partitions
+            for entry_id, sim in self.index.search(_key(tenant, kind, category), vec, k)
+        ]
+        found.sort(key=lambda pair: pair[1], reverse=True)
+        sims = dict(found[:k])
+        with self.store.session() as s:
+            rows = s.scalars(sa.select(CacheEntryRow).where(CacheEntryRow.id.in_(list(sims)))).all()
+        now = time.time()
+        out = [
+            {
+                "id": r.id,
+                "kind": r.kind,
+                "category": r.category,
+                "text": r.text,
+                "similarity": round(sims[r.id], 4),
+                "age_s": round(now - r.created_at, 1),
+                "expires_in_s": round(r.expires_at - now, 1),
+                "hits": r.hits,
+                "source_task": r.source_task,
+            }
+            for r in rows
+            if r.tenant == tenant
+        ]
+        return sorted(out, key=lambda e: e["similarity"], reverse=True)
 
     def put(
         self,

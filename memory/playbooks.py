@@ -6,10 +6,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.types import OnFailure
+from memory.embeddings import Embedder
 
 PLAYBOOK_DIR = Path(__file__).parent / "playbooks"
 _WORD = re.compile(r"[a-z][a-z0-9]+")
@@ -44,6 +46,7 @@ class Playbook(BaseModel):
     description: str
     category: str
     keywords: list[str]
+    examples: list[str] = Field(default_factory=list, description="Typical requests, for semantic choice.")
     slots: dict[str, SlotSpec] = Field(default_factory=dict)
     nodes: list[NodeTemplate]
     fallback: bool = False
@@ -65,31 +68,60 @@ def request_words(text: str) -> set[str]:
 
 
 class PlaybookLibrary:
-    """Chooses the playbook whose keywords best match a request (the memory issue makes this semantic)."""
+    """Chooses the playbook that best matches a request: keyword overlap, plus the cosine similarity of the
+    request to each playbook's description when an embedder is attached (semantic memory)."""
 
-    def __init__(self, playbooks: list[Playbook]) -> None:
+    # a playbook with no keyword in common must be this close in meaning to be chosen over the fallback
+    MIN_SIMILARITY = 0.45
+
+    def __init__(self, playbooks: list[Playbook], embedder: Embedder | None = None) -> None:
         if not any(p.fallback for p in playbooks):
             raise ValueError("the playbook library needs one fallback playbook (fallback: true)")
         self.playbooks = playbooks
         self.by_name = {p.name: p for p in playbooks}
+        self.embedder = embedder
+        self._vectors: np.ndarray | None = None
+
+    def _playbook_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """One vector per example request and per description; owner[i] is the playbook of row i."""
+        assert self.embedder is not None
+        if self._vectors is None:
+            texts, owner = [], []
+            for i, b in enumerate(self.playbooks):
+                for t in [b.description, *b.examples]:
+                    texts.append(t)
+                    owner.append(i)
+            self._vectors = self.embedder.embed(texts)
+            self._owner = np.array(owner)
+        return self._vectors, self._owner
+
+    def similarities(self, text: str) -> list[float]:
+        """Per playbook, the best similarity of the request to its description or any of its examples."""
+        if self.embedder is None:
+            return [0.0] * len(self.playbooks)
+        vectors, owner = self._playbook_vectors()
+        sims = vectors @ self.embedder.embed([text])[0]
+        return [float(sims[owner == i].max()) for i in range(len(self.playbooks))]
 
     @classmethod
-    def default(cls) -> PlaybookLibrary:
-        return cls(load_playbooks())
+    def default(cls, embedder: Embedder | None = None) -> PlaybookLibrary:
+        return cls(load_playbooks(), embedder)
 
     @property
     def fallback(self) -> Playbook:
         return next(p for p in self.playbooks if p.fallback)
 
     def rank(self, text: str) -> list[tuple[Playbook, float]]:
+        """Score = keyword hits + 2 x similarity; a playbook with neither scores under 1."""
         words = request_words(text)
         scored = []
-        for book in self.playbooks:
+        for book, sim in zip(self.playbooks, self.similarities(text), strict=True):
             keywords = {k.lower() for k in book.keywords}
             hits = len(words & keywords)
-            scored.append((book, hits + (0.01 * hits / max(1, len(keywords)))))
+            meaning = 2 * sim if (hits or sim >= self.MIN_SIMILARITY) else 0.0
+            scored.append((book, hits + meaning + (0.01 * hits / max(1, len(keywords)))))
         return sorted(scored, key=lambda pair: pair[1], reverse=True)
 
     def choose(self, text: str) -> tuple[Playbook, float]:
         best, score = self.rank(text)[0]
-        return (best, score) if score >= 1 else (self.fallback, 0.0)
+        return (best, score) if score >= 0.9 else (self.fallback, 0.0)

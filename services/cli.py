@@ -250,6 +250,42 @@ def tools(as_json: bool = typer.Option(False, "--json")) -> None:
         )
 
 
+@app.command("cache-eval")
+def cache_eval(
+    file: str = typer.Argument(..., help='JSON lines of {"a", "b", "category", "same"}.'),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    no_verifier: bool = typer.Option(False, "--no-verifier", help="Embedding similarity alone."),
+) -> None:
+    """Would b hit a cache entry stored for a? Precision and recall per category, and proposed thresholds."""
+    from pathlib import Path
+
+    from core.errors import UserError
+    from memory.embeddings import MiniLMEmbedder
+    from memory.evaluation import evaluate, load_pairs
+
+    try:
+        pairs = load_pairs(Path(file))
+    except UserError as exc:
+        fail(str(exc))
+    report = evaluate(pairs, MiniLMEmbedder().load(), get_settings().cache_policy, verify=not no_verifier)
+    if as_json:
+        print(json.dumps(report))
+        return
+    out.print(
+        f"{'category':<10} {'tp':>4} {'fp':>4} {'fn':>4} {'tn':>4} {'precision':>9} {'recall':>7} "
+        f"{'threshold':>9} {'proposed':>8} {'ms p50':>7}",
+        highlight=False,
+    )
+    rows = [*report["categories"].items(), ("overall", report["overall"])]
+    for name, r in rows:
+        out.print(
+            f"{name:<10} {r['tp']:>4} {r['fp']:>4} {r['fn']:>4} {r['tn']:>4} {r['precision'] or 0:>9.3f} "
+            f"{r['recall'] or 0:>7.3f} {r.get('threshold', ''):>9} {r.get('proposed_threshold') or '':>8} "
+            f"{r['lookup_ms_p50']:>7}",
+            highlight=False,
+        )
+
+
 def main() -> None:
     try:
         app()

@@ -156,10 +156,15 @@ class Service:
     def post(self, path: str, **kw: Any) -> httpx.Response:
         return httpx.post(self.base + path, timeout=30, **kw)
 
+    def client_delete(self, path: str, **kw: Any) -> httpx.Response:
+        return httpx.delete(self.base + path, timeout=30, **kw)
+
     def get(self, path: str, **kw: Any) -> httpx.Response:
         return httpx.get(self.base + path, timeout=30, **kw)
 
     def submit(self, goal: str, **body: Any) -> str:
+        """Each call is its own tenant unless the test names one: the semantic cache never links tests."""
+        body.setdefault("tenant", f"t-{uuid.uuid4().hex[:10]}")
         resp = self.post("/v1/tasks", json={"goal": goal, **body})
         assert resp.status_code == 202, resp.text
         return str(resp.json()["id"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,7 +14,7 @@ from agents import TaskRunner, build_context
 from core.logging import configure_logging
 from core.settings import Settings, get_settings
 from services.api.errors import BodyLimitMiddleware, install_error_handlers
-from services.api.routes import system, tasks
+from services.api.routes import memory, system, tasks
 from workers.celery_app import make_celery
 
 CONSOLE = Path(__file__).resolve().parent.parent / "console" / "index.html"
@@ -29,6 +30,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runner = TaskRunner(ctx)
         app.state.ctx = ctx
         app.state.runner = runner
+        # the model's cold start is paid once, in the background, not by the first request
+        threading.Thread(target=ctx.embedder.load, name="embedder-warmup", daemon=True).start()
         runner.start()  # resumes every task a previous API process left unfinished
         try:
             yield
@@ -46,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.include_router(tasks.router)
     app.include_router(system.router)
+    app.include_router(memory.router)
 
     @app.get("/", include_in_schema=False)
     def console() -> FileResponse:

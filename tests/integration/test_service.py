@@ -250,3 +250,38 @@ def test_a_task_without_a_valid_plan_fails_with_an_answer_and_its_stream_ends(se
     with httpx.stream("GET", f"{service.base}/v1/tasks/{task_id}/events", timeout=30) as resp:
         types = [line[7:] for line in "".join(resp.iter_text()).splitlines() if line.startswith("event: ")]
     assert "plan.rejected" in types and types[-1] == "end"
+
+
+def test_a_repeated_request_is_served_from_the_cache_with_the_hit_in_its_events(service: Service) -> None:
+    first = service.wait_task(service.submit("is redis ok", tenant="cache-a"))
+    assert first["status"] == "succeeded" and first["node_runs"]
+    repeat_id = service.submit("is redis ok?", tenant="cache-a")
+    repeat = service.wait_task(repeat_id)
+    assert repeat["status"] == "succeeded"
+    assert repeat["node_runs"] == []  # nothing ran: the answer came from the cache
+    assert repeat["answer"]["from_cache"]["cached_request"] == "is redis ok"
+    assert repeat["answer"]["headline"] == first["answer"]["headline"]
+    events = [e for e in service.get(f"/v1/tasks/{repeat_id}/events").text.splitlines() if e.startswith("data: ")]
+    lookups = [json.loads(e[6:])["data"] for e in events if '"cache.lookup"' in e]
+    assert lookups and lookups[0]["hit"] is True and lookups[0]["kind"] == "answer"
+    # another tenant asking the same never sees tenant cache-a's answer
+    other = service.wait_task(service.submit("is redis ok", tenant="cache-b"))
+    assert other["node_runs"] and "from_cache" not in other["answer"]
+    stats = service.get("/v1/cache/stats", params={"tenant": "cache-a"}).json()["categories"]["health"]
+    assert stats["hits"] >= 1 and stats["entries"]["answer"] == 1
+    # invalidating the entity the answer is about drops it
+    r = service.client_delete("/v1/cache", params={"tenant": "cache-a", "entity": "redis"})
+    assert r.status_code == 200 and r.json()["removed"] == 2  # the answer and the plan
+    again = service.wait_task(service.submit("is redis ok", tenant="cache-a"))
+    assert again["node_runs"] and "from_cache" not in again["answer"]
+    r = service.client_delete("/v1/cache")
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+
+
+def test_memory_search_finds_playbooks_by_meaning_and_cached_requests(service: Service) -> None:
+    r = service.get("/v1/memory/search", params={"q": "are our web pages answering", "layer": "semantic"})
+    assert r.status_code == 200 and r.json()["results"][0]["playbook"] == "endpoint-health"
+    service.wait_task(service.submit("nightly capacity report", tenant="search-t"))
+    r = service.get("/v1/memory/search", params={"q": "capacity report", "layer": "cache", "tenant": "search-t"})
+    assert {e["kind"] for e in r.json()["results"]} == {"answer", "plan"}
+    assert service.get("/v1/memory/search", params={"q": "x", "layer": "episodic"}).status_code == 422

@@ -93,3 +93,22 @@ def test_nodes_whose_tool_is_unavailable_are_left_out(settings: Settings) -> Non
     with_dsn = Settings(var_dir=settings.var_dir, postgres_dsns=["postgresql://postgres@127.0.0.1:5432/test"])
     plan = OfflinePlanner(LIB, CATALOG, with_dsn).plan("why is checkout slow", {}).plan
     assert "postgres" in {n.id for n in plan.nodes}
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expected"),
+    [
+        ("check the health of this machine and of http://127.0.0.1:8000/healthz", "host-health"),
+        ("why is checkout slow since 14:00", "slow-service"),
+        ("nightly capacity report", "capacity-report"),
+        ("is redis ok", "redis-health"),
+        # no keyword in common: only meaning can choose these
+        ("how much headroom do we have before we run out of room", "capacity-report"),
+        ("are our web pages answering", "endpoint-health"),
+        ("any stack traces in the app output lately", "log-errors"),
+        ("hello", "triage"),
+    ],
+)
+def test_semantic_choice_finds_playbooks_by_meaning(embedder, request_text: str, expected: str) -> None:  # type: ignore[no-untyped-def]
+    library = PlaybookLibrary.default(embedder)
+    assert library.choose(request_text)[0].name == expected

@@ -1,0 +1,105 @@
+"""Recall before planning (the semantic cache: a whole answer, else a plan) and remember after answering.
+
+A cache problem never fails a task: it is logged, reported as an event, and the task goes on uncached.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import structlog
+
+from agents.context import OpsContext
+from core.types import EventType, TaskStatus
+from memory.cache import CacheKind, CacheLookup
+
+log = structlog.get_logger(__name__)
+
+
+def cache_text(goal: str, inputs: dict[str, Any]) -> str:
+    """What identifies a request: its words and its structured inputs (a URL given as input counts)."""
+    rest = {k: v for k, v in inputs.items() if k != "plan"}
+    return goal if not rest else f"{goal} {json.dumps(rest, sort_keys=True)}"
+
+
+def classify(ctx: OpsContext, goal: str, inputs: dict[str, Any]) -> str:
+    if inputs.get("plan"):
+        return "request"  # a caller-written plan runs as given; its category is never cached
+    return ctx.library.choose(goal)[0].category
+
+
+def _report(ctx: OpsContext, task_id: str, found: CacheLookup) -> None:
+    ctx.bus.emit(
+        task_id,
+        EventType.CACHE_LOOKUP,
+        {
+            "kind": found.kind,
+            "category": found.category,
+            "hit": found.hit,
+            "reason": found.reason,
+            "similarity": None if found.similarity is None else round(found.similarity, 4),
+            "search_ms": round(found.search_ms, 3),
+            "entry_id": found.entry_id,
+        },
+    )
+
+
+def recall(ctx: OpsContext, task_id: str, goal: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Returns the state update: category, and either a cached answer (the task ends) or a cached plan."""
+    category = classify(ctx, goal, inputs)
+    if ctx.cache is None or not ctx.cache.policy_for(category).enabled:
+        return {"category": category}
+    task = ctx.store.get_task(task_id)
+    text = cache_text(goal, inputs)
+    try:
+        vector = ctx.embedder.embed([text])[0]
+        answer = ctx.cache.lookup(task.tenant, category, CacheKind.ANSWER, text, vector)
+        _report(ctx, task_id, answer)
+        if answer.hit and answer.payload is not None:
+            served = {
+                **answer.payload,
+                "from_cache": {
+                    "entry_id": answer.entry_id,
+                    "similarity": round(answer.similarity or 0.0, 4),
+                    "age_s": answer.age_s,
+                    "cached_request": answer.cached_text,
+                },
+            }
+            ctx.store.set_answer(task_id, served)
+            ctx.bus.emit(task_id, EventType.ANSWER, {"headline": served.get("headline"), "from_cache": True})
+            ctx.store.set_task_status(task_id, TaskStatus.SUCCEEDED)
+            return {"category": category, "outcome": "cached"}
+        plan = ctx.cache.lookup(task.tenant, category, CacheKind.PLAN, text, vector)
+        _report(ctx, task_id, plan)
+        if plan.hit and plan.payload is not None:
+            return {"category": category, "cached_plan": plan.payload}
+    except Exception as exc:
+        log.warning("cache recall failed; planning without it", task_id=task_id, error=repr(exc))
+        ctx.bus.emit(task_id, EventType.LOG, {"message": f"cache unavailable: {type(exc).__name__}"})
+    return {"category": category}
+
+
+def remember(ctx: OpsContext, task_id: str, category: str, plan: dict[str, Any]) -> None:
+    """A task that succeeded with every node fine fills the cache: its answer, and its plan unless cached."""
+    if ctx.cache is None or not ctx.cache.policy_for(category).enabled:
+        return
+    task = ctx.store.get_task(task_id)
+    answer = task.answer or {}
+    if task.status != TaskStatus.SUCCEEDED.value or answer.get("failed_nodes") or answer.get("from_cache"):
+        return
+    text = cache_text(task.goal, task.inputs or {})
+    try:
+        started = time.perf_counter()
+        vector = ctx.embedder.embed([text])[0]
+        stored = {"answer": ctx.cache.put(task.tenant, category, CacheKind.ANSWER, text, answer, vector, task_id)}
+        if plan.get("source") != "cache":
+            stored["plan"] = ctx.cache.put(task.tenant, category, CacheKind.PLAN, text, plan, vector, task_id)
+        ctx.bus.emit(
+            task_id,
+            EventType.CACHE_STORED,
+            {"category": category, "entries": stored, "ms": round((time.perf_counter() - started) * 1000, 2)},
+        )
+    except Exception as exc:
+        log.warning("cache fill failed", task_id=task_id, error=repr(exc))
