@@ -96,6 +96,9 @@ class SemanticCache:
         self.index = PartitionedIndex(embedder.dim, index_folder, loader=self._load_partition)
         self._counters: dict[str, _Counters] = defaultdict(_Counters)
         self._count_lock = threading.Lock()
+        # hits are counted in memory and written in batches: a lookup never waits for a database write
+        self._pending_hits: dict[int, tuple[int, float]] = {}
+        self._last_flush = time.monotonic()
 
     def policy_for(self, category: str) -> CategoryCachePolicy:
         return self._policy().for_category(category)
@@ -171,8 +174,7 @@ class SemanticCache:
                 if not ok:
                     rejected = rejected or (entry_id, sim)
                     continue
-                row.hits += 1
-                row.last_hit_at = now
+                self._note_hit(entry_id, now)
                 return CacheLookup(
                     True, category, kind, "hit", sim, entry_id, row.payload, row.text, round(now - row.created_at, 3)
                 )
@@ -216,6 +218,29 @@ class SemanticCache:
         ]
         return sorted(out, key=lambda e: e["similarity"], reverse=True)
 
+    def _note_hit(self, entry_id: int, ts: float) -> None:
+        with self._count_lock:
+            count, _ = self._pending_hits.get(entry_id, (0, ts))
+            self._pending_hits[entry_id] = (count + 1, ts)
+            due = time.monotonic() - self._last_flush > 5.0
+        if due:
+            self.flush_hits()
+
+    def flush_hits(self) -> None:
+        """Write the hit counts and last-hit times gathered since the last flush (LRU eviction reads them)."""
+        with self._count_lock:
+            pending, self._pending_hits = self._pending_hits, {}
+            self._last_flush = time.monotonic()
+        if not pending:
+            return
+        with self.store.session() as s:
+            for entry_id, (count, ts) in pending.items():
+                s.execute(
+                    sa.update(CacheEntryRow)
+                    .where(CacheEntryRow.id == entry_id)
+                    .values(hits=CacheEntryRow.hits + count, last_hit_at=ts)
+                )
+
     def put(
         self,
         tenant: str,
@@ -257,6 +282,7 @@ class SemanticCache:
         return entry_id
 
     def _enforce_quota(self, tenant: str, category: str, kind: str, policy: CategoryCachePolicy) -> None:
+        self.flush_hits()  # least recently used must mean used, including the hits not yet written
         where = (CacheEntryRow.tenant == tenant, CacheEntryRow.kind == kind, CacheEntryRow.category == category)
         with self.store.session() as s:
             count = s.scalar(sa.select(sa.func.count()).select_from(CacheEntryRow).where(*where)) or 0
@@ -278,6 +304,7 @@ class SemanticCache:
         self, tenant: str, *, category: str | None = None, entity: str | None = None, kind: str | None = None
     ) -> int:
         """Drop a tenant's entries, narrowed to a category, a kind, or those naming an entity."""
+        self.flush_hits()
         stmt = sa.select(CacheEntryRow).where(CacheEntryRow.tenant == tenant)
         if category:
             stmt = stmt.where(CacheEntryRow.category == category)
@@ -317,6 +344,7 @@ class SemanticCache:
         return sum(len(g) for g in by_partition.values())
 
     def stats(self, tenant: str | None = None) -> dict[str, Any]:
+        self.flush_hits()
         stmt = sa.select(CacheEntryRow.category, CacheEntryRow.kind, sa.func.count()).where(
             CacheEntryRow.expires_at > time.time()
         )
