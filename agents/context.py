@@ -16,6 +16,7 @@ from core.events import EventBus
 from core.settings import Settings
 from memory.cache import SemanticCache
 from memory.embeddings import MiniLMEmbedder
+from memory.episodic import EpisodicMemory
 from memory.playbooks import PlaybookLibrary
 from tools import Toolset, load_tool_modules
 from workers.dispatch import Dispatcher
@@ -35,6 +36,7 @@ class OpsContext:
     checkpointer: BaseCheckpointSaver[Any]
     embedder: MiniLMEmbedder
     cache: SemanticCache | None
+    episodes: EpisodicMemory
     _closers: list[Any]
 
     def close(self) -> None:
@@ -97,5 +99,6 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
         checkpointer=checkpointer,
         embedder=embedder,
         cache=cache,
+        episodes=EpisodicMemory(store, embedder),
         _closers=[closer],
     )

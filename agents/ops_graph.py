@@ -31,7 +31,8 @@ class OpsState(TypedDict, total=False):
     plan: dict[str, Any] | None
     done: bool
     category: str
-    cached_plan: dict[str, Any] | None
+    reuse: dict[str, Any] | None  # {"plan", "source": cache | episode, "note"}
+    incidents: list[dict[str, Any]]
     outcome: str  # accepted | ended | planned | invalid | cancelled | stopped | finished
 
 
@@ -51,7 +52,7 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         task_id = state["task_id"]
         inputs = dict(state.get("inputs") or {})
         try:
-            cached = _plan_from_cache(ctx, state["goal"], state.get("cached_plan"))
+            cached = _reuse_plan(ctx, state["goal"], state.get("reuse"))
             if cached is not None:
                 outcome = cached
             elif inputs.get("plan"):
@@ -88,7 +89,7 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         plan_obj = Plan.model_validate(state["plan"])
         runs = store.node_runs(task_id)
         latest = store.latest_attempts(task_id)
-        answer = synthesize_answer(plan_obj, latest, runs)
+        answer = synthesize_answer(plan_obj, latest, runs, incidents=state.get("incidents") or [])
         bus.emit(task_id, EventType.ANSWER, {"headline": answer["headline"], "severity": answer["severity"]})
         ran = [r for r in latest.values() if r.status != NodeStatus.SKIPPED.value]
         all_failed = bool(ran) and all(r.status != NodeStatus.SUCCEEDED.value for r in ran)
@@ -137,16 +138,16 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
     return graph.compile(checkpointer=ctx.checkpointer)
 
 
-def _plan_from_cache(ctx: OpsContext, goal: str, cached: dict[str, Any] | None) -> PlanOutcome | None:
-    """A cached plan, checked again by today's validator (tools or limits may have changed since)."""
-    if not cached:
+def _reuse_plan(ctx: OpsContext, goal: str, reuse: dict[str, Any] | None) -> PlanOutcome | None:
+    """A remembered plan (cache or episode), checked again by today's validator (tools may have changed)."""
+    if not reuse:
         return None
     try:
-        plan = Plan.model_validate({**cached, "goal": goal, "source": "cache"})
+        plan = Plan.model_validate({**reuse["plan"], "goal": goal, "source": reuse["source"]})
         validate_plan(plan, ctx.toolset, ctx.settings)
-    except (ValidationError, PlanInvalid):
+    except (ValidationError, PlanInvalid, KeyError):
         return None
-    return PlanOutcome(plan, [f"plan reused from the cache (playbook {plan.playbook})"])
+    return PlanOutcome(plan, [f"plan reused from the {reuse['source']}: {reuse.get('note', '')}"])
 
 
 def request_plan(ctx: OpsContext, goal: str, body: dict[str, Any]) -> Plan:

@@ -46,15 +46,32 @@ def _report(ctx: OpsContext, task_id: str, found: CacheLookup) -> None:
     )
 
 
+# an episode's plan is reused only when its request was this close and named the same things
+EPISODE_REUSE_SIMILARITY = 0.9
+
+
 def recall(ctx: OpsContext, task_id: str, goal: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Returns the state update: category, and either a cached answer (the task ends) or a cached plan."""
+    """Returns the state update: category, similar past incidents, and either a cached answer (the task ends)
+    or a plan to reuse (from the cache, else from a similar successful episode)."""
     category = classify(ctx, goal, inputs)
-    if ctx.cache is None or not ctx.cache.policy_for(category).enabled:
+    if category == "request":
         return {"category": category}
     task = ctx.store.get_task(task_id)
     text = cache_text(goal, inputs)
+    update: dict[str, Any] = {"category": category}
     try:
         vector = ctx.embedder.embed([text])[0]
+        past = ctx.episodes.recall(task.tenant, text, k=3, exclude_task=task_id, vector=vector)
+        update["incidents"] = [e.cite() for e in past]
+        best = next((e for e in past if e.outcome == "succeeded" and e.same_entities), None)
+        if best is not None and best.similarity >= EPISODE_REUSE_SIMILARITY and not inputs.get("playbook"):
+            update["reuse"] = {"plan": best.plan, "source": "episode", "note": f"plan of task {best.task_id}"}
+    except Exception as exc:
+        log.warning("episodic recall failed", task_id=task_id, error=repr(exc))
+        vector = None
+    if vector is None or ctx.cache is None or not ctx.cache.policy_for(category).enabled:
+        return update
+    try:
         answer = ctx.cache.lookup(task.tenant, category, CacheKind.ANSWER, text, vector)
         _report(ctx, task_id, answer)
         if answer.hit and answer.payload is not None:
@@ -70,29 +87,47 @@ def recall(ctx: OpsContext, task_id: str, goal: str, inputs: dict[str, Any]) -> 
             ctx.store.set_answer(task_id, served)
             ctx.bus.emit(task_id, EventType.ANSWER, {"headline": served.get("headline"), "from_cache": True})
             ctx.store.set_task_status(task_id, TaskStatus.SUCCEEDED)
-            return {"category": category, "outcome": "cached"}
+            return {**update, "outcome": "cached"}
         plan = ctx.cache.lookup(task.tenant, category, CacheKind.PLAN, text, vector)
         _report(ctx, task_id, plan)
         if plan.hit and plan.payload is not None:
-            return {"category": category, "cached_plan": plan.payload}
+            update["reuse"] = {"plan": plan.payload, "source": "cache", "note": f"cache entry {plan.entry_id}"}
     except Exception as exc:
         log.warning("cache recall failed; planning without it", task_id=task_id, error=repr(exc))
         ctx.bus.emit(task_id, EventType.LOG, {"message": f"cache unavailable: {type(exc).__name__}"})
-    return {"category": category}
+    return update
 
 
 def remember(ctx: OpsContext, task_id: str, category: str, plan: dict[str, Any]) -> None:
-    """A task that succeeded with every node fine fills the cache: its answer, and its plan unless cached."""
-    if ctx.cache is None or not ctx.cache.policy_for(category).enabled:
-        return
+    """Every finished task becomes an episode; one that succeeded with every node fine also fills the cache
+    (its answer, and its plan unless it came from the cache)."""
     task = ctx.store.get_task(task_id)
     answer = task.answer or {}
-    if task.status != TaskStatus.SUCCEEDED.value or answer.get("failed_nodes") or answer.get("from_cache"):
+    if answer.get("from_cache") or category == "request":
         return
     text = cache_text(task.goal, task.inputs or {})
     try:
-        started = time.perf_counter()
         vector = ctx.embedder.embed([text])[0]
+        ctx.episodes.record(
+            tenant=task.tenant,
+            task_id=task_id,
+            goal=text,
+            category=category,
+            plan=plan,
+            outcome=task.status,
+            answer=answer,
+            duration_s=(task.finished_at or time.time()) - task.created_at,
+            vector=vector,
+        )
+    except Exception as exc:
+        log.warning("episode not recorded", task_id=task_id, error=repr(exc))
+        return
+    if ctx.cache is None or not ctx.cache.policy_for(category).enabled:
+        return
+    if task.status != TaskStatus.SUCCEEDED.value or answer.get("failed_nodes"):
+        return
+    try:
+        started = time.perf_counter()
         stored = {"answer": ctx.cache.put(task.tenant, category, CacheKind.ANSWER, text, answer, vector, task_id)}
         if plan.get("source") != "cache":
             stored["plan"] = ctx.cache.put(task.tenant, category, CacheKind.PLAN, text, plan, vector, task_id)

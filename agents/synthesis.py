@@ -35,7 +35,12 @@ def failure_answer(headline: str, severity: str = "critical") -> dict[str, Any]:
     }
 
 
-def synthesize_answer(plan: Plan, latest: dict[str, NodeRunRow], all_runs: list[NodeRunRow]) -> dict[str, Any]:
+def synthesize_answer(
+    plan: Plan,
+    latest: dict[str, NodeRunRow],
+    all_runs: list[NodeRunRow],
+    incidents: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     findings: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     nodes: list[dict[str, Any]] = []
@@ -91,6 +96,9 @@ def synthesize_answer(plan: Plan, latest: dict[str, NodeRunRow], all_runs: list[
         lines.append(f"- [failed] {f['node_id']} ({f['tool']}): {f['error']}")
     if next_steps:
         lines += ["", "Next steps:", *[f"- {s}" for s in next_steps]]
+    if incidents:
+        lines += ["", "Similar past incidents:"]
+        lines += [f"- {i['goal']} ({i['outcome']}): {i['headline']} [task {i['task_id']}]" for i in incidents]
     return {
         "headline": headline,
         "severity": worst,
@@ -98,6 +106,7 @@ def synthesize_answer(plan: Plan, latest: dict[str, NodeRunRow], all_runs: list[
         "failed_nodes": failed,
         "nodes": nodes,
         "next_steps": next_steps,
+        "similar_incidents": incidents or [],
         "playbook": plan.playbook,
         "plan_source": plan.source,
         "text": "\n".join(lines),

@@ -31,7 +31,29 @@ class CacheEntryRow(Base):
     hits: Mapped[int] = mapped_column(sa.Integer, default=0)
 
 
-MEMORY_TABLES = [cast(sa.Table, CacheEntryRow.__table__)]
+class EpisodeRow(Base):
+    __tablename__ = "episodes"
+
+    id: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    tenant: Mapped[str] = mapped_column(sa.String(64), index=True)
+    task_id: Mapped[str] = mapped_column(sa.String(36), unique=True)
+    goal: Mapped[str] = mapped_column(sa.Text)
+    category: Mapped[str] = mapped_column(sa.String(32))
+    playbook: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    plan: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    outcome: Mapped[str] = mapped_column(sa.String(16))  # succeeded | failed | cancelled
+    headline: Mapped[str] = mapped_column(sa.Text)
+    findings: Mapped[list[Any]] = mapped_column(JsonType)  # the warn and critical findings
+    entities: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    duration_s: Mapped[float] = mapped_column(sa.Double)
+    feedback: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    vector: Mapped[bytes] = mapped_column(sa.LargeBinary)
+    created_at: Mapped[float] = mapped_column(sa.Double)
+
+
+MEMORY_TABLES = [cast(sa.Table, CacheEntryRow.__table__), cast(sa.Table, EpisodeRow.__table__)]
 
 
 def init_memory_tables(engine: sa.Engine) -> None:

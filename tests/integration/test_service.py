@@ -284,4 +284,26 @@ def test_memory_search_finds_playbooks_by_meaning_and_cached_requests(service: S
     service.wait_task(service.submit("nightly capacity report", tenant="search-t"))
     r = service.get("/v1/memory/search", params={"q": "capacity report", "layer": "cache", "tenant": "search-t"})
     assert {e["kind"] for e in r.json()["results"]} == {"answer", "plan"}
-    assert service.get("/v1/memory/search", params={"q": "x", "layer": "episodic"}).status_code == 422
+    assert service.get("/v1/memory/search", params={"q": "x", "layer": "working"}).status_code == 422
+
+
+def test_finished_tasks_become_episodes_that_later_answers_cite_and_plans_reuse(service: Service) -> None:
+    first = service.wait_task(service.submit("check the health of orders-api", tenant="epi", inputs={}))
+    assert first["status"] == "succeeded"
+    r = service.post(f"/v1/tasks/{first['id']}/feedback", json={"helpful": True, "note": "spot on"})
+    assert r.status_code == 200
+    found = service.get("/v1/memory/search", params={"q": "orders-api health", "layer": "episodic", "tenant": "epi"})
+    assert found.json()["results"][0]["task_id"] == first["id"]
+    assert found.json()["results"][0]["feedback"]["helpful"] is True
+    # the cache is cleared, so the second task plans again: from the similar successful episode
+    assert service.client_delete("/v1/cache", params={"tenant": "epi"}).status_code == 200
+    second = service.wait_task(service.submit("check the health of orders-api", tenant="epi"))
+    assert second["plan"]["source"] == "episode"
+    assert [i["task_id"] for i in second["answer"]["similar_incidents"]] == [first["id"]]
+    # another tenant has no such memory
+    other = service.wait_task(service.submit("check the health of orders-api", tenant="epi-other"))
+    assert other["plan"]["source"] == "playbook" and other["answer"]["similar_incidents"] == []
+    assert (
+        service.post("/v1/tasks/00000000-0000-0000-0000-000000000000/feedback", json={"helpful": True}).status_code
+        == 404
+    )

@@ -45,10 +45,14 @@ async def memory_search(
     ctx: Ctx,
     q: Annotated[str, Query(min_length=1, max_length=2000)],
     tenant: Tenant = "default",
-    layer: Literal["semantic", "cache"] = "semantic",
+    layer: Literal["semantic", "episodic", "cache"] = "semantic",
     k: Annotated[int, Query(ge=1, le=50)] = 10,
 ) -> dict[str, Any]:
-    """semantic: the playbooks closest in meaning to q; cache: the tenant's cached requests closest to q."""
+    """semantic: playbooks closest in meaning to q; episodic: the tenant's past tasks (similarity, recency,
+    outcome); cache: the tenant's cached requests."""
+    if layer == "episodic":
+        found = await run_in_threadpool(lambda: ctx.episodes.recall(tenant, q, k=k, min_similarity=0.3))
+        return {"layer": layer, "tenant": tenant, "results": [{**e.cite(), "score": round(e.score, 4)} for e in found]}
     if layer == "cache":
         results = await run_in_threadpool(_cache(ctx).search, tenant, q, k)
         return {"layer": layer, "tenant": tenant, "results": results}

@@ -125,6 +125,22 @@ def cancel_task(task_id: str, ctx: Ctx) -> dict[str, Any]:
     return {"id": task_id, "status": TaskStatus.CANCELLED.value}
 
 
+class Feedback(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    helpful: bool
+    note: str | None = Field(None, max_length=2000)
+
+
+@router.post("/{task_id}/feedback")
+def task_feedback(task_id: str, body: Feedback, ctx: Ctx) -> dict[str, Any]:
+    """Was the answer helpful? Stored on the task's episode; recall weighs helpful episodes up."""
+    task = ctx.store.get_task(task_id)
+    if not ctx.episodes.feedback(task_id, body.helpful, body.note):
+        raise Conflict(f"task {task_id} has no episode to rate ({task.status}; answers served from cache have none)")
+    return {"id": task_id, "feedback": body.model_dump()}
+
+
 @router.get("/{task_id}/events")
 async def task_events(
     task_id: str,
