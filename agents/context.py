@@ -18,6 +18,7 @@ from memory.cache import SemanticCache
 from memory.embeddings import MiniLMEmbedder
 from memory.episodic import EpisodicMemory
 from memory.playbooks import PlaybookLibrary
+from memory.semantic import SemanticMemory
 from tools import Toolset, load_tool_modules
 from workers.dispatch import Dispatcher
 
@@ -37,6 +38,7 @@ class OpsContext:
     embedder: MiniLMEmbedder
     cache: SemanticCache | None
     episodes: EpisodicMemory
+    facts: SemanticMemory
     _closers: list[Any]
 
     def close(self) -> None:
@@ -100,5 +102,6 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
         embedder=embedder,
         cache=cache,
         episodes=EpisodicMemory(store, embedder),
+        facts=SemanticMemory(store, embedder),
         _closers=[closer],
     )

@@ -33,6 +33,7 @@ class OpsState(TypedDict, total=False):
     category: str
     reuse: dict[str, Any] | None  # {"plan", "source": cache | episode, "note"}
     incidents: list[dict[str, Any]]
+    facts: list[dict[str, Any]]
     outcome: str  # accepted | ended | planned | invalid | cancelled | stopped | finished
 
 
@@ -89,7 +90,9 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         plan_obj = Plan.model_validate(state["plan"])
         runs = store.node_runs(task_id)
         latest = store.latest_attempts(task_id)
-        answer = synthesize_answer(plan_obj, latest, runs, incidents=state.get("incidents") or [])
+        answer = synthesize_answer(
+            plan_obj, latest, runs, incidents=state.get("incidents") or [], facts=state.get("facts") or []
+        )
         bus.emit(task_id, EventType.ANSWER, {"headline": answer["headline"], "severity": answer["severity"]})
         ran = [r for r in latest.values() if r.status != NodeStatus.SKIPPED.value]
         all_failed = bool(ran) and all(r.status != NodeStatus.SUCCEEDED.value for r in ran)

@@ -63,6 +63,7 @@ def recall(ctx: OpsContext, task_id: str, goal: str, inputs: dict[str, Any]) -> 
         vector = ctx.embedder.embed([text])[0]
         past = ctx.episodes.recall(task.tenant, text, k=3, exclude_task=task_id, vector=vector)
         update["incidents"] = [e.cite() for e in past]
+        update["facts"] = [f.view() for f in ctx.facts.about(task.tenant, text)]
         best = next((e for e in past if e.outcome == "succeeded" and e.same_entities), None)
         if best is not None and best.similarity >= EPISODE_REUSE_SIMILARITY and not inputs.get("playbook"):
             update["reuse"] = {"plan": best.plan, "source": "episode", "note": f"plan of task {best.task_id}"}

@@ -40,6 +40,7 @@ def synthesize_answer(
     latest: dict[str, NodeRunRow],
     all_runs: list[NodeRunRow],
     incidents: list[dict[str, Any]] | None = None,
+    facts: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     findings: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
@@ -96,6 +97,8 @@ def synthesize_answer(
         lines.append(f"- [failed] {f['node_id']} ({f['tool']}): {f['error']}")
     if next_steps:
         lines += ["", "Next steps:", *[f"- {s}" for s in next_steps]]
+    if facts:
+        lines += ["", "Known facts:", *[f"- {f['text']} (source: {f['source']})" for f in facts]]
     if incidents:
         lines += ["", "Similar past incidents:"]
         lines += [f"- {i['goal']} ({i['outcome']}): {i['headline']} [task {i['task_id']}]" for i in incidents]
@@ -107,6 +110,7 @@ def synthesize_answer(
         "nodes": nodes,
         "next_steps": next_steps,
         "similar_incidents": incidents or [],
+        "known_facts": facts or [],
         "playbook": plan.playbook,
         "plan_source": plan.source,
         "text": "\n".join(lines),

@@ -53,7 +53,30 @@ class EpisodeRow(Base):
     created_at: Mapped[float] = mapped_column(sa.Double)
 
 
-MEMORY_TABLES = [cast(sa.Table, CacheEntryRow.__table__), cast(sa.Table, EpisodeRow.__table__)]
+class FactRow(Base):
+    """A durable statement about the estate ("orders-api depends_on postgres-main") with where it came from
+    and when it holds. A contradicting fact closes this one (valid_to, superseded_by); nothing is deleted."""
+
+    __tablename__ = "facts"
+    __table_args__ = (sa.Index("ix_facts_subject", "tenant", "subject", "predicate"),)
+
+    id: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    tenant: Mapped[str] = mapped_column(sa.String(64))
+    subject: Mapped[str] = mapped_column(sa.String(200))
+    predicate: Mapped[str] = mapped_column(sa.String(100))
+    object: Mapped[str] = mapped_column(sa.String(500))
+    source: Mapped[str] = mapped_column(sa.String(200))  # provenance: person:NAME, task:ID, playbook:NAME
+    valid_from: Mapped[float] = mapped_column(sa.Double)
+    valid_to: Mapped[float | None] = mapped_column(sa.Double, nullable=True)  # None: holds now
+    valid_until: Mapped[float | None] = mapped_column(sa.Double, nullable=True)  # stated expiry, if any
+    superseded_by: Mapped[int | None] = mapped_column(sa.BigInteger, nullable=True)
+    vector: Mapped[bytes] = mapped_column(sa.LargeBinary)
+    created_at: Mapped[float] = mapped_column(sa.Double)
+
+
+MEMORY_TABLES = [cast(sa.Table, t.__table__) for t in (CacheEntryRow, EpisodeRow, FactRow)]
 
 
 def init_memory_tables(engine: sa.Engine) -> None:

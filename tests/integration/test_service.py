@@ -307,3 +307,17 @@ def test_finished_tasks_become_episodes_that_later_answers_cite_and_plans_reuse(
         service.post("/v1/tasks/00000000-0000-0000-0000-000000000000/feedback", json={"helpful": True}).status_code
         == 404
     )
+
+
+def test_facts_recorded_over_rest_are_cited_in_answers_and_contradictions_close_them(service: Service) -> None:
+    body = {"subject": "ledger-api", "predicate": "depends_on", "object": "postgres-main", "tenant": "facts-t"}
+    r = service.post("/v1/memory/facts", json=body)
+    assert r.status_code == 201 and r.json()["closed"] == []
+    r = service.post("/v1/memory/facts", json={**body, "object": "postgres-replica", "source": "person:ops"})
+    assert [c["object"] for c in r.json()["closed"]] == ["postgres-main"]
+    task = service.wait_task(service.submit("is ledger-api running", tenant="facts-t"))
+    assert [f["text"] for f in task["answer"]["known_facts"]] == ["ledger-api depends on postgres-replica"]
+    history = service.get("/v1/memory/facts", params={"subject": "ledger-api", "tenant": "facts-t"}).json()["facts"]
+    assert [(f["object"], f["current"]) for f in history] == [("postgres-main", False), ("postgres-replica", True)]
+    bad = service.post("/v1/memory/facts", json={"subject": "x", "predicate": "drop;table", "object": "y"})
+    assert bad.status_code == 422

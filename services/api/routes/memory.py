@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import Conflict
 from memory.cache import SemanticCache
@@ -40,6 +41,37 @@ def clear_cache(
     return {"tenant": tenant, "removed": removed}
 
 
+class FactIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str = Field(min_length=1, max_length=200, description="What it is about: orders-api")
+    predicate: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_ -]+$", description="depends_on")
+    object: str = Field(min_length=1, max_length=500, description="postgres-main")
+    source: str = Field("person:api", min_length=1, max_length=200, description="Provenance: person:NAME ...")
+    valid_until: float | None = Field(None, description="Unix time after which the fact no longer holds.")
+    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+@router.post("/v1/memory/facts", status_code=201)
+def add_fact(body: FactIn, ctx: Ctx) -> dict[str, Any]:
+    """Record a fact; a fact with the same subject and predicate but another object is closed, not deleted."""
+    fact, closed = ctx.facts.assert_fact(
+        body.tenant, body.subject, body.predicate, body.object, source=body.source, valid_until=body.valid_until
+    )
+    return {"fact": fact.view(), "closed": [c.view() for c in closed]}
+
+
+@router.get("/v1/memory/facts")
+def list_facts(
+    ctx: Ctx,
+    subject: Annotated[str, Query(min_length=1, max_length=200)],
+    tenant: Tenant = "default",
+    predicate: Annotated[str | None, Query(max_length=100)] = None,
+) -> dict[str, Any]:
+    """Every fact about a subject, current and closed, oldest first."""
+    return {"tenant": tenant, "facts": [f.view() for f in ctx.facts.history(tenant, subject, predicate)]}
+
+
 @router.get("/v1/memory/search")
 async def memory_search(
     ctx: Ctx,
@@ -57,9 +89,11 @@ async def memory_search(
         results = await run_in_threadpool(_cache(ctx).search, tenant, q, k)
         return {"layer": layer, "tenant": tenant, "results": results}
     sims = await run_in_threadpool(ctx.library.similarities, q)
-    ranked = sorted(zip(ctx.library.playbooks, sims, strict=True), key=lambda p: p[1], reverse=True)[:k]
+    facts = await run_in_threadpool(ctx.facts.search, tenant, q, k)
     results = [
-        {"playbook": b.name, "category": b.category, "description": b.description, "similarity": round(s, 4)}
-        for b, s in ranked
-    ]
-    return {"layer": layer, "tenant": tenant, "results": results}
+        {"type": "playbook", "playbook": b.name, "category": b.category, "description": b.description,
+         "similarity": round(s, 4)}
+        for b, s in zip(ctx.library.playbooks, sims, strict=True)
+    ] + [{"type": "fact", **f.view(), "similarity": round(s, 4)} for f, s in facts]  # fmt: skip
+    results.sort(key=lambda r: r["similarity"], reverse=True)
+    return {"layer": layer, "tenant": tenant, "results": results[:k]}
