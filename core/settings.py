@@ -67,6 +67,8 @@ class Settings(BaseSettings):
         default_factory=CachePolicy, description="Per-category cache thresholds, TTLs and quotas (JSON)."
     )
 
+    consolidate_every_s: float = Field(600, gt=0, description="How often memory is consolidated (expiry, merges).")
+
     log_level: str = Field("INFO", description="Log level of every process.")
     log_json: bool = Field(False, description="JSON logs instead of console lines.")
 

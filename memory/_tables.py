@@ -49,6 +49,7 @@ class EpisodeRow(Base):
     entities: Mapped[dict[str, Any]] = mapped_column(JsonType)
     duration_s: Mapped[float] = mapped_column(sa.Double)
     feedback: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
+    repeats: Mapped[int] = mapped_column(sa.Integer, default=1)  # duplicates merged into this one
     vector: Mapped[bytes] = mapped_column(sa.LargeBinary)
     created_at: Mapped[float] = mapped_column(sa.Double)
 

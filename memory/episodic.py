@@ -99,6 +99,7 @@ class EpisodicMemory:
             entities={k: sorted(v) for k, v in extract_entities(goal).items()},
             duration_s=duration_s,
             feedback=None,
+            repeats=1,
             vector=np.asarray(vec, dtype=np.float32).tobytes(),
             created_at=time.time(),
         )
@@ -159,6 +160,41 @@ class EpisodicMemory:
                 )
             )
         return sorted(out, key=lambda e: e.score, reverse=True)[:k]
+
+    def merge_duplicates(self) -> int:
+        """Fold episodes of the same request (same words, outcome and playbook) into the newest one."""
+        with self.store.session() as s:
+            rows = list(s.scalars(sa.select(EpisodeRow).order_by(EpisodeRow.created_at)))
+            groups: dict[tuple[str, str, str, str | None], list[EpisodeRow]] = {}
+            for r in rows:
+                key = (r.tenant, " ".join(r.goal.lower().split()), r.outcome, r.playbook)
+                groups.setdefault(key, []).append(r)
+            removed: dict[str, list[int]] = {}
+            for group in groups.values():
+                if len(group) < 2:
+                    continue
+                keep, older = group[-1], group[:-1]
+                keep.repeats = sum(r.repeats for r in group)
+                if keep.feedback is None:
+                    keep.feedback = next((r.feedback for r in reversed(older) if r.feedback), None)
+                for r in older:
+                    removed.setdefault(r.tenant, []).append(r.id)
+                    s.delete(r)
+        for tenant, ids in removed.items():
+            self.index.remove(tenant, np.array(ids, np.int64))
+        return sum(len(v) for v in removed.values())
+
+    def playbook_candidates(self, min_repeats: int = 3) -> list[dict[str, Any]]:
+        """Plans not from a playbook that succeeded at least min_repeats times: worth keeping as playbooks."""
+        with self.store.session() as s:
+            rows = s.scalars(
+                sa.select(EpisodeRow).where(EpisodeRow.outcome == "succeeded", EpisodeRow.repeats >= min_repeats)
+            )
+            return [
+                {"tenant": r.tenant, "goal": r.goal, "repeats": r.repeats, "plan": r.plan, "task_id": r.task_id}
+                for r in rows
+                if r.plan.get("source") not in ("playbook", "cache", "episode")
+            ]
 
     def feedback(self, task_id: str, helpful: bool, note: str | None = None) -> bool:
         with self.store.session() as s:

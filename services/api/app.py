@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse
 from agents import TaskRunner, build_context
 from core.logging import configure_logging
 from core.settings import Settings, get_settings
+from memory.consolidation import Consolidator
 from services.api.errors import BodyLimitMiddleware, install_error_handlers
 from services.api.routes import memory, system, tasks
 from workers.celery_app import make_celery
@@ -28,15 +29,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         configure_logging(settings.log_level, settings.log_json)
         ctx = build_context(settings, make_celery(settings))
         runner = TaskRunner(ctx)
+        consolidator = Consolidator(ctx.cache, ctx.episodes, ctx.facts, settings.consolidate_every_s)
         app.state.ctx = ctx
         app.state.runner = runner
+        app.state.consolidator = consolidator
         # the model's cold start is paid once, in the background, not by the first request
         threading.Thread(target=ctx.embedder.load, name="embedder-warmup", daemon=True).start()
         runner.start()  # resumes every task a previous API process left unfinished
+        consolidator.start()
         try:
             yield
         finally:
             runner.stop()
+            consolidator.stop()
             ctx.close()
 
     app = FastAPI(

@@ -33,7 +33,7 @@ def test_a_contradicting_fact_closes_the_old_one_and_keeps_history(memory: Seman
     history = memory.history("t", "orders-api")
     assert [(f.object, f.current) for f in history] == [("postgres-main", False), ("postgres-replica", True)]
     assert history[0].superseded_by == second.id and history[0].valid_to is not None
-    other_predicate, closed = memory.assert_fact("t", "orders-api", "owned_by", "team-checkout", source="person:ana")
+    _other, closed = memory.assert_fact("t", "orders-api", "owned_by", "team-checkout", source="person:ana")
     assert closed == []  # another predicate does not contradict
 
 

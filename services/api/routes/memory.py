@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,6 +70,12 @@ def list_facts(
 ) -> dict[str, Any]:
     """Every fact about a subject, current and closed, oldest first."""
     return {"tenant": tenant, "facts": [f.view() for f in ctx.facts.history(tenant, subject, predicate)]}
+
+
+@router.post("/v1/memory/consolidate")
+async def consolidate_now(request: Request) -> dict[str, Any]:
+    """Run consolidation now: expiry, pending hit counts, index files, episode merges, playbook candidates."""
+    return await run_in_threadpool(request.app.state.consolidator.run_now)  # type: ignore[no-any-return]
 
 
 @router.get("/v1/memory/search")

@@ -1,0 +1,70 @@
+"""Consolidation, in the spirit of sleep-time compute: while the service is idle, tidy what it remembers.
+
+Expire cache entries and stale facts, write the cache's pending hit counts, save the index files (a restart
+then loads them instead of rebuilding from the database), merge duplicate episodes, and list plans that
+succeeded repeatedly as playbook candidates.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import structlog
+
+from memory.cache import SemanticCache
+from memory.episodic import EpisodicMemory
+from memory.semantic import SemanticMemory
+
+log = structlog.get_logger(__name__)
+
+
+def consolidate(cache: SemanticCache | None, episodes: EpisodicMemory, facts: SemanticMemory) -> dict[str, Any]:
+    started = time.perf_counter()
+    report: dict[str, Any] = {"facts_expired": facts.expire(), "episodes_merged": episodes.merge_duplicates()}
+    if cache is not None:
+        report["cache_expired"] = cache.expire()
+        cache.flush_hits()
+        cache.index.save()
+    report["playbook_candidates"] = episodes.playbook_candidates()
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    return report
+
+
+class Consolidator:
+    """Runs consolidate() every interval in a background thread, and on demand."""
+
+    def __init__(
+        self, cache: SemanticCache | None, episodes: EpisodicMemory, facts: SemanticMemory, every_s: float
+    ) -> None:
+        self.cache, self.episodes, self.facts = cache, episodes, facts
+        self.every_s = every_s
+        self.last: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_now(self) -> dict[str, Any]:
+        with self._lock:  # one consolidation at a time
+            self.last = {**consolidate(self.cache, self.episodes, self.facts), "at": time.time()}
+            return self.last
+
+    def start(self) -> None:
+        def loop() -> None:
+            while not self._stop.wait(self.every_s):
+                try:
+                    report = self.run_now()
+                    log.info("memory consolidated", **{k: v for k, v in report.items() if k != "playbook_candidates"})
+                except Exception as exc:
+                    log.warning("consolidation failed", error=repr(exc))
+
+        self._thread = threading.Thread(target=loop, name="memory-consolidation", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            self.run_now()  # leave index files and hit counts written for the next start
+        except Exception as exc:
+            log.warning("final consolidation failed", error=repr(exc))
