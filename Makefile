@@ -24,6 +24,7 @@ bench: $(STAMP)  ## benchmarks; figures printed and written to bench/results/
 	@bash scripts/ensure-redis-server.sh
 	@$(BIN)/python -m bench.e2e
 	@$(BIN)/python -m bench.cache
+	@$(BIN)/python -m bench.compression
 
 lint: $(STAMP)
 	@$(BIN)/ruff check .

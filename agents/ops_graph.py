@@ -20,6 +20,7 @@ from agents.synthesis import failure_answer, synthesize_answer
 from agents.validation import validate_plan
 from core import keys
 from core.types import EventType, NodeStatus, Plan, TaskStatus
+from memory.compression import working_memory
 
 _MAX_GOAL_CHARS = 4000
 
@@ -93,6 +94,9 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         answer = synthesize_answer(
             plan_obj, latest, runs, incidents=state.get("incidents") or [], facts=state.get("facts") or []
         )
+        outputs = {nid: r.result for nid, r in latest.items() if r.result and r.status == NodeStatus.SUCCEEDED.value}
+        # what the task read, compressed within its budget: the context a person or an LLM reads next
+        answer["working_memory"] = working_memory(outputs, ctx.settings.working_memory_tokens)
         bus.emit(task_id, EventType.ANSWER, {"headline": answer["headline"], "severity": answer["severity"]})
         ran = [r for r in latest.values() if r.status != NodeStatus.SKIPPED.value]
         all_failed = bool(ran) and all(r.status != NodeStatus.SUCCEEDED.value for r in ran)

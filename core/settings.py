@@ -67,6 +67,7 @@ class Settings(BaseSettings):
         default_factory=CachePolicy, description="Per-category cache thresholds, TTLs and quotas (JSON)."
     )
 
+    working_memory_tokens: int = Field(2000, ge=100, description="Budget of a task's compressed tool outputs.")
     consolidate_every_s: float = Field(600, gt=0, description="How often memory is consolidated (expiry, merges).")
 
     log_level: str = Field("INFO", description="Log level of every process.")
