@@ -19,6 +19,7 @@ from memory.embeddings import MiniLMEmbedder
 from memory.episodic import EpisodicMemory
 from memory.playbooks import PlaybookLibrary
 from memory.semantic import SemanticMemory
+from memory.tool_results import ToolResultCache
 from tools import Toolset, load_tool_modules
 from workers.dispatch import Dispatcher
 
@@ -81,13 +82,14 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
     embedder = MiniLMEmbedder()
     library = PlaybookLibrary.default(embedder)  # semantic playbook choice
     planner = make_planner(settings, library, toolset)
-    dispatcher = Dispatcher(settings, store, bus, celery, toolset, client)
     checkpointer, closer = make_checkpointer(settings)
     cache = (
         SemanticCache(store, embedder, lambda: settings.cache_policy, index_folder=settings.var_dir / "index")
         if settings.cache_enabled
         else None
     )
+    results = ToolResultCache(cache) if cache is not None else None
+    dispatcher = Dispatcher(settings, store, bus, celery, toolset, client, result_cache=results)
     return OpsContext(
         settings=settings,
         store=store,

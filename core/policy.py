@@ -32,6 +32,9 @@ def _default_categories() -> dict[str, CategoryCachePolicy]:
         # plans written by the caller run as given, and anything that writes is never served from cache
         "request": CategoryCachePolicy(enabled=False),
         "remediate": CategoryCachePolicy(enabled=False),
+        "maintenance": CategoryCachePolicy(enabled=False),  # jobs that change state are run, not remembered
+        # results of idempotent read tools (the dispatcher's): a host or endpoint seen 30 s ago is still news
+        "tools": CategoryCachePolicy(tool_ttl_s=30, answer_ttl_s=0, plan_ttl_s=0, max_entries=2000),
     }
 
 

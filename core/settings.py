@@ -53,7 +53,9 @@ class Settings(BaseSettings):
         ["127.0.0.1", "localhost", "::1"], description="Hosts http_probe may call ('*' allows any)."
     )
     postgres_dsns: list[SecretStr] = Field([], description="DSNs postgres_activity may use.")
-    tool_modules: list[str] = Field([], description="Extra Python modules that register tools in the catalog.")
+    tool_modules: list[str] = Field(
+        ["memory.tools"], description="Python modules that register more tools in the catalog."
+    )
 
     # scheduler (celery beat)
     schedules: list[dict[str, Any]] = Field(

@@ -241,6 +241,35 @@ class SemanticCache:
                     .values(hits=CacheEntryRow.hits + count, last_hit_at=ts)
                 )
 
+    def get_exact(self, tenant: str, category: str, kind: CacheKind | str, text: str) -> dict[str, Any] | None:
+        """An entry whose text is exactly this (tool calls: the same tool and arguments), if live."""
+        kind = str(kind)
+        policy = self.policy_for(category)
+        if not policy.enabled or policy.ttl(kind) <= 0:
+            return None
+        stmt = (
+            sa.select(CacheEntryRow)
+            .where(
+                CacheEntryRow.tenant == tenant,
+                CacheEntryRow.kind == kind,
+                CacheEntryRow.category == category,
+                CacheEntryRow.text == text,
+                CacheEntryRow.expires_at > time.time(),
+            )
+            .order_by(CacheEntryRow.created_at.desc())
+            .limit(1)
+        )
+        found: dict[str, Any] | None
+        with self.store.session() as s:
+            row = s.scalar(stmt)
+            found = (
+                None if row is None else {"payload": row.payload, "age_s": time.time() - row.created_at, "id": row.id}
+            )
+        self._count(category, lookups=1, hits=int(found is not None), misses=int(found is None))
+        if found is not None:
+            self._note_hit(found["id"], time.time())
+        return found
+
     def put(
         self,
         tenant: str,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -20,9 +21,18 @@ from memory.semantic import SemanticMemory
 log = structlog.get_logger(__name__)
 
 
-def consolidate(cache: SemanticCache | None, episodes: EpisodicMemory, facts: SemanticMemory) -> dict[str, Any]:
+def consolidate(
+    cache: SemanticCache | None, episodes: EpisodicMemory, facts: SemanticMemory, *, reload_indexes: bool = False
+) -> dict[str, Any]:
     started = time.perf_counter()
-    report: dict[str, Any] = {"facts_expired": facts.expire(), "episodes_merged": episodes.merge_duplicates()}
+    if reload_indexes:  # vectors changed under us (memory_reembed): every partition reloads from the database
+        for index in [episodes.index, facts.index] + ([cache.index] if cache is not None else []):
+            index.drop()
+    report: dict[str, Any] = {
+        "facts_expired": facts.expire(),
+        "episodes_merged": episodes.merge_duplicates(),
+        "indexes_reloaded": reload_indexes,
+    }
     if cache is not None:
         report["cache_expired"] = cache.expire()
         cache.flush_hits()
@@ -36,10 +46,17 @@ class Consolidator:
     """Runs consolidate() every interval in a background thread, and on demand."""
 
     def __init__(
-        self, cache: SemanticCache | None, episodes: EpisodicMemory, facts: SemanticMemory, every_s: float
+        self,
+        cache: SemanticCache | None,
+        episodes: EpisodicMemory,
+        facts: SemanticMemory,
+        every_s: float,
+        reembedded_at: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.cache, self.episodes, self.facts = cache, episodes, facts
         self.every_s = every_s
+        self.reembedded_at = reembedded_at
+        self._seen_reembed = reembedded_at()
         self.last: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -47,7 +64,10 @@ class Consolidator:
 
     def run_now(self) -> dict[str, Any]:
         with self._lock:  # one consolidation at a time
-            self.last = {**consolidate(self.cache, self.episodes, self.facts), "at": time.time()}
+            stamp = self.reembedded_at()
+            reload_indexes, self._seen_reembed = stamp > self._seen_reembed, max(stamp, self._seen_reembed)
+            report = consolidate(self.cache, self.episodes, self.facts, reload_indexes=reload_indexes)
+            self.last = {**report, "at": time.time()}
             return self.last
 
     def start(self) -> None:

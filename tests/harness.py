@@ -96,7 +96,7 @@ class Service:
             "OPSGRAPH_DATABASE_URL": database_url,
             "OPSGRAPH_API_PORT": str(self.port),
             "OPSGRAPH_API_URL": self.base,
-            "OPSGRAPH_TOOL_MODULES": '["tests.toolkit.chaos"]',
+            "OPSGRAPH_TOOL_MODULES": '["memory.tools", "tests.toolkit.chaos"]',
             "OPSGRAPH_WORKER_HEARTBEAT_S": "0.5",
             "OPSGRAPH_WORKER_LOST_AFTER_S": "3",
             "OPSGRAPH_HTTP_TARGETS": '["127.0.0.1", "localhost"]',

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 import structlog
@@ -20,13 +20,25 @@ from core.events import EventBus, TaskWatcher
 from core.heartbeats import is_alive
 from core.plans import UnresolvedRef, resolve_refs
 from core.settings import Settings
-from core.types import EventType, NodeStatus, OnFailure, Plan, PlanNode, ToolResult, ToolStatus
+from core.types import Effect, EventType, NodeStatus, OnFailure, Plan, PlanNode, ToolResult, ToolStatus
 from tools import Toolset
 from workers.celery_app import RUN_NODE
 
 log = structlog.get_logger(__name__)
 
-_GRACE_S = 10.0  # beyond a tool's hard timeout before the orchestrator gives up on an attempt
+_GRACE_S = 10.0
+# tool results are reused by tenant, tool and arguments, whatever the request: their own cache category
+TOOL_RESULTS_CATEGORY = "tools"  # beyond a tool's hard timeout before the orchestrator gives up on an attempt
+
+
+class ResultCache(Protocol):
+    """Where results of idempotent read tools may be reused from (memory implements it)."""
+
+    def get(
+        self, tenant: str, category: str, tool: str, args: dict[str, Any]
+    ) -> tuple[dict[str, Any], float] | None: ...
+
+    def put(self, tenant: str, category: str, tool: str, args: dict[str, Any], result: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -45,7 +57,10 @@ class Dispatcher:
         celery: Celery,
         toolset: Toolset,
         redis_client: redis.Redis,
+        result_cache: ResultCache | None = None,
     ) -> None:
+        self.result_cache = result_cache
+        self._cached_runs: set[str] = set()  # attempts whose result is already in the result cache
         self.settings = settings
         self.store = store
         self.bus = bus
@@ -59,10 +74,39 @@ class Dispatcher:
         # a declared pool with no queue here falls back to cpu rather than waiting forever
         return pool if pool in self.settings.pools else "cpu"
 
-    def release(self, task_id: str, node: PlanNode, args: dict[str, Any]) -> NodeRunRow:
+    def release(self, task_id: str, node: PlanNode, args: dict[str, Any], *, tenant: str = "") -> NodeRunRow:
         pool = self.pool_for(node)
+        spec = self.toolset.get(node.tool)
+        reusable = spec is not None and spec.idempotent and spec.effect == Effect.READ and self.result_cache is not None
+        if reusable and self.result_cache is not None:
+            found = self.result_cache.get(tenant, TOOL_RESULTS_CATEGORY, node.tool, args)
+            if found is not None:
+                return self._from_cache(task_id, node, args, pool, *found)
         row = self.store.create_node_run(task_id, node.id, tool=node.tool, args=args, pool=pool, queue=pool)
         self._send(row)
+        return row
+
+    def _from_cache(
+        self, task_id: str, node: PlanNode, args: dict[str, Any], pool: str, result: dict[str, Any], age_s: float
+    ) -> NodeRunRow:
+        """The same idempotent read ran moments ago for this tenant: record its result, run nothing."""
+        row = self.store.create_node_run(task_id, node.id, tool=node.tool, args=args, pool=pool, queue="cache")
+        served = {**result, "from_cache": {"age_s": round(age_s, 2)}}
+        self.store.finish_node_run(row.id, NodeStatus.SUCCEEDED, result=served)
+        self._cached_runs.add(row.id)
+        self.bus.emit(
+            task_id,
+            EventType.NODE_FINISHED,
+            {
+                "node_id": node.id,
+                "attempt": row.attempt,
+                "status": NodeStatus.SUCCEEDED.value,
+                "tool_status": result.get("status"),
+                "summary": f"{result.get('summary')} (cached {age_s:.0f}s ago)",
+                "from_cache": True,
+            },
+        )
+        row.status, row.result = NodeStatus.SUCCEEDED.value, served  # dependents may read it at once
         return row
 
     def _send(self, row: NodeRunRow) -> None:
@@ -138,6 +182,8 @@ class Dispatcher:
             states.get(n.id) == NodeStatus.FAILED.value and n.on_failure == OnFailure.STOP for n in plan.nodes
         )
         results = {nid: (r.result or {}) for nid, r in latest.items() if r.status == NodeStatus.SUCCEEDED.value}
+        tenant = self.store.get_task(task_id).tenant
+        self._remember_results(tenant, latest)
         for node in plan.nodes:
             if node.id in states:
                 continue
@@ -159,10 +205,27 @@ class Dispatcher:
                 self._skip(task_id, node, f"input unavailable: {exc}")
                 states[node.id] = NodeStatus.SKIPPED.value
                 continue
-            row = self.release(task_id, node, args)
+            row = self.release(task_id, node, args, tenant=tenant)
             states[node.id] = row.status
+            if row.status == NodeStatus.SUCCEEDED.value and row.result:
+                results[node.id] = row.result
         done = all(states.get(n.id) is not None and NodeStatus(states[n.id]).final for n in by_id.values())
         return DispatchProgress(done=done, stopped=stopped, states=states)
+
+    def _remember_results(self, tenant: str, latest: dict[str, NodeRunRow]) -> None:
+        if self.result_cache is None:
+            return
+        for row in latest.values():
+            if row.id in self._cached_runs or row.status != NodeStatus.SUCCEEDED.value or not row.result:
+                continue
+            spec = self.toolset.get(row.tool)
+            if spec is None or not spec.idempotent or spec.effect != Effect.READ or row.result.get("from_cache"):
+                continue
+            self._cached_runs.add(row.id)
+            try:
+                self.result_cache.put(tenant, TOOL_RESULTS_CATEGORY, row.tool, row.args, row.result)
+            except Exception as exc:  # a cache problem never fails a task
+                log.warning("tool result not cached", tool=row.tool, error=repr(exc))
 
     def _skip(self, task_id: str, node: PlanNode, reason: str) -> None:
         row = self.store.create_node_run(task_id, node.id, tool=node.tool, args=node.args, pool="-", queue="-")

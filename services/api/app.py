@@ -10,7 +10,8 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 
-from agents import TaskRunner, build_context
+from agents import OpsContext, TaskRunner, build_context
+from core import keys
 from core.logging import configure_logging
 from core.settings import Settings, get_settings
 from memory.consolidation import Consolidator
@@ -21,6 +22,14 @@ from workers.celery_app import make_celery
 CONSOLE = Path(__file__).resolve().parent.parent / "console" / "index.html"
 
 
+def _reembedded_at(ctx: OpsContext) -> float:
+    try:
+        raw = ctx.redis.get(keys.MEMORY_REEMBEDDED)
+        return float(raw) if raw else 0.0  # type: ignore[arg-type]
+    except Exception:
+        return 0.0
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -29,7 +38,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         configure_logging(settings.log_level, settings.log_json)
         ctx = build_context(settings, make_celery(settings))
         runner = TaskRunner(ctx)
-        consolidator = Consolidator(ctx.cache, ctx.episodes, ctx.facts, settings.consolidate_every_s)
+        consolidator = Consolidator(
+            ctx.cache, ctx.episodes, ctx.facts, settings.consolidate_every_s, reembedded_at=lambda: _reembedded_at(ctx)
+        )
         app.state.ctx = ctx
         app.state.runner = runner
         app.state.consolidator = consolidator

@@ -271,7 +271,7 @@ def test_a_repeated_request_is_served_from_the_cache_with_the_hit_in_its_events(
     assert stats["hits"] >= 1 and stats["entries"]["answer"] == 1
     # invalidating the entity the answer is about drops it
     r = service.client_delete("/v1/cache", params={"tenant": "cache-a", "entity": "redis"})
-    assert r.status_code == 200 and r.json()["removed"] == 2  # the answer and the plan
+    assert r.status_code == 200 and r.json()["removed"] == 4  # the answer, the plan and both tool results
     again = service.wait_task(service.submit("is redis ok", tenant="cache-a"))
     assert again["node_runs"] and "from_cache" not in again["answer"]
     r = service.client_delete("/v1/cache")
@@ -283,7 +283,7 @@ def test_memory_search_finds_playbooks_by_meaning_and_cached_requests(service: S
     assert r.status_code == 200 and r.json()["results"][0]["playbook"] == "endpoint-health"
     service.wait_task(service.submit("nightly capacity report", tenant="search-t"))
     r = service.get("/v1/memory/search", params={"q": "capacity report", "layer": "cache", "tenant": "search-t"})
-    assert {e["kind"] for e in r.json()["results"]} == {"answer", "plan"}
+    assert {e["kind"] for e in r.json()["results"]} >= {"answer", "plan"}
     assert service.get("/v1/memory/search", params={"q": "x", "layer": "working"}).status_code == 422
 
 
@@ -321,3 +321,22 @@ def test_facts_recorded_over_rest_are_cited_in_answers_and_contradictions_close_
     assert [(f["object"], f["current"]) for f in history] == [("postgres-main", False), ("postgres-replica", True)]
     bad = service.post("/v1/memory/facts", json={"subject": "x", "predicate": "drop;table", "object": "y"})
     assert bad.status_code == 422
+
+
+def test_an_idempotent_read_is_reused_within_its_ttl_and_runs_nowhere(service: Service) -> None:
+    plan = {
+        "nodes": [
+            {"id": "r", "tool": "redis_info"},
+            {"id": "p", "tool": "process_check", "args": {"name": "redis-server"}},
+        ]
+    }
+    first = service.wait_task(service.submit("redis twice", plan=plan, tenant="tools-t"))
+    assert {r["queue"] for r in first["node_runs"]} == {"cpu"}
+    # a caller-written plan is category "request": its answer is never cached, but its reads may be reused
+    second = service.wait_task(service.submit("redis twice again", plan=plan, tenant="tools-t"))
+    runs = latest_runs(second)
+    assert {r["queue"] for r in runs.values()} == {"cache"} and all(r["worker"] is None for r in runs.values())
+    assert runs["r"]["result"]["data"]["version"] == latest_runs(first)["r"]["result"]["data"]["version"]
+    assert "from_cache" in runs["r"]["result"]
+    other = service.wait_task(service.submit("redis twice", plan=plan, tenant="tools-u"))
+    assert {r["queue"] for r in other["node_runs"]} == {"cpu"}  # never another tenant's result

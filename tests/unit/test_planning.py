@@ -9,7 +9,9 @@ from agents.slots import SlotError, fill_slots
 from agents.validation import validate_plan
 from core.settings import Settings
 from memory.playbooks import PlaybookLibrary, load_playbooks
-from tools import CATALOG
+from tools import load_tool_modules
+
+CATALOG = load_tool_modules(Settings().tool_modules)  # as the service loads them
 
 LIB = PlaybookLibrary.default()
 
