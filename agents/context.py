@@ -103,7 +103,7 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
         checkpointer=checkpointer,
         embedder=embedder,
         cache=cache,
-        episodes=EpisodicMemory(store, embedder),
-        facts=SemanticMemory(store, embedder),
+        episodes=EpisodicMemory(store, embedder, index_folder=settings.var_dir / "index" / "episodes"),
+        facts=SemanticMemory(store, embedder, index_folder=settings.var_dir / "index" / "facts"),
         _closers=[closer],
     )

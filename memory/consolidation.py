@@ -37,6 +37,8 @@ def consolidate(
         report["cache_expired"] = cache.expire()
         cache.flush_hits()
         cache.index.save()
+    episodes.index.save()
+    facts.index.save()
     report["playbook_candidates"] = episodes.playbook_candidates()
     report["seconds"] = round(time.perf_counter() - started, 3)
     return report

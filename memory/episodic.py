@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,11 +50,11 @@ class Recalled:
 
 
 class EpisodicMemory:
-    def __init__(self, store: Store, embedder: Embedder) -> None:
+    def __init__(self, store: Store, embedder: Embedder, index_folder: Path | None = None) -> None:
         self.store = store
         self.embedder = embedder
         init_memory_tables(store.engine)
-        self.index = PartitionedIndex(embedder.dim, None, loader=self._load)
+        self.index = PartitionedIndex(embedder.dim, index_folder, loader=self._load)
 
     def _load(self, tenant: str) -> tuple[np.ndarray, np.ndarray]:
         with self.store.session() as s:

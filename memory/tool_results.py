@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from memory.cache import CacheKind, SemanticCache
+from memory.entities import entity_values, extract_entities
 
 
 def call_key(tool: str, args: dict[str, Any]) -> str:
@@ -29,3 +30,9 @@ class ToolResultCache:
             return  # one live entry per call is enough
         # the vector is never searched for tool results (matching is exact); the call's words still give one
         self.cache.put(tenant, category, CacheKind.TOOL_RESULT, text, result)
+
+    def invalidate_written(self, tenant: str, tool: str, args: dict[str, Any]) -> int:
+        """A write touched these entities: nothing cached about them may be served any more."""
+        named = set(entity_values(extract_entities(json.dumps(args, default=str))))
+        named |= {str(v).lower() for v in args.values() if isinstance(v, str) and 0 < len(v) <= 200}
+        return sum(self.cache.invalidate(tenant, entity=name) for name in sorted(named))

@@ -40,6 +40,8 @@ class ResultCache(Protocol):
 
     def put(self, tenant: str, category: str, tool: str, args: dict[str, Any], result: dict[str, Any]) -> None: ...
 
+    def invalidate_written(self, tenant: str, tool: str, args: dict[str, Any]) -> int: ...
+
 
 @dataclass
 class DispatchProgress:
@@ -219,7 +221,14 @@ class Dispatcher:
             if row.id in self._cached_runs or row.status != NodeStatus.SUCCEEDED.value or not row.result:
                 continue
             spec = self.toolset.get(row.tool)
-            if spec is None or not spec.idempotent or spec.effect != Effect.READ or row.result.get("from_cache"):
+            if spec is not None and spec.effect == Effect.WRITE:
+                self._cached_runs.add(row.id)
+                try:  # a write changed what cached answers about these entities say
+                    self.result_cache.invalidate_written(tenant, row.tool, row.args)
+                except Exception as exc:
+                    log.warning("cache not invalidated after a write", tool=row.tool, error=repr(exc))
+                continue
+            if spec is None or not spec.idempotent or row.result.get("from_cache"):
                 continue
             self._cached_runs.add(row.id)
             try:

@@ -8,7 +8,7 @@ import time
 
 from pydantic import Field
 
-from core.types import ToolResult, ToolStatus
+from core.types import Effect, ToolResult, ToolStatus
 from tools import CATALOG, ToolArgs, ToolContext
 
 
@@ -36,3 +36,13 @@ def chaos_crash_worker(args: CrashArgs, ctx: ToolContext) -> ToolResult:
     """Kill the process running this tool with SIGKILL, every time."""
     os.kill(os.getpid(), signal.SIGKILL)
     return ToolResult(status=ToolStatus.ERROR, summary="unreachable")
+
+
+class WriteArgs(ToolArgs):
+    service: str
+
+
+@CATALOG.tool(args=WriteArgs, effect=Effect.WRITE, idempotent=False, name="chaos_restart")
+def chaos_restart(args: WriteArgs, ctx: ToolContext) -> ToolResult:
+    """A write that touches nothing real: for the cache's invalidation-on-write test."""
+    return ToolResult(status=ToolStatus.SUCCESS, summary=f"pretended to restart {args.service}")

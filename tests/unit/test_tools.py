@@ -30,6 +30,8 @@ def test_every_tool_has_a_description_schema_pool_and_timeout() -> None:
     ]:
         assert required in names
     for spec in CATALOG:
+        if spec.fn.__module__.startswith("tests."):
+            continue  # fault-injection tools other tests load into the same catalog
         d = spec.describe(Settings())
         assert d["description"] and d["args_schema"]["type"] == "object"
         assert spec.pool in ("cpu", "gpu") and spec.timeout_s > 0
