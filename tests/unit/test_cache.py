@@ -62,11 +62,12 @@ def test_a_tenant_never_gets_another_tenants_entry(store: Store, embedder, tmp_p
 
 
 def test_entries_expire_after_their_ttl(store: Store, embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    cache = make_cache(store, embedder, tmp_path, answer_ttl_s=0.3)
-    cache.put("t", "health", ANSWER, "is redis ok", {"a": 1})
-    assert cache.lookup("t", "health", ANSWER, "is redis ok").hit
-    time.sleep(0.4)
-    assert not cache.lookup("t", "health", ANSWER, "is redis ok").hit
+    cache = make_cache(store, embedder, tmp_path, answer_ttl_s=1.0)
+    vec = embedder.embed(["is redis ok"])[0]  # embedded once: the TTL, not the model's speed, decides
+    cache.put("t", "health", ANSWER, "is redis ok", {"a": 1}, vector=vec)
+    assert cache.lookup("t", "health", ANSWER, "is redis ok", vector=vec).hit
+    time.sleep(1.1)
+    assert not cache.lookup("t", "health", ANSWER, "is redis ok", vector=vec).hit
     assert cache.expire() == 1
     assert cache.stats()["health"]["expirations"] == 1
 
