@@ -26,7 +26,7 @@ from core.policy import CachePolicy, CategoryCachePolicy
 from memory._tables import CacheEntryRow, init_memory_tables
 from memory.embeddings import Embedder
 from memory.entities import entity_values, extract_entities, same_entities
-from memory.index.partitioned import PartitionedIndex
+from memory.index.partitioned import PartitionedIndex, arrays_from_rows
 
 
 class CacheKind(StrEnum):
@@ -113,13 +113,7 @@ class SemanticCache:
         )
         with self.store.session() as s:
             rows = s.execute(stmt).all()
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        vecs = (
-            np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-            if rows
-            else np.zeros((0, self.embedder.dim), dtype=np.float32)
-        )
-        return ids, vecs
+        return arrays_from_rows(rows, self.embedder.dim)
 
     def _count(self, category: str, **inc: int) -> None:
         with self._count_lock:

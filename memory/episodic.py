@@ -16,7 +16,7 @@ from core.db import Store
 from memory._tables import EpisodeRow, init_memory_tables
 from memory.embeddings import Embedder
 from memory.entities import extract_entities, same_entities
-from memory.index.partitioned import PartitionedIndex
+from memory.index.partitioned import PartitionedIndex, arrays_from_rows
 
 RECENCY_HALF_LIFE_S = 7 * 86_400
 OUTCOME_WEIGHT = {"succeeded": 1.0, "failed": 0.8, "cancelled": 0.5}
@@ -59,13 +59,7 @@ class EpisodicMemory:
     def _load(self, tenant: str) -> tuple[np.ndarray, np.ndarray]:
         with self.store.session() as s:
             rows = s.execute(sa.select(EpisodeRow.id, EpisodeRow.vector).where(EpisodeRow.tenant == tenant)).all()
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        vecs = (
-            np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-            if rows
-            else np.zeros((0, self.embedder.dim), np.float32)
-        )
-        return ids, vecs
+        return arrays_from_rows(rows, self.embedder.dim)
 
     def record(
         self,

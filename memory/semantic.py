@@ -18,7 +18,7 @@ from core.db import Store
 from memory._tables import FactRow, init_memory_tables
 from memory.embeddings import Embedder
 from memory.entities import entity_values, extract_entities
-from memory.index.partitioned import PartitionedIndex
+from memory.index.partitioned import PartitionedIndex, arrays_from_rows
 
 
 @dataclass
@@ -66,13 +66,7 @@ class SemanticMemory:
             rows = s.execute(
                 sa.select(FactRow.id, FactRow.vector).where(FactRow.tenant == tenant, FactRow.valid_to.is_(None))
             ).all()
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        vecs = (
-            np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-            if rows
-            else np.zeros((0, self.embedder.dim), np.float32)
-        )
-        return ids, vecs
+        return arrays_from_rows(rows, self.embedder.dim)
 
     def assert_fact(
         self,

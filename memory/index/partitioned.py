@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import structlog
@@ -26,6 +27,14 @@ log = structlog.get_logger(__name__)
 HNSW_ABOVE = 4_000
 
 Loader = Callable[[str], tuple[np.ndarray, np.ndarray]]  # partition key -> (ids, vectors) from the database
+
+
+def arrays_from_rows(rows: Sequence[Any], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(id, float32 vector bytes) database rows as the (ids, vectors) arrays a partition is built from."""
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    if not rows:
+        return ids, np.zeros((0, dim), dtype=np.float32)
+    return ids, np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
 
 
 class RWLock:
