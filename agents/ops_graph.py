@@ -78,10 +78,11 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
     def dispatch(state: OpsState) -> OpsState:
         task_id = state["task_id"]
         plan_obj = Plan.model_validate(state["plan"])
-        if store.get_task(task_id).status == TaskStatus.CANCELLED.value:
+        task = store.get_task(task_id)
+        if task.status == TaskStatus.CANCELLED.value:
             cancel_open_attempts(ctx, task_id)
             return {"done": True, "outcome": "cancelled"}
-        progress = ctx.dispatcher.run_until_progress(task_id, plan_obj)
+        progress = ctx.dispatcher.run_until_progress(task_id, plan_obj, tenant=task.tenant)
         if progress.done:
             return {"done": True, "outcome": "stopped" if progress.stopped else "finished"}
         return {"done": False}

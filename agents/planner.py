@@ -95,13 +95,17 @@ class OfflinePlanner:
 
     def plan(self, goal: str, inputs: dict[str, Any]) -> PlanOutcome:
         notes: list[str] = []
-        ranked = [b for b, s in self.library.rank(goal) if s >= 1]
+        ranked = self.library.candidates(goal)
         if inputs.get("playbook"):
             chosen = self.library.by_name.get(str(inputs["playbook"]))
             if chosen is None:
                 raise PlanInvalid([f"unknown playbook {inputs['playbook']!r}"])
             ranked = [chosen]
+        tried: set[str] = set()
         for book in [*ranked, self.library.fallback]:
+            if book.name in tried:
+                continue  # the fallback may already be among the candidates
+            tried.add(book.name)
             try:
                 slots = fill_slots(book, goal, inputs)
             except SlotError as exc:

@@ -319,16 +319,28 @@ class SemanticCache:
                     .limit(count - policy.max_entries)
                 )
             )
-            s.execute(sa.delete(CacheEntryRow).where(CacheEntryRow.id.in_(victims)))
-        self.index.remove(_key(tenant, kind, category), np.array(victims, dtype=np.int64))
+        self._drop({_key(tenant, kind, category): victims})
         self._count(category, evictions=len(victims))
+
+    def _drop(self, by_partition: dict[str, list[int]]) -> int:
+        """Delete entries from the database and their vectors from the index: the one way entries leave."""
+        ids = [i for group in by_partition.values() for i in group]
+        if not ids:
+            return 0
+        with self.store.session() as s:
+            s.execute(sa.delete(CacheEntryRow).where(CacheEntryRow.id.in_(ids)))
+        for key, group in by_partition.items():
+            self.index.remove(key, np.array(group, dtype=np.int64))
+        return len(ids)
 
     def invalidate(
         self, tenant: str, *, category: str | None = None, entity: str | None = None, kind: str | None = None
     ) -> int:
         """Drop a tenant's entries, narrowed to a category, a kind, or those naming an entity."""
         self.flush_hits()
-        stmt = sa.select(CacheEntryRow).where(CacheEntryRow.tenant == tenant)
+        stmt = sa.select(CacheEntryRow.id, CacheEntryRow.kind, CacheEntryRow.category, CacheEntryRow.entities).where(
+            CacheEntryRow.tenant == tenant
+        )
         if category:
             stmt = stmt.where(CacheEntryRow.category == category)
         if kind:
@@ -336,35 +348,24 @@ class SemanticCache:
         needle = entity.lower() if entity else None
         by_partition: dict[str, list[int]] = defaultdict(list)
         with self.store.session() as s:
-            for row in s.scalars(stmt):
+            for row in s.execute(stmt):
                 if needle and needle not in entity_values({k: frozenset(v) for k, v in row.entities.items()}):
                     continue
-                by_partition[_key(row.tenant, row.kind, row.category)].append(row.id)
-            ids = [i for group in by_partition.values() for i in group]
-            if ids:
-                s.execute(sa.delete(CacheEntryRow).where(CacheEntryRow.id.in_(ids)))
-        for key, group in by_partition.items():
-            self.index.remove(key, np.array(group, dtype=np.int64))
-        return sum(len(g) for g in by_partition.values())
+                by_partition[_key(tenant, row.kind, row.category)].append(row.id)
+        return self._drop(by_partition)
 
     def expire(self) -> int:
         """Delete expired entries (lookups already ignore them); returns how many."""
-        now = time.time()
         by_partition: dict[str, list[int]] = defaultdict(list)
+        stmt = sa.select(CacheEntryRow.id, CacheEntryRow.tenant, CacheEntryRow.kind, CacheEntryRow.category).where(
+            CacheEntryRow.expires_at <= time.time()
+        )
         with self.store.session() as s:
-            for row in s.execute(
-                sa.select(CacheEntryRow.id, CacheEntryRow.tenant, CacheEntryRow.kind, CacheEntryRow.category).where(
-                    CacheEntryRow.expires_at <= now
-                )
-            ):
+            for row in s.execute(stmt):
                 by_partition[_key(row.tenant, row.kind, row.category)].append(row.id)
-            ids = [i for g in by_partition.values() for i in g]
-            if ids:
-                s.execute(sa.delete(CacheEntryRow).where(CacheEntryRow.id.in_(ids)))
         for key, group in by_partition.items():
-            self.index.remove(key, np.array(group, dtype=np.int64))
             self._count(_unkey(key)[2], expirations=len(group))
-        return sum(len(g) for g in by_partition.values())
+        return self._drop(by_partition)
 
     def stats(self, tenant: str | None = None) -> dict[str, Any]:
         self.flush_hits()

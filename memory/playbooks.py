@@ -122,6 +122,14 @@ class PlaybookLibrary:
             scored.append((book, hits + meaning + (0.01 * hits / max(1, len(keywords)))))
         return sorted(scored, key=lambda pair: pair[1], reverse=True)
 
+    # a keyword in common, or meaning alone at MIN_SIMILARITY (2 x 0.45), makes a playbook a candidate
+    MIN_SCORE = 0.9
+
+    def candidates(self, text: str) -> list[Playbook]:
+        """Playbooks that fit the request, best first; the fallback only when none does."""
+        fitting = [b for b, score in self.rank(text) if score >= self.MIN_SCORE]
+        return fitting or [self.fallback]
+
     def choose(self, text: str) -> tuple[Playbook, float]:
         best, score = self.rank(text)[0]
-        return (best, score) if score >= 0.9 else (self.fallback, 0.0)
+        return (best, score) if score >= self.MIN_SCORE else (self.fallback, 0.0)

@@ -62,7 +62,9 @@ class Dispatcher:
         result_cache: ResultCache | None = None,
     ) -> None:
         self.result_cache = result_cache
-        self._cached_runs: set[str] = set()  # attempts whose result is already in the result cache
+        # per task, the attempts whose result the cache already has (or that were served from it); a task's
+        # set is dropped when its DAG ends, so a long-running orchestrator does not grow with its history
+        self._cached_runs: dict[str, set[str]] = {}
         self.settings = settings
         self.store = store
         self.bus = bus
@@ -95,7 +97,7 @@ class Dispatcher:
         row = self.store.create_node_run(task_id, node.id, tool=node.tool, args=args, pool=pool, queue="cache")
         served = {**result, "from_cache": {"age_s": round(age_s, 2)}}
         self.store.finish_node_run(row.id, NodeStatus.SUCCEEDED, result=served)
-        self._cached_runs.add(row.id)
+        self._cached_runs.setdefault(task_id, set()).add(row.id)
         self.bus.emit(
             task_id,
             EventType.NODE_FINISHED,
@@ -174,7 +176,7 @@ class Dispatcher:
                 if now - row.started_at > deadline:
                     self._fail_attempt(row, NodeStatus.FAILED, f"{row.tool} passed its hard timeout ({deadline:g}s)")
 
-    def step(self, task_id: str, plan: Plan) -> DispatchProgress:
+    def step(self, task_id: str, plan: Plan, *, tenant: str) -> DispatchProgress:
         """Reconcile, then release every node whose dependencies have ended; report where the DAG stands."""
         self.reconcile(task_id, plan)
         latest = self.store.latest_attempts(task_id)
@@ -184,8 +186,7 @@ class Dispatcher:
             states.get(n.id) == NodeStatus.FAILED.value and n.on_failure == OnFailure.STOP for n in plan.nodes
         )
         results = {nid: (r.result or {}) for nid, r in latest.items() if r.status == NodeStatus.SUCCEEDED.value}
-        tenant = self.store.get_task(task_id).tenant
-        self._remember_results(tenant, latest)
+        self._remember_results(task_id, tenant, latest)
         for node in plan.nodes:
             if node.id in states:
                 continue
@@ -214,15 +215,16 @@ class Dispatcher:
         done = all(states.get(n.id) is not None and NodeStatus(states[n.id]).final for n in by_id.values())
         return DispatchProgress(done=done, stopped=stopped, states=states)
 
-    def _remember_results(self, tenant: str, latest: dict[str, NodeRunRow]) -> None:
+    def _remember_results(self, task_id: str, tenant: str, latest: dict[str, NodeRunRow]) -> None:
         if self.result_cache is None:
             return
+        seen = self._cached_runs.setdefault(task_id, set())
         for row in latest.values():
-            if row.id in self._cached_runs or row.status != NodeStatus.SUCCEEDED.value or not row.result:
+            if row.id in seen or row.status != NodeStatus.SUCCEEDED.value or not row.result:
                 continue
             spec = self.toolset.get(row.tool)
             if spec is not None and spec.effect == Effect.WRITE:
-                self._cached_runs.add(row.id)
+                seen.add(row.id)
                 try:  # a write changed what cached answers about these entities say
                     self.result_cache.invalidate_written(tenant, row.tool, row.args)
                 except Exception as exc:
@@ -230,7 +232,7 @@ class Dispatcher:
                 continue
             if spec is None or not spec.idempotent or row.result.get("from_cache"):
                 continue
-            self._cached_runs.add(row.id)
+            seen.add(row.id)
             try:
                 self.result_cache.put(tenant, TOOL_RESULTS_CATEGORY, row.tool, row.args, row.result)
             except Exception as exc:  # a cache problem never fails a task
@@ -242,9 +244,17 @@ class Dispatcher:
         self.store.finish_node_run(row.id, NodeStatus.SKIPPED, result=result, error=reason)
         self.bus.emit(task_id, EventType.NODE_SKIPPED, {"node_id": node.id, "summary": reason})
 
-    def run_until_progress(self, task_id: str, plan: Plan, *, max_wait_s: float = 15.0) -> DispatchProgress:
+    def _step_and_forget(self, task_id: str, plan: Plan, tenant: str) -> DispatchProgress:
+        progress = self.step(task_id, plan, tenant=tenant)
+        if progress.done:
+            self._cached_runs.pop(task_id, None)
+        return progress
+
+    def run_until_progress(
+        self, task_id: str, plan: Plan, *, tenant: str, max_wait_s: float = 15.0
+    ) -> DispatchProgress:
         """Step, then wait until some node ends (or max_wait_s passes), and step again."""
-        progress = self.step(task_id, plan)
+        progress = self._step_and_forget(task_id, plan, tenant)
         if progress.done:
             return progress
         before = {k: v for k, v in progress.states.items() if NodeStatus(v).final}
@@ -252,7 +262,7 @@ class Dispatcher:
         with TaskWatcher(self.redis, task_id) as watcher:
             while time.monotonic() < deadline:
                 watcher.wait(timeout=1.0)
-                progress = self.step(task_id, plan)
+                progress = self._step_and_forget(task_id, plan, tenant)
                 now_final = {k for k, v in progress.states.items() if NodeStatus(v).final}
                 if progress.done or now_final - set(before):
                     return progress

@@ -38,7 +38,7 @@ def test_a_successful_write_invalidates_what_the_cache_knows_about_its_entities(
     plan = Plan(goal=task.goal, nodes=[PlanNode(id="w", tool="chaos_restart", args=args)])
     row = store.create_node_run(task.id, "w", tool="chaos_restart", args=args, pool="cpu", queue="cpu")
     store.finish_node_run(row.id, NodeStatus.SUCCEEDED, result={"status": "success", "summary": "restarted"})
-    assert dispatcher.step(task.id, plan).done
+    assert dispatcher.step(task.id, plan, tenant="t").done
     assert not cache.lookup("t", "diagnose", CacheKind.ANSWER, "why is payments-api slow").hit
     assert cache.lookup("t", "diagnose", CacheKind.ANSWER, "why is orders-api slow").hit
     assert cache.lookup("u", "diagnose", CacheKind.ANSWER, "why is payments-api slow").hit  # another tenant's

@@ -114,3 +114,7 @@ def test_nodes_whose_tool_is_unavailable_are_left_out(settings: Settings) -> Non
 def test_semantic_choice_finds_playbooks_by_meaning(embedder, request_text: str, expected: str) -> None:  # type: ignore[no-untyped-def]
     library = PlaybookLibrary.default(embedder)
     assert library.choose(request_text)[0].name == expected
+    if not any(slot.required for slot in library.by_name[expected].slots.values()):
+        # the planner plans with the playbook the cache classified the request by
+        plan = OfflinePlanner(library, CATALOG, Settings()).plan(request_text, {}).plan
+        assert plan.playbook == expected
