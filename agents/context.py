@@ -11,6 +11,7 @@ from celery import Celery
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.planner import Planner, make_planner
+from agents.validation import validate_plan
 from core.db import Store
 from core.events import EventBus
 from core.settings import Settings
@@ -22,6 +23,7 @@ from memory.semantic import SemanticMemory
 from memory.tool_results import ToolResultCache
 from tools import Toolset, load_tool_modules
 from workers.dispatch import Dispatcher
+from workers.release import ReleaseLoop, check_visibility
 
 
 @dataclass
@@ -89,7 +91,19 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
         else None
     )
     results = ToolResultCache(cache) if cache is not None else None
-    dispatcher = Dispatcher(settings, store, bus, celery, toolset, client, result_cache=results)
+    loop = ReleaseLoop(settings, store, bus, celery, toolset, client, lambda: settings.scheduling_policy)
+    check_visibility(settings, toolset)
+    dispatcher = Dispatcher(
+        settings,
+        store,
+        bus,
+        celery,
+        toolset,
+        client,
+        result_cache=results,
+        loop=loop,
+        validator=lambda plan: validate_plan(plan, toolset, settings),
+    )
     return OpsContext(
         settings=settings,
         store=store,

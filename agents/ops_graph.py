@@ -77,19 +77,20 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
 
     def dispatch(state: OpsState) -> OpsState:
         task_id = state["task_id"]
-        plan_obj = Plan.model_validate(state["plan"])
+        # the stored plan, not the checkpoint's: results may have grown it since (each change is a version)
+        plan_obj = store.latest_plan(task_id) or Plan.model_validate(state["plan"])
         task = store.get_task(task_id)
         if task.status == TaskStatus.CANCELLED.value:
             cancel_open_attempts(ctx, task_id)
             return {"done": True, "outcome": "cancelled"}
-        progress = ctx.dispatcher.run_until_progress(task_id, plan_obj, tenant=task.tenant)
+        progress = ctx.dispatcher.run_until_progress(task_id, plan_obj, tenant=task.tenant, priority=task.priority)
         if progress.done:
             return {"done": True, "outcome": "stopped" if progress.stopped else "finished"}
         return {"done": False}
 
     def synthesize(state: OpsState) -> OpsState:
         task_id = state["task_id"]
-        plan_obj = Plan.model_validate(state["plan"])
+        plan_obj = store.latest_plan(task_id) or Plan.model_validate(state["plan"])
         runs = store.node_runs(task_id)
         latest = store.latest_attempts(task_id)
         answer = synthesize_answer(
@@ -171,10 +172,9 @@ def cancel_open_attempts(ctx: OpsContext, task_id: str) -> None:
     """Cooperative cancel: queued attempts end here (a worker that gets them skips them); running tools see
     the cancel flag and stop at their next check."""
     ctx.redis.set(keys.CANCEL_FLAG + task_id, "1", ex=3600)
-    for row in ctx.store.latest_attempts(task_id).values():
-        if row.status in (NodeStatus.PENDING.value, NodeStatus.QUEUED.value) and ctx.store.finish_node_run(
-            row.id, NodeStatus.CANCELLED, error="task cancelled"
-        ):
+    waiting = (NodeStatus.READY.value, NodeStatus.PENDING.value, NodeStatus.QUEUED.value)
+    for row in ctx.store.open_attempts(task_id):
+        if row.status in waiting and ctx.store.finish_node_run(row.id, NodeStatus.CANCELLED, error="task cancelled"):
             ctx.bus.emit(
                 task_id,
                 EventType.NODE_FINISHED,

@@ -33,6 +33,7 @@ class TaskRunner:
 
     def start(self) -> None:
         """Resume what a previous process left unfinished, then keep watching for new tasks."""
+        self.ctx.dispatcher.loop.start()  # releases the ready set of every task by policy
         self.scan()
         self._listener = threading.Thread(target=self._listen, name="task-listener", daemon=True)
         self._listener.start()
@@ -40,6 +41,7 @@ class TaskRunner:
     def stop(self) -> None:
         self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.ctx.dispatcher.loop.stop()
 
     def submit(self, task_id: str) -> bool:
         with self._lock:

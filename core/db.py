@@ -25,6 +25,8 @@ from core.types import Event, EventType, NodeStatus, Plan, TaskStatus
 
 JsonType = sa.JSON().with_variant(JSONB(), "postgresql")
 _FINAL_NODE_STATES = [s.value for s in NodeStatus if s.final]
+# a READY attempt has no message yet; only a sent one (or a redelivered running one) may start
+_STARTABLE = [NodeStatus.PENDING.value, NodeStatus.QUEUED.value, NodeStatus.RUNNING.value]
 _LIVE_TASK_STATES = [s.value for s in TaskStatus if not s.terminal]
 
 
@@ -82,6 +84,13 @@ class NodeRunRow(Base):
     finished_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
     result: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
     error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    # scheduling: who it runs for, what it is expected to cost, when it may go, what it duplicates
+    tenant: Mapped[str] = mapped_column(sa.String(64), default="")
+    priority: Mapped[int] = mapped_column(sa.Integer, default=5)
+    est_s: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    not_before: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    hedge_of: Mapped[str | None] = mapped_column(sa.String(36), nullable=True)
+    batch_id: Mapped[str | None] = mapped_column(sa.String(36), nullable=True)
 
     @property
     def queue_wait_s(self) -> float | None:
@@ -133,6 +142,26 @@ def make_engine(settings: Settings) -> sa.Engine:
 
 def init_db(engine: sa.Engine) -> None:
     Base.metadata.create_all(engine)
+    _add_missing_columns(engine)
+
+
+def _add_missing_columns(engine: sa.Engine) -> None:
+    """create_all makes missing tables, not missing columns: add the nullable or defaulted columns a newer
+    opsgraph declares to a database an older one created (the only migration opsgraph needs so far)."""
+    inspector = sa.inspect(engine)
+    with engine.begin() as conn:
+        for table in Base.metadata.sorted_tables:
+            if not inspector.has_table(table.name):
+                continue
+            present = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in present:
+                    continue
+                kind = column.type.compile(dialect=engine.dialect)
+                default = getattr(column.default, "arg", None) if column.default is not None else None
+                clause = f" DEFAULT {default!r}" if isinstance(default, int | float | str) else ""
+                clause = clause.replace('"', "'")
+                conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{clause}'))
 
 
 def _changed(result: Any) -> bool:
@@ -142,6 +171,19 @@ def _changed(result: Any) -> bool:
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+def deciding_attempts(rows: list[NodeRunRow]) -> dict[str, NodeRunRow]:
+    by_node: dict[str, list[NodeRunRow]] = {}
+    for row in rows:
+        by_node.setdefault(row.node_id, []).append(row)
+    out: dict[str, NodeRunRow] = {}
+    for node_id, attempts in by_node.items():
+        attempts.sort(key=lambda r: r.attempt)
+        won = [r for r in attempts if r.status == NodeStatus.SUCCEEDED.value]
+        live = [r for r in attempts if not NodeStatus(r.status).final]
+        out[node_id] = won[0] if won else (live[-1] if live else attempts[-1])
+    return out
 
 
 class Store:
@@ -259,7 +301,20 @@ class Store:
 
     # node runs
     def create_node_run(
-        self, task_id: str, node_id: str, *, tool: str, args: dict[str, Any], pool: str, queue: str
+        self,
+        task_id: str,
+        node_id: str,
+        *,
+        tool: str,
+        args: dict[str, Any],
+        pool: str,
+        queue: str,
+        status: NodeStatus = NodeStatus.PENDING,
+        tenant: str = "",
+        priority: int = 5,
+        est_s: float | None = None,
+        not_before: float | None = None,
+        hedge_of: str | None = None,
     ) -> NodeRunRow:
         with self.session() as s:
             last = s.scalar(
@@ -276,9 +331,14 @@ class Store:
                 args=args,
                 pool=pool,
                 queue=queue,
-                status=NodeStatus.PENDING.value,
+                status=status.value,
                 deliveries=0,
                 created_at=time.time(),
+                tenant=tenant,
+                priority=priority,
+                est_s=est_s,
+                not_before=not_before,
+                hedge_of=hedge_of,
             )
             s.add(row)
         return row
@@ -307,7 +367,7 @@ class Store:
         and how many times this node (all attempts) has been started without a result."""
         stmt = (
             sa.update(NodeRunRow)
-            .where(NodeRunRow.id == run_id, NodeRunRow.status.not_in(_FINAL_NODE_STATES))
+            .where(NodeRunRow.id == run_id, NodeRunRow.status.in_(_STARTABLE))
             .values(
                 status=NodeStatus.RUNNING.value,
                 worker=worker,
@@ -356,11 +416,40 @@ class Store:
             return list(s.scalars(stmt))
 
     def latest_attempts(self, task_id: str) -> dict[str, NodeRunRow]:
-        latest: dict[str, NodeRunRow] = {}
-        for row in self.node_runs(task_id):
-            if row.node_id not in latest or row.attempt > latest[row.node_id].attempt:
-                latest[row.node_id] = row
-        return latest
+        """Per node, the attempt that decides it: the first that succeeded (a hedge or its original), else
+        the newest still open (waiting, queued or running), else the newest."""
+        rows = self.node_runs(task_id)
+        return deciding_attempts(rows)
+
+    def open_attempts(self, task_id: str) -> list[NodeRunRow]:
+        return [r for r in self.node_runs(task_id) if not NodeStatus(r.status).final]
+
+    def runs_with_status(self, *statuses: NodeStatus) -> list[NodeRunRow]:
+        """Attempts of every task in these states (the release loop's view of the ready set and in flight)."""
+        stmt = sa.select(NodeRunRow).where(NodeRunRow.status.in_([s.value for s in statuses]))
+        with self.session() as s:
+            return list(s.scalars(stmt))
+
+    def finished_since(self, since: float, limit: int = 5000) -> list[NodeRunRow]:
+        """Attempts that ended after `since` with a run time (what the cost model learns from)."""
+        stmt = (
+            sa.select(NodeRunRow)
+            .where(NodeRunRow.finished_at > since, NodeRunRow.started_at.is_not(None))
+            .order_by(NodeRunRow.finished_at)
+            .limit(limit)
+        )
+        with self.session() as s:
+            return list(s.scalars(stmt))
+
+    def claim_ready(self, run_id: str, *, pool: str, queue: str, batch_id: str | None = None) -> bool:
+        """READY -> PENDING for one release loop only; the send follows (reconcile resends a PENDING)."""
+        stmt = (
+            sa.update(NodeRunRow)
+            .where(NodeRunRow.id == run_id, NodeRunRow.status == NodeStatus.READY.value)
+            .values(status=NodeStatus.PENDING.value, pool=pool, queue=queue, batch_id=batch_id)
+        )
+        with self.session() as s:
+            return _changed(s.execute(stmt))
 
     def node_starts(self, task_id: str, node_id: str) -> int:
         stmt = sa.select(sa.func.sum(NodeRunRow.deliveries)).where(

@@ -5,6 +5,7 @@ WORKER_HEARTBEAT = f"{PREFIX}:worker:"  # + worker hostname -> JSON {pool, queue
 TASK_CHANNEL = f"{PREFIX}:task:"  # + task id; pub/sub wake-ups carrying the newest event seq
 TASKS_CHANNEL = f"{PREFIX}:tasks"  # a task was created or needs the orchestrator's attention
 CANCEL_FLAG = f"{PREFIX}:cancel:"  # + task id; workers check it cooperatively
+CANCEL_RUN = f"{PREFIX}:cancel-run:"  # + attempt id; a hedge's loser (or one attempt) stops cooperatively
 MEMORY_REEMBEDDED = f"{PREFIX}:memory:reembedded_at"  # memory_reembed finished: API indexes reload
 
 

@@ -3,6 +3,8 @@ per entry kind and a quota. One document, so the tuning agent can version and ch
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -46,3 +48,106 @@ class CachePolicy(BaseModel):
 
     def for_category(self, category: str) -> CategoryCachePolicy:
         return self.categories.get(category, self.default)
+
+
+# scheduling: how the orchestrator places, orders, times out, retries, hedges and batches node attempts.
+# The same objects drive production (workers/dispatch.py) and the simulator (workers/simulator.py).
+
+ReleaseOrder = Literal["fifo", "priority", "srpt", "srpt_aging"]
+
+
+class ToolOverride(BaseModel):
+    """Per-tool changes to the defaults a ToolSpec declares."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    soft_timeout_s: float | None = Field(None, gt=0, le=86_400)
+    hard_timeout_s: float | None = Field(None, gt=0, le=86_400)
+    retries: int | None = Field(None, ge=0, le=10)
+    hedge: bool | None = None
+    pools: list[str] | None = Field(None, description="Pools the tool may run on (names or kinds: cpu, gpu).")
+
+
+class SchedulingPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # release order
+    release_order: ReleaseOrder = Field("srpt_aging", description="fifo | priority | srpt | srpt_aging.")
+    aging: float = Field(
+        0.008,
+        ge=0,
+        le=100,
+        description="srpt_aging: seconds of estimated work forgiven per second a node has waited.",
+    )
+    guard_share: float = Field(
+        0.85,
+        ge=0,
+        le=1,
+        description="srpt_aging: a node may be overtaken until it has waited this share of the longest recent "
+        "FIFO wait (or its own FIFO wait, if longer); then it goes first.",
+    )
+    guard_halflife: int = Field(4096, ge=16, le=1_000_000, description="Releases over which that longest wait fades.")
+    starvation_factor: float = Field(
+        0.0,
+        ge=0,
+        le=1000,
+        description="srpt_aging: the guard acts this many typical run times early (a margin for estimates).",
+    )
+    fair_share: bool = Field(True, description="Tenants take turns by their share of what is in flight.")
+    tenant_weights: dict[str, float] = Field(default_factory=dict, description="Share per tenant (default 1).")
+    tenant_max_inflight: int = Field(0, ge=0, description="Attempts in flight per tenant (0: no cap).")
+    pool_max_inflight: dict[str, int] = Field(
+        default_factory=dict, description="Cap per pool below what its live workers can take."
+    )
+    oversubscribe: int = Field(0, ge=0, le=64, description="Messages released beyond each pool's free slots.")
+
+    # placement
+    ewma_alpha: float = Field(0.2, gt=0, le=1, description="Weight of the newest run time in a tool's estimate.")
+    gpu_fallback_slowdown: float = Field(
+        4.0, ge=1, le=1000, description="Prior: a gpu tool on a cpu pool runs this many times slower until seen."
+    )
+
+    # timeouts and retries
+    retries: int = Field(2, ge=0, le=10, description="Retries of a transient failure (errors that may pass).")
+    backoff_base_s: float = Field(0.5, ge=0, le=600, description="First retry's delay; doubles each retry.")
+    backoff_max_s: float = Field(30.0, ge=0, le=3600, description="Longest retry delay.")
+    backoff_jitter: float = Field(0.5, ge=0, le=1, description="Delay varies by +- this fraction.")
+    requeue_after_s: float = Field(
+        30.0,
+        ge=1,
+        le=86_400,
+        description="A queued attempt no worker started this long while its pool idles is sent again.",
+    )
+
+    # hedging
+    hedging: bool = Field(True, description="Duplicate idempotent reads running past their p95.")
+    hedge_factor: float = Field(1.5, ge=1, le=100, description="Hedge after p95 x this factor.")
+    hedge_min_s: float = Field(0.5, ge=0, le=3600, description="Never hedge attempts younger than this.")
+    hedge_min_samples: int = Field(10, ge=1, description="Run times seen before a p95 is trusted.")
+    hedge_budget: float = Field(0.05, ge=0, le=1, description="Hedges per released attempt, at most.")
+    hedge_burst: float = Field(3.0, ge=0, le=1000, description="Hedges that may be spent at once.")
+
+    # batching
+    batch_window_s: float = Field(0.05, ge=0, le=10, description="How long a batchable call waits for company.")
+    max_batch: int = Field(16, ge=1, le=1024, description="Largest batch of one tool in one message.")
+
+    tools: dict[str, ToolOverride] = Field(default_factory=dict, description="Per-tool overrides.")
+
+    def override(self, tool: str) -> ToolOverride:
+        return self.tools.get(tool) or ToolOverride()
+
+
+PRESETS: dict[str, dict[str, object]] = {
+    "fifo": {"release_order": "fifo"},
+    "priority": {"release_order": "priority"},
+    "srpt": {"release_order": "srpt", "aging": 0.0},
+    "srpt_aging": {"release_order": "srpt_aging"},
+}
+
+
+def preset(name: str, base: SchedulingPolicy | None = None) -> SchedulingPolicy:
+    """A named policy: a preset's changes on top of `base` (the defaults when None)."""
+    key = name.replace("-", "_")
+    if key not in PRESETS:
+        raise KeyError(f"unknown policy {name!r}; known: {', '.join(sorted(PRESETS))}")
+    return (base or SchedulingPolicy()).model_copy(update=PRESETS[key])

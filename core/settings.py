@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from core.policy import CachePolicy
+from core.policy import CachePolicy, SchedulingPolicy
 
 
 class Settings(BaseSettings):
@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     postgres_dsns: list[SecretStr] = Field([], description="DSNs postgres_activity may use.")
     tool_modules: list[str] = Field(
         ["memory.tools"], description="Python modules that register more tools in the catalog."
+    )
+
+    scheduling_policy: SchedulingPolicy = Field(
+        default_factory=SchedulingPolicy,
+        description="Placement, release order, caps, timeouts, retries, hedging, batching (JSON).",
     )
 
     # scheduler (celery beat)

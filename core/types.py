@@ -23,6 +23,7 @@ class TaskStatus(StrEnum):
 
 
 class NodeStatus(StrEnum):
+    READY = "ready"  # dependencies ended; the orchestrator holds it until policy releases it
     PENDING = "pending"  # row written, message not yet handed to the broker
     QUEUED = "queued"  # message on the pool's queue
     RUNNING = "running"  # a worker started it
@@ -67,6 +68,18 @@ class ToolResult(BaseModel):
     summary: str
     data: dict[str, Any] = Field(default_factory=dict)
     evidence: list[str] = Field(default_factory=list)
+    transient: bool = False  # an error that may pass (a timeout, a refused connection): worth a retry
+    plan_changes: PlanChanges | None = None  # what this result adds to or cancels in the task's plan
+
+
+class PlanChanges(BaseModel):
+    """A node's result may grow its DAG (a high error rate adds a log search) or cancel nodes not yet run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    add: list[dict[str, Any]] = Field(default_factory=list, max_length=16)  # plan nodes; ids get a prefix
+    cancel: list[str] = Field(default_factory=list, max_length=64)
+    reason: str = ""
 
 
 class PlanNode(BaseModel):
@@ -88,6 +101,7 @@ class Plan(BaseModel):
     source: str = "playbook"  # playbook | llm | cache
     playbook: str | None = None
     nodes: list[PlanNode]
+    applied: list[str] = Field(default_factory=list)  # attempts whose plan_changes this plan already holds
 
 
 class EventType(StrEnum):
@@ -100,6 +114,10 @@ class EventType(StrEnum):
     NODE_FINISHED = "node.finished"
     NODE_LOST = "node.lost"
     NODE_SKIPPED = "node.skipped"
+    NODE_READY = "node.ready"
+    NODE_RETRY = "node.retry"
+    NODE_HEDGED = "node.hedged"
+    PLAN_CHANGED = "plan.changed"
     ANSWER = "task.answer"
     CACHE_LOOKUP = "cache.lookup"
     CACHE_STORED = "cache.stored"

@@ -35,6 +35,7 @@ class ToolContext:
 
 
 ToolFn = Callable[[Any, ToolContext], ToolResult]
+BatchFn = Callable[[list[Any], ToolContext], list[ToolResult]]
 Prerequisite = Callable[[Settings], str | None]  # returns why the tool cannot run, or None
 
 
@@ -50,6 +51,25 @@ class ToolSpec:
     timeout_s: float = 30.0
     cost_hint_s: float = 1.0  # expected run time before telemetry says otherwise
     prerequisites: list[Prerequisite] = field(default_factory=list)
+    cpu_fallback: bool = True  # a gpu tool that also runs (slower) on a cpu pool
+    batch_fn: BatchFn | None = None  # calls that arrive together may run as one batch
+
+    @property
+    def batchable(self) -> bool:
+        return self.batch_fn is not None
+
+    def run_batch(self, args: list[dict[str, Any]], ctx: ToolContext) -> list[ToolResult]:
+        """Several calls in one go; a call with invalid arguments fails alone."""
+        parsed: list[Any] = []
+        results: list[ToolResult | None] = []
+        for a in args:
+            try:
+                parsed.append(self.parse_args(a))
+                results.append(None)
+            except ValidationError as exc:
+                results.append(ToolResult(status=ToolStatus.ERROR, summary=f"{self.name}: invalid arguments: {exc}"))
+        ran = iter(self.batch_fn(parsed, ctx) if self.batch_fn and parsed else [self.fn(p, ctx) for p in parsed])
+        return [r if r is not None else next(ran) for r in results]
 
     def check_prerequisites(self, settings: Settings) -> str | None:
         for check in self.prerequisites:
@@ -79,6 +99,8 @@ class ToolSpec:
             "effect": self.effect.value,
             "idempotent": self.idempotent,
             "timeout_s": self.timeout_s,
+            "cost_hint_s": self.cost_hint_s,
+            "batchable": self.batchable,
             "args_schema": self.args_model.model_json_schema(),
         }
         if settings is not None:
@@ -105,6 +127,8 @@ class Toolset:
         cost_hint_s: float = 1.0,
         prerequisites: list[Prerequisite] | None = None,
         name: str | None = None,
+        cpu_fallback: bool = True,
+        batch_fn: BatchFn | None = None,
     ) -> Callable[[ToolFn], ToolFn]:
         def register(fn: ToolFn) -> ToolFn:
             spec = ToolSpec(
@@ -118,6 +142,8 @@ class Toolset:
                 timeout_s=timeout_s,
                 cost_hint_s=cost_hint_s,
                 prerequisites=prerequisites or [],
+                cpu_fallback=cpu_fallback,
+                batch_fn=batch_fn,
             )
             if spec.name in self._tools:
                 raise ValueError(f"tool {spec.name!r} registered twice")

@@ -9,12 +9,15 @@ from kombu import Queue
 from core.settings import Settings, get_settings
 
 RUN_NODE = "opsgraph.run_node"
+RUN_BATCH = "opsgraph.run_batch"
 SCHEDULED_TASK = "opsgraph.submit_scheduled"
 
 
 def make_celery(settings: Settings) -> Celery:
     app = Celery("opsgraph", broker=settings.redis_url, backend=settings.redis_url)
     transport = {"visibility_timeout": settings.visibility_timeout_s}
+    # the broker redelivers an unacked message after the visibility timeout: it must exceed every hard
+    # timeout, or a long tool would run twice while still running (checked at start, see check_visibility)
     app.conf.update(
         task_queues=[Queue(p) for p in settings.pools],
         task_default_queue="cpu",
@@ -22,6 +25,7 @@ def make_celery(settings: Settings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
+        worker_direct=True,  # each worker also consumes its own queue: a hedge goes to a chosen worker
         broker_transport_options=transport,
         result_backend_transport_options=transport,
         visibility_timeout=settings.visibility_timeout_s,

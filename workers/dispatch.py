@@ -7,22 +7,37 @@ whose worker vanished is replaced by a new one.
 
 from __future__ import annotations
 
+import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
 import structlog
 from celery import Celery
+from pydantic import ValidationError
 
-from core.db import NodeRunRow, Store
+from core.db import NodeRunRow, Store, deciding_attempts
 from core.events import EventBus, TaskWatcher
 from core.heartbeats import is_alive
 from core.plans import UnresolvedRef, resolve_refs
+from core.policy import SchedulingPolicy
 from core.settings import Settings
-from core.types import Effect, EventType, NodeStatus, OnFailure, Plan, PlanNode, ToolResult, ToolStatus
+from core.types import (
+    Effect,
+    EventType,
+    NodeStatus,
+    OnFailure,
+    Plan,
+    PlanChanges,
+    PlanNode,
+    ToolResult,
+    ToolStatus,
+)
 from tools import Toolset
-from workers.celery_app import RUN_NODE
+from workers.release import ReleaseLoop, timeouts
+from workers.scheduling import retry_delay
 
 log = structlog.get_logger(__name__)
 
@@ -47,10 +62,15 @@ class ResultCache(Protocol):
 class DispatchProgress:
     done: bool
     stopped: bool = False  # a node with on_failure=stop failed
-    states: dict[str, str] = field(default_factory=dict)  # node id -> latest attempt's status
+    states: dict[str, str] = field(default_factory=dict)  # node id -> deciding attempt's status
+    plan: Plan | None = None  # the plan as it stands (results may have grown it)
 
 
 class Dispatcher:
+    """Moves one task's DAG forward: reconciles its attempts, retries transient failures, settles hedges,
+    applies the DAG changes results ask for, and puts newly ready nodes into the ready set. When they run
+    and where is the release loop's decision (workers/release.py)."""
+
     def __init__(
         self,
         settings: Settings,
@@ -60,6 +80,9 @@ class Dispatcher:
         toolset: Toolset,
         redis_client: redis.Redis,
         result_cache: ResultCache | None = None,
+        *,
+        loop: ReleaseLoop | None = None,
+        validator: Callable[[Plan], Plan] | None = None,
     ) -> None:
         self.result_cache = result_cache
         # per task, the attempts whose result the cache already has (or that were served from it); a task's
@@ -71,23 +94,58 @@ class Dispatcher:
         self.celery = celery
         self.toolset = toolset
         self.redis = redis_client
+        self.loop = loop or ReleaseLoop(
+            settings, store, bus, celery, toolset, redis_client, lambda: settings.scheduling_policy
+        )
+        self.validator = validator
+        self.rng = random.Random()
 
-    def pool_for(self, node: PlanNode) -> str:
-        spec = self.toolset.get(node.tool)
-        pool = node.pool or (spec.pool if spec else "cpu")
-        # a declared pool with no queue here falls back to cpu rather than waiting forever
-        return pool if pool in self.settings.pools else "cpu"
+    @property
+    def policy(self) -> SchedulingPolicy:
+        return self.loop.policy()
 
-    def release(self, task_id: str, node: PlanNode, args: dict[str, Any], *, tenant: str = "") -> NodeRunRow:
-        pool = self.pool_for(node)
+    def release(
+        self, task_id: str, node: PlanNode, args: dict[str, Any], *, tenant: str = "", priority: int = 5
+    ) -> NodeRunRow:
+        """The node's dependencies ended: serve it from the tool-result cache, or put it in the ready set."""
         spec = self.toolset.get(node.tool)
         reusable = spec is not None and spec.idempotent and spec.effect == Effect.READ and self.result_cache is not None
         if reusable and self.result_cache is not None:
             found = self.result_cache.get(tenant, TOOL_RESULTS_CATEGORY, node.tool, args)
             if found is not None:
-                return self._from_cache(task_id, node, args, pool, *found)
-        row = self.store.create_node_run(task_id, node.id, tool=node.tool, args=args, pool=pool, queue=pool)
-        self._send(row)
+                return self._from_cache(task_id, node, args, node.pool or (spec.pool if spec else "cpu"), *found)
+        return self._ready(task_id, node.id, node.tool, args, pinned=node.pool, tenant=tenant, priority=priority)
+
+    def _ready(
+        self,
+        task_id: str,
+        node_id: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        pinned: str | None,
+        tenant: str,
+        priority: int,
+        not_before: float | None = None,
+    ) -> NodeRunRow:
+        row = self.store.create_node_run(
+            task_id,
+            node_id,
+            tool=tool,
+            args=args,
+            pool=pinned or "",  # a pinned pool stays; otherwise placement chooses at release
+            queue="",
+            status=NodeStatus.READY,
+            tenant=tenant,
+            priority=priority,
+            est_s=self.loop.estimate(tool, pinned),
+            not_before=not_before,
+        )
+        self.bus.emit(
+            task_id,
+            EventType.NODE_READY,
+            {"node_id": node_id, "attempt": row.attempt, "tool": tool, "est_s": round(row.est_s or 0.0, 3)},
+        )
         return row
 
     def _from_cache(
@@ -113,28 +171,8 @@ class Dispatcher:
         row.status, row.result = NodeStatus.SUCCEEDED.value, served  # dependents may read it at once
         return row
 
-    def _send(self, row: NodeRunRow) -> None:
-        spec = self.toolset.get(row.tool)
-        timeout = spec.timeout_s if spec else 60.0
-        # the event first, so a stream never shows a node started before it was queued
-        self.bus.emit(
-            row.task_id,
-            EventType.NODE_QUEUED,
-            {"node_id": row.node_id, "attempt": row.attempt, "tool": row.tool, "pool": row.pool, "queue": row.queue},
-        )
-        sent_at = time.time()
-        self.celery.send_task(
-            RUN_NODE,
-            args=[row.id],
-            queue=row.queue,
-            task_id=row.id,
-            soft_time_limit=timeout,
-            time_limit=timeout + 5,
-        )
-        self.store.mark_node_queued(row.id, sent_at)
-
-    def _fail_attempt(self, row: NodeRunRow, status: NodeStatus, reason: str) -> None:
-        result = ToolResult(status=ToolStatus.ERROR, summary=reason).model_dump(mode="json")
+    def _fail_attempt(self, row: NodeRunRow, status: NodeStatus, reason: str, *, transient: bool = False) -> bool:
+        result = ToolResult(status=ToolStatus.ERROR, summary=reason, transient=transient).model_dump(mode="json")
         if self.store.finish_node_run(row.id, status, result=result, error=reason):
             event = EventType.NODE_LOST if status == NodeStatus.LOST else EventType.NODE_FINISHED
             self.bus.emit(
@@ -142,44 +180,63 @@ class Dispatcher:
                 event,
                 {"node_id": row.node_id, "attempt": row.attempt, "status": status.value, "summary": reason},
             )
+            return True
+        return False
 
     def reconcile(self, task_id: str, plan: Plan) -> None:
         """Repair attempts the database shows in flight: unsent, on a dead worker, or past their deadline."""
         nodes = {n.id: n for n in plan.nodes}
         now = time.time()
-        for node_id, row in self.store.latest_attempts(task_id).items():
+        policy = self.policy
+        open_rows = self.store.open_attempts(task_id)
+        for row in open_rows:
             status = NodeStatus(row.status)
             if status == NodeStatus.PENDING:
-                self._send(row)  # the orchestrator stopped between writing the row and sending it
+                self.loop.send(row, policy)  # the orchestrator stopped between claiming the row and sending it
             elif status == NodeStatus.RUNNING and row.worker and not is_alive(self.redis, row.worker):
                 reason = f"worker {row.worker} vanished while running attempt {row.attempt}"
-                self._fail_attempt(row, NodeStatus.LOST, reason)
-                starts = self.store.node_starts(task_id, node_id)
+                if not self._fail_attempt(row, NodeStatus.LOST, reason):
+                    continue
+                if any(o.node_id == row.node_id and o.id != row.id for o in open_rows):
+                    continue  # its hedge twin is still running: that one may yet win
+                starts = self.store.node_starts(task_id, row.node_id)
                 if starts >= self.settings.max_node_starts:
                     replacement = self.store.create_node_run(
-                        task_id, node_id, tool=row.tool, args=row.args, pool=row.pool, queue=row.queue
+                        task_id, row.node_id, tool=row.tool, args=row.args, pool=row.pool, queue=row.queue
                     )
                     self._fail_attempt(
                         replacement,
                         NodeStatus.FAILED,
                         f"poison node: {starts} starts without a result (each worker died); not run again",
                     )
-                elif node_id in nodes:
-                    log.warning("re-running node after worker loss", task_id=task_id, node_id=node_id)
-                    new = self.store.create_node_run(
-                        task_id, node_id, tool=row.tool, args=row.args, pool=row.pool, queue=row.queue
+                elif row.node_id in nodes:
+                    log.warning("re-running node after worker loss", task_id=task_id, node_id=row.node_id)
+                    self._ready(
+                        task_id,
+                        row.node_id,
+                        row.tool,
+                        row.args,
+                        pinned=nodes[row.node_id].pool,
+                        tenant=row.tenant,
+                        priority=row.priority,
                     )
-                    self._send(new)
             elif status == NodeStatus.RUNNING and row.started_at:
-                spec = self.toolset.get(row.tool)
-                deadline = (spec.timeout_s if spec else 60.0) + 5 + _GRACE_S
+                _, hard = timeouts(self.toolset.get(row.tool), policy, row.tool)
+                deadline = hard + _GRACE_S
                 if now - row.started_at > deadline:
-                    self._fail_attempt(row, NodeStatus.FAILED, f"{row.tool} passed its hard timeout ({deadline:g}s)")
+                    self._fail_attempt(
+                        row, NodeStatus.FAILED, f"{row.tool} passed its hard timeout ({hard:g}s)", transient=True
+                    )
 
-    def step(self, task_id: str, plan: Plan, *, tenant: str) -> DispatchProgress:
-        """Reconcile, then release every node whose dependencies have ended; report where the DAG stands."""
+    def step(self, task_id: str, plan: Plan, *, tenant: str, priority: int = 5) -> DispatchProgress:
+        """Reconcile, settle hedges and retries, apply DAG changes, then put every node whose dependencies
+        have ended into the ready set; report where the DAG stands."""
         self.reconcile(task_id, plan)
-        latest = self.store.latest_attempts(task_id)
+        rows = self.store.node_runs(task_id)
+        latest = deciding_attempts(rows)
+        self._settle_hedges(rows, latest)
+        self._retry(task_id, rows, latest, tenant, priority, plan)
+        plan = self._apply_changes(task_id, plan, latest)
         states = {nid: latest[nid].status for nid in latest}
         by_id = {n.id: n for n in plan.nodes}
         stopped = any(
@@ -208,12 +265,168 @@ class Dispatcher:
                 self._skip(task_id, node, f"input unavailable: {exc}")
                 states[node.id] = NodeStatus.SKIPPED.value
                 continue
-            row = self.release(task_id, node, args, tenant=tenant)
+            row = self.release(task_id, node, args, tenant=tenant, priority=priority)
             states[node.id] = row.status
             if row.status == NodeStatus.SUCCEEDED.value and row.result:
                 results[node.id] = row.result
         done = all(states.get(n.id) is not None and NodeStatus(states[n.id]).final for n in by_id.values())
-        return DispatchProgress(done=done, stopped=stopped, states=states)
+        self.loop.set_remaining(task_id, None if done else self._remaining_s(plan, states, latest))
+        if not done:
+            self.loop.pump()
+        return DispatchProgress(done=done, stopped=stopped, states=states, plan=plan)
+
+    def _remaining_s(self, plan: Plan, states: dict[str, str], latest: dict[str, NodeRunRow]) -> float:
+        """Estimated seconds of work left in the task (SRPT's measure): nodes not ended, less time run."""
+        now = time.time()
+        total = 0.0
+        for node in plan.nodes:
+            state = states.get(node.id)
+            if state is not None and NodeStatus(state).final:
+                continue
+            row = latest.get(node.id)
+            est = row.est_s if row is not None and row.est_s is not None else self.loop.estimate(node.tool, node.pool)
+            ran = now - row.started_at if row is not None and row.started_at else 0.0
+            total += max(0.0, est - ran)
+        return total
+
+    def _settle_hedges(self, rows: list[NodeRunRow], latest: dict[str, NodeRunRow]) -> None:
+        """A node decided by a success: its other open attempts (a hedge or its original) lose and stop."""
+        for row in rows:
+            winner = latest.get(row.node_id)
+            if winner is None or winner.id == row.id or winner.status != NodeStatus.SUCCEEDED.value:
+                continue
+            if NodeStatus(row.status).final:
+                continue
+            reason = f"attempt {winner.attempt} finished first"
+            if self.loop.cancel_run(row, reason):
+                row.status = NodeStatus.CANCELLED.value
+                self.bus.emit(
+                    row.task_id,
+                    EventType.NODE_FINISHED,
+                    {
+                        "node_id": row.node_id,
+                        "attempt": row.attempt,
+                        "status": NodeStatus.CANCELLED.value,
+                        "summary": f"duplicate cancelled: {reason}",
+                        "hedge_winner": winner.attempt,
+                    },
+                )
+
+    def _retry(
+        self,
+        task_id: str,
+        rows: list[NodeRunRow],
+        latest: dict[str, NodeRunRow],
+        tenant: str,
+        priority: int,
+        plan: Plan,
+    ) -> None:
+        """A transient failure of an idempotent tool is retried after an exponential backoff with jitter,
+        up to the policy's retries; any other failure is final at once."""
+        policy = self.policy
+        pinned = {n.id: n.pool for n in plan.nodes}
+        for node_id, row in list(latest.items()):
+            if row.status != NodeStatus.FAILED.value or not (row.result or {}).get("transient"):
+                continue
+            spec = self.toolset.get(row.tool)
+            if spec is None or not spec.idempotent:
+                continue
+            override = policy.override(row.tool).retries
+            allowed = policy.retries if override is None else override
+            failures = sum(
+                1
+                for r in rows
+                if r.node_id == node_id and r.status == NodeStatus.FAILED.value and (r.result or {}).get("transient")
+            )
+            if failures > allowed:
+                continue
+            delay = retry_delay(failures, policy, self.rng)
+            new = self._ready(
+                task_id,
+                node_id,
+                row.tool,
+                row.args,
+                pinned=pinned.get(node_id),
+                tenant=tenant,
+                priority=priority,
+                not_before=time.time() + delay,
+            )
+            latest[node_id] = new
+            self.bus.emit(
+                task_id,
+                EventType.NODE_RETRY,
+                {
+                    "node_id": node_id,
+                    "attempt": new.attempt,
+                    "retry": failures,
+                    "of": allowed,
+                    "delay_s": round(delay, 3),
+                    "after": row.error,
+                },
+            )
+
+    def _apply_changes(self, task_id: str, plan: Plan, latest: dict[str, NodeRunRow]) -> Plan:
+        """Results that ask to grow the DAG or cancel nodes not yet run: each change is validated like a plan,
+        saved as a new plan version and announced; an invalid change is refused with its reasons."""
+        for node_id, row in latest.items():
+            if row.status != NodeStatus.SUCCEEDED.value or row.id in plan.applied:
+                continue
+            changes = (row.result or {}).get("plan_changes")
+            if not changes:
+                continue
+            plan = self._grow(task_id, plan, node_id, row, PlanChanges.model_validate(changes), latest)
+        return plan
+
+    def _grow(
+        self,
+        task_id: str,
+        plan: Plan,
+        source: str,
+        row: NodeRunRow,
+        changes: PlanChanges,
+        latest: dict[str, NodeRunRow],
+    ) -> Plan:
+        added: list[PlanNode] = []
+        reasons: list[str] = []
+        new_ids = {str(n.get("id", "")) for n in changes.add}
+        for raw in changes.add:
+            try:
+                body = dict(raw)
+                body["id"] = f"{source}.{body.get('id', '')}"
+                deps = [f"{source}.{d}" if d in new_ids else d for d in body.get("depends_on") or []]
+                body["depends_on"] = deps or [source]
+                added.append(PlanNode.model_validate(body))
+            except (ValidationError, TypeError) as exc:
+                reasons.append(f"added node {raw.get('id')!r}: {exc}")
+        cancel = [c for c in changes.cancel if c in {n.id for n in plan.nodes} and c not in latest]
+        candidate = plan.model_copy(update={"nodes": [*plan.nodes, *added], "applied": [*plan.applied, row.id]})
+        if not reasons and self.validator is not None:
+            try:
+                candidate = self.validator(candidate)
+            except Exception as exc:  # the validator's PlanInvalid, or a model error
+                reasons.extend(getattr(exc, "reasons", [str(exc)]))
+        if reasons:
+            refused = plan.model_copy(update={"applied": [*plan.applied, row.id]})
+            self.store.save_plan(task_id, refused)
+            self.bus.emit(task_id, EventType.PLAN_REJECTED, {"source": source, "reasons": reasons, "change": True})
+            return refused
+        for node_id in cancel:
+            node = next(n for n in candidate.nodes if n.id == node_id)
+            self._skip(task_id, node, f"cancelled by {source}: {changes.reason or 'its result'}")
+        version = self.store.save_plan(task_id, candidate)
+        self.bus.emit(
+            task_id,
+            EventType.PLAN_CHANGED,
+            {
+                "version": version,
+                "source": source,
+                "added": [n.id for n in added],
+                "cancelled": cancel,
+                "reason": changes.reason,
+                "plan": candidate.model_dump(mode="json"),
+            },
+        )
+        return candidate
 
     def _remember_results(self, task_id: str, tenant: str, latest: dict[str, NodeRunRow]) -> None:
         if self.result_cache is None:
@@ -244,17 +457,17 @@ class Dispatcher:
         self.store.finish_node_run(row.id, NodeStatus.SKIPPED, result=result, error=reason)
         self.bus.emit(task_id, EventType.NODE_SKIPPED, {"node_id": node.id, "summary": reason})
 
-    def _step_and_forget(self, task_id: str, plan: Plan, tenant: str) -> DispatchProgress:
-        progress = self.step(task_id, plan, tenant=tenant)
+    def _step_and_forget(self, task_id: str, plan: Plan, tenant: str, priority: int) -> DispatchProgress:
+        progress = self.step(task_id, plan, tenant=tenant, priority=priority)
         if progress.done:
             self._cached_runs.pop(task_id, None)
         return progress
 
     def run_until_progress(
-        self, task_id: str, plan: Plan, *, tenant: str, max_wait_s: float = 15.0
+        self, task_id: str, plan: Plan, *, tenant: str, priority: int = 5, max_wait_s: float = 15.0
     ) -> DispatchProgress:
         """Step, then wait until some node ends (or max_wait_s passes), and step again."""
-        progress = self._step_and_forget(task_id, plan, tenant)
+        progress = self._step_and_forget(task_id, plan, tenant, priority)
         if progress.done:
             return progress
         before = {k: v for k, v in progress.states.items() if NodeStatus(v).final}
@@ -262,7 +475,7 @@ class Dispatcher:
         with TaskWatcher(self.redis, task_id) as watcher:
             while time.monotonic() < deadline:
                 watcher.wait(timeout=1.0)
-                progress = self._step_and_forget(task_id, plan, tenant)
+                progress = self._step_and_forget(task_id, progress.plan or plan, tenant, priority)
                 now_final = {k for k, v in progress.states.items() if NodeStatus(v).final}
                 if progress.done or now_final - set(before):
                     return progress

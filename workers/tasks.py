@@ -24,7 +24,7 @@ from core.logging import redact
 from core.settings import Settings, get_settings
 from core.types import EventType, NodeStatus, ToolResult, ToolStatus
 from tools import CATALOG, ToolContext, load_tool_modules
-from workers.celery_app import RUN_NODE, SCHEDULED_TASK, app
+from workers.celery_app import RUN_BATCH, RUN_NODE, SCHEDULED_TASK, app
 
 log = structlog.get_logger(__name__)
 
@@ -53,28 +53,35 @@ def runtime() -> WorkerRuntime:
     return _runtime
 
 
-def _cancel_checker(rt: WorkerRuntime, task_id: str) -> Any:
+def _cancel_checker(rt: WorkerRuntime, task_ids: list[str], run_ids: list[str], deadline: float) -> Any:
+    """True once the task or this attempt is cancelled (checked at most every 0.5 s), or past the soft
+    deadline: how a tool on the threads pool, where Celery's time limits do not reach, stops in time."""
     last = [0.0, False]
+    flags = [*(keys.CANCEL_FLAG + t for t in task_ids), *(keys.CANCEL_RUN + r for r in run_ids)]
 
     def is_cancelled() -> bool:
+        if time.monotonic() > deadline:
+            return True
         now = time.monotonic()
         if now - last[0] > 0.5:
             last[0] = now
             with contextlib.suppress(redis.RedisError):
-                last[1] = bool(rt.redis.exists(keys.CANCEL_FLAG + task_id))
+                last[1] = bool(rt.redis.exists(*flags))
         return bool(last[1])
 
     return is_cancelled
 
 
-def execute_node(run_id: str, worker: str) -> str:
-    """Run one node attempt. Idempotent: an attempt that already ended is not run again."""
-    rt = runtime()
+# errors that may pass on their own: a retry is worth it
+_TRANSIENT = (ConnectionError, TimeoutError, redis.ConnectionError, redis.TimeoutError)
+
+
+def _start(rt: WorkerRuntime, run_id: str, worker: str) -> tuple[Any, str | None]:
+    """Start one attempt. Returns (row, None) to run it, or (row or None, outcome) when it must not run."""
     row, starts = rt.store.start_node_run(run_id, worker)
     if row is None:
         log.info("attempt already ended; duplicate delivery ignored", run_id=run_id)
-        return "duplicate"
-    bound = log.bind(task_id=row.task_id, node_id=row.node_id, attempt=row.attempt, tool=row.tool)
+        return None, "duplicate"
     rt.bus.emit(
         row.task_id,
         EventType.NODE_STARTED,
@@ -95,26 +102,67 @@ def execute_node(run_id: str, worker: str) -> str:
         )
         result = ToolResult(status=ToolStatus.ERROR, summary=poison)
         _finish(rt, run_id, row.task_id, row.node_id, row.attempt, result, poison)
-        bound.error("poison node failed", starts=starts)
-        return "poison"
-    spec = CATALOG.get(row.tool)
-    if spec is None:
-        result = ToolResult(status=ToolStatus.ERROR, summary=f"tool {row.tool!r} is not in this worker's catalog")
-    else:
-        ctx = ToolContext(settings=rt.settings, is_cancelled=_cancel_checker(rt, row.task_id), _redis=rt.redis)
-        try:
-            result = spec.run(row.args, ctx)
-        except SoftTimeLimitExceeded:
-            result = ToolResult(status=ToolStatus.ERROR, summary=f"{row.tool} timed out after {spec.timeout_s:g}s")
-        except Exception as exc:
-            bound.error("tool raised", error=repr(exc), tb=traceback.format_exc(limit=5))
-            # an exception text can carry a connection string; it goes into events and answers masked
-            message = redact(f"{row.tool} failed: {type(exc).__name__}: {exc}")
-            result = ToolResult(status=ToolStatus.ERROR, summary=message)
-    error = result.summary if result.status == ToolStatus.ERROR else None
-    cancelled = spec is not None and ctx.is_cancelled()
-    _finish(rt, run_id, row.task_id, row.node_id, row.attempt, result, error, cancelled=cancelled)
-    return "cancelled" if cancelled else result.status.value
+        log.error("poison node failed", task_id=row.task_id, node_id=row.node_id, starts=starts)
+        return row, "poison"
+    return row, None
+
+
+def _guarded(tool: str, soft_s: float, call: Any) -> list[ToolResult]:
+    """Run the tool call; turn a timeout or an exception into error results (transient where it may pass)."""
+    try:
+        return list(call())
+    except SoftTimeLimitExceeded:
+        return [ToolResult(status=ToolStatus.ERROR, summary=f"{tool} timed out after {soft_s:g}s", transient=True)]
+    except Exception as exc:
+        log.error("tool raised", tool=tool, error=repr(exc), tb=traceback.format_exc(limit=5))
+        # an exception text can carry a connection string; it goes into events and answers masked
+        message = redact(f"{tool} failed: {type(exc).__name__}: {exc}")
+        return [ToolResult(status=ToolStatus.ERROR, summary=message, transient=isinstance(exc, _TRANSIENT))]
+
+
+def execute_node(run_id: str, worker: str, soft_s: float | None = None) -> str:
+    """Run one node attempt. Idempotent: an attempt that already ended is not run again."""
+    return execute_batch([run_id], worker, soft_s)[0]
+
+
+def execute_batch(run_ids: list[str], worker: str, soft_s: float | None = None) -> list[str]:
+    """Run attempts of one tool together (a batch is one message); each starts and ends on its own."""
+    rt = runtime()
+    started: list[Any] = []
+    outcomes: dict[str, str] = {}
+    for run_id in run_ids:
+        row, outcome = _start(rt, run_id, worker)
+        if outcome is not None:
+            outcomes[run_id] = outcome
+        elif row is not None:
+            started.append(row)
+    if started:
+        tool = started[0].tool
+        spec = CATALOG.get(tool)
+        soft = soft_s or (spec.timeout_s if spec else 60.0)
+        deadline = time.monotonic() + soft
+        task_ids = sorted({r.task_id for r in started})
+        checker = _cancel_checker(rt, task_ids, [r.id for r in started], deadline)
+        ctx = ToolContext(settings=rt.settings, is_cancelled=checker, _redis=rt.redis)
+        if spec is None:
+            results = [ToolResult(status=ToolStatus.ERROR, summary=f"tool {tool!r} is not in this worker's catalog")]
+        elif len(started) == 1:
+            results = _guarded(tool, soft, lambda: [spec.run(started[0].args, ctx)])
+        else:
+            results = _guarded(tool, soft, lambda: spec.run_batch([r.args for r in started], ctx))
+        if len(results) != len(started):  # one error for the whole batch
+            results = [results[0]] * len(started)
+        timed_out = time.monotonic() > deadline
+        for row, result in zip(started, results, strict=True):
+            cancelled = spec is not None and not timed_out and checker()
+            if timed_out and result.status != ToolStatus.ERROR:
+                result = ToolResult(
+                    status=ToolStatus.ERROR, summary=f"{tool} timed out after {soft:g}s", transient=True
+                )
+            error = result.summary if result.status == ToolStatus.ERROR else None
+            _finish(rt, row.id, row.task_id, row.node_id, row.attempt, result, error, cancelled=cancelled)
+            outcomes[row.id] = "cancelled" if cancelled else result.status.value
+    return [outcomes[r] for r in run_ids]
 
 
 def _finish(
@@ -148,8 +196,13 @@ def _finish(
 
 
 @app.task(name=RUN_NODE, bind=True, acks_late=True, reject_on_worker_lost=True)
-def run_node(self: Any, run_id: str) -> str:
-    return execute_node(run_id, self.request.hostname or socket.gethostname())
+def run_node(self: Any, run_id: str, soft_s: float | None = None) -> str:
+    return execute_node(run_id, self.request.hostname or socket.gethostname(), soft_s)
+
+
+@app.task(name=RUN_BATCH, bind=True, acks_late=True, reject_on_worker_lost=True)
+def run_batch(self: Any, run_ids: list[str], soft_s: float | None = None) -> list[str]:
+    return execute_batch(run_ids, self.request.hostname or socket.gethostname(), soft_s)
 
 
 @app.task(name=SCHEDULED_TASK)

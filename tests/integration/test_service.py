@@ -83,7 +83,7 @@ def test_events_are_stored_in_order_and_the_stream_resumes_after_last_event_id(s
     per_node = [e for e in stored if "seq" in e]  # the closing "end" event is not a stored event
     for node_id in {e["data"]["node_id"] for e in per_node if "node_id" in e["data"]}:
         order = [e["type"] for e in per_node if e["data"].get("node_id") == node_id]
-        assert order == ["node.queued", "node.started", "node.finished"], order
+        assert order == ["node.ready", "node.queued", "node.started", "node.finished"], order
     resumed_from = ids[len(ids) // 2]
     with httpx.stream(
         "GET",

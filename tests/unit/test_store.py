@@ -55,7 +55,11 @@ def test_an_attempt_finishes_once_and_deliveries_are_counted(store: Store) -> No
     assert store.get_node_run(run.id).status == "succeeded"
     second = store.create_node_run(t.id, "a", tool="redis_info", args={}, pool="cpu", queue="cpu")
     assert second.attempt == 2
-    assert store.latest_attempts(t.id)["a"].id == second.id
+    # the node is decided by the attempt that succeeded, whatever was started after it (a hedge)
+    assert store.latest_attempts(t.id)["a"].id == run.id
+    assert store.start_node_run(second.id, "w1@h")[0] is not None
+    assert store.finish_node_run(second.id, NodeStatus.FAILED, error="lost the race")
+    assert store.latest_attempts(t.id)["a"].id == run.id
 
 
 def test_concurrent_event_appends_get_unique_gapless_sequence_numbers(store: Store) -> None:
