@@ -286,6 +286,59 @@ def cache_eval(
         )
 
 
+@app.command()
+def simulate(
+    trace: str = typer.Option(..., "--trace", help="CSV with TIMESTAMP, ContextTokens, GeneratedTokens."),
+    policy: str = typer.Option("current", "--policy", help="fifo, priority, srpt, srpt_aging or current."),
+    workers: int = typer.Option(4, "--workers", min=1, max=4096, help="Workers in the pool."),
+    utilisation: float = typer.Option(0.85, "--utilisation", min=0.01, max=2.0, help="Offered load / capacity."),
+    slow: float = typer.Option(1.0, "--slow", min=1.0, help="Make worker 0 this many times slower."),
+    limit: int = typer.Option(0, "--limit", min=0, help="Replay only the first N requests (0: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Replay a trace in the simulator with the production scheduling code: flow times, makespan, hedges."""
+    from pathlib import Path
+
+    from core.policy import preset
+    from workers.simulator import simulate_trace
+
+    current = get_settings().scheduling_policy
+    try:
+        chosen = current if policy == "current" else preset(policy, current)
+    except KeyError as exc:
+        fail(str(exc.args[0]))
+    path = Path(trace)
+    if not path.is_file():
+        fail(f"no such trace file: {trace}")
+    try:
+        result = simulate_trace(
+            path,
+            chosen,
+            workers=workers,
+            utilisation=utilisation,
+            slow_workers={0: slow} if slow > 1 else None,
+            limit=limit or None,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    summary = result.summary()
+    if as_json:
+        print(json.dumps(summary))
+        return
+    out.print(
+        f"{summary['tasks']} requests, policy {policy} ({chosen.release_order}), {workers} workers at "
+        f"{utilisation:g} utilisation",
+        highlight=False,
+    )
+    out.print(
+        f"flow time s: mean {summary['mean']:.3f}  p50 {summary['p50']:.3f}  p95 {summary['p95']:.3f}  "
+        f"p99 {summary['p99']:.3f}",
+        highlight=False,
+    )
+    util = ", ".join(f"{k} {v:.1%}" for k, v in summary["utilisation"].items())
+    out.print(f"makespan {summary['makespan']:.1f} s; utilisation {util}; hedges {summary['hedges']}", highlight=False)
+
+
 def main() -> None:
     try:
         app()

@@ -108,11 +108,11 @@ class Service:
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.redis = redis.Redis.from_url(redis_url)
 
-    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("ab")
         return subprocess.Popen(
             [sys.executable, "-m", "services.cli", *args],
-            env=self.env,
+            env={**self.env, **(env or {})},
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -123,9 +123,9 @@ class Service:
         self.api = self._spawn("api", "api")
         wait_until(lambda: httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200, 60, "the API")
 
-    def start_worker(self, pool: str, name: str) -> str:
+    def start_worker(self, pool: str, name: str, **env: str) -> str:
         hostname = f"{name}@test"
-        self.workers[hostname] = self._spawn(name, "worker", "--pool", pool, "--name", hostname)
+        self.workers[hostname] = self._spawn(name, "worker", "--pool", pool, "--name", hostname, env=env)
         wait_until(lambda: self.redis.exists(f"opsgraph:worker:{hostname}"), 60, f"worker {hostname}")
         return hostname
 

@@ -26,6 +26,7 @@ class ToolContext:
     settings: Settings
     is_cancelled: Callable[[], bool] = lambda: False
     _redis: redis.Redis | None = None
+    worker: str = ""  # the Celery worker's hostname (evidence of where a call ran)
 
     @property
     def redis(self) -> redis.Redis:

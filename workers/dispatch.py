@@ -192,7 +192,7 @@ class Dispatcher:
         for row in open_rows:
             status = NodeStatus(row.status)
             if status == NodeStatus.PENDING:
-                self.loop.send(row, policy)  # the orchestrator stopped between claiming the row and sending it
+                self.loop.resend_if_pending(row)  # the orchestrator stopped between claiming and sending it
             elif status == NodeStatus.RUNNING and row.worker and not is_alive(self.redis, row.worker):
                 reason = f"worker {row.worker} vanished while running attempt {row.attempt}"
                 if not self._fail_attempt(row, NodeStatus.LOST, reason):

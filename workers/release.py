@@ -267,6 +267,14 @@ class ReleaseLoop:
         )
         self.store.mark_node_queued(row.id, sent_at)
 
+    def resend_if_pending(self, row: NodeRunRow) -> None:
+        """Reconcile's repair of an attempt claimed but never sent (its orchestrator stopped in between).
+        Under the loop's lock, so an attempt this loop is sending right now is not sent twice."""
+        with self._lock:
+            fresh = self.store.get_node_run(row.id)
+            if fresh is not None and fresh.status == NodeStatus.PENDING.value:
+                self.send(fresh)
+
     def send_batch(self, rows: list[NodeRunRow], batch_id: str, policy: SchedulingPolicy) -> None:
         soft, hard = timeouts(self.toolset.get(rows[0].tool), policy, rows[0].tool)
         for row in rows:

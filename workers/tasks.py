@@ -143,7 +143,7 @@ def execute_batch(run_ids: list[str], worker: str, soft_s: float | None = None) 
         deadline = time.monotonic() + soft
         task_ids = sorted({r.task_id for r in started})
         checker = _cancel_checker(rt, task_ids, [r.id for r in started], deadline)
-        ctx = ToolContext(settings=rt.settings, is_cancelled=checker, _redis=rt.redis)
+        ctx = ToolContext(settings=rt.settings, is_cancelled=checker, _redis=rt.redis, worker=worker)
         if spec is None:
             results = [ToolResult(status=ToolStatus.ERROR, summary=f"tool {tool!r} is not in this worker's catalog")]
         elif len(started) == 1:
@@ -257,7 +257,7 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     hostname = consumer.hostname
     queues = sorted(q.name for q in consumer.task_consumer.queues) if consumer.task_consumer else []
     device = "cpu"
-    if "gpu" in " ".join(queues):
+    if any(q.startswith("gpu") for q in queues if not q.endswith(".dq2")):  # .dq2: the worker's own queue
         # gpu workers run the threads pool, so CUDA is initialised in a process that never forks
         from tools.anomalies import device_name
 

@@ -8,7 +8,7 @@ import time
 
 from pydantic import Field
 
-from core.types import Effect, ToolResult, ToolStatus
+from core.types import Effect, PlanChanges, ToolResult, ToolStatus
 from tools import CATALOG, ToolArgs, ToolContext
 
 
@@ -46,3 +46,67 @@ class WriteArgs(ToolArgs):
 def chaos_restart(args: WriteArgs, ctx: ToolContext) -> ToolResult:
     """A write that touches nothing real: for the cache's invalidation-on-write test."""
     return ToolResult(status=ToolStatus.SUCCESS, summary=f"pretended to restart {args.service}")
+
+
+class FlakyArgs(ToolArgs):
+    key: str = Field(description="A counter in Redis: calls so far for this key.")
+    fail_times: int = Field(ge=0, le=20)
+    transient: bool = True
+
+
+@CATALOG.tool(args=FlakyArgs, timeout_s=20, name="chaos_flaky")
+def chaos_flaky(args: FlakyArgs, ctx: ToolContext) -> ToolResult:
+    """Fail the first `fail_times` calls for a key (transiently or not), then succeed."""
+    calls = int(ctx.redis.incr(f"opsgraph:test:flaky:{args.key}"))
+    if calls <= args.fail_times:
+        return ToolResult(status=ToolStatus.ERROR, summary=f"call {calls} failed", transient=args.transient)
+    return ToolResult(status=ToolStatus.SUCCESS, summary=f"call {calls} succeeded", data={"calls": calls})
+
+
+class SlowWorkerArgs(ToolArgs):
+    seconds: float = Field(0.2, ge=0, le=60)
+
+
+@CATALOG.tool(args=SlowWorkerArgs, timeout_s=60, name="chaos_slow_worker")
+def chaos_slow_worker(args: SlowWorkerArgs, ctx: ToolContext) -> ToolResult:
+    """Sleep `seconds`, or OPSGRAPH_TEST_SLOW_S on a worker started with it (a straggler); stops when cancelled."""
+    seconds = float(os.environ.get("OPSGRAPH_TEST_SLOW_S") or args.seconds)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if ctx.is_cancelled():
+            return ToolResult(status=ToolStatus.ERROR, summary=f"cancelled on {ctx.worker}")
+        time.sleep(0.05)
+    return ToolResult(
+        status=ToolStatus.SUCCESS, summary=f"slept {seconds:g}s on {ctx.worker}", data={"worker": ctx.worker}
+    )
+
+
+class FollowUpArgs(ToolArgs):
+    add: list[dict] = Field(default_factory=list)  # type: ignore[type-arg]
+    cancel: list[str] = Field(default_factory=list)
+
+
+@CATALOG.tool(args=FollowUpArgs, timeout_s=20, name="chaos_follow_up")
+def chaos_follow_up(args: FollowUpArgs, ctx: ToolContext) -> ToolResult:
+    """Ask the dispatcher to add these nodes and cancel those (what a real finding would do)."""
+    changes = PlanChanges(add=args.add, cancel=args.cancel, reason="the test asked for it")
+    return ToolResult(status=ToolStatus.SUCCESS, summary="follow-up requested", plan_changes=changes)
+
+
+class BatchEchoArgs(ToolArgs):
+    value: int
+
+
+def _echo_batch(calls: list[BatchEchoArgs], ctx: ToolContext) -> list[ToolResult]:
+    return [
+        ToolResult(
+            status=ToolStatus.SUCCESS, summary=f"echo {c.value}", data={"value": c.value, "batch_size": len(calls)}
+        )
+        for c in calls
+    ]
+
+
+@CATALOG.tool(args=BatchEchoArgs, timeout_s=20, name="chaos_batch_echo", batch_fn=_echo_batch)
+def chaos_batch_echo(args: BatchEchoArgs, ctx: ToolContext) -> ToolResult:
+    """Echo a value; calls that arrive together run as one batch."""
+    return _echo_batch([args], ctx)[0]
