@@ -164,7 +164,7 @@ class ReleaseLoop:
             self._learned_until = max(self._learned_until, row.finished_at or 0.0)
             ok = row.status in (NodeStatus.SUCCEEDED.value, NodeStatus.FAILED.value)
             if ok and row.run_s is not None and not row.batch_id and row.pool in self.settings.pools:
-                self.costs.observe(row.tool, row.pool, row.run_s)
+                self.costs.observe(row.tool, row.pool, row.run_s, row.worker or "")
 
     # the pass
 
@@ -174,7 +174,7 @@ class ReleaseLoop:
             policy = self.policy()
             now = time.time()
             self._learn()
-            ready = self.store.runs_with_status(NodeStatus.READY)
+            ready = sorted(self.store.runs_with_status(NodeStatus.READY), key=lambda r: (r.created_at, r.id))
             inflight = self.store.runs_with_status(NodeStatus.PENDING, NodeStatus.QUEUED, NodeStatus.RUNNING)
             workers = self.live_workers()
             caps = self.capacities(workers, policy)

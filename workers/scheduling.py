@@ -68,8 +68,9 @@ class RunStats:
     var: float = 0.0
     n: int = 0
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=256))
+    by_worker: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=256))
 
-    def observe(self, x: float, alpha: float) -> None:
+    def observe(self, x: float, alpha: float, worker: str = "") -> None:
         if self.n == 0:
             self.mean, self.var = x, 0.0
         else:  # exponentially weighted mean and variance (West, 1979)
@@ -79,6 +80,7 @@ class RunStats:
             self.var = (1 - alpha) * (self.var + diff * incr)
         self.n += 1
         self.recent.append(x)
+        self.by_worker.append((worker, x))
 
     def quantile(self, q: float) -> float:
         ordered = sorted(self.recent)
@@ -92,8 +94,8 @@ class CostModel:
         self.alpha = alpha
         self._stats: dict[tuple[str, str], RunStats] = {}
 
-    def observe(self, tool: str, pool: str, run_s: float) -> None:
-        self._stats.setdefault((tool, pool), RunStats()).observe(max(0.0, run_s), self.alpha)
+    def observe(self, tool: str, pool: str, run_s: float, worker: str = "") -> None:
+        self._stats.setdefault((tool, pool), RunStats()).observe(max(0.0, run_s), self.alpha, worker)
 
     def stats(self, tool: str, pool: str) -> RunStats | None:
         return self._stats.get((tool, pool))
@@ -111,10 +113,20 @@ class CostModel:
         return prior
 
     def p95(self, tool: str, pool: str, min_samples: int) -> float | None:
+        """The p95 of recent run times on the pool's healthy workers: a worker whose median is over twice
+        the median worker's is a straggler, and its runs would hide exactly what hedging is for."""
         seen = self._stats.get((tool, pool))
         if not seen or seen.n < min_samples:
             return None
-        return seen.quantile(0.95)
+        runs: dict[str, list[float]] = {}
+        for worker, x in seen.by_worker:
+            runs.setdefault(worker, []).append(x)
+        medians = {w: sorted(xs)[len(xs) // 2] for w, xs in runs.items()}
+        typical = sorted(medians.values())[len(medians) // 2] if len(medians) > 2 else max(medians.values())
+        healthy = sorted(x for w, xs in runs.items() if medians[w] <= 2 * typical for x in xs)
+        if len(healthy) < min_samples:
+            return seen.quantile(0.95)
+        return healthy[min(len(healthy) - 1, max(0, math.ceil(0.95 * len(healthy)) - 1))]
 
     def snapshot(self) -> dict[str, dict[str, float]]:
         return {

@@ -73,6 +73,7 @@ class SimConfig:
 @dataclass
 class SimResult:
     flow_times: list[float]
+    flow_of: dict[str, float]  # task id -> flow time
     makespan: float
     utilisation: dict[str, float]
     hedges: int
@@ -124,6 +125,7 @@ class Simulator:
         self.costs = CostModel(policy.ewma_alpha)
         self.budget = HedgeBudget(policy)
         self.declared = [p.name for p in config.pools]
+        self.decisions: list[tuple[float, str, str]] = []  # (time, task id, pool) of every release
 
     def profile(self, tool: str) -> ToolProfile:
         return self.config.profiles.get(tool) or ToolProfile(tool)
@@ -158,6 +160,7 @@ class Simulator:
         done_nodes: set[str] = set()
         task_of: dict[str, SimTask] = {}
         flows: list[float] = []
+        flow_of: dict[str, float] = {}
         first = tasks[0].arrival if tasks else 0.0
         last_end = first
         hedges = hedge_wins = batches = releases = 0
@@ -210,6 +213,7 @@ class Simulator:
             remaining[task.id].discard(key)
             if not remaining[task.id]:
                 flows.append(now - task.arrival)
+                flow_of[task.id] = now - task.arrival
                 last_end = max(last_end, now)
                 return
             for wkey, node in list(waiting.items()):
@@ -217,8 +221,8 @@ class Simulator:
                     del waiting[wkey]
                     make_ready(task, node, now)
 
-        while events:
-            now, _, kind, payload = heapq.heappop(events)
+        def handle(kind: str, payload: Any, now: float) -> None:
+            nonlocal hedges, hedge_wins
             if kind == "arrive":
                 task: SimTask = payload
                 task_of[task.id] = task
@@ -234,12 +238,12 @@ class Simulator:
             elif kind == "finish":
                 run: _Run = payload
                 if run.over:
-                    continue
+                    return
                 run.over = True
                 busy_time[run.pool] += now - run.start
                 del busy[run.pool][run.worker]
                 if len(run.items) == 1:
-                    self.costs.observe(run.items[0].tool, run.pool, now - run.start)
+                    self.costs.observe(run.items[0].tool, run.pool, now - run.start, str(run.worker))
                 # the first of a hedged pair to finish wins; the other is cancelled and frees its worker
                 twin = self._twin(run, busy)
                 if twin is not None:
@@ -254,41 +258,54 @@ class Simulator:
             elif kind == "hedge":
                 run = payload
                 if run.over or run.hedged:
-                    continue
+                    return
                 p95 = self.costs.p95(run.items[0].tool, run.pool, policy.hedge_min_samples)
                 free = [w for w in range(width[run.pool]) if w not in busy[run.pool]]
                 if free and hedge_due(now - run.start, p95, policy) and self.budget.spend():
                     run.hedged = True
                     hedges += 1
                     start(run.items, run.pool, run.est_s, now, hedge_of=run.id)
-            # decide only when some pool has a free worker: nothing could be released otherwise
+
+        def decide(now: float) -> None:
+            """One release pass, as the release loop makes it."""
+            nonlocal batches
+            for item in ready.values():
+                item.task_remaining_s = refresh_remaining(item.task_id)
+            loads = {}
+            for p in width:
+                backlog = sum(max(0.0, r.start + r.est_s - now) for r in busy[p].values())
+                loads[p] = PoolLoad(p, width[p], len(busy[p]), backlog)
+            decided = decide_releases(
+                list(ready.values()), loads, self.config.profiles, self.costs, policy, now, typical_s=typical[0]
+            )
+            for rel in decided:
+                for item in rel.items:
+                    del ready[item.key]
+                    typical[1] += 1
+                    typical[0] += (item.est_s - typical[0]) / typical[1]
+                if len(rel.items) > 1:
+                    batches += 1
+                start(rel.items, rel.pool, rel.est_s, now)
+                self.decisions.extend((now, i.task_id, rel.pool) for i in rel.items)
+            self.budget.earn(len(decided), policy)
+            if ready and not decided:
+                # a batch window or a backoff may open before anything else happens
+                wake = min((i.ready_at + policy.batch_window_s for i in ready.values()), default=math.inf)
+                if wake > now and math.isfinite(wake):
+                    heapq.heappush(events, (wake, next(seq), "tick", None))
+
+        while events:
+            now = events[0][0]
+            # everything that happens at this instant first, then one decision (as one release pass would)
+            while events and events[0][0] == now:
+                _, _, kind, payload = heapq.heappop(events)
+                handle(kind, payload, now)
             if ready and any(len(busy[p]) < width[p] for p in width):
-                for item in ready.values():
-                    item.task_remaining_s = refresh_remaining(item.task_id)
-                loads = {}
-                for p in width:
-                    backlog = sum(max(0.0, r.start + r.est_s - now) for r in busy[p].values())
-                    loads[p] = PoolLoad(p, width[p], len(busy[p]), backlog)
-                decided = decide_releases(
-                    list(ready.values()), loads, self.config.profiles, self.costs, policy, now, typical_s=typical[0]
-                )
-                for rel in decided:
-                    for item in rel.items:
-                        del ready[item.key]
-                        typical[1] += 1
-                        typical[0] += (item.est_s - typical[0]) / typical[1]
-                    if len(rel.items) > 1:
-                        batches += 1
-                    start(rel.items, rel.pool, rel.est_s, now)
-                self.budget.earn(len(decided), policy)
-                if ready and not decided:
-                    # a batch window or a backoff may open before anything else happens
-                    wake = min((i.ready_at + policy.batch_window_s for i in ready.values()), default=math.inf)
-                    if wake > now and math.isfinite(wake):
-                        heapq.heappush(events, (wake, next(seq), "tick", None))
+                decide(now)
+        span = max(last_end - first, 1e-9)
         span = max(last_end - first, 1e-9)
         util = {p: busy_time[p] / (width[p] * span) if width[p] else 0.0 for p in width}
-        return SimResult(flows, last_end - first, util, hedges, hedge_wins, batches, releases)
+        return SimResult(flows, flow_of, last_end - first, util, hedges, hedge_wins, batches, releases)
 
     @staticmethod
     def _twin(run: _Run, busy: dict[str, dict[int, _Run]]) -> _Run | None:
