@@ -25,6 +25,8 @@ bench: $(STAMP)  ## benchmarks; figures printed and written to bench/results/
 	@$(BIN)/python -m bench.e2e
 	@$(BIN)/python -m bench.cache
 	@$(BIN)/python -m bench.compression
+	@$(BIN)/python -m bench.scheduling
+	@$(BIN)/python -m bench.dispatch
 
 lint: $(STAMP)
 	@$(BIN)/ruff check .

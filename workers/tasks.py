@@ -205,6 +205,12 @@ def run_batch(self: Any, run_ids: list[str], soft_s: float | None = None) -> lis
     return execute_batch(run_ids, self.request.hostname or socket.gethostname(), soft_s)
 
 
+@app.task(name="opsgraph.ping", ignore_result=False)
+def ping() -> str:
+    """A bare Celery round trip (the dispatch benchmark's baseline, and a liveness probe)."""
+    return "pong"
+
+
 @app.task(name=SCHEDULED_TASK)
 def submit_scheduled(name: str, goal: str, inputs: dict[str, Any] | None = None) -> str:
     """A beat entry fired: the task goes into the database as queued; the API's orchestrator picks it up."""

@@ -1,0 +1,100 @@
+"""Release policies on the shared trace in the simulator (the production scheduling code): flow time of
+fifo, priority, srpt and srpt_aging at 4 workers and 0.85 utilisation, the same on other traces of that
+shape (each half of the trace, other loads), and what hedging does to p99 with one slow worker.
+
+    python -m bench.scheduling [--trace FILE] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+from core.policy import SchedulingPolicy, preset
+from workers.simulator import SimConfig, SimPool, Simulator, load_trace, simulate_trace, trace_tasks
+
+TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "azure_llm_inference_2023_code.csv"
+OUT = Path(__file__).resolve().parent / "results" / "scheduling.json"
+
+
+def replay(rows: list[tuple[float, float]], policy: SchedulingPolicy, workers: int, util: float) -> dict:
+    tasks = trace_tasks(rows, workers=workers, utilisation=util)
+    return Simulator(SimConfig(pools=[SimPool("cpu", workers)]), policy).run(tasks).summary()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trace", type=Path, default=TRACE)
+    ap.add_argument("--quick", action="store_true", help="Only the main replay.")
+    args = ap.parse_args()
+    rows = load_trace(args.trace)
+    report: dict = {"trace": str(args.trace), "requests": len(rows), "machine": platform.machine()}
+    no_hedge = {"hedging": False}
+
+    print(f"trace {args.trace.name}: {len(rows)} requests; 4 workers, utilisation 0.85")
+    main_rows = {}
+    for name in ("fifo", "priority", "srpt", "srpt_aging"):
+        t0 = time.perf_counter()
+        r = replay(rows, preset(name).model_copy(update=no_hedge), 4, 0.85)
+        r["replay_s"] = round(time.perf_counter() - t0, 2)
+        main_rows[name] = r
+        print(
+            f"  {name:<11} mean {r['mean']:8.2f}  p50 {r['p50']:8.2f}  p95 {r['p95']:8.2f}  p99 {r['p99']:8.2f}"
+            f"  (replay {r['replay_s']} s)"
+        )
+    fifo = main_rows["fifo"]
+    for r in main_rows.values():
+        r["mean_vs_fifo"] = round(r["mean"] / fifo["mean"], 3)
+        r["p99_vs_fifo"] = round(r["p99"] / fifo["p99"], 3)
+    print(
+        "  srpt_aging vs fifo: mean x{mean_vs_fifo}, p99 x{p99_vs_fifo} (goal: mean <= 0.75, p99 <= 1.0)".format(
+            **main_rows["srpt_aging"]
+        )
+    )
+    report["main"] = main_rows
+    if not args.quick:
+        shapes = {}
+        half = len(rows) // 2
+        t_half = rows[half][0]
+        variants = {
+            "first half, 0.85": (rows[:half], 4, 0.85),
+            "second half, 0.85": ([(t - t_half, w) for t, w in rows[half:]], 4, 0.85),
+            "whole, 0.70": (rows, 4, 0.70),
+            "whole, 0.95": (rows, 4, 0.95),
+            "whole, 8 workers, 0.85": (rows, 8, 0.85),
+        }
+        print("other traces of this shape (srpt_aging vs fifo):")
+        for label, (subset, workers, util) in variants.items():
+            f = replay(subset, preset("fifo").model_copy(update=no_hedge), workers, util)
+            a = replay(subset, preset("srpt_aging").model_copy(update=no_hedge), workers, util)
+            shapes[label] = {
+                "fifo": f,
+                "srpt_aging": a,
+                "mean_vs_fifo": round(a["mean"] / f["mean"], 3),
+                "p99_vs_fifo": round(a["p99"] / f["p99"], 3),
+            }
+            print(f"  {label:<24} mean x{shapes[label]['mean_vs_fifo']:<6} p99 x{shapes[label]['p99_vs_fifo']}")
+        report["shapes"] = shapes
+        print("hedging, one of 4 workers 10x slower (srpt_aging, first 3000 requests, 0.6 utilisation):")
+        hedging = {}
+        for label, on in (("no hedging", False), ("hedging", True)):
+            pol = preset("srpt_aging").model_copy(update={"hedging": on, "hedge_budget": 0.3})
+            r = simulate_trace(
+                args.trace, pol, workers=4, utilisation=0.6, slow_workers={0: 10.0}, limit=3000
+            ).summary()
+            hedging[label] = r
+            print(
+                f"  {label:<11} mean {r['mean']:8.2f}  p99 {r['p99']:8.2f}  hedges {r['hedges']} "
+                f"(won {r['hedge_wins']})"
+            )
+        report["hedging"] = hedging
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report, indent=2))
+    print(f"written to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
