@@ -347,13 +347,14 @@ class Store:
         with self.session() as s:
             return s.get(NodeRunRow, run_id)
 
-    def mark_node_queued(self, run_id: str, queued_at: float) -> None:
+    def mark_node_queued(self, run_id: str, queued_at: float, *, resent: bool = False) -> None:
         """Record the send. A fast worker may already have started the attempt: keep its status, but still
         stamp when the message was sent, so the queue wait is known either way."""
         with self.session() as s:
+            first = NodeRunRow.queued_at.is_(None)
             s.execute(
                 sa.update(NodeRunRow)
-                .where(NodeRunRow.id == run_id, NodeRunRow.queued_at.is_(None))
+                .where(NodeRunRow.id == run_id, sa.true() if resent else first)
                 .values(queued_at=queued_at)
             )
             s.execute(

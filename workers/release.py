@@ -199,6 +199,10 @@ class ReleaseLoop:
                 tenant_inflight=dict(tenants),
             )
             rows = {r.id: r for r in ready}
+            # forget what left the ready set some other way (cancelled) and tasks with nothing left here
+            self._turns = {k: v for k, v in self._turns.items() if k in rows}
+            active = {r.task_id for r in ready} | {r.task_id for r in inflight}
+            self._remaining = {k: v for k, v in self._remaining.items() if k in active}
             for rel in releases:
                 self._release(rel, rows, policy)
             self.budget.earn(len(releases), policy)
@@ -251,7 +255,9 @@ class ReleaseLoop:
         data = {"node_id": row.node_id, "attempt": row.attempt, "tool": row.tool, "pool": row.pool}
         self.bus.emit(row.task_id, EventType.NODE_QUEUED, {**data, "queue": row.queue, **extra})
 
-    def send(self, row: NodeRunRow, policy: SchedulingPolicy | None = None, *, queue: str | None = None) -> None:
+    def send(
+        self, row: NodeRunRow, policy: SchedulingPolicy | None = None, *, queue: str | None = None, resend: bool = False
+    ) -> None:
         """Hand one attempt to the broker; its id is the message id and the idempotency key."""
         policy = policy or self.policy()
         soft, hard = timeouts(self.toolset.get(row.tool), policy, row.tool)
@@ -265,7 +271,7 @@ class ReleaseLoop:
             soft_time_limit=soft,
             time_limit=hard,
         )
-        self.store.mark_node_queued(row.id, sent_at)
+        self.store.mark_node_queued(row.id, sent_at, resent=resend)
 
     def resend_if_pending(self, row: NodeRunRow) -> None:
         """Reconcile's repair of an attempt claimed but never sent (its orchestrator stopped in between).
@@ -369,9 +375,7 @@ class ReleaseLoop:
                 continue  # the pool is busy: the message is just waiting its turn
             self.resent += 1
             log.warning("resending an attempt no worker took", run_id=row.id, queued_s=round(now - row.queued_at))
-            if row.batch_id:
-                continue  # a batch is resent whole by the dispatcher's reconcile (rare: left to the timeout)
-            self.send(row, policy)
+            self.send(row, policy, resend=True)  # a batch's member goes alone: each attempt starts once
 
     # lifecycle
 
