@@ -37,9 +37,11 @@ def overhead(svc: Service, n: int) -> dict:
         t0 = time.perf_counter()
         assert celery.send_task("opsgraph.ping", queue="cpu").get(timeout=30) == "pong"
         bare.append(time.perf_counter() - t0)
+    # distinct arguments: identical idempotent reads would be served from the tool-result cache
     nodes = [{"id": "n0", "tool": "chaos_sleep", "args": {"seconds": 0}}]
     nodes += [
-        {"id": f"n{i}", "tool": "chaos_sleep", "args": {"seconds": 0}, "depends_on": [f"n{i - 1}"]} for i in range(1, n)
+        {"id": f"n{i}", "tool": "chaos_sleep", "args": {"seconds": i * 1e-6}, "depends_on": [f"n{i - 1}"]}
+        for i in range(1, n)
     ]
     task = svc.wait_task(svc.submit("no-op chain", plan={"nodes": nodes}), timeout=300)
     assert task["status"] == "succeeded", task
@@ -65,13 +67,16 @@ def overhead(svc: Service, n: int) -> dict:
 def makespan(svc: Service) -> dict:
     out = {}
     shapes = {
-        "wide 12 x 1.0 s": ([{"id": f"w{i}", "tool": "chaos_sleep", "args": {"seconds": 1.0}} for i in range(12)], 1.0),
+        "wide 12 x 1.0 s": (
+            [{"id": f"w{i}", "tool": "chaos_sleep", "args": {"seconds": 1.0 + i * 1e-6}} for i in range(12)],
+            1.0,
+        ),
         "deep 6 x 0.5 s": (
             [
                 {
                     "id": f"d{i}",
                     "tool": "chaos_sleep",
-                    "args": {"seconds": 0.5},
+                    "args": {"seconds": 0.5 + i * 1e-6},
                     "depends_on": [f"d{i - 1}"] if i else [],
                 }
                 for i in range(6)
@@ -148,7 +153,7 @@ def soak(svc: Service, seconds: float) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--nodes", type=int, default=30)
+    ap.add_argument("--nodes", type=int, default=24)  # the largest plan accepted by default
     ap.add_argument("--soak-s", type=float, default=40.0)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="opsgraph-bench-dispatch-"))
@@ -170,6 +175,8 @@ def main() -> None:
         for label, r in m.items():
             print(f"  {label:<16} {r['makespan_s']:.2f} s vs {r['critical_path_s']:.2f} s (x{r['ratio']})")
         svc.stop()
+        if args.soak_s <= 0:
+            return
         (work / "soak").mkdir()
         svc = Service(work / "soak", redis_server.url, OPSGRAPH_CPU_CONCURRENCY="2")
         svc.redis.flushdb()
