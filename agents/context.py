@@ -93,17 +93,7 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
     results = ToolResultCache(cache) if cache is not None else None
     loop = ReleaseLoop(settings, store, bus, celery, toolset, client, lambda: settings.scheduling_policy)
     check_visibility(settings, toolset)
-    dispatcher = Dispatcher(
-        settings,
-        store,
-        bus,
-        celery,
-        toolset,
-        client,
-        result_cache=results,
-        loop=loop,
-        validator=lambda plan: validate_plan(plan, toolset, settings),
-    )
+    dispatcher = Dispatcher(loop, results, validator=lambda plan: validate_plan(plan, toolset, settings))
     return OpsContext(
         settings=settings,
         store=store,

@@ -81,7 +81,8 @@ class NodeRunRow(Base):
     created_at: Mapped[float] = mapped_column(sa.Double)
     queued_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
     started_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
-    finished_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    # indexed: the release loop's cost model reads what finished since its last pass, several times a second
+    finished_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True, index=True)
     result: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
     error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     # scheduling: who it runs for, what it is expected to cost, when it may go, what it duplicates
@@ -146,8 +147,9 @@ def init_db(engine: sa.Engine) -> None:
 
 
 def _add_missing_columns(engine: sa.Engine) -> None:
-    """create_all makes missing tables, not missing columns: add the nullable or defaulted columns a newer
-    opsgraph declares to a database an older one created (the only migration opsgraph needs so far)."""
+    """create_all makes missing tables, not missing columns or indexes: add the nullable or defaulted columns
+    and the indexes a newer opsgraph declares to a database an older one created (the only migration
+    opsgraph needs so far)."""
     inspector = sa.inspect(engine)
     with engine.begin() as conn:
         for table in Base.metadata.sorted_tables:
@@ -162,6 +164,8 @@ def _add_missing_columns(engine: sa.Engine) -> None:
                 clause = f" DEFAULT {default!r}" if isinstance(default, int | float | str) else ""
                 clause = clause.replace('"', "'")
                 conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{clause}'))
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
 
 
 def _changed(result: Any) -> bool:

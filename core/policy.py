@@ -140,7 +140,7 @@ class SchedulingPolicy(BaseModel):
 PRESETS: dict[str, dict[str, object]] = {
     "fifo": {"release_order": "fifo"},
     "priority": {"release_order": "priority"},
-    "srpt": {"release_order": "srpt", "aging": 0.0},
+    "srpt": {"release_order": "srpt"},
     "srpt_aging": {"release_order": "srpt_aging"},
 }
 

@@ -13,17 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import redis
 import structlog
-from celery import Celery
 from pydantic import ValidationError
 
-from core.db import NodeRunRow, Store, deciding_attempts
-from core.events import EventBus, TaskWatcher
+from core.db import NodeRunRow, deciding_attempts
+from core.events import TaskWatcher
 from core.heartbeats import is_alive
 from core.plans import UnresolvedRef, resolve_refs
 from core.policy import SchedulingPolicy
-from core.settings import Settings
 from core.types import (
     Effect,
     EventType,
@@ -35,7 +32,6 @@ from core.types import (
     ToolResult,
     ToolStatus,
 )
-from tools import Toolset
 from workers.release import ReleaseLoop, timeouts
 from workers.scheduling import retry_delay
 
@@ -73,30 +69,23 @@ class Dispatcher:
 
     def __init__(
         self,
-        settings: Settings,
-        store: Store,
-        bus: EventBus,
-        celery: Celery,
-        toolset: Toolset,
-        redis_client: redis.Redis,
+        loop: ReleaseLoop,
         result_cache: ResultCache | None = None,
         *,
-        loop: ReleaseLoop | None = None,
         validator: Callable[[Plan], Plan] | None = None,
     ) -> None:
+        """`loop` releases what this puts in the ready set; its settings, store, bus, tools and Redis are
+        the dispatcher's too."""
+        self.loop = loop
         self.result_cache = result_cache
         # per task, the attempts whose result the cache already has (or that were served from it); a task's
         # set is dropped when its DAG ends, so a long-running orchestrator does not grow with its history
         self._cached_runs: dict[str, set[str]] = {}
-        self.settings = settings
-        self.store = store
-        self.bus = bus
-        self.celery = celery
-        self.toolset = toolset
-        self.redis = redis_client
-        self.loop = loop or ReleaseLoop(
-            settings, store, bus, celery, toolset, redis_client, lambda: settings.scheduling_policy
-        )
+        self.settings = loop.settings
+        self.store = loop.store
+        self.bus = loop.bus
+        self.toolset = loop.toolset
+        self.redis = loop.redis
         self.validator = validator
         self.rng = random.Random()
 

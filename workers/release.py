@@ -106,8 +106,6 @@ class ReleaseLoop:
         self.costs = CostModel(first.ewma_alpha)
         self.clock = FifoClock(first.guard_share, first.guard_halflife)
         self.budget = HedgeBudget(first)
-        self.hedges = 0
-        self.resent = 0
         self._turns: dict[str, float] = {}
         self._remaining: dict[str, float] = {}  # task -> estimated seconds of its nodes not ended
         self._typical = (1.0, 0)  # running mean of released estimates: the unit of the starvation slack
@@ -187,7 +185,7 @@ class ReleaseLoop:
                     elapsed = now - r.started_at if r.started_at else 0.0
                     load.backlog_s += max(0.0, (r.est_s or self.estimate(r.tool)) - elapsed)
                 tenants[r.tenant] += 1
-            items = [self._item(r, policy) for r in ready]
+            items = [self._item(r, policy, caps) for r in ready]
             releases = decide_releases(
                 items,
                 loads,
@@ -210,12 +208,11 @@ class ReleaseLoop:
             self._resend_stale(inflight, loads, policy, now)
             return len(releases)
 
-    def _item(self, row: NodeRunRow, policy: SchedulingPolicy) -> ReadyItem:
+    def _item(self, row: NodeRunRow, policy: SchedulingPolicy, caps: dict[str, int]) -> ReadyItem:
         allowed = self.allowed(row.tool, row.pool, policy)
         est = row.est_s if row.est_s is not None else self.estimate(row.tool, row.pool)
         turn = self._turns.get(row.id)
         if turn is None:
-            caps = self.capacities(self.live_workers(), policy)
             turn = self._turns[row.id] = self.clock.turn(
                 allowed[0], row.created_at, est, max(1, caps.get(allowed[0], 1))
             )
@@ -255,9 +252,7 @@ class ReleaseLoop:
         data = {"node_id": row.node_id, "attempt": row.attempt, "tool": row.tool, "pool": row.pool}
         self.bus.emit(row.task_id, EventType.NODE_QUEUED, {**data, "queue": row.queue, **extra})
 
-    def send(
-        self, row: NodeRunRow, policy: SchedulingPolicy | None = None, *, queue: str | None = None, resend: bool = False
-    ) -> None:
+    def send(self, row: NodeRunRow, policy: SchedulingPolicy | None = None, *, resend: bool = False) -> None:
         """Hand one attempt to the broker; its id is the message id and the idempotency key."""
         policy = policy or self.policy()
         soft, hard = timeouts(self.toolset.get(row.tool), policy, row.tool)
@@ -266,7 +261,7 @@ class ReleaseLoop:
         self.celery.send_task(
             RUN_NODE,
             args=[row.id, soft],
-            queue=queue or row.queue,
+            queue=row.queue,
             task_id=row.id,
             soft_time_limit=soft,
             time_limit=hard,
@@ -342,7 +337,6 @@ class ReleaseLoop:
                 est_s=row.est_s,
                 hedge_of=row.id,
             )
-            self.hedges += 1
             self.bus.emit(
                 row.task_id,
                 EventType.NODE_HEDGED,
@@ -373,7 +367,6 @@ class ReleaseLoop:
             running = sum(1 for r in inflight if r.pool == row.pool and r.status == NodeStatus.RUNNING.value)
             if running >= load.capacity:
                 continue  # the pool is busy: the message is just waiting its turn
-            self.resent += 1
             log.warning("resending an attempt no worker took", run_id=row.id, queued_s=round(now - row.queued_at))
             self.send(row, policy, resend=True)  # a batch's member goes alone: each attempt starts once
 

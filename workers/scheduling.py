@@ -204,8 +204,9 @@ def place(
 
 def sort_key(item: ReadyItem, policy: SchedulingPolicy, now: float, typical_s: float) -> tuple[float, ...]:
     """Smaller goes first. fifo: readiness; priority: the task's priority, then readiness; srpt: the task's
-    estimated remaining work; srpt_aging: that work less `aging` x the wait, and any item waiting past the
-    starvation bound (starvation_factor x the typical run time, plus its own estimate) ahead of all of them."""
+    estimated remaining work; srpt_aging: that work less `aging` x the wait, except that an item whose guard
+    time (FifoClock, brought forward by starvation_factor x the typical run time) has come goes ahead of all
+    others, earliest guard first."""
     order = policy.release_order
     if order == "fifo":
         return (0.0, item.ready_at)
@@ -214,8 +215,6 @@ def sort_key(item: ReadyItem, policy: SchedulingPolicy, now: float, typical_s: f
     if order == "srpt":
         return (0.0, item.task_remaining_s, item.ready_at)
     waited = max(0.0, now - item.ready_at)
-    # the guard: an item whose FIFO turn (its start time had every item gone in order) has come, less a
-    # slack, goes ahead of all others, earliest turn first; so no item ends much later than under FIFO
     if now >= item.fifo_turn - policy.starvation_factor * typical_s:
         return (-1.0, item.fifo_turn)
     return (0.0, item.task_remaining_s - policy.aging * waited, item.ready_at)
@@ -224,8 +223,8 @@ def sort_key(item: ReadyItem, policy: SchedulingPolicy, now: float, typical_s: f
 class FifoClock:
     """The srpt_aging guard's measure. A fluid FIFO queue per pool (`capacity` slots wide) says how long
     each ready item would wait if every item went in arrival order. An item may be overtaken until it has
-    waited as long as the longest of those FIFO waits among the recent items (their `quantile`), or its
-    own FIFO wait if longer: past that it goes first. So the tail of waits stays at FIFO's tail while
+    waited `share` of the longest recent FIFO wait (a maximum that fades by half every `halflife` items), or
+    its own FIFO wait if longer: past that it goes first. So the tail of waits stays near FIFO's tail while
     short work jumps the queue everywhere below it."""
 
     def __init__(self, share: float = 0.8, halflife: int = 4096) -> None:
@@ -305,15 +304,12 @@ def decide_releases(
     seen_batch: set[str] = set()
     for item in order:
         profile = profiles.get(item.tool) or ToolProfile(item.tool)
-        group = [item]
-        if profile.batchable:
-            if item.tool in seen_batch or item.tool not in batches:
-                continue  # not due yet (the window is open), or this tool's batches were handled
+        if not profile.batchable:
+            _release([item], profile, loads, costs, policy, inflight, out)
+        elif item.tool in batches and item.tool not in seen_batch:  # else: window still open, or handled
             seen_batch.add(item.tool)
             for group in batches[item.tool]:
                 _release(group, profile, loads, costs, policy, inflight, out)
-            continue
-        _release(group, profile, loads, costs, policy, inflight, out)
     if tenant_inflight is not None:
         tenant_inflight.update(inflight)
     return out
@@ -358,12 +354,6 @@ def _due_batches(
         if len(items) >= policy.max_batch or now - oldest >= policy.batch_window_s:
             due[tool] = [items[k : k + policy.max_batch] for k in range(0, len(items), policy.max_batch)]
     return due
-
-
-def next_batch_due(order: Sequence[ReadyItem], profiles: dict[str, ToolProfile], policy: SchedulingPolicy) -> float:
-    """When the earliest open batch window closes (inf when none is open)."""
-    times = [i.ready_at + policy.batch_window_s for i in order if (p := profiles.get(i.tool)) and p.batchable]
-    return min(times, default=math.inf)
 
 
 # retries and hedges

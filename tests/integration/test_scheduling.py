@@ -123,9 +123,7 @@ def test_a_result_grows_the_dag_and_cancels_a_pending_node_and_a_bad_change_is_r
     assert changed[0]["added"] == ["probe.logs"] and changed[0]["cancelled"] == ["later"]
     refused = [e["data"] for e in evs if e["type"] == "plan.rejected"]
     assert refused and refused[0]["source"] == "bad" and "no_such_tool" in json.dumps(refused[0]["reasons"])
-    assert any(n["node_id"] == "probe.logs" for n in task["answer"]["nodes"]) or "probe.logs" in json.dumps(
-        task["answer"]
-    )
+    assert any(n["node_id"] == "probe.logs" for n in task["answer"]["nodes"])  # the answer reads the grown plan
 
 
 def test_calls_of_a_batchable_tool_arriving_together_run_as_one_batch(service: Service) -> None:

@@ -15,6 +15,7 @@ from tests.harness import RedisServer
 from tools import load_tool_modules
 from workers.celery_app import make_celery
 from workers.dispatch import Dispatcher
+from workers.release import ReleaseLoop
 
 
 def test_a_successful_write_invalidates_what_the_cache_knows_about_its_entities(
@@ -30,9 +31,16 @@ def test_a_successful_write_invalidates_what_the_cache_knows_about_its_entities(
     cache.put("u", "diagnose", CacheKind.ANSWER, "why is payments-api slow", {"a": 3})
     client = redis.Redis.from_url(redis_server.url)
     toolset = load_tool_modules(["memory.tools", "tests.toolkit.chaos"])
-    dispatcher = Dispatcher(
-        settings, store, EventBus(store, client), make_celery(settings), toolset, client, ToolResultCache(cache)
+    loop = ReleaseLoop(
+        settings,
+        store,
+        EventBus(store, client),
+        make_celery(settings),
+        toolset,
+        client,
+        lambda: settings.scheduling_policy,
     )
+    dispatcher = Dispatcher(loop, ToolResultCache(cache))
     task = store.create_task("restart payments-api", tenant="t")
     args = {"service": "payments-api"}
     plan = Plan(goal=task.goal, nodes=[PlanNode(id="w", tool="chaos_restart", args=args)])
