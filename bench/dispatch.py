@@ -47,7 +47,7 @@ def overhead(svc: Service, n: int) -> dict:
     assert task["status"] == "succeeded", task
     runs = [r for r in task["node_runs"] if r["status"] == "succeeded"]
     total = [r["finished_at"] - r["created_at"] for r in runs]
-    release = [r["queued_at"] - r["created_at"] for r in runs if r.get("queued_at")]
+    release = [r["queued_at"] - r["created_at"] for r in runs if r["queued_at"]]
     broker = [r["queue_wait_s"] for r in runs if r["queue_wait_s"] is not None]
     run = [r["run_s"] for r in runs if r["run_s"] is not None]
     return {
@@ -85,6 +85,9 @@ def makespan(svc: Service) -> dict:
         ),
     }
     for label, (nodes, bound) in shapes.items():
+        # once untimed with other arguments, so the tool-result cache cannot serve the timed run
+        warm = [{**n, "args": {"seconds": n["args"]["seconds"] / 10}} for n in nodes]
+        assert svc.wait_task(svc.submit("warm " + label, plan={"nodes": warm}), timeout=120)["status"] == "succeeded"
         task = svc.wait_task(svc.submit(label, plan={"nodes": nodes}), timeout=120)
         assert task["status"] == "succeeded", task
         runs = task["node_runs"]

@@ -18,12 +18,12 @@ class SleepArgs(ToolArgs):
 
 @CATALOG.tool(args=SleepArgs, timeout_s=120, name="chaos_sleep")
 def chaos_sleep(args: SleepArgs, ctx: ToolContext) -> ToolResult:
-    """Sleep, checking for cancellation every 0.1 s."""
+    """Sleep, checking for cancellation every 0.1 s (0 s returns at once: the benchmarks' no-op)."""
     end = time.monotonic() + args.seconds
-    while time.monotonic() < end:
+    while (left := end - time.monotonic()) > 0:
         if ctx.is_cancelled():
             return ToolResult(status=ToolStatus.ERROR, summary="cancelled while sleeping")
-        time.sleep(0.1)
+        time.sleep(min(0.1, left))
     return ToolResult(status=ToolStatus.SUCCESS, summary=f"slept {args.seconds:g}s", data={"pid": os.getpid()})
 
 

@@ -61,6 +61,7 @@ def node_run_view(r: NodeRunRow) -> dict[str, Any]:
         "queue_wait_s": r.queue_wait_s,
         "run_s": r.run_s,
         "created_at": r.created_at,
+        "queued_at": r.queued_at,
         "started_at": r.started_at,
         "finished_at": r.finished_at,
         "result": r.result,
