@@ -18,6 +18,7 @@ from core.types import TaskStatus
 
 log = structlog.get_logger(__name__)
 _RECURSION_LIMIT = 10_000  # dispatch loops once per progress step; a long DAG takes many
+_REDIS_PATIENCE_S = 300.0  # how long a task waits for Redis to come back before it fails
 
 
 class TaskRunner:
@@ -77,22 +78,21 @@ class TaskRunner:
                 self._stop.wait(2.0)
 
     def _run(self, task_id: str) -> None:
-        config: RunnableConfig = {"configurable": {"thread_id": task_id}, "recursion_limit": _RECURSION_LIMIT}
+        """Drive the task's graph to its end. Redis going away (a restart) is waited out: the graph resumes
+        from its checkpoint when Redis answers again, instead of failing a task the database still holds."""
         bound = log.bind(task_id=task_id)
+        waited = 0.0
         try:
-            snapshot = self.graph.get_state(config)
-            if snapshot.next:
-                bound.info("resuming task from checkpoint", next=list(snapshot.next))
-                self.graph.invoke(None, config, durability="sync")
-            elif not snapshot.values:
-                self.graph.invoke({"task_id": task_id}, config, durability="sync")
-            else:
-                task = self.ctx.store.get_task(task_id)
-                if not TaskStatus(task.status).terminal:
-                    # the graph ended but the task row did not (a crash between the two): end it now
-                    message = "graph ended without an outcome"
-                    self.ctx.store.set_answer(task_id, failure_answer(message))
-                    self.ctx.store.set_task_status(task_id, TaskStatus.FAILED, error=message)
+            while True:
+                try:
+                    self._invoke(task_id)
+                    return
+                except redis.RedisError as exc:
+                    if waited >= _REDIS_PATIENCE_S or self._stop.is_set():
+                        raise
+                    bound.warning("Redis unavailable; resuming the task from its checkpoint", error=str(exc))
+                    self._stop.wait(2.0)
+                    waited += 2.0
         except Exception as exc:
             bound.exception("task failed in the orchestrator")
             try:
@@ -105,3 +105,20 @@ class TaskRunner:
         finally:
             with self._lock:
                 self._active.discard(task_id)
+
+    def _invoke(self, task_id: str) -> None:
+        config: RunnableConfig = {"configurable": {"thread_id": task_id}, "recursion_limit": _RECURSION_LIMIT}
+        bound = log.bind(task_id=task_id)
+        snapshot = self.graph.get_state(config)
+        if snapshot.next:
+            bound.info("resuming task from checkpoint", next=list(snapshot.next))
+            self.graph.invoke(None, config, durability="sync")
+        elif not snapshot.values:
+            self.graph.invoke({"task_id": task_id}, config, durability="sync")
+        else:
+            task = self.ctx.store.get_task(task_id)
+            if not TaskStatus(task.status).terminal:
+                # the graph ended but the task row did not (a crash between the two): end it now
+                message = "graph ended without an outcome"
+                self.ctx.store.set_answer(task_id, failure_answer(message))
+                self.ctx.store.set_task_status(task_id, TaskStatus.FAILED, error=message)

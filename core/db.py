@@ -446,6 +446,11 @@ class Store:
         with self.session() as s:
             return list(s.scalars(stmt))
 
+    def has_hedge(self, run_id: str) -> bool:
+        stmt = sa.select(NodeRunRow.id).where(NodeRunRow.hedge_of == run_id).limit(1)
+        with self.session() as s:
+            return s.scalar(stmt) is not None
+
     def claim_ready(self, run_id: str, *, pool: str, queue: str, batch_id: str | None = None) -> bool:
         """READY -> PENDING for one release loop only; the send follows (reconcile resends a PENDING)."""
         stmt = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from typing import Any
 
 import redis
@@ -45,13 +46,20 @@ class TaskWatcher:
     """Blocks until something about one task may have changed, or the timeout passes."""
 
     def __init__(self, redis_client: redis.Redis, task_id: str) -> None:
+        self._channel = keys.task_channel(task_id)
         self._pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
-        self._pubsub.subscribe(keys.task_channel(task_id))
+        self._subscribed = False
 
     def wait(self, timeout: float) -> bool:
+        """Without Redis it waits the whole timeout and says "look anyway" (the database is the truth)."""
         try:
+            if not self._subscribed:
+                self._pubsub.subscribe(self._channel)
+                self._subscribed = True
             msg = self._pubsub.get_message(timeout=timeout)
         except redis.RedisError:
+            self._subscribed = False  # subscribe again once Redis is back
+            time.sleep(timeout)
             return False
         if msg is None:
             return False

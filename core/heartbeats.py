@@ -29,10 +29,6 @@ def live_workers(client: redis.Redis) -> list[dict[str, Any]]:
     return sorted(out, key=lambda w: w.get("hostname", ""))
 
 
-def is_alive(client: redis.Redis, hostname: str) -> bool:
-    return bool(client.exists(keys.worker_key(hostname)))
-
-
 def queue_depth(client: redis.Redis, queue: str) -> int:
     """Messages waiting on a Celery queue in the Redis transport (a list named after the queue)."""
     return int(cast(int, client.llen(queue)))

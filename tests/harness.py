@@ -53,6 +53,7 @@ class RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed; `make test` installs it (apt-get install redis-server)")
+        self.binary, self.workdir = binary, workdir
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc = start_redis_server(binary, self.port, workdir)
@@ -60,6 +61,12 @@ class RedisServer:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
+
+    def restart(self) -> None:
+        """Kill it (SIGKILL: nothing is saved, every queue and key is gone) and start a new one on the same port."""
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.proc = start_redis_server(self.binary, self.port, self.workdir)
 
 
 class PostgresDatabase:

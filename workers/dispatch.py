@@ -18,7 +18,6 @@ from pydantic import ValidationError
 
 from core.db import NodeRunRow, deciding_attempts
 from core.events import TaskWatcher
-from core.heartbeats import is_alive
 from core.plans import UnresolvedRef, resolve_refs
 from core.policy import SchedulingPolicy
 from core.types import (
@@ -178,11 +177,12 @@ class Dispatcher:
         now = time.time()
         policy = self.policy
         open_rows = self.store.open_attempts(task_id)
+        self.loop.live_workers()  # refresh what the loop has seen of the heartbeats
         for row in open_rows:
             status = NodeStatus(row.status)
             if status == NodeStatus.PENDING:
                 self.loop.resend_if_pending(row)  # the orchestrator stopped between claiming and sending it
-            elif status == NodeStatus.RUNNING and row.worker and not is_alive(self.redis, row.worker):
+            elif status == NodeStatus.RUNNING and row.worker and self.loop.worker_lost(row.worker):
                 reason = f"worker {row.worker} vanished while running attempt {row.attempt}"
                 if not self._fail_attempt(row, NodeStatus.LOST, reason):
                     continue

@@ -111,6 +111,8 @@ class ReleaseLoop:
         self._typical = (1.0, 0)  # running mean of released estimates: the unit of the starvation slack
         self._learned_until = time.time() - _LEARN_FROM_S
         self._workers: tuple[float, list[dict[str, Any]]] = (0.0, [])
+        self._seen: dict[str, float] = {}  # worker -> when this process last saw its heartbeat (monotonic)
+        self._born = time.monotonic()
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -141,10 +143,20 @@ class ReleaseLoop:
         if time.monotonic() - at > 1.0:
             try:
                 workers = live_workers(self.redis)
-            except redis.RedisError as exc:
+            except redis.RedisError as exc:  # keep the last view: losses wait until Redis answers again
                 log.warning("release loop cannot read heartbeats", error=str(exc))
-            self._workers = (time.monotonic(), workers)
+            now = time.monotonic()
+            self._workers = (now, workers)
+            self._seen.update({w["hostname"]: now for w in workers if w.get("hostname")})
         return workers
+
+    def worker_lost(self, hostname: str) -> bool:
+        """Not seen by this process for WORKER_LOST_AFTER_S. Judged by this process's own sightings, not by a
+        missing key alone: a Redis restarted empty has no heartbeat keys until the workers' next beat, and
+        that must not turn every running attempt into a lost one."""
+        self.live_workers()
+        last = self._seen.get(hostname, self._born)
+        return time.monotonic() - last > self.settings.worker_lost_after_s
 
     def capacities(self, workers: list[dict[str, Any]], policy: SchedulingPolicy) -> dict[str, int]:
         caps = dict.fromkeys(self.settings.pools, 0)
@@ -321,7 +333,8 @@ class ReleaseLoop:
                 ),
                 None,
             )
-            if target is None or not self.budget.spend():
+            # at most one hedge per attempt, even after its twin ended (the dispatcher settles the pair later)
+            if target is None or self.store.has_hedge(row.id) or not self.budget.spend():
                 continue
             busy[target] += 1
             hedged.add((row.task_id, row.node_id))
