@@ -132,14 +132,20 @@ def soak(svc: Service, seconds: float) -> dict:
     feeder.join()
     done = [svc.wait_task(t, timeout=300) for t in tasks]
     nodes_total = lost = duplicates = 0
+    unfinished: list[list[tuple]] = []  # type: ignore[type-arg]
     for task in done:
         by_node: dict[str, list[dict]] = {}
         for r in task["node_runs"]:
             by_node.setdefault(r["node_id"], []).append(r)
         for attempts in by_node.values():
             nodes_total += 1
-            if not any(r["status"] == "succeeded" for r in attempts):
-                lost += 1
+            if not any(r["status"] in ("succeeded", "failed", "cancelled", "skipped") for r in attempts):
+                lost += 1  # no outcome at all: work that vanished
+            elif not any(r["status"] == "succeeded" for r in attempts):
+                # an outcome with a reason (the poison guard: its worker was killed MAX_NODE_STARTS times)
+                unfinished.append(
+                    [(r["node_id"], r["attempt"], r["status"], r["worker"], r["error"]) for r in attempts]
+                )
             duplicates += sum(max(0, r["deliveries"] - 1) for r in attempts) + sum(
                 1 for r in attempts if r["status"] == "lost"
             )
@@ -151,12 +157,15 @@ def soak(svc: Service, seconds: float) -> dict:
         "nodes": nodes_total,
         "nodes_lost": lost,
         "duplicate_executions": duplicates,
+        "nodes_failed_with_reason": len(unfinished),
+        "failed": unfinished,  # every attempt of such a node, for the reader
     }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--nodes", type=int, default=24)  # the largest plan accepted by default
+    ap.add_argument("--nodes", type=int, default=24)
+    ap.add_argument("--only-soak", action="store_true")  # the largest plan accepted by default
     ap.add_argument("--soak-s", type=float, default=40.0)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="opsgraph-bench-dispatch-"))
@@ -164,31 +173,31 @@ def main() -> None:
     svc = Service(work, redis_server.url, OPSGRAPH_CPU_CONCURRENCY="12")
     report: dict = {}
     try:
-        svc.start_api()
-        svc.start_worker("cpu", "bench-cpu")
-        print("dispatch overhead per node (no-op tool), against a bare Celery round trip on the same worker:")
-        report["overhead"] = o = overhead(svc, args.nodes)
-        print(
-            f"  bare {o['bare_celery_round_trip_p50_s'] * 1000:.1f} ms, "
-            f"opsgraph {o['node_ready_to_recorded_p50_s'] * 1000:.1f} ms"
-            f" (x{o['ratio']}; goal x{o['goal_ratio']}); breakdown {o['breakdown_p50_s']}"
-        )
-        print("makespan against the critical path (one worker, 12 processes):")
-        report["makespan"] = m = makespan(svc)
-        for label, r in m.items():
-            print(f"  {label:<16} {r['makespan_s']:.2f} s vs {r['critical_path_s']:.2f} s (x{r['ratio']})")
-        svc.stop()
-        if args.soak_s <= 0:
-            return
-        (work / "soak").mkdir()
-        svc = Service(work / "soak", redis_server.url, OPSGRAPH_CPU_CONCURRENCY="2")
-        svc.redis.flushdb()
-        svc.start_api()
-        svc.start_worker("cpu", "steady")
-        svc.start_worker("cpu", "soak-0")
-        print(f"SIGKILL soak: a cpu worker killed every 4 s for {args.soak_s:g} s under load:")
-        report["soak"] = s = soak(svc, args.soak_s)
-        print(f"  {s}")
+        if not args.only_soak:
+            svc.start_api()
+            svc.start_worker("cpu", "bench-cpu")
+            print("dispatch overhead per node (no-op tool), against a bare Celery round trip on the same worker:")
+            report["overhead"] = o = overhead(svc, args.nodes)
+            print(
+                f"  bare {o['bare_celery_round_trip_p50_s'] * 1000:.1f} ms, "
+                f"opsgraph {o['node_ready_to_recorded_p50_s'] * 1000:.1f} ms"
+                f" (x{o['ratio']}; goal x{o['goal_ratio']}); breakdown {o['breakdown_p50_s']}"
+            )
+            print("makespan against the critical path (one worker, 12 processes):")
+            report["makespan"] = m = makespan(svc)
+            for label, r in m.items():
+                print(f"  {label:<16} {r['makespan_s']:.2f} s vs {r['critical_path_s']:.2f} s (x{r['ratio']})")
+            svc.stop()
+        if args.soak_s > 0:
+            (work / "soak").mkdir()
+            svc = Service(work / "soak", redis_server.url, OPSGRAPH_CPU_CONCURRENCY="2")
+            svc.redis.flushdb()
+            svc.start_api()
+            svc.start_worker("cpu", "steady")
+            svc.start_worker("cpu", "soak-0")
+            print(f"SIGKILL soak: a cpu worker killed every 4 s for {args.soak_s:g} s under load:")
+            report["soak"] = s = soak(svc, args.soak_s)
+            print(f"  {s}")
     finally:
         svc.stop()
         redis_server.stop()

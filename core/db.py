@@ -351,19 +351,19 @@ class Store:
         with self.session() as s:
             return s.get(NodeRunRow, run_id)
 
-    def mark_node_queued(self, run_id: str, queued_at: float, *, resent: bool = False) -> None:
+    def mark_nodes_queued(self, run_ids: list[str], queued_at: float, *, resent: bool = False) -> None:
         """Record the send. A fast worker may already have started the attempt: keep its status, but still
         stamp when the message was sent, so the queue wait is known either way."""
         with self.session() as s:
             first = NodeRunRow.queued_at.is_(None)
             s.execute(
                 sa.update(NodeRunRow)
-                .where(NodeRunRow.id == run_id, sa.true() if resent else first)
+                .where(NodeRunRow.id.in_(run_ids), sa.true() if resent else first)
                 .values(queued_at=queued_at)
             )
             s.execute(
                 sa.update(NodeRunRow)
-                .where(NodeRunRow.id == run_id, NodeRunRow.status == NodeStatus.PENDING.value)
+                .where(NodeRunRow.id.in_(run_ids), NodeRunRow.status == NodeStatus.PENDING.value)
                 .values(status=NodeStatus.QUEUED.value)
             )
 
@@ -451,15 +451,17 @@ class Store:
         with self.session() as s:
             return s.scalar(stmt) is not None
 
-    def claim_ready(self, run_id: str, *, pool: str, queue: str, batch_id: str | None = None) -> bool:
-        """READY -> PENDING for one release loop only; the send follows (reconcile resends a PENDING)."""
+    def claim_ready(self, run_ids: list[str], *, pool: str, queue: str, batch_id: str | None = None) -> set[str]:
+        """READY -> PENDING for one release loop only; returns the ids it claimed. The send follows (reconcile
+        resends a PENDING)."""
         stmt = (
             sa.update(NodeRunRow)
-            .where(NodeRunRow.id == run_id, NodeRunRow.status == NodeStatus.READY.value)
+            .where(NodeRunRow.id.in_(run_ids), NodeRunRow.status == NodeStatus.READY.value)
             .values(status=NodeStatus.PENDING.value, pool=pool, queue=queue, batch_id=batch_id)
+            .returning(NodeRunRow.id)
         )
         with self.session() as s:
-            return _changed(s.execute(stmt))
+            return set(s.scalars(stmt))
 
     def node_starts(self, task_id: str, node_id: str) -> int:
         stmt = sa.select(sa.func.sum(NodeRunRow.deliveries)).where(
@@ -470,17 +472,31 @@ class Store:
 
     # events
     def append_event(self, task_id: str, type: str | EventType, data: dict[str, Any] | None = None) -> Event:
-        """Append with the next sequence number; concurrent writers retry on the unique (task_id, seq)."""
+        return self.append_events([(task_id, type, data)])[0]
+
+    def append_events(self, events: list[tuple[str, str | EventType, dict[str, Any] | None]]) -> list[Event]:
+        """Append in one transaction, each with its task's next sequence number (in the order given);
+        concurrent writers retry on the unique (task_id, seq)."""
         for _ in range(20):
             try:
                 with self.session() as s:
-                    seq = (s.scalar(sa.select(sa.func.max(EventRow.seq)).where(EventRow.task_id == task_id)) or 0) + 1
-                    row = EventRow(task_id=task_id, seq=seq, ts=time.time(), type=str(type), data=data or {})
-                    s.add(row)
-                return row.to_event()
+                    last: dict[str, int] = {}
+                    rows = []
+                    for task_id, type, data in events:
+                        if task_id not in last:
+                            stmt = sa.select(sa.func.max(EventRow.seq)).where(EventRow.task_id == task_id)
+                            last[task_id] = s.scalar(stmt) or 0
+                        last[task_id] += 1
+                        rows.append(
+                            EventRow(
+                                task_id=task_id, seq=last[task_id], ts=time.time(), type=str(type), data=data or {}
+                            )
+                        )
+                    s.add_all(rows)
+                return [r.to_event() for r in rows]
             except IntegrityError:
                 time.sleep(0.005)
-        raise RuntimeError(f"could not append an event to task {task_id} after 20 tries")
+        raise RuntimeError(f"could not append {len(events)} event(s) after 20 tries")
 
     def events_after(self, task_id: str, seq: int = 0, limit: int = 500) -> list[Event]:
         stmt = (

@@ -27,9 +27,14 @@ class EventBus:
         self.redis = redis_client
 
     def emit(self, task_id: str, type: str | EventType, data: dict[str, Any] | None = None) -> Event:
-        event = self.store.append_event(task_id, type, data)
-        self.announce(task_id, event.seq)
-        return event
+        return self.emit_many([(task_id, type, data)])[0]
+
+    def emit_many(self, events: list[tuple[str, str | EventType, dict[str, Any] | None]]) -> list[Event]:
+        """Several events in one transaction; each task is woken once, with its newest seq."""
+        stored = self.store.append_events(events)
+        for task_id, seq in {e.task_id: e.seq for e in stored}.items():
+            self.announce(task_id, seq)
+        return stored
 
     def announce(self, task_id: str, seq: int = 0) -> None:
         try:

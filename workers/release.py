@@ -213,8 +213,7 @@ class ReleaseLoop:
             self._turns = {k: v for k, v in self._turns.items() if k in rows}
             active = {r.task_id for r in ready} | {r.task_id for r in inflight}
             self._remaining = {k: v for k, v in self._remaining.items() if k in active}
-            for rel in releases:
-                self._release(rel, rows, policy)
+            self._send_all(self._claim(releases, rows), policy)
             self.budget.earn(len(releases), policy)
             self._hedge(inflight, workers, policy, now)
             self._resend_stale(inflight, loads, policy, now)
@@ -242,43 +241,68 @@ class ReleaseLoop:
             fifo_turn=turn,
         )
 
-    def _release(self, rel: Release, rows: dict[str, NodeRunRow], policy: SchedulingPolicy) -> None:
-        batch_id = new_id() if len(rel.items) > 1 else None
-        claimed: list[NodeRunRow] = []
-        for item in rel.items:
-            self._turns.pop(item.key, None)
-            mean, n = self._typical
-            self._typical = (mean + (item.est_s - mean) / (n + 1), n + 1)
-            if self.store.claim_ready(item.key, pool=rel.pool, queue=rel.pool, batch_id=batch_id):
-                row = rows[item.key]
+    def _claim(self, releases: list[Release], rows: dict[str, NodeRunRow]) -> list[tuple[list[NodeRunRow], str | None]]:
+        """Claim the released attempts, one statement per pool (or batch); the messages to send, in the
+        order the policy released them."""
+        planned = [(rel, new_id() if len(rel.items) > 1 else None) for rel in releases]
+        groups: dict[tuple[str, str | None], list[str]] = {}
+        for rel, batch_id in planned:
+            groups.setdefault((rel.pool, batch_id), []).extend(i.key for i in rel.items)
+            for item in rel.items:
+                self._turns.pop(item.key, None)
+                mean, n = self._typical
+                self._typical = (mean + (item.est_s - mean) / (n + 1), n + 1)
+        claimed: set[str] = set()
+        for (pool, batch_id), ids in groups.items():
+            claimed |= self.store.claim_ready(ids, pool=pool, queue=pool, batch_id=batch_id)
+        messages = []
+        for rel, batch_id in planned:
+            got = [rows[i.key] for i in rel.items if i.key in claimed]
+            for row in got:
                 row.pool, row.queue, row.batch_id, row.status = rel.pool, rel.pool, batch_id, NodeStatus.PENDING.value
-                claimed.append(row)
-        if batch_id and len(claimed) > 1:
-            self.send_batch(claimed, batch_id, policy)
-        else:
-            for row in claimed:
-                self.send(row, policy)
+            if got:
+                messages.append((got, batch_id if len(got) > 1 else None))
+        return messages
 
-    def _announce(self, row: NodeRunRow, **extra: Any) -> None:
-        # the event first, so a stream never shows a node started before it was queued
-        data = {"node_id": row.node_id, "attempt": row.attempt, "tool": row.tool, "pool": row.pool}
-        self.bus.emit(row.task_id, EventType.NODE_QUEUED, {**data, "queue": row.queue, **extra})
+    def _send_all(
+        self, messages: list[tuple[list[NodeRunRow], str | None]], policy: SchedulingPolicy, *, resend: bool = False
+    ) -> None:
+        """Announce, send and stamp attempts: one transaction for the events (first, so a stream never shows
+        a node started before it was queued), one broker connection, one transaction for the stamps."""
+        if not messages:
+            return
+        events: list[tuple[str, str | EventType, dict[str, Any] | None]] = []
+        for rows, batch_id in messages:
+            extra: dict[str, Any] = {"batch": batch_id, "batch_size": len(rows)} if batch_id else {}
+            for r in rows:
+                data: dict[str, Any] = {
+                    "node_id": r.node_id,
+                    "attempt": r.attempt,
+                    "tool": r.tool,
+                    "pool": r.pool,
+                    "queue": r.queue,
+                }
+                events.append((r.task_id, EventType.NODE_QUEUED, {**data, **extra}))
+        self.bus.emit_many(events)
+        sent_at = time.time()
+        with self.celery.producer_or_acquire() as producer:
+            for rows, batch_id in messages:
+                soft, hard = timeouts(self.toolset.get(rows[0].tool), policy, rows[0].tool)
+                single = batch_id is None
+                self.celery.send_task(
+                    RUN_NODE if single else RUN_BATCH,
+                    args=[rows[0].id if single else [r.id for r in rows], soft],
+                    queue=rows[0].queue,
+                    task_id=rows[0].id if single else batch_id,
+                    soft_time_limit=soft,
+                    time_limit=hard,
+                    producer=producer,
+                )
+        self.store.mark_nodes_queued([r.id for rows, _ in messages for r in rows], sent_at, resent=resend)
 
     def send(self, row: NodeRunRow, policy: SchedulingPolicy | None = None, *, resend: bool = False) -> None:
         """Hand one attempt to the broker; its id is the message id and the idempotency key."""
-        policy = policy or self.policy()
-        soft, hard = timeouts(self.toolset.get(row.tool), policy, row.tool)
-        self._announce(row)
-        sent_at = time.time()
-        self.celery.send_task(
-            RUN_NODE,
-            args=[row.id, soft],
-            queue=row.queue,
-            task_id=row.id,
-            soft_time_limit=soft,
-            time_limit=hard,
-        )
-        self.store.mark_node_queued(row.id, sent_at, resent=resend)
+        self._send_all([([row], None)], policy or self.policy(), resend=resend)
 
     def resend_if_pending(self, row: NodeRunRow) -> None:
         """Reconcile's repair of an attempt claimed but never sent (its orchestrator stopped in between).
@@ -287,22 +311,6 @@ class ReleaseLoop:
             fresh = self.store.get_node_run(row.id)
             if fresh is not None and fresh.status == NodeStatus.PENDING.value:
                 self.send(fresh)
-
-    def send_batch(self, rows: list[NodeRunRow], batch_id: str, policy: SchedulingPolicy) -> None:
-        soft, hard = timeouts(self.toolset.get(rows[0].tool), policy, rows[0].tool)
-        for row in rows:
-            self._announce(row, batch=batch_id, batch_size=len(rows))
-        sent_at = time.time()
-        self.celery.send_task(
-            RUN_BATCH,
-            args=[[r.id for r in rows], soft],
-            queue=rows[0].queue,
-            task_id=batch_id,
-            soft_time_limit=soft,
-            time_limit=hard,
-        )
-        for row in rows:
-            self.store.mark_node_queued(row.id, sent_at)
 
     def _hedge(
         self, inflight: list[NodeRunRow], workers: list[dict[str, Any]], policy: SchedulingPolicy, now: float

@@ -43,7 +43,7 @@ def test_an_attempt_finishes_once_and_deliveries_are_counted(store: Store) -> No
     run = store.create_node_run(t.id, "a", tool="redis_info", args={}, pool="cpu", queue="cpu")
     row, starts = store.start_node_run(run.id, "w1@h")  # a fast worker starts it before the send is recorded
     assert row is not None
-    store.mark_node_queued(run.id, row.started_at - 0.25)
+    store.mark_nodes_queued([run.id], row.started_at - 0.25)
     assert store.get_node_run(run.id).status == "running"
     assert store.get_node_run(run.id).queue_wait_s == pytest.approx(0.25)
     assert row is not None and row.deliveries == 1 and starts == 1
