@@ -61,7 +61,13 @@ def robust_scores(values: list[float], window: int, device: str) -> tuple[list[f
     return (dev / scale).cpu().tolist(), dev.cpu().tolist()
 
 
-@CATALOG.tool(args=MetricAnomaliesArgs, pool="gpu", timeout_s=150, cost_hint_s=1.5)
+@CATALOG.tool(
+    args=MetricAnomaliesArgs,
+    pool="gpu",
+    timeout_s=150,
+    cost_hint_s=1.5,
+    cost_fn=lambda a: a.seconds + 0.5 if a.metric else None,  # sampling dominates; a given series: learnt
+)
 def metric_anomalies(args: MetricAnomaliesArgs, ctx: ToolContext) -> ToolResult:
     """Find anomalous points in a metric series (given, or sampled live from this host) with torch; CUDA if present."""
     series = args.series

@@ -54,6 +54,18 @@ class ToolSpec:
     prerequisites: list[Prerequisite] = field(default_factory=list)
     cpu_fallback: bool = True  # a gpu tool that also runs (slower) on a cpu pool
     batch_fn: BatchFn | None = None  # calls that arrive together may run as one batch
+    cost_fn: Callable[[Any], float | None] | None = None  # a call's expected seconds from its arguments
+
+    def estimate(self, args: dict[str, Any]) -> float | None:
+        """What this call should take, when its arguments say (a sampling window); else None, and the
+        scheduler's learnt estimate for the tool stands."""
+        if self.cost_fn is None:
+            return None
+        try:
+            value = self.cost_fn(self.parse_args(args))
+        except (ValidationError, TypeError, ValueError):
+            return None
+        return None if value is None else max(0.0, float(value))
 
     @property
     def batchable(self) -> bool:
@@ -130,6 +142,7 @@ class Toolset:
         name: str | None = None,
         cpu_fallback: bool = True,
         batch_fn: BatchFn | None = None,
+        cost_fn: Callable[[Any], float | None] | None = None,
     ) -> Callable[[ToolFn], ToolFn]:
         def register(fn: ToolFn) -> ToolFn:
             spec = ToolSpec(
@@ -145,6 +158,7 @@ class Toolset:
                 prerequisites=prerequisites or [],
                 cpu_fallback=cpu_fallback,
                 batch_fn=batch_fn,
+                cost_fn=cost_fn,
             )
             if spec.name in self._tools:
                 raise ValueError(f"tool {spec.name!r} registered twice")

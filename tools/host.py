@@ -32,7 +32,7 @@ class HostMetricsArgs(ToolArgs):
     sample_seconds: float = Field(2.0, ge=0.2, le=30, description="How long to sample CPU usage.")
 
 
-@CATALOG.tool(args=HostMetricsArgs, timeout_s=45, cost_hint_s=2.5)
+@CATALOG.tool(args=HostMetricsArgs, timeout_s=45, cost_hint_s=2.5, cost_fn=lambda a: a.sample_seconds + 0.5)
 def host_metrics(args: HostMetricsArgs, ctx: ToolContext) -> ToolResult:
     """CPU, memory, swap, disk, load average and the top processes of this machine, with a CPU usage series.
 

@@ -126,7 +126,7 @@ class Dispatcher:
             status=NodeStatus.READY,
             tenant=tenant,
             priority=priority,
-            est_s=self.loop.estimate(tool, pinned),
+            est_s=self.loop.estimate(tool, pinned, args),
             not_before=not_before,
         )
         self.bus.emit(
@@ -273,7 +273,11 @@ class Dispatcher:
             if state is not None and NodeStatus(state).final:
                 continue
             row = latest.get(node.id)
-            est = row.est_s if row is not None and row.est_s is not None else self.loop.estimate(node.tool, node.pool)
+            est = (
+                row.est_s
+                if row is not None and row.est_s is not None
+                else self.loop.estimate(node.tool, node.pool, node.args)
+            )
             ran = now - row.started_at if row is not None and row.started_at else 0.0
             total += max(0.0, est - ran)
         return total

@@ -46,6 +46,7 @@ from workers.scheduling import (
 log = structlog.get_logger(__name__)
 
 _LEARN_FROM_S = 86_400.0  # at start, the cost model reads the last day's run times
+_LEARN_EVERY_S = 0.5  # then what finished since, at most this often (not on every pass)
 
 
 def profile_of(spec: ToolSpec | None, name: str) -> ToolProfile:
@@ -110,6 +111,7 @@ class ReleaseLoop:
         self._remaining: dict[str, float] = {}  # task -> estimated seconds of its nodes not ended
         self._typical = (1.0, 0)  # running mean of released estimates: the unit of the starvation slack
         self._learned_until = time.time() - _LEARN_FROM_S
+        self._learned_at = 0.0
         self._workers: tuple[float, list[dict[str, Any]]] = (0.0, [])
         self._seen: dict[str, float] = {}  # worker -> when this process last saw its heartbeat (monotonic)
         self._born = time.monotonic()
@@ -127,7 +129,13 @@ class ReleaseLoop:
             self.profile(tool), self.settings.pools, override=policy.override(tool).pools, node_pool=pinned or None
         )
 
-    def estimate(self, tool: str, pinned: str | None = None) -> float:
+    def estimate(self, tool: str, pinned: str | None = None, args: dict[str, Any] | None = None) -> float:
+        """Expected seconds of a call: what its arguments say (ToolSpec.cost_fn), else the cost model's
+        estimate for the tool on its preferred pool."""
+        spec = self.toolset.get(tool)
+        hint = spec.estimate(args) if spec is not None and args is not None else None
+        if hint is not None:
+            return hint
         policy = self.policy()
         return self.costs.expected(self.profile(tool), self.allowed(tool, pinned, policy)[0], policy)
 
@@ -170,6 +178,7 @@ class ReleaseLoop:
         return caps
 
     def _learn(self) -> None:
+        self._learned_at = time.monotonic()
         for row in self.store.finished_since(self._learned_until):
             self._learned_until = max(self._learned_until, row.finished_at or 0.0)
             ok = row.status in (NodeStatus.SUCCEEDED.value, NodeStatus.FAILED.value)
@@ -183,9 +192,15 @@ class ReleaseLoop:
         with self._lock:
             policy = self.policy()
             now = time.time()
-            self._learn()
-            ready = sorted(self.store.runs_with_status(NodeStatus.READY), key=lambda r: (r.created_at, r.id))
-            inflight = self.store.runs_with_status(NodeStatus.PENDING, NodeStatus.QUEUED, NodeStatus.RUNNING)
+            if time.monotonic() - self._learned_at > _LEARN_EVERY_S:
+                self._learn()
+            open_rows = self.store.runs_with_status(
+                NodeStatus.READY, NodeStatus.PENDING, NodeStatus.QUEUED, NodeStatus.RUNNING
+            )
+            ready = sorted(
+                (r for r in open_rows if r.status == NodeStatus.READY.value), key=lambda r: (r.created_at, r.id)
+            )
+            inflight = [r for r in open_rows if r.status != NodeStatus.READY.value]
             workers = self.live_workers()
             caps = self.capacities(workers, policy)
             loads = {p: PoolLoad(p, caps[p]) for p in self.settings.pools}

@@ -16,7 +16,7 @@ class SleepArgs(ToolArgs):
     seconds: float = Field(ge=0, le=600)
 
 
-@CATALOG.tool(args=SleepArgs, timeout_s=120, name="chaos_sleep")
+@CATALOG.tool(args=SleepArgs, timeout_s=120, name="chaos_sleep", cost_fn=lambda a: a.seconds)
 def chaos_sleep(args: SleepArgs, ctx: ToolContext) -> ToolResult:
     """Sleep, checking for cancellation every 0.1 s (0 s returns at once: the benchmarks' no-op)."""
     end = time.monotonic() + args.seconds

@@ -278,3 +278,13 @@ def test_production_and_the_simulator_place_the_same_state_alike(tmp_path: Path,
     # and the decision is the one the telemetry argues for: the short cpu tool goes first, one scan takes the
     # gpu, a second waits for it (1 s + 1 s beats 2.5 s on cpu), the third overflows to the free cpu slot
     assert placed == {"p1": "cpu", "s1": "gpu", "s3": "cpu"}
+
+
+def test_a_call_s_arguments_give_its_estimate_when_the_tool_says_how() -> None:
+    toolset = load_tool_modules(["memory.tools", "tests.toolkit.chaos"])
+    sleep, host, probe = toolset.get("chaos_sleep"), toolset.get("host_metrics"), toolset.get("http_probe")
+    assert sleep is not None and host is not None and probe is not None
+    assert sleep.estimate({"seconds": 3}) == 3.0
+    assert sleep.estimate({"seconds": -1}) is None  # invalid arguments: no hint, the learnt estimate stands
+    assert host.estimate({"sample_seconds": 4}) == 4.5
+    assert probe.estimate({"url": "http://127.0.0.1/"}) is None
