@@ -304,48 +304,46 @@ class Store:
             return Plan.model_validate(row.body) if row else None
 
     # node runs
-    def create_node_run(
-        self,
-        task_id: str,
-        node_id: str,
-        *,
-        tool: str,
-        args: dict[str, Any],
-        pool: str,
-        queue: str,
-        status: NodeStatus = NodeStatus.PENDING,
-        tenant: str = "",
-        priority: int = 5,
-        est_s: float | None = None,
-        not_before: float | None = None,
-        hedge_of: str | None = None,
-    ) -> NodeRunRow:
+    def create_node_run(self, task_id: str, node_id: str, **fields: Any) -> NodeRunRow:
+        """One attempt (see create_node_runs): tool, args, pool, queue, and optionally status, tenant,
+        priority, est_s, not_before, hedge_of."""
+        return self.create_node_runs(task_id, [{"node_id": node_id, **fields}])[0]
+
+    def create_node_runs(self, task_id: str, runs: list[dict[str, Any]]) -> list[NodeRunRow]:
+        """Attempts of a task's nodes in one transaction, each numbered after its node's last attempt."""
+        now = time.time()
         with self.session() as s:
-            last = s.scalar(
-                sa.select(sa.func.max(NodeRunRow.attempt)).where(
-                    NodeRunRow.task_id == task_id, NodeRunRow.node_id == node_id
+            rows = []
+            for k, run in enumerate(runs):
+                node_id = run["node_id"]
+                last = s.scalar(
+                    sa.select(sa.func.max(NodeRunRow.attempt)).where(
+                        NodeRunRow.task_id == task_id, NodeRunRow.node_id == node_id
+                    )
                 )
-            )
-            row = NodeRunRow(
-                id=new_id(),
-                task_id=task_id,
-                node_id=node_id,
-                attempt=(last or 0) + 1,
-                tool=tool,
-                args=args,
-                pool=pool,
-                queue=queue,
-                status=status.value,
-                deliveries=0,
-                created_at=time.time(),
-                tenant=tenant,
-                priority=priority,
-                est_s=est_s,
-                not_before=not_before,
-                hedge_of=hedge_of,
-            )
-            s.add(row)
-        return row
+                status = run.get("status", NodeStatus.PENDING)
+                rows.append(
+                    NodeRunRow(
+                        id=new_id(),
+                        task_id=task_id,
+                        node_id=node_id,
+                        attempt=(last or 0) + 1,
+                        tool=run["tool"],
+                        args=run["args"],
+                        pool=run["pool"],
+                        queue=run["queue"],
+                        status=NodeStatus(status).value,
+                        deliveries=0,
+                        created_at=now + k * 1e-6,  # in the order given: fifo keeps the plan's order
+                        tenant=run.get("tenant", ""),
+                        priority=run.get("priority", 5),
+                        est_s=run.get("est_s"),
+                        not_before=run.get("not_before"),
+                        hedge_of=run.get("hedge_of"),
+                    )
+                )
+            s.add_all(rows)
+        return rows
 
     def get_node_run(self, run_id: str) -> NodeRunRow | None:
         with self.session() as s:

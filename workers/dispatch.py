@@ -92,49 +92,54 @@ class Dispatcher:
     def policy(self) -> SchedulingPolicy:
         return self.loop.policy()
 
-    def release(
-        self, task_id: str, node: PlanNode, args: dict[str, Any], *, tenant: str = "", priority: int = 5
-    ) -> NodeRunRow:
-        """The node's dependencies ended: serve it from the tool-result cache, or put it in the ready set."""
+    def _serve_cached(self, task_id: str, node: PlanNode, args: dict[str, Any], tenant: str) -> NodeRunRow | None:
+        """The node's dependencies ended: the same idempotent read ran moments ago for this tenant? Then its
+        result is recorded for the node and nothing runs (None: the node goes to the ready set)."""
         spec = self.toolset.get(node.tool)
-        reusable = spec is not None and spec.idempotent and spec.effect == Effect.READ and self.result_cache is not None
-        if reusable and self.result_cache is not None:
-            found = self.result_cache.get(tenant, TOOL_RESULTS_CATEGORY, node.tool, args)
-            if found is not None:
-                return self._from_cache(task_id, node, args, node.pool or (spec.pool if spec else "cpu"), *found)
-        return self._ready(task_id, node.id, node.tool, args, pinned=node.pool, tenant=tenant, priority=priority)
+        if self.result_cache is None or spec is None or not spec.idempotent or spec.effect != Effect.READ:
+            return None
+        found = self.result_cache.get(tenant, TOOL_RESULTS_CATEGORY, node.tool, args)
+        if found is None:
+            return None
+        return self._from_cache(task_id, node, args, node.pool or spec.pool, *found)
 
     def _ready(
         self,
         task_id: str,
-        node_id: str,
-        tool: str,
-        args: dict[str, Any],
+        wanted: list[tuple[str, str, dict[str, Any], str | None]],
         *,
-        pinned: str | None,
         tenant: str,
         priority: int,
         not_before: float | None = None,
-    ) -> NodeRunRow:
-        row = self.store.create_node_run(
+    ) -> list[NodeRunRow]:
+        """Put (node id, tool, args, pinned pool) into the ready set: one transaction for the rows, one for
+        their events."""
+        if not wanted:
+            return []
+        rows = self.store.create_node_runs(
             task_id,
-            node_id,
-            tool=tool,
-            args=args,
-            pool=pinned or "",  # a pinned pool stays; otherwise placement chooses at release
-            queue="",
-            status=NodeStatus.READY,
-            tenant=tenant,
-            priority=priority,
-            est_s=self.loop.estimate(tool, pinned, args),
-            not_before=not_before,
+            [
+                {
+                    "node_id": node_id,
+                    "tool": tool,
+                    "args": args,
+                    "pool": pinned or "",  # a pinned pool stays; otherwise placement chooses at release
+                    "queue": "",
+                    "status": NodeStatus.READY,
+                    "tenant": tenant,
+                    "priority": priority,
+                    "est_s": self.loop.estimate(tool, pinned, args),
+                    "not_before": not_before,
+                }
+                for node_id, tool, args, pinned in wanted
+            ],
         )
-        self.bus.emit(
-            task_id,
-            EventType.NODE_READY,
-            {"node_id": node_id, "attempt": row.attempt, "tool": tool, "est_s": round(row.est_s or 0.0, 3)},
-        )
-        return row
+        data = [
+            {"node_id": r.node_id, "attempt": r.attempt, "tool": r.tool, "est_s": round(r.est_s or 0.0, 3)}
+            for r in rows
+        ]
+        self.bus.emit_many([(task_id, EventType.NODE_READY, d) for d in data])
+        return rows
 
     def _from_cache(
         self, task_id: str, node: PlanNode, args: dict[str, Any], pool: str, result: dict[str, Any], age_s: float
@@ -200,15 +205,8 @@ class Dispatcher:
                     )
                 elif row.node_id in nodes:
                     log.warning("re-running node after worker loss", task_id=task_id, node_id=row.node_id)
-                    self._ready(
-                        task_id,
-                        row.node_id,
-                        row.tool,
-                        row.args,
-                        pinned=nodes[row.node_id].pool,
-                        tenant=row.tenant,
-                        priority=row.priority,
-                    )
+                    wanted = [(row.node_id, row.tool, row.args, nodes[row.node_id].pool)]
+                    self._ready(task_id, wanted, tenant=row.tenant, priority=row.priority)
             elif status == NodeStatus.RUNNING and row.started_at:
                 _, hard = timeouts(self.toolset.get(row.tool), policy, row.tool)
                 deadline = hard + _GRACE_S
@@ -233,6 +231,7 @@ class Dispatcher:
         )
         results = {nid: (r.result or {}) for nid, r in latest.items() if r.status == NodeStatus.SUCCEEDED.value}
         self._remember_results(task_id, tenant, latest)
+        to_ready: list[tuple[str, str, dict[str, Any], str | None]] = []
         for node in plan.nodes:
             if node.id in states:
                 continue
@@ -254,10 +253,15 @@ class Dispatcher:
                 self._skip(task_id, node, f"input unavailable: {exc}")
                 states[node.id] = NodeStatus.SKIPPED.value
                 continue
-            row = self.release(task_id, node, args, tenant=tenant, priority=priority)
-            states[node.id] = row.status
-            if row.status == NodeStatus.SUCCEEDED.value and row.result:
-                results[node.id] = row.result
+            served = self._serve_cached(task_id, node, args, tenant)
+            if served is None:
+                to_ready.append((node.id, node.tool, args, node.pool))
+                states[node.id] = NodeStatus.READY.value
+            else:
+                states[node.id] = served.status
+                if served.result:
+                    results[node.id] = served.result
+        self._ready(task_id, to_ready, tenant=tenant, priority=priority)
         done = all(states.get(n.id) is not None and NodeStatus(states[n.id]).final for n in by_id.values())
         self.loop.set_remaining(task_id, None if done else self._remaining_s(plan, states, latest))
         if not done:
@@ -334,12 +338,9 @@ class Dispatcher:
             if failures > allowed:
                 continue
             delay = retry_delay(failures, policy, self.rng)
-            new = self._ready(
+            (new,) = self._ready(
                 task_id,
-                node_id,
-                row.tool,
-                row.args,
-                pinned=pinned.get(node_id),
+                [(node_id, row.tool, row.args, pinned.get(node_id))],
                 tenant=tenant,
                 priority=priority,
                 not_before=time.time() + delay,

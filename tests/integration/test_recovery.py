@@ -29,8 +29,9 @@ def test_a_redis_restart_loses_no_node(own_redis: RedisServer, tmp_path: Path) -
         svc.start_api()
         svc.start_worker("cpu", "cpu-r")
         # one slot: "running" holds it while the others wait on the broker
-        nodes = [{"id": "running", "tool": "chaos_sleep", "args": {"seconds": 3}}]
-        nodes += [{"id": f"q{i}", "tool": "chaos_sleep", "args": {"seconds": 0.2 + i / 1000}} for i in range(3)]
+        # ("running" is the shortest, so srpt releases it first and the others are behind it on the broker)
+        nodes = [{"id": "running", "tool": "chaos_sleep", "args": {"seconds": 2}}]
+        nodes += [{"id": f"q{i}", "tool": "chaos_sleep", "args": {"seconds": 2.5 + i / 1000}} for i in range(3)]
         nodes.append({"id": "after", "tool": "chaos_sleep", "args": {"seconds": 0.1}, "depends_on": ["q0"]})
         task_id = svc.submit("survive redis", plan={"nodes": nodes})
         svc.wait_node_started(task_id, "running")
