@@ -14,7 +14,9 @@ from agents.planner import Planner, make_planner
 from agents.validation import validate_plan
 from core.db import Store
 from core.events import EventBus
+from core.policies import PolicyStore
 from core.settings import Settings
+from core.telemetry import Telemetry
 from memory.cache import SemanticCache
 from memory.embeddings import MiniLMEmbedder
 from memory.episodic import EpisodicMemory
@@ -42,6 +44,8 @@ class OpsContext:
     cache: SemanticCache | None
     episodes: EpisodicMemory
     facts: SemanticMemory
+    telemetry: Telemetry
+    policies: PolicyStore
     _closers: list[Any]
 
     def close(self) -> None:
@@ -83,15 +87,20 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
     bus = EventBus(store, client)
     embedder = MiniLMEmbedder()
     library = PlaybookLibrary.default(embedder)  # semantic playbook choice
-    planner = make_planner(settings, library, toolset)
+    telemetry = Telemetry(store)
+    policies = PolicyStore(store, settings, telemetry=telemetry)
+    policies.ensure()
+    planner = make_planner(settings, library, toolset, serving=lambda: policies.current().serving.llm)
     checkpointer, closer = make_checkpointer(settings)
     cache = (
-        SemanticCache(store, embedder, lambda: settings.cache_policy, index_folder=settings.var_dir / "index")
+        SemanticCache(
+            store, embedder, lambda: policies.current().serving.cache, index_folder=settings.var_dir / "index"
+        )
         if settings.cache_enabled
         else None
     )
     results = ToolResultCache(cache) if cache is not None else None
-    loop = ReleaseLoop(settings, store, bus, celery, toolset, client, lambda: settings.scheduling_policy)
+    loop = ReleaseLoop(settings, store, bus, celery, toolset, client, lambda: policies.current().scheduling)
     check_visibility(settings, toolset)
     dispatcher = Dispatcher(loop, results, validator=lambda plan: validate_plan(plan, toolset, settings))
     return OpsContext(
@@ -109,5 +118,7 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
         cache=cache,
         episodes=EpisodicMemory(store, embedder, index_folder=settings.var_dir / "index" / "episodes"),
         facts=SemanticMemory(store, embedder, index_folder=settings.var_dir / "index" / "facts"),
+        telemetry=telemetry,
+        policies=policies,
         _closers=[closer],
     )

@@ -66,6 +66,18 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
             store.set_answer(task_id, failure_answer(f"no valid plan: {exc}"))
             store.set_task_status(task_id, TaskStatus.FAILED, error=f"no valid plan: {exc}")
             return {"plan": None, "outcome": "invalid"}
+        if outcome.llm_call is not None:
+            call = outcome.llm_call
+            ctx.telemetry.record(
+                "llm",
+                name=str(call["model"])[:64],
+                outcome=call["outcome"],
+                task_id=task_id,
+                run_s=call.get("run_s"),
+                tokens_in=call["tokens_in"],
+                tokens_out=call["tokens_out"],
+                cost=call.get("cost"),
+            )
         version = store.save_plan(task_id, outcome.plan)
         bus.emit(
             task_id,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,6 +21,7 @@ from pydantic import ValidationError
 from agents.errors import PlanInvalid
 from agents.slots import SlotError, fill_slots
 from agents.validation import validate_plan
+from core.policy import LLMPolicy
 from core.settings import Settings
 from core.types import Plan, PlanNode
 from memory.playbooks import Playbook, PlaybookLibrary
@@ -32,6 +35,7 @@ _SLOT = re.compile(r"(?<!\$)\{(\w+)\}")
 class PlanOutcome:
     plan: Plan
     notes: list[str] = field(default_factory=list)  # why a fallback happened, which playbook was chosen
+    llm_call: dict[str, Any] | None = None  # model, tokens, cost, latency, outcome: telemetry of the call
 
 
 class Planner(Protocol):
@@ -148,7 +152,9 @@ class LLMPlanner:
         toolset: Toolset,
         settings: Settings,
         fallback: OfflinePlanner,
+        serving: Callable[[], LLMPolicy] | None = None,
     ) -> None:
+        self.serving = serving or LLMPolicy
         self.client = client
         self.model = model
         self.library = library
@@ -158,11 +164,16 @@ class LLMPlanner:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, library: PlaybookLibrary, toolset: Toolset, fallback: OfflinePlanner
+        cls,
+        settings: Settings,
+        library: PlaybookLibrary,
+        toolset: Toolset,
+        fallback: OfflinePlanner,
+        serving: Callable[[], LLMPolicy] | None = None,
     ) -> LLMPlanner:
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
         client = OpenAI(base_url=settings.llm_base_url, api_key=key, timeout=settings.llm_timeout_s, max_retries=1)
-        return cls(client, settings.llm_model, library, toolset, settings, fallback)
+        return cls(client, settings.llm_model, library, toolset, settings, fallback, serving)
 
     def _messages(self, goal: str, inputs: dict[str, Any]) -> list[dict[str, str]]:
         tools = [
@@ -194,29 +205,52 @@ class LLMPlanner:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def plan(self, goal: str, inputs: dict[str, Any]) -> PlanOutcome:
+        policy = self.serving()
+        model = policy.route(goal, self.model)  # the policy routes short requests to a cheaper model
+        messages: Any = self._messages(goal, inputs)
+        # a prompt's tokens are about its characters / 4: over the task's budget, the offline planner plans
+        expected = policy.cost(sum(len(m["content"]) for m in messages) // 4, 1000)
+        if expected > policy.max_cost_per_task:
+            outcome = self.fallback.plan(goal, inputs)
+            note = f"LLM plan skipped: expected ${expected:.4f} is over the budget ${policy.max_cost_per_task:.4f}"
+            return PlanOutcome(outcome.plan, [note, *outcome.notes])
+        call: dict[str, Any] = {"model": model, "outcome": "ok", "tokens_in": 0, "tokens_out": 0}
+        started = time.monotonic()
         try:
             response_format: Any = {
                 "type": "json_schema",
                 "json_schema": {"name": "plan", "schema": plan_json_schema(), "strict": False},
             }
-            messages: Any = self._messages(goal, inputs)
             resp = self.client.chat.completions.create(
-                model=self.model, messages=messages, response_format=response_format, temperature=0
+                model=model, messages=messages, response_format=response_format, temperature=0
             )
+            call["run_s"] = time.monotonic() - started
+            if resp.usage is not None:
+                call["tokens_in"], call["tokens_out"] = resp.usage.prompt_tokens, resp.usage.completion_tokens
+            call["cost"] = policy.cost(call["tokens_in"], call["tokens_out"])
             content = resp.choices[0].message.content or ""
             body = json.loads(content)
             plan = Plan(goal=goal, category=body.get("category", "triage"), source="llm", nodes=body["nodes"])
             validate_plan(plan, self.toolset, self.settings)
-            return PlanOutcome(plan, [f"planned by LLM {self.model}"])
+            return PlanOutcome(plan, [f"planned by LLM {model}"], llm_call=call)
         except (OpenAIError, json.JSONDecodeError, KeyError, TypeError, ValidationError, PlanInvalid) as exc:
+            call.setdefault("run_s", time.monotonic() - started)
+            call.setdefault("cost", policy.cost(call["tokens_in"], call["tokens_out"]))
+            call["outcome"] = "error" if isinstance(exc, OpenAIError) else "unusable"
             reason = f"LLM plan unusable ({type(exc).__name__}: {str(exc)[:300]}); offline planner used"
             log.warning("llm planner fell back", reason=reason)
             outcome = self.fallback.plan(goal, inputs)
-            return PlanOutcome(outcome.plan, [reason, *outcome.notes])
+            return PlanOutcome(outcome.plan, [reason, *outcome.notes], llm_call=call)
 
 
-def make_planner(settings: Settings, library: PlaybookLibrary, toolset: Toolset) -> Planner:
+def make_planner(
+    settings: Settings,
+    library: PlaybookLibrary,
+    toolset: Toolset,
+    *,
+    serving: Callable[[], LLMPolicy] | None = None,
+) -> Planner:
     offline = OfflinePlanner(library, toolset, settings)
     if settings.llm_base_url:
-        return LLMPlanner.from_settings(settings, library, toolset, offline)
+        return LLMPlanner.from_settings(settings, library, toolset, offline, serving)
     return offline

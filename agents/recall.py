@@ -31,6 +31,15 @@ def classify(ctx: OpsContext, goal: str, inputs: dict[str, Any]) -> str:
 
 
 def _report(ctx: OpsContext, task_id: str, found: CacheLookup) -> None:
+    ctx.telemetry.record(
+        "cache",
+        name=found.category,
+        outcome=found.kind,
+        hit=found.hit,
+        run_s=found.search_ms / 1000,
+        task_id=task_id,
+        data={"reason": found.reason, "age_s": found.age_s},
+    )
     ctx.bus.emit(
         task_id,
         EventType.CACHE_LOOKUP,

@@ -121,6 +121,118 @@ class EventRow(Base):
         return Event(task_id=self.task_id, seq=self.seq, ts=self.ts, type=self.type, data=self.data)
 
 
+class TelemetryRow(Base):
+    """One measured action (kind: task, node, llm, cache, policy, tuning): typed columns, so aggregates are SQL
+    and rollups are cheap. Raw rows live `TELEMETRY_RAW_RETENTION_S`, then become per-minute rollups."""
+
+    __tablename__ = "telemetry"
+    __table_args__ = (sa.Index("ix_telemetry_kind_ts", "kind", "ts"),)
+
+    id: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    ts: Mapped[float] = mapped_column(sa.Double, index=True)
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    name: Mapped[str] = mapped_column(sa.String(64), default="")  # tool, cache category, model, author
+    pool: Mapped[str] = mapped_column(sa.String(32), default="")
+    worker: Mapped[str] = mapped_column(sa.String(255), default="")
+    outcome: Mapped[str] = mapped_column(sa.String(24), default="")
+    task_id: Mapped[str | None] = mapped_column(sa.String(36), nullable=True, index=True)
+    node_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    tenant: Mapped[str] = mapped_column(sa.String(64), default="")
+    attempt: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    wait_s: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    run_s: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    cost: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    tokens_in: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    tokens_out: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    hit: Mapped[bool | None] = mapped_column(sa.Boolean, nullable=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+
+
+class TelemetryMinuteRow(Base):
+    """Raw telemetry rolled up per minute and (kind, name, pool, outcome), with histograms for quantiles."""
+
+    __tablename__ = "telemetry_minutes"
+    __table_args__ = (sa.UniqueConstraint("minute", "kind", "name", "pool", "outcome"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    minute: Mapped[int] = mapped_column(sa.BigInteger, index=True)  # epoch seconds // 60
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    name: Mapped[str] = mapped_column(sa.String(64))
+    pool: Mapped[str] = mapped_column(sa.String(32))
+    outcome: Mapped[str] = mapped_column(sa.String(24))
+    count: Mapped[int] = mapped_column(sa.Integer, default=0)
+    hits: Mapped[int] = mapped_column(sa.Integer, default=0)
+    run_sum: Mapped[float] = mapped_column(sa.Double, default=0.0)
+    wait_sum: Mapped[float] = mapped_column(sa.Double, default=0.0)
+    cost_sum: Mapped[float] = mapped_column(sa.Double, default=0.0)
+    tokens_in: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    tokens_out: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    run_hist: Mapped[list[int]] = mapped_column(JsonType, default=list)
+    wait_hist: Mapped[list[int]] = mapped_column(JsonType, default=list)
+    data: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)  # summed numbers (compute_s per pool)
+
+
+class PolicyRow(Base):
+    """One version of the policy document. Versions are never edited: a rollback is a new version."""
+
+    __tablename__ = "policies"
+
+    version: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    body: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    author: Mapped[str] = mapped_column(sa.String(16))  # settings | person | tuner
+    actor: Mapped[str] = mapped_column(sa.String(64), default="")  # who, when a person
+    reason: Mapped[str] = mapped_column(sa.Text, default="")
+    window: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)  # telemetry it was based on
+    rollback_of: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)  # the version it restores
+    prediction: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)  # the tuner's simulation
+    created_at: Mapped[float] = mapped_column(sa.Double)
+
+
+class ScheduleRow(Base):
+    """A user's recurring task: a cron expression in a timezone, and the body of the task it submits."""
+
+    __tablename__ = "schedules"
+
+    name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    cron: Mapped[str] = mapped_column(sa.String(128))
+    timezone: Mapped[str] = mapped_column(sa.String(64), default="UTC")
+    body: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    paused: Mapped[bool] = mapped_column(sa.Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(sa.Double)
+    updated_at: Mapped[float] = mapped_column(sa.Double)
+
+
+class ScheduleRunRow(Base):
+    """One firing of a schedule (or of the tuner) in one slot: the unique key makes a second firing of the
+    same slot, by a second scheduler or a redelivered message, a no-op."""
+
+    __tablename__ = "schedule_runs"
+    __table_args__ = (sa.UniqueConstraint("schedule", "slot"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    schedule: Mapped[str] = mapped_column(sa.String(64), index=True)
+    slot: Mapped[int] = mapped_column(sa.BigInteger)
+    ref: Mapped[str | None] = mapped_column(sa.String(36), nullable=True)  # the task or tuning run it made
+    fired_at: Mapped[float] = mapped_column(sa.Double)
+
+
+class TuningRunRow(Base):
+    __tablename__ = "tuning_runs"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    trigger: Mapped[str] = mapped_column(sa.String(16))  # schedule | api
+    status: Mapped[str] = mapped_column(sa.String(16), index=True)  # queued | running | done | failed
+    created_at: Mapped[float] = mapped_column(sa.Double)
+    started_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    decision: Mapped[str | None] = mapped_column(sa.String(24), nullable=True)  # applied | kept | rolled_back
+    policy_version: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    report: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+
+
 def make_engine(settings: Settings) -> sa.Engine:
     url = settings.sqlalchemy_url
     if url.startswith("sqlite"):
@@ -171,6 +283,29 @@ def _add_missing_columns(engine: sa.Engine) -> None:
 def _changed(result: Any) -> bool:
     """Whether a conditional UPDATE matched a row (the guard behind every race-free transition)."""
     return bool(cast(CursorResult[Any], result).rowcount)
+
+
+def node_telemetry(row: NodeRunRow) -> TelemetryRow:
+    """An ended attempt as telemetry: queue wait, run time, pool, worker, attempt, outcome (a timeout is its own
+    outcome: the tuner treats it apart from an error)."""
+    outcome = row.status
+    if row.status == NodeStatus.FAILED.value and row.error and "timed out" in row.error:
+        outcome = "timeout"
+    return TelemetryRow(
+        ts=row.finished_at or time.time(),
+        kind="node",
+        name=row.tool,
+        pool=row.pool if row.queue != "cache" else "cache",
+        worker=row.worker or "",
+        outcome=outcome,
+        task_id=row.task_id,
+        node_id=row.node_id,
+        tenant=row.tenant,
+        attempt=row.attempt,
+        wait_s=row.queue_wait_s,
+        run_s=row.run_s,
+        data={"hedge": True} if row.hedge_of else {},
+    )
 
 
 def new_id() -> str:
@@ -274,6 +409,8 @@ class Store:
         stmt = sa.update(TaskRow).where(TaskRow.id == task_id, TaskRow.status.in_(_LIVE_TASK_STATES)).values(**values)
         with self.session() as s:
             moved = _changed(s.execute(stmt))
+            if moved and status.terminal:
+                s.add(self._task_telemetry(s, task_id, status, now))
         if moved:
             data: dict[str, Any] = {"status": status.value}
             if error:
@@ -407,7 +544,40 @@ class Store:
             .values(status=status.value, result=result, error=error, finished_at=time.time())
         )
         with self.session() as s:
-            return _changed(s.execute(stmt))
+            if not _changed(s.execute(stmt)):
+                return False
+            row = s.get(NodeRunRow, run_id)
+            if row is not None:  # the attempt's telemetry, in the same transaction: none is lost or doubled
+                s.add(node_telemetry(row))
+            return True
+
+    @staticmethod
+    def _task_telemetry(s: Session, task_id: str, status: TaskStatus, now: float) -> TelemetryRow:
+        task = s.get(TaskRow, task_id)
+        assert task is not None
+        compute: dict[str, float] = {}
+        attempts = 0
+        stmt = sa.select(NodeRunRow.pool, NodeRunRow.queue, NodeRunRow.started_at, NodeRunRow.finished_at).where(
+            NodeRunRow.task_id == task_id
+        )
+        for pool, queue, started, finished in s.execute(stmt):
+            attempts += 1
+            if started is not None and finished is not None and queue != "cache":
+                compute[pool] = compute.get(pool, 0.0) + max(0.0, finished - started)
+        llm_cost = s.scalar(
+            sa.select(sa.func.sum(TelemetryRow.cost)).where(TelemetryRow.task_id == task_id, TelemetryRow.kind == "llm")
+        )
+        return TelemetryRow(
+            ts=now,
+            kind="task",
+            name=task.source,
+            outcome=status.value,
+            task_id=task_id,
+            tenant=task.tenant,
+            run_s=max(0.0, now - task.created_at),
+            cost=float(llm_cost or 0.0),
+            data={"compute_s": {k: round(v, 6) for k, v in compute.items()}, "attempts": attempts},
+        )
 
     def node_runs(self, task_id: str) -> list[NodeRunRow]:
         stmt = (

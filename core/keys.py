@@ -6,6 +6,8 @@ TASK_CHANNEL = f"{PREFIX}:task:"  # + task id; pub/sub wake-ups carrying the new
 TASKS_CHANNEL = f"{PREFIX}:tasks"  # a task was created or needs the orchestrator's attention
 CANCEL_FLAG = f"{PREFIX}:cancel:"  # + task id; workers check it cooperatively
 CANCEL_RUN = f"{PREFIX}:cancel-run:"  # + attempt id; a hedge's loser (or one attempt) stops cooperatively
+BEAT_LOCK = f"{PREFIX}:beat:leader"  # token of the scheduler that fires; expires when it stops renewing
+DUPLICATE_SLOTS = f"{PREFIX}:beat:duplicate-slots"  # count of firings refused because their slot had fired
 MEMORY_REEMBEDDED = f"{PREFIX}:memory:reembedded_at"  # memory_reembed finished: API indexes reload
 
 

@@ -151,3 +151,80 @@ def preset(name: str, base: SchedulingPolicy | None = None) -> SchedulingPolicy:
     if key not in PRESETS:
         raise KeyError(f"unknown policy {name!r}; known: {', '.join(sorted(PRESETS))}")
     return (base or SchedulingPolicy()).model_copy(update=PRESETS[key])
+
+
+# serving: what answers and model calls cost, and how the service spends on them
+
+
+class LLMPolicy(BaseModel):
+    """Model routing and budgets: which model plans, what its tokens cost, how much a task may spend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field("", max_length=128, description="Model that plans; empty means OPSGRAPH_LLM_MODEL.")
+    small_model: str = Field(
+        "", max_length=128, description="Cheaper model for short requests (empty: always the main model)."
+    )
+    small_model_max_chars: int = Field(
+        0, ge=0, le=100_000, description="Requests up to this length go to small_model (0: never)."
+    )
+    price_in_per_1k: float = Field(0.00015, ge=0, le=10, description="USD per 1,000 prompt tokens.")
+    price_out_per_1k: float = Field(0.0006, ge=0, le=10, description="USD per 1,000 completion tokens.")
+    max_cost_per_task: float = Field(
+        0.05, ge=0, le=100, description="Above this a task's planning uses the offline planner."
+    )
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float:
+        return tokens_in / 1000 * self.price_in_per_1k + tokens_out / 1000 * self.price_out_per_1k
+
+    def route(self, goal: str, default_model: str) -> str:
+        if self.small_model and len(goal) <= self.small_model_max_chars:
+            return self.small_model
+        return self.model or default_model
+
+
+class ServingPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cache: CachePolicy = Field(default_factory=CachePolicy)
+    llm: LLMPolicy = Field(default_factory=LLMPolicy)
+    pool_cost_per_s: dict[str, float] = Field(
+        default_factory=lambda: {"cpu": 0.00002, "gpu": 0.0008},
+        description="USD per busy second of one worker slot, by pool or kind: the compute side of cost per task.",
+    )
+
+    def price(self, pool: str) -> float:
+        return self.pool_cost_per_s.get(pool, self.pool_cost_per_s.get(pool.split(".", 1)[0], 0.0))
+
+
+class PolicyDocument(BaseModel):
+    """The one versioned policy: scheduling (placement, order, caps, timeouts, retries, hedging, batching) and
+    serving (cache, model routing and budgets, prices). Unknown keys are refused at every level."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scheduling: SchedulingPolicy = Field(default_factory=SchedulingPolicy)
+    serving: ServingPolicy = Field(default_factory=ServingPolicy)
+
+
+def get_path(doc: dict[str, object], path: str) -> object:
+    """`scheduling.tools.metric_anomalies.pools` -> the value in a dumped document (None when absent)."""
+    cur: object = doc
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def set_path(doc: dict[str, object], path: str, value: object) -> None:
+    """Set a value in a dumped document, making the dictionaries on the way."""
+    parts = path.split(".")
+    cur = doc
+    for part in parts[:-1]:
+        nxt = cur.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            cur[part] = nxt
+        cur = nxt
+    cur[parts[-1]] = value

@@ -77,6 +77,31 @@ class Settings(BaseSettings):
     working_memory_tokens: int = Field(2000, ge=100, description="Budget of a task's compressed tool outputs.")
     consolidate_every_s: float = Field(600, gt=0, description="How often memory is consolidated (expiry, merges).")
 
+    # telemetry and policies
+    telemetry_raw_retention_s: float = Field(
+        86_400, gt=0, description="Raw telemetry older than this is rolled up into per-minute aggregates."
+    )
+    telemetry_rollup_retention_s: float = Field(30 * 86_400, gt=0, description="Per-minute aggregates kept this long.")
+    telemetry_rollup_every_s: float = Field(60, gt=0, description="How often the API rolls up old telemetry.")
+    policy_refresh_s: float = Field(2.0, gt=0, description="How often readers look for a new policy version.")
+
+    # the tuning agent
+    tuning_enabled: bool = Field(True, description="Run the tuning agent on a schedule (celery beat).")
+    tuning_interval_s: float = Field(3600, ge=1, description="Seconds between scheduled tuning runs.")
+    tuning_window_s: float = Field(3600, gt=0, description="Telemetry window one tuning run observes.")
+    tuner_knobs: list[str] = Field(
+        ["release_order", "hedging", "placement", "cache"],
+        description="Knob groups the tuner may change: release_order, hedging, placement, cache.",
+    )
+    tuner_max_step: float = Field(
+        0.5, gt=0, le=10, description="Largest relative change of one numeric knob in one round (0.5: +-50%)."
+    )
+    tuner_trials: int = Field(12, ge=1, le=200, description="Optuna trials per round, each one simulation.")
+    tuner_seeds: int = Field(5, ge=2, le=50, description="Simulations per verified candidate (the noise estimate).")
+    tuner_rollback_tolerance: float = Field(
+        0.15, ge=0, le=10, description="Live p95 worse than the prediction by more than this share rolls back."
+    )
+
     log_level: str = Field("INFO", description="Log level of every process.")
     log_json: bool = Field(False, description="JSON logs instead of console lines.")
 

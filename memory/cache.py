@@ -154,6 +154,8 @@ class SemanticCache:
         wanted = extract_entities(text)
         now = time.time()
         rejected: tuple[int, float] | None = None
+        # the closest verified entry that had expired: how old it was tells the tuner what a longer TTL would serve
+        stale: CacheLookup | None = None
         with self.store.session() as s:
             rows = {
                 r.id: r for r in s.scalars(sa.select(CacheEntryRow).where(CacheEntryRow.id.in_([i for i, _ in found])))
@@ -162,9 +164,12 @@ class SemanticCache:
                 row = rows.get(entry_id)
                 if row is None or row.tenant != tenant:  # gone from the database, or never this tenant's
                     continue
-                if row.expires_at <= now:
-                    continue
                 ok = not self.verify or same_entities(wanted, {k: frozenset(v) for k, v in row.entities.items()})[0]
+                if row.expires_at <= now:
+                    if ok and stale is None:
+                        age = round(now - row.created_at, 3)
+                        stale = CacheLookup(False, category, kind, "expired", sim, entry_id, age_s=age)
+                    continue
                 if not ok:
                     rejected = rejected or (entry_id, sim)
                     continue
@@ -174,7 +179,7 @@ class SemanticCache:
                 )
         if rejected:
             return CacheLookup(False, category, kind, "verifier_rejected", rejected[1], rejected[0])
-        return CacheLookup(False, category, kind, "expired")
+        return stale or CacheLookup(False, category, kind, "expired")
 
     def search(self, tenant: str, text: str, k: int = 10) -> list[dict[str, Any]]:
         """A tenant's live entries closest to a text, any kind and category (for people, not for serving)."""

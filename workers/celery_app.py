@@ -11,6 +11,7 @@ from core.settings import Settings, get_settings
 RUN_NODE = "opsgraph.run_node"
 RUN_BATCH = "opsgraph.run_batch"
 SCHEDULED_TASK = "opsgraph.submit_scheduled"
+TUNING_TASK = "opsgraph.submit_tuning"
 
 
 def make_celery(settings: Settings) -> Celery:

@@ -191,6 +191,7 @@ class ReleaseLoop:
         """One pass: learn, release what policy says, hedge stragglers, resend dropped messages."""
         with self._lock:
             policy = self.policy()
+            self.clock.share = policy.guard_share  # a new policy version is live on the next pass
             now = time.time()
             if time.monotonic() - self._learned_at > _LEARN_EVERY_S:
                 self._learn()

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.policy import SchedulingPolicy
+from core.policy import CachePolicy, SchedulingPolicy
 from workers.scheduling import (
     CostModel,
     FifoClock,
@@ -52,6 +52,10 @@ class SimTask:
     nodes: list[SimNode]
     tenant: str = "default"
     priority: int = 5
+    category: str = ""
+    # age of the closest cached answer when it arrived (None: nothing cached): under a cache policy that keeps
+    # answers of its category at least this long, the task is served from the cache
+    cache_age_s: float | None = None
 
 
 @dataclass
@@ -68,6 +72,11 @@ class SimConfig:
     cpu_slowdown: float = 4.0  # a gpu tool's true slowdown on a cpu worker
     call_overhead_s: float = 0.0  # paid once per message (a batch pays it once)
     seed: int = 7
+    # (tool, pool) -> true slowdown against the tool's work_s; overrides cpu_slowdown where given
+    pool_factor: dict[tuple[str, str], float] = field(default_factory=dict)
+    cache: CachePolicy | None = None  # None: no semantic cache in this world
+    cache_lookup_s: float = 0.015  # what a lookup adds to a task of a category whose cache is on (embed + search)
+    record: bool = False  # keep every attempt and task (what the service's telemetry would hold)
 
 
 @dataclass
@@ -80,24 +89,34 @@ class SimResult:
     hedge_wins: int
     batches: int
     releases: int
+    busy_s: dict[str, float] = field(default_factory=dict)
+    cache_hits: int = 0
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # with SimConfig.record
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+
+    def cost_per_task(self, prices: dict[str, float]) -> float:
+        """Busy worker seconds priced by pool (or kind), per task."""
+        total = sum(sec * prices.get(p, prices.get(pool_kind(p), 0.0)) for p, sec in self.busy_s.items())
+        return total / len(self.flow_times) if self.flow_times else 0.0
 
     def summary(self) -> dict[str, Any]:
         ordered = sorted(self.flow_times)
         return {
             "tasks": len(ordered),
             "mean": round(sum(ordered) / len(ordered), 4) if ordered else 0.0,
-            "p50": round(_quantile(ordered, 0.50), 4),
-            "p95": round(_quantile(ordered, 0.95), 4),
-            "p99": round(_quantile(ordered, 0.99), 4),
+            "p50": round(quantile(ordered, 0.50), 4),
+            "p95": round(quantile(ordered, 0.95), 4),
+            "p99": round(quantile(ordered, 0.99), 4),
             "makespan": round(self.makespan, 4),
             "utilisation": {k: round(v, 4) for k, v in self.utilisation.items()},
             "hedges": self.hedges,
             "hedge_wins": self.hedge_wins,
             "batches": self.batches,
+            "cache_hits": self.cache_hits,
         }
 
 
-def _quantile(ordered: Sequence[float], q: float) -> float:
+def quantile(ordered: Sequence[float], q: float) -> float:
     if not ordered:
         return 0.0
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
@@ -133,7 +152,10 @@ class Simulator:
     def service_s(self, node: SimNode, pool: str, worker: int) -> float:
         profile = self.profile(node.tool)
         t = node.work_s
-        if pool_kind(profile.pool) == "gpu" and pool_kind(pool) != "gpu":
+        factor = self.config.pool_factor.get((node.tool, pool))
+        if factor is not None:
+            t *= factor
+        elif pool_kind(profile.pool) == "gpu" and pool_kind(pool) != "gpu":
             t *= self.config.cpu_slowdown
         slow = next(p.slow for p in self.config.pools if p.name == pool).get(worker, 1.0)
         return t * slow
@@ -142,7 +164,8 @@ class Simulator:
         if node.estimate_s is not None:
             return node.estimate_s
         profile = self.profile(node.tool)
-        return self.costs.expected(profile, allowed_pools(profile, self.declared)[0], self.policy)
+        first = allowed_pools(profile, self.declared, override=self.policy.override(node.tool).pools)[0]
+        return self.costs.expected(profile, first, self.policy)
 
     def run(self, tasks: Iterable[SimTask]) -> SimResult:
         tasks = sorted(tasks, key=lambda t: t.arrival)
@@ -163,7 +186,11 @@ class Simulator:
         flow_of: dict[str, float] = {}
         first = tasks[0].arrival if tasks else 0.0
         last_end = first
-        hedges = hedge_wins = batches = releases = 0
+        hedges = hedge_wins = batches = releases = cache_hits = 0
+        attempts: list[dict[str, Any]] = []
+        task_records: list[dict[str, Any]] = []
+        record = self.config.record
+        cache = self.config.cache
         run_ids = itertools.count()
         clock = FifoClock(policy.guard_share, policy.guard_halflife)
         typical = [1.0, 0]  # running mean of estimates of released items: the starvation bound's unit
@@ -171,7 +198,7 @@ class Simulator:
         def make_ready(task: SimTask, node: SimNode, now: float) -> None:
             key = f"{task.id}/{node.id}"
             profile = self.profile(node.tool)
-            allowed = allowed_pools(profile, self.declared)
+            allowed = allowed_pools(profile, self.declared, override=self.policy.override(node.tool).pools)
             est = self.estimate(node)
             ready[key] = ReadyItem(
                 key=key,
@@ -200,7 +227,8 @@ class Simulator:
             releases += 1
             heapq.heappush(events, (run.end, next(seq), "finish", run))
             profile = self.profile(items[0].tool)
-            if hedge_of is None and profile.hedgeable and len(items) == 1 and policy.hedging:
+            hedge_ok = policy.hedging and policy.override(items[0].tool).hedge is not False
+            if hedge_of is None and profile.hedgeable and len(items) == 1 and hedge_ok:
                 p95 = self.costs.p95(items[0].tool, pool, policy.hedge_min_samples)
                 if p95 is not None:
                     at = now + max(policy.hedge_min_s, p95 * policy.hedge_factor) + 1e-9
@@ -212,20 +240,48 @@ class Simulator:
             done_nodes.add(key)
             remaining[task.id].discard(key)
             if not remaining[task.id]:
-                flows.append(now - task.arrival)
-                flow_of[task.id] = now - task.arrival
-                last_end = max(last_end, now)
+                end_task(task, now, hit=False)
                 return
             for wkey, node in list(waiting.items()):
                 if wkey.startswith(task.id + "/") and all(f"{task.id}/{d}" in done_nodes for d in node.depends_on):
                     del waiting[wkey]
                     make_ready(task, node, now)
 
+        def end_task(task: SimTask, now: float, *, hit: bool) -> None:
+            nonlocal last_end
+            flows.append(now - task.arrival)
+            flow_of[task.id] = now - task.arrival
+            last_end = max(last_end, now)
+            if record:
+                task_records.append(
+                    {"task": task, "end": now, "flow_s": now - task.arrival, "cache_hit": hit, "lookup": looked(task)}
+                )
+
+        def looked(task: SimTask) -> bool:
+            return cache is not None and bool(task.category) and cache.for_category(task.category).enabled
+
         def handle(kind: str, payload: Any, now: float) -> None:
-            nonlocal hedges, hedge_wins
+            nonlocal hedges, hedge_wins, cache_hits
             if kind == "arrive":
                 task: SimTask = payload
                 task_of[task.id] = task
+                if looked(task):
+                    assert cache is not None
+                    lookup = self.config.cache_lookup_s
+                    if (
+                        task.cache_age_s is not None
+                        and task.cache_age_s <= cache.for_category(task.category).answer_ttl_s
+                    ):
+                        cache_hits += 1
+                        heapq.heappush(events, (now + lookup, next(seq), "served", task))
+                        return
+                    heapq.heappush(events, (now + lookup, next(seq), "looked", task))
+                    return
+                handle("looked", task, now)
+            elif kind == "served":
+                end_task(payload, now, hit=True)
+            elif kind == "looked":
+                task = payload
                 remaining[task.id] = set()
                 for node in task.nodes:
                     key = f"{task.id}/{node.id}"
@@ -242,6 +298,8 @@ class Simulator:
                 run.over = True
                 busy_time[run.pool] += now - run.start
                 del busy[run.pool][run.worker]
+                if record:
+                    attempts.append(attempt_record(run, now, "succeeded"))
                 if len(run.items) == 1:
                     self.costs.observe(run.items[0].tool, run.pool, now - run.start, str(run.worker))
                 # the first of a hedged pair to finish wins; the other is cancelled and frees its worker
@@ -250,6 +308,8 @@ class Simulator:
                     twin.over = True
                     busy_time[twin.pool] += now - twin.start
                     del busy[twin.pool][twin.worker]
+                    if record:
+                        attempts.append(attempt_record(twin, now, "cancelled"))
                     if run.hedge_of is not None:
                         hedge_wins += 1
                 for item in run.items:
@@ -265,6 +325,17 @@ class Simulator:
                     run.hedged = True
                     hedges += 1
                     start(run.items, run.pool, run.est_s, now, hedge_of=run.id)
+
+        def attempt_record(run: _Run, now: float, outcome: str) -> dict[str, Any]:
+            return {
+                "items": [(i.task_id, i.key.split("/", 1)[1], i.tool, i.ready_at) for i in run.items],
+                "pool": run.pool,
+                "worker": run.worker,
+                "start": run.start,
+                "end": now,
+                "outcome": outcome,
+                "hedge": run.hedge_of is not None,
+            }
 
         def decide(now: float) -> None:
             """One release pass, as the release loop makes it."""
@@ -303,9 +374,21 @@ class Simulator:
             if ready and any(len(busy[p]) < width[p] for p in width):
                 decide(now)
         span = max(last_end - first, 1e-9)
-        span = max(last_end - first, 1e-9)
         util = {p: busy_time[p] / (width[p] * span) if width[p] else 0.0 for p in width}
-        return SimResult(flows, flow_of, last_end - first, util, hedges, hedge_wins, batches, releases)
+        return SimResult(
+            flows,
+            flow_of,
+            last_end - first,
+            util,
+            hedges,
+            hedge_wins,
+            batches,
+            releases,
+            busy_s=dict(busy_time),
+            cache_hits=cache_hits,
+            attempts=attempts,
+            tasks=task_records,
+        )
 
     @staticmethod
     def _twin(run: _Run, busy: dict[str, dict[int, _Run]]) -> _Run | None:

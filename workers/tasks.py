@@ -20,11 +20,12 @@ from core import keys
 from core.db import Store
 from core.events import EventBus
 from core.heartbeats import clear_heartbeat, publish_heartbeat
+from core.jobs import TUNING_CHANNEL, TUNING_SCHEDULE, ScheduleBook, queue_tuning_run
 from core.logging import redact
 from core.settings import Settings, get_settings
 from core.types import EventType, NodeStatus, ToolResult, ToolStatus
 from tools import CATALOG, ToolContext, load_tool_modules
-from workers.celery_app import RUN_BATCH, RUN_NODE, SCHEDULED_TASK, app
+from workers.celery_app import RUN_BATCH, RUN_NODE, SCHEDULED_TASK, TUNING_TASK, app
 
 log = structlog.get_logger(__name__)
 
@@ -211,14 +212,50 @@ def ping() -> str:
     return "pong"
 
 
+def _first_in_slot(rt: WorkerRuntime, schedule: str, slot: int | None) -> bool:
+    """Whether this firing is the first of its slot; a second one (two schedulers, a redelivery) is counted."""
+    if slot is None or ScheduleBook(rt.store).claim_slot(schedule, slot):
+        return True
+    with contextlib.suppress(redis.RedisError):
+        rt.redis.incr(keys.DUPLICATE_SLOTS)
+    log.warning("schedule slot already fired; ignored", schedule=schedule, slot=slot)
+    return False
+
+
 @app.task(name=SCHEDULED_TASK)
-def submit_scheduled(name: str, goal: str, inputs: dict[str, Any] | None = None) -> str:
+def submit_scheduled(
+    name: str,
+    goal: str,
+    inputs: dict[str, Any] | None = None,
+    tenant: str = "default",
+    priority: int = 5,
+    slot: int | None = None,
+) -> str | None:
     """A beat entry fired: the task goes into the database as queued; the API's orchestrator picks it up."""
     rt = runtime()
-    task = rt.store.create_task(goal, inputs=inputs or {}, source="schedule", tenant="default")
+    if not _first_in_slot(rt, name, slot):
+        return None
+    task = rt.store.create_task(goal, inputs=inputs or {}, source="schedule", tenant=tenant, priority=priority)
+    if slot is not None:
+        ScheduleBook(rt.store).set_ref(name, slot, task.id)
     rt.bus.wake_orchestrator(task.id)
-    log.info("scheduled task queued", schedule=name, task_id=task.id)
+    log.info("scheduled task queued", schedule=name, task_id=task.id, slot=slot)
     return task.id
+
+
+@app.task(name=TUNING_TASK)
+def submit_tuning(slot: int | None = None) -> str | None:
+    """The tuner's interval came: a tuning run is queued; the API's tuning runner runs it."""
+    rt = runtime()
+    if not _first_in_slot(rt, TUNING_SCHEDULE, slot):
+        return None
+    run = queue_tuning_run(rt.store, "schedule")
+    if slot is not None:
+        ScheduleBook(rt.store).set_ref(TUNING_SCHEDULE, slot, run.id)
+    with contextlib.suppress(redis.RedisError):
+        rt.redis.publish(TUNING_CHANNEL, run.id)
+    log.info("tuning run queued", run_id=run.id, slot=slot)
+    return run.id
 
 
 # worker lifecycle: a heartbeat thread in the worker's main process

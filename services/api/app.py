@@ -10,13 +10,14 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 
-from agents import OpsContext, TaskRunner, build_context
+from agents import OpsContext, TaskRunner, TuningRunner, build_context
 from core import keys
 from core.logging import configure_logging
+from core.periodic import Periodic
 from core.settings import Settings, get_settings
 from memory.consolidation import Consolidator
 from services.api.errors import BodyLimitMiddleware, install_error_handlers
-from services.api.routes import memory, system, tasks
+from services.api.routes import memory, policies, schedules, system, tasks, telemetry, tuning
 from workers.celery_app import make_celery
 
 CONSOLE = Path(__file__).resolve().parent.parent / "console" / "index.html"
@@ -38,20 +39,34 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         configure_logging(settings.log_level, settings.log_json)
         ctx = build_context(settings, make_celery(settings))
         runner = TaskRunner(ctx)
+        tuner = TuningRunner(ctx)
+        rollups = Periodic(
+            "telemetry-rollup",
+            settings.telemetry_rollup_every_s,
+            lambda: ctx.telemetry.rollup(
+                raw_retention_s=settings.telemetry_raw_retention_s,
+                rollup_retention_s=settings.telemetry_rollup_retention_s,
+            ),
+        )
         consolidator = Consolidator(
             ctx.cache, ctx.episodes, ctx.facts, settings.consolidate_every_s, reembedded_at=lambda: _reembedded_at(ctx)
         )
         app.state.ctx = ctx
         app.state.runner = runner
         app.state.consolidator = consolidator
+        app.state.tuner = tuner
         # the model's cold start is paid once, in the background, not by the first request
         threading.Thread(target=ctx.embedder.load, name="embedder-warmup", daemon=True).start()
         runner.start()  # resumes every task a previous API process left unfinished
         consolidator.start()
+        tuner.start()  # runs what the scheduler (or POST /v1/tuning/run) queued
+        rollups.start()
         try:
             yield
         finally:
             runner.stop()
+            tuner.stop()
+            rollups.stop()
             consolidator.stop()
             ctx.close()
 
@@ -66,6 +81,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tasks.router)
     app.include_router(system.router)
     app.include_router(memory.router)
+    app.include_router(telemetry.router)
+    app.include_router(policies.router)
+    app.include_router(tuning.router)
+    app.include_router(schedules.router)
 
     @app.get("/", include_in_schema=False)
     def console() -> FileResponse:

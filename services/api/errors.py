@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agents.errors import PlanInvalid
 from core.errors import Conflict, NotFound, OpsgraphError, UserError
+from core.policies import PolicyInvalid
 
 _STATUS_CODES = {
     404: "not_found",
@@ -46,7 +47,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OpsgraphError)
     async def _opsgraph(_: Request, exc: OpsgraphError) -> JSONResponse:
         status = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 400
-        if isinstance(exc, PlanInvalid):
+        if isinstance(exc, PlanInvalid | PolicyInvalid):
             return JSONResponse(error_body(exc.code, str(exc), exc.reasons), status_code=422)
         if not isinstance(exc, UserError):
             status = 503

@@ -1,0 +1,63 @@
+"""The versioned policy document: read it, its history, change it (a person), roll it back."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.policies import version_view
+from services.api.deps import Ctx
+
+router = APIRouter(tags=["policies"])
+
+
+class PolicyChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    policy: dict[str, Any] = Field(description="The whole document: {scheduling, serving}; unset keys take defaults.")
+    reason: str = Field(min_length=1, max_length=2000, description="Why: kept with the version.")
+    actor: str = Field("", max_length=64, description="Who made the change.")
+
+
+class Rollback(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field("rolled back by a person", min_length=1, max_length=2000)
+    actor: str = Field("", max_length=64)
+
+
+@router.get("/v1/policies/current")
+def current_policy(ctx: Ctx) -> dict[str, Any]:
+    version, _ = ctx.policies.current_version()
+    return version_view(ctx.policies.get(version))
+
+
+@router.get("/v1/policies/history")
+def policy_history(ctx: Ctx, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
+    return {"versions": [version_view(r, body=False) for r in ctx.policies.history(limit)]}
+
+
+@router.get("/v1/policies/{version}")
+def policy_version(ctx: Ctx, version: Annotated[int, Path(ge=1)]) -> dict[str, Any]:
+    return version_view(ctx.policies.get(version))
+
+
+@router.put("/v1/policies")
+async def put_policy(ctx: Ctx, change: PolicyChange) -> dict[str, Any]:
+    """A person's change: validated (types, ranges, no unknown keys); 422 `policy_invalid` lists every problem."""
+    row = await run_in_threadpool(
+        ctx.policies.put, change.policy, author="person", reason=change.reason, actor=change.actor
+    )
+    return version_view(row)
+
+
+@router.post("/v1/policies/rollback/{version}")
+async def rollback_policy(
+    ctx: Ctx, version: Annotated[int, Path(ge=1)], body: Rollback | None = None
+) -> dict[str, Any]:
+    body = body or Rollback()
+    row = await run_in_threadpool(ctx.policies.rollback, version, author="person", reason=body.reason, actor=body.actor)
+    return version_view(row)

@@ -1,0 +1,74 @@
+"""Users' recurring tasks: a cron expression in a timezone and a task body; each run is a normal task."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.jobs import ScheduleBook, schedule_view
+from services.api.deps import Ctx
+from services.api.routes.tasks import TaskCreate
+
+router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
+Name = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class ScheduledTask(TaskCreate):
+    plan: None = Field(None, description="Scheduled tasks are planned when they run.")
+
+
+class ScheduleCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    cron: str = Field(min_length=9, max_length=128, description="minute hour day-of-month month day-of-week")
+    timezone: str = Field("UTC", max_length=64, description="IANA name the cron fields are read in.")
+    task: ScheduledTask
+
+
+def _settings_entries(ctx: Ctx) -> list[dict[str, Any]]:
+    return [
+        {"name": e.get("name"), "cron": e.get("cron"), "timezone": "UTC", "task": {"goal": e.get("goal"),
+         "inputs": e.get("inputs") or {}}, "paused": False, "source": "settings"}
+        for e in ctx.settings.schedules
+    ]  # fmt: skip
+
+
+@router.post("", status_code=201)
+def create_schedule(ctx: Ctx, body: ScheduleCreate) -> JSONResponse:
+    """Validated at once: the cron fields (Celery's parser), the timezone, the task body. The scheduler picks a
+    new schedule up within seconds."""
+    task = body.task.model_dump(exclude={"plan"})
+    row = ScheduleBook(ctx.store).create(body.name, body.cron, body.timezone, task)
+    return JSONResponse({**schedule_view(row), "source": "api"}, status_code=201)
+
+
+@router.get("")
+def list_schedules(ctx: Ctx) -> dict[str, Any]:
+    mine = [{**schedule_view(r), "source": "api"} for r in ScheduleBook(ctx.store).all()]
+    return {"schedules": [*_settings_entries(ctx), *mine]}
+
+
+@router.get("/{name}")
+def get_schedule(ctx: Ctx, name: Name) -> dict[str, Any]:
+    book = ScheduleBook(ctx.store)
+    runs = [{"slot": r.slot, "task_id": r.ref, "fired_at": r.fired_at} for r in book.runs(name, 20)]
+    return {**schedule_view(book.get(name)), "source": "api", "runs": runs}
+
+
+@router.post("/{name}/pause")
+def pause_schedule(ctx: Ctx, name: Name) -> dict[str, Any]:
+    return schedule_view(ScheduleBook(ctx.store).set_paused(name, True))
+
+
+@router.post("/{name}/resume")
+def resume_schedule(ctx: Ctx, name: Name) -> dict[str, Any]:
+    return schedule_view(ScheduleBook(ctx.store).set_paused(name, False))
+
+
+@router.delete("/{name}", status_code=204)
+def delete_schedule(ctx: Ctx, name: Name) -> None:
+    ScheduleBook(ctx.store).delete(name)
