@@ -163,6 +163,9 @@ class Service:
     def post(self, path: str, **kw: Any) -> httpx.Response:
         return httpx.post(self.base + path, timeout=30, **kw)
 
+    def client_put(self, path: str, **kw: Any) -> httpx.Response:
+        return httpx.put(self.base + path, timeout=30, **kw)
+
     def client_delete(self, path: str, **kw: Any) -> httpx.Response:
         return httpx.delete(self.base + path, timeout=30, **kw)
 

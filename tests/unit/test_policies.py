@@ -49,7 +49,9 @@ def test_version_one_comes_from_settings(store: Store, tmp_path) -> None:
     assert policies.get(1).author == "settings"
 
 
-def test_changes_are_versions_with_author_reason_and_window_and_rollback_restores_a_body(store: Store, tmp_path) -> None:
+def test_changes_are_versions_with_author_reason_and_window_and_rollback_restores_a_body(
+    store: Store, tmp_path
+) -> None:
     tel = Telemetry(store)
     policies = PolicyStore(store, Settings(var_dir=tmp_path), telemetry=tel)
     policies.ensure()

@@ -105,7 +105,9 @@ def test_old_raw_rows_roll_up_per_minute_and_aggregates_still_count_them(store: 
     now = 1_000_000.0
     old = now - 7200
     tel.record_many(_node("host_metrics", "cpu", 0.2 + 0.01 * k, ts=old + k) for k in range(30))
-    tel.record_many([{"kind": "task", "outcome": "succeeded", "run_s": 3.0, "ts": old, "data": {"compute_s": {"cpu": 2}}}])
+    tel.record_many(
+        [{"kind": "task", "outcome": "succeeded", "run_s": 3.0, "ts": old, "data": {"compute_s": {"cpu": 2}}}]
+    )
     tel.record_many(_node("host_metrics", "cpu", 0.3, ts=now - 10) for _ in range(5))
     before = tel.summary(10_000, end=now)
     out = tel.rollup(raw_retention_s=3600, rollup_retention_s=86_400, now=now)

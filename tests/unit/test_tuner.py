@@ -1,0 +1,130 @@
+"""The tuning agent on a scripted telemetry history: it proposes the expected move and applies it, rejects what
+the simulator says is worse, and rolls back a change the live figures then contradict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from agents.tuner import Candidate, Tuner
+from core.db import PolicyRow, Store, TelemetryRow, TuningRunRow
+from core.policies import PolicyStore
+from core.settings import Settings
+from core.telemetry import Telemetry
+from workers.scheduling import ToolProfile
+
+W = 120.0  # the tuning window
+T0 = 1_700_000_000.0
+PROFILES = {
+    "probe": ToolProfile("probe", pool="cpu", hint_s=0.2),
+    "anomalies": ToolProfile("anomalies", pool="gpu", hint_s=0.3),
+}
+
+
+def script_window(
+    tel: Telemetry, start: float, *, tasks: int, gap_s: float, gpu_s: float, flow_s: float, tag: str
+) -> None:
+    """Tasks of two nodes: probe on cpu (0.2 s), anomalies on gpu (gpu_s); every fourth anomalies ran on cpu
+    (1.2 s). Each task's flow time is what the live service would have recorded."""
+    rows = []
+    for k in range(tasks):
+        arrive = start + k * gap_s
+        tid = f"{tag}-{k}"
+        on_cpu = k % 4 == 0
+        run = 1.2 if on_cpu else gpu_s
+        rows += [
+            {"kind": "node", "name": "probe", "pool": "cpu", "worker": "c1", "outcome": "succeeded", "task_id": tid,
+             "node_id": "p", "run_s": 0.2, "wait_s": 0.01, "ts": arrive + 0.21},
+            {"kind": "node", "name": "anomalies", "pool": "cpu" if on_cpu else "gpu", "worker": "c1" if on_cpu else "g1",
+             "outcome": "succeeded", "task_id": tid, "node_id": "a", "run_s": run, "wait_s": 0.01,
+             "ts": arrive + run + 0.01},
+            {"kind": "task", "outcome": "succeeded", "task_id": tid, "run_s": flow_s, "ts": arrive + flow_s,
+             "data": {"compute_s": {}}},
+        ]  # fmt: skip
+    tel.record_many(rows)
+
+
+@pytest.fixture
+def world(database_url: str, tmp_path) -> Iterator[tuple[Tuner, Telemetry, PolicyStore]]:
+    settings = Settings(
+        var_dir=tmp_path, database_url=database_url, tuning_window_s=W, cpu_concurrency=2, gpu_concurrency=1
+    )
+    store = Store.from_settings(settings)
+    with store.session() as s:  # the PostgreSQL database lives for the module: each test starts from nothing
+        for table in (PolicyRow, TelemetryRow, TuningRunRow):
+            s.execute(sa.delete(table))
+    tel = Telemetry(store)
+    policies = PolicyStore(store, settings, refresh_s=0, telemetry=tel)
+    policies.ensure()
+    tuner = Tuner(store, tel, policies, settings, PROFILES, trials=4, seeds=4)
+    # the window before: anomalies on gpu at 0.3 s; then the gpu turns slow (3 s) while tasks keep coming
+    script_window(tel, T0 - 2 * W, tasks=40, gap_s=2.5, gpu_s=0.3, flow_s=0.5, tag="before")
+    script_window(tel, T0 - W, tasks=55, gap_s=2.0, gpu_s=3.0, flow_s=20.0, tag="drift")
+    yield tuner, tel, policies
+    store.engine.dispose()
+
+
+def test_drift_on_the_gpu_moves_the_tool_to_cpu_after_the_simulator_agrees(world) -> None:
+    tuner, _, policies = world
+    report = tuner.run(now=T0)
+    assert report["decision"] == "applied", report
+    assert any(f["kind"] == "drift" and f["tool"] == "anomalies" for f in report["findings"])
+    assert report["group"] == "placement"
+    row = policies.get(report["policy_version"])
+    assert row.author == "tuner" and row.window == {"start": T0 - W, "end": T0}
+    assert policies.current().scheduling.override("anomalies").pools == ["cpu"]
+    assert row.prediction["p95"] < row.prediction["baseline_p95"]
+    accepted = [c for c in report["candidates"] if c["verdict"].get("accepted")]
+    assert accepted and all(c["verdict"]["p95_gain"] > c["verdict"]["noise"] for c in accepted)
+
+
+def test_a_candidate_the_simulator_finds_worse_is_rejected_and_nothing_is_applied(world) -> None:
+    tuner, _, policies = world
+    before = policies.latest_version()
+    state: dict = {"now": T0}
+    state |= tuner.observe(state)  # type: ignore[arg-type]
+    worse = Candidate("everything on the slow gpu", {"scheduling.tools.anomalies.pools": ["gpu"]}, "llm")
+    state["candidates"] = [worse]
+    out = tuner.verify(state)  # type: ignore[arg-type]
+    assert out["decision"] == "kept" and out["accepted"] is None
+    assert worse.verdict["accepted"] is False and worse.verdict["p95_gain"] < 0
+    assert policies.latest_version() == before
+
+
+def test_a_change_beyond_the_guard_rails_is_refused(world) -> None:
+    tuner, _, _ = world
+    state: dict = {"now": T0}
+    state |= tuner.observe(state)  # type: ignore[arg-type]
+    big = Candidate("hedge much later", {"scheduling.hedge_factor": 10.0}, "llm")  # 1.5 -> 10 is over +50%
+    state["candidates"] = [big]
+    tuner.verify(state)  # type: ignore[arg-type]
+    assert big.verdict["accepted"] is False and "more than 50%" in big.verdict["why"]
+
+
+def test_a_change_the_live_figures_contradict_is_rolled_back_in_the_next_round(world) -> None:
+    tuner, tel, policies = world
+    first = tuner.run(now=T0)
+    assert first["decision"] == "applied"
+    applied = first["policy_version"]
+    # the next window: the live service got worse than before the change, against a predicted gain
+    script_window(tel, T0, tasks=55, gap_s=2.0, gpu_s=3.0, flow_s=60.0, tag="after")
+    second = tuner.run(now=T0 + W)
+    assert second["decision"] == "rolled_back", second["watch"]
+    assert second["watch"]["verdict"] == "rolled_back" and second["watch"]["version"] == applied
+    back = policies.get(second["policy_version"])
+    assert back.author == "tuner" and back.rollback_of == 1 and "automatic rollback" in back.reason
+    assert policies.current().scheduling.override("anomalies").pools is None
+    # a judged change is not judged again
+    third = tuner.run(now=T0 + W + 1)
+    assert third["watch"]["verdict"] == "nothing to watch"
+
+
+def test_a_change_the_live_figures_bear_out_is_kept(world) -> None:
+    tuner, tel, policies = world
+    assert tuner.run(now=T0)["decision"] == "applied"
+    script_window(tel, T0, tasks=55, gap_s=2.0, gpu_s=3.0, flow_s=2.0, tag="after")
+    second = tuner.run(now=T0 + W)
+    assert second["watch"]["verdict"] == "kept"
+    assert policies.current().scheduling.override("anomalies").pools == ["cpu"]
