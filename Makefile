@@ -27,6 +27,7 @@ bench: $(STAMP)  ## benchmarks; figures printed and written to bench/results/
 	@$(BIN)/python -m bench.compression
 	@$(BIN)/python -m bench.scheduling
 	@$(BIN)/python -m bench.dispatch
+	@$(BIN)/python -m bench.tuning
 
 lint: $(STAMP)
 	@$(BIN)/ruff check .

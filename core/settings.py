@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     tuner_max_step: float = Field(
         0.5, gt=0, le=10, description="Largest relative change of one numeric knob in one round (0.5: +-50%)."
     )
+    tuner_max_answer_ttl_s: float = Field(
+        900, ge=0, description="The tuner never keeps cached answers longer than this (freshness before speed)."
+    )
     tuner_trials: int = Field(12, ge=1, le=200, description="Optuna trials per round, each one simulation.")
     tuner_seeds: int = Field(5, ge=2, le=50, description="Simulations per verified candidate (the noise estimate).")
     tuner_rollback_tolerance: float = Field(

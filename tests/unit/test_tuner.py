@@ -33,11 +33,11 @@ def script_window(
         arrive = start + k * gap_s
         tid = f"{tag}-{k}"
         on_cpu = k % 4 == 0
-        run = 1.2 if on_cpu else gpu_s
+        run, pool, worker = (1.2, "cpu", "c1") if on_cpu else (gpu_s, "gpu", "g1")
         rows += [
             {"kind": "node", "name": "probe", "pool": "cpu", "worker": "c1", "outcome": "succeeded", "task_id": tid,
              "node_id": "p", "run_s": 0.2, "wait_s": 0.01, "ts": arrive + 0.21},
-            {"kind": "node", "name": "anomalies", "pool": "cpu" if on_cpu else "gpu", "worker": "c1" if on_cpu else "g1",
+            {"kind": "node", "name": "anomalies", "pool": pool, "worker": worker,
              "outcome": "succeeded", "task_id": tid, "node_id": "a", "run_s": run, "wait_s": 0.01,
              "ts": arrive + run + 0.01},
             {"kind": "task", "outcome": "succeeded", "task_id": tid, "run_s": flow_s, "ts": arrive + flow_s,
