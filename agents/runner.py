@@ -81,6 +81,8 @@ class TaskRunner:
         """Drive the task's graph to its end. Redis going away (a restart) is waited out: the graph resumes
         from its checkpoint when Redis answers again, instead of failing a task the database still holds."""
         bound = log.bind(task_id=task_id)
+        # every log line of this thread (planner, dispatcher, release) carries the task id
+        structlog.contextvars.bind_contextvars(task_id=task_id)
         waited = 0.0
         try:
             while True:

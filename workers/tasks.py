@@ -131,6 +131,8 @@ def execute_batch(run_ids: list[str], worker: str, soft_s: float | None = None) 
     rt = runtime()
     started: list[Any] = []
     outcomes: dict[str, str] = {}
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(run_ids=run_ids)
     for run_id in run_ids:
         row, outcome = _start(rt, run_id, worker)
         if outcome is not None:
@@ -139,6 +141,12 @@ def execute_batch(run_ids: list[str], worker: str, soft_s: float | None = None) 
             started.append(row)
     if started:
         tool = started[0].tool
+        # a tool's log lines carry the task and node they ran for (JSON logs: fields of each line)
+        structlog.contextvars.bind_contextvars(
+            task_id=started[0].task_id if len(started) == 1 else sorted({r.task_id for r in started}),
+            node_id=started[0].node_id if len(started) == 1 else [r.node_id for r in started],
+            tool=tool,
+        )
         spec = CATALOG.get(tool)
         soft = soft_s or (spec.timeout_s if spec else 60.0)
         deadline = time.monotonic() + soft
