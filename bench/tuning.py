@@ -300,7 +300,10 @@ def main() -> None:
     }
     # rounds after the drift until a window's p95 is within 10% of the best static's on the same window
     best_w, tuner_w = per_window(best_runs), per_window(tuned["runs"])
-    within = next((k for k, i in enumerate(post) if (tuner_w[i] or 0) <= 1.1 * (best_w[i] or 0)), None)
+    # the first post-drift round from which every later window stays within 10% of the best static on that window
+    # (window post[0] ran before any post-drift round)
+    close = [(tuner_w[i] or 0) <= 1.1 * (best_w[i] or 0) for i in post[1:]]
+    within = next((k + 1 for k in range(len(close)) if all(close[k:])), None)
     # an applied change is judged on the next window against that same window under the policy it replaced
     # (the window-to-window swing of this bursty trace is larger than any policy's effect)
     harmful = []
