@@ -29,3 +29,32 @@ def test_schedules_become_beat_entries_on_the_cpu_queue(tmp_path) -> None:
 def test_bad_schedules_are_refused_with_a_reason(tmp_path, entry: dict, message: str) -> None:
     with pytest.raises(UserError, match=message):
         beat_schedule(Settings(var_dir=tmp_path, schedules=[entry]))
+
+
+def test_users_schedules_and_the_tuner_become_entries_and_a_paused_one_does_not(tmp_path) -> None:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from core.db import Store
+    from core.jobs import ScheduleBook
+    from services.scheduler import TUNING_ENTRY
+    from workers.celery_app import TUNING_TASK
+
+    settings = Settings(var_dir=tmp_path, tuning_interval_s=90)
+    store = Store.from_settings(settings)
+    book = ScheduleBook(store)
+    book.create("berlin-2am", "0 2 * * *", "Europe/Berlin", {"goal": "capacity report", "tenant": "ops", "priority": 3})
+    book.create("paused", "*/5 * * * *", "UTC", {"goal": "x"})
+    book.set_paused("paused", True)
+    entries = beat_schedule(settings, store)
+    entry = entries["berlin-2am"]
+    assert entry["args"] == ["berlin-2am", "capacity report", {}]
+    assert entry["kwargs"] == {"tenant": "ops", "priority": 3}
+    assert entry["schedule"].hour == {2}
+    assert entry["schedule"].now().tzinfo == ZoneInfo("Europe/Berlin")  # the fields are read in its timezone
+    assert abs(entry["schedule"].now().timestamp() - datetime.now().timestamp()) < 5
+    assert "paused" not in entries
+    assert entries[TUNING_ENTRY]["task"] == TUNING_TASK
+    assert entries[TUNING_ENTRY]["schedule"].run_every.total_seconds() == 90
+    assert book.claim_slot("berlin-2am", 7) and not book.claim_slot("berlin-2am", 7)  # a slot fires once
+    assert "opsgraph-tuning" not in beat_schedule(Settings(var_dir=tmp_path, tuning_enabled=False), store)
