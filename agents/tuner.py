@@ -35,6 +35,7 @@ from core.policies import PolicyInvalid, PolicyStore, parse_policy
 from core.policy import LLMPolicy, PolicyDocument, get_path, set_path
 from core.settings import Settings
 from core.telemetry import Telemetry
+from workers.release import profile_of
 from workers.replay import Workload, replay, workload_from_telemetry
 from workers.scheduling import ToolProfile, pool_kind
 from workers.simulator import quantile
@@ -54,7 +55,6 @@ class Candidate:
     changes: dict[str, Any]
     source: str  # rule | optuna | llm
     doc: PolicyDocument | None = None
-    screen: dict[str, Any] = field(default_factory=dict)  # one simulation, seed 0
     verdict: dict[str, Any] = field(default_factory=dict)
 
     def view(self) -> dict[str, Any]:
@@ -62,7 +62,6 @@ class Candidate:
             "name": self.name,
             "source": self.source,
             "changes": self.changes,
-            "screen": _rounded(self.screen),
             "verdict": self.verdict,
         }
 
@@ -78,16 +77,13 @@ class TuneState(TypedDict, total=False):
     watch: dict[str, Any]
     findings: list[dict[str, Any]]
     group: str | None
+    workload: Workload  # the window's, rebuilt once by propose for every replay of the round
     candidates: list[Candidate]
     rationale: str
     baseline: dict[str, Any]
     accepted: Candidate | None
     decision: str
     policy_version: int | None
-
-
-def _rounded(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: round(v, 6) if isinstance(v, float) else v for k, v in d.items()}
 
 
 def with_changes(doc: PolicyDocument, changes: dict[str, Any]) -> PolicyDocument:
@@ -115,7 +111,6 @@ class Tuner:
     llm: Callable[[list[dict[str, str]]], str] | None = None  # messages -> reply text, when an LLM is configured
     trials: int | None = None
     seeds: int | None = None
-    _workload: Workload | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.graph = build_tuner_graph(self)
@@ -342,9 +337,12 @@ class Tuner:
         for f in findings:
             if f["group"] in allowed and f["group"] not in fruitless:
                 return str(f["group"])
-        # nothing points anywhere: the group tried longest ago
-        last_tried = {g: i for i, r in reversed(list(enumerate(recent))) for g in [r["group"]]}
-        return max(allowed, key=lambda g: last_tried.get(g, len(recent) + 1) if g not in fruitless else -1)
+        # nothing points anywhere: the group tried longest ago (never tried counts as longest)
+        last_tried: dict[str, int] = {}
+        for age, r in enumerate(recent):  # newest first
+            last_tried.setdefault(r["group"], age)
+        candidates = [g for g in allowed if g not in fruitless] or allowed
+        return max(candidates, key=lambda g: last_tried.get(g, len(recent)))
 
     def propose(self, state: TuneState) -> TuneState:
         group = self.choose_group(state["findings"])
@@ -352,12 +350,11 @@ class Tuner:
             return {"group": None, "candidates": []}
         doc = self.policies.current()
         workload = self.workload(state["window"]["start"], state["window"]["end"])
-        self._workload = workload
         space, rules = self.space(group, doc, state["findings"], workload)
         candidates = [Candidate(f"rule: {name}", changes, "rule") for name, changes in rules]
         if space:
             candidates += self._optuna(group, doc, space, workload)
-        return {"group": group, "candidates": candidates}
+        return {"group": group, "workload": workload, "candidates": candidates}
 
     def space(
         self, group: str, doc: PolicyDocument, findings: list[dict[str, Any]], workload: Workload
@@ -513,7 +510,7 @@ class Tuner:
         if not candidates:
             return {"decision": "kept"}
         doc = self.policies.current()
-        workload = self._workload or self.workload(state["window"]["start"], state["window"]["end"])
+        workload = state.get("workload") or self.workload(state["window"]["start"], state["window"]["end"])
         if len(workload.tasks) < MIN_TASKS:
             for c in candidates:
                 c.verdict = {"accepted": False, "why": f"{len(workload.tasks)} tasks in the window; {MIN_TASKS} needed"}
@@ -658,8 +655,6 @@ class TuningRunner:
     (beside the task orchestrator, whose telemetry it reads)."""
 
     def __init__(self, ctx: Any, *, poll_s: float = 5.0) -> None:
-        from workers.release import profile_of
-
         self.ctx = ctx
         profiles = {spec.name: profile_of(spec, spec.name) for spec in ctx.toolset}
         self.tuner = Tuner(ctx.store, ctx.telemetry, ctx.policies, ctx.settings, profiles, llm=_llm_caller(ctx))

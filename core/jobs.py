@@ -5,7 +5,6 @@ of tuning runs the API's tuning runner takes."""
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -41,13 +40,11 @@ def check_timezone(name: str) -> ZoneInfo:
         raise UserError(f"unknown timezone {name!r} (an IANA name such as UTC or Europe/Berlin)") from None
 
 
-def cron_slot(now: float, tz: str = "UTC") -> int:
-    """A cron entry fires at most once a minute: the minute is its slot (in epoch minutes)."""
-    return int(datetime.fromtimestamp(now, ZoneInfo(tz)).timestamp() // 60)
-
-
-def interval_slot(now: float, every_s: float) -> int:
-    return int(now // every_s)
+def slot_of(fired_at: float, period_s: float) -> int:
+    """The slot a firing belongs to: the period boundary nearest to it. Entries fire on boundaries (a cron entry
+    on the minute, the tuner on multiples of its interval), a little early or late; rounding, not flooring, keeps
+    two consecutive firings out of one slot whatever that jitter (up to half a period)."""
+    return round(fired_at / period_s)
 
 
 def schedule_view(row: ScheduleRow) -> dict[str, Any]:

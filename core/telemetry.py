@@ -54,9 +54,10 @@ def bucket_of(x: float) -> int:
 
 @dataclass
 class Dist:
-    """Values of one measure: exact while every value is known, from the histogram once rollups join."""
+    """Values of one measure: exact while every value is kept, from the histogram once rollups join (or when
+    values are not kept: /metrics needs only counts)."""
 
-    values: list[float] = field(default_factory=list)
+    values: list[float] | None = field(default_factory=list)
     hist: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
     total: float = 0.0
     count: int = 0
@@ -65,7 +66,10 @@ class Dist:
     def add(self, x: float | None) -> None:
         if x is None:
             return
-        self.values.append(x)
+        if self.values is None:
+            self.approximate = True
+        else:
+            self.values.append(x)
         self.hist[bucket_of(x)] += 1
         self.total += x
         self.count += 1
@@ -82,7 +86,7 @@ class Dist:
     def quantile(self, q: float) -> float | None:
         if not self.count:
             return None
-        if not self.approximate:
+        if not self.approximate and self.values is not None:
             ordered = sorted(self.values)
             return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
         target, seen = q * self.count, 0
@@ -251,7 +255,7 @@ class _Aggregates:
         self.pools: dict[str, Dist] = {}
         self.workers: dict[tuple[str, str], Dist] = {}
         self.task_outcomes: dict[str, int] = {}
-        self.task_flow = Dist()
+        self.task_flow = self._dist()
         self.task_cost = 0.0
         self.task_compute: dict[str, float] = {}
         self.cache: dict[str, dict[str, Any]] = {}
@@ -260,36 +264,34 @@ class _Aggregates:
         self.tuning: dict[str, int] = {}
 
     def _tool(self, tool: str, pool: str) -> dict[str, Any]:
-        return self.tools.setdefault((tool, pool), {"outcomes": {}, "run": Dist(), "wait": Dist()})
+        t = self.tools.get((tool, pool))
+        if t is None:
+            t = self.tools[(tool, pool)] = {"outcomes": {}, "run": self._dist(), "wait": self._dist()}
+        return t
 
-    def _add(self, dist: Dist, x: float | None) -> None:
-        if x is None:
-            return
-        if self.keep_values:
-            dist.add(x)
-        else:
-            dist.merge_hist([1 if i == bucket_of(x) else 0 for i in range(len(BUCKETS) + 1)], x)
+    def _dist(self) -> Dist:
+        return Dist() if self.keep_values else Dist(values=None)
 
     def add_raw(self, r: TelemetryRow) -> None:
         if r.kind == "node":
             t = self._tool(r.name, r.pool)
             t["outcomes"][r.outcome] = t["outcomes"].get(r.outcome, 0) + 1
-            self._add(t["run"], r.run_s)
-            self._add(t["wait"], r.wait_s)
-            self._add(self.pools.setdefault(r.pool, Dist()), r.wait_s)
+            t["run"].add(r.run_s)
+            t["wait"].add(r.wait_s)
+            self.pools.setdefault(r.pool, self._dist()).add(r.wait_s)
             if r.worker and r.run_s is not None and r.outcome == "succeeded":
-                self._add(self.workers.setdefault((r.name, r.worker), Dist()), r.run_s)
+                self.workers.setdefault((r.name, r.worker), self._dist()).add(r.run_s)
         elif r.kind == "task":
             self._task(r.outcome, 1, r.cost or 0.0, (r.data or {}).get("compute_s") or {})
-            self._add(self.task_flow, r.run_s)
+            self.task_flow.add(r.run_s)
         elif r.kind == "cache":
-            c = self.cache.setdefault(r.name, {"lookups": 0, "hits": 0, "search": Dist()})
+            c = self.cache.setdefault(r.name, {"lookups": 0, "hits": 0, "search": self._dist()})
             c["lookups"] += 1
             c["hits"] += 1 if r.hit else 0
-            self._add(c["search"], r.run_s)
+            c["search"].add(r.run_s)
         elif r.kind == "llm":
             self._llm(r.name, r.outcome, 1, r.tokens_in or 0, r.tokens_out or 0, r.cost or 0.0)
-            self._add(self.llm[r.name]["latency"], r.run_s)
+            self.llm[r.name]["latency"].add(r.run_s)
         elif r.kind == "policy":
             self.policy[r.name] = self.policy.get(r.name, 0) + 1
         elif r.kind == "tuning":
@@ -301,12 +303,12 @@ class _Aggregates:
             t["outcomes"][m.outcome] = t["outcomes"].get(m.outcome, 0) + m.count
             t["run"].merge_hist(m.run_hist, m.run_sum)
             t["wait"].merge_hist(m.wait_hist, m.wait_sum)
-            self.pools.setdefault(m.pool, Dist()).merge_hist(m.wait_hist, m.wait_sum)
+            self.pools.setdefault(m.pool, self._dist()).merge_hist(m.wait_hist, m.wait_sum)
         elif m.kind == "task":
             self._task(m.outcome, m.count, m.cost_sum, (m.data or {}).get("compute_s") or {})
             self.task_flow.merge_hist(m.run_hist, m.run_sum)
         elif m.kind == "cache":
-            c = self.cache.setdefault(m.name, {"lookups": 0, "hits": 0, "search": Dist()})
+            c = self.cache.setdefault(m.name, {"lookups": 0, "hits": 0, "search": self._dist()})
             c["lookups"] += m.count
             c["hits"] += m.hits
             c["search"].merge_hist(m.run_hist, m.run_sum)
@@ -326,7 +328,7 @@ class _Aggregates:
 
     def _llm(self, model: str, outcome: str, n: int, tin: int, tout: int, cost: float) -> None:
         m = self.llm.setdefault(
-            model, {"calls": 0, "errors": 0, "tokens_in": 0, "tokens_out": 0, "cost": 0.0, "latency": Dist()}
+            model, {"calls": 0, "errors": 0, "tokens_in": 0, "tokens_out": 0, "cost": 0.0, "latency": self._dist()}
         )
         m["calls"] += n
         m["errors"] += n if outcome != "ok" else 0

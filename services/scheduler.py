@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import redis
 import structlog
 from celery import Celery, beat
-from celery.schedules import crontab, schedule
+from celery.schedules import crontab, schedstate, schedule
 
 from core import keys
 from core.db import Store
 from core.errors import UserError
-from core.jobs import ScheduleBook, cron_slot, interval_slot, parse_cron
+from core.jobs import ScheduleBook, parse_cron, slot_of
 from core.settings import Settings
 from workers.celery_app import SCHEDULED_TASK, TUNING_TASK
 
@@ -42,6 +42,18 @@ def _cron(cron: str, tz: str = "UTC") -> crontab:
         day_of_week=dow,
         nowfun=lambda: datetime.now(zone),
     )
+
+
+class GridSchedule(schedule):
+    """Every `run_every`, on the multiples of it (as a cron entry fires on the minute), not `run_every` after the
+    last firing: whichever scheduler fires, and whenever it started, a firing falls on the same boundary."""
+
+    def is_due(self, last_run_at: datetime) -> schedstate:
+        every = self.run_every.total_seconds()
+        now = time.time()
+        last = last_run_at if last_run_at.tzinfo else last_run_at.replace(tzinfo=UTC)
+        wait = every - (now % every)
+        return schedstate(int(now // every) > int(last.timestamp() // every), wait)
 
 
 def beat_schedule(settings: Settings, store: Store | None = None) -> dict[str, dict[str, Any]]:
@@ -75,7 +87,7 @@ def beat_schedule(settings: Settings, store: Store | None = None) -> dict[str, d
     if settings.tuning_enabled:
         entries[TUNING_ENTRY] = {
             "task": TUNING_TASK,
-            "schedule": schedule(timedelta(seconds=settings.tuning_interval_s)),
+            "schedule": GridSchedule(timedelta(seconds=settings.tuning_interval_s)),
             "options": {"queue": "cpu"},
         }
     return entries
@@ -126,8 +138,8 @@ class OpsScheduler(beat.Scheduler):
 
     def apply_async(self, entry: Any, producer: Any = None, advance: bool = True, **kwargs: Any) -> Any:
         now = time.time()
-        tuning = entry.name == TUNING_ENTRY
-        slot = interval_slot(now, self.settings.tuning_interval_s) if tuning else cron_slot(now)
+        period = self.settings.tuning_interval_s if entry.name == TUNING_ENTRY else 60.0
+        slot = slot_of(now, period)
         entry.kwargs = {**(entry.kwargs or {}), "slot": slot}
         return super().apply_async(entry, producer, advance, **kwargs)
 

@@ -150,10 +150,11 @@ def workload_from_telemetry(
     # tasks served from the cache ran no nodes: under a policy that would not serve them they run nodes like
     # the category's other tasks
     rng = random.Random(seed)
+    by_id = {t.id: t for t in tasks}
     for task_id, look in lookups.items():
         reason = (look.data or {}).get("reason")
         age = (look.data or {}).get("age_s")
-        known = next((t for t in tasks if t.id == task_id), None)
+        known = by_id.get(task_id)
         if known is not None:
             if reason == "expired" and age is not None:
                 known.cache_age_s = float(age)

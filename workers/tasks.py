@@ -131,7 +131,6 @@ def execute_batch(run_ids: list[str], worker: str, soft_s: float | None = None) 
     rt = runtime()
     started: list[Any] = []
     outcomes: dict[str, str] = {}
-    structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(run_ids=run_ids)
     for run_id in run_ids:
         row, outcome = _start(rt, run_id, worker)
@@ -321,6 +320,12 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     }
     _heartbeat.start(hostname, info)
     log.info("worker ready", hostname=hostname, queues=queues, device=device)
+
+
+@signals.task_prerun.connect
+def _on_task_prerun(**_: Any) -> None:
+    """Each Celery task logs with its own ids only: what the previous task bound is cleared."""
+    structlog.contextvars.clear_contextvars()
 
 
 @signals.worker_process_init.connect

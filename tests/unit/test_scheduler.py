@@ -58,3 +58,20 @@ def test_users_schedules_and_the_tuner_become_entries_and_a_paused_one_does_not(
     assert entries[TUNING_ENTRY]["schedule"].run_every.total_seconds() == 90
     assert book.claim_slot("berlin-2am", 7) and not book.claim_slot("berlin-2am", 7)  # a slot fires once
     assert "opsgraph-tuning" not in beat_schedule(Settings(var_dir=tmp_path, tuning_enabled=False), store)
+
+
+def test_firings_a_little_early_or_late_never_share_a_slot_and_the_tuner_fires_on_its_grid() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from core.jobs import slot_of
+    from services.scheduler import GridSchedule
+
+    # seen live: a 2 s entry fired at :36.009 then :37.999, both in [36, 38) by flooring
+    assert slot_of(36.009, 2) != slot_of(37.999, 2)
+    assert [slot_of(t, 60) for t in (119.998, 180.02, 239.999)] == [2, 3, 4]
+    grid = GridSchedule(timedelta(seconds=3600))
+    just_fired = datetime.now(UTC)
+    due, wait = grid.is_due(just_fired)
+    assert not due and 0 < wait <= 3600  # the next boundary, not an hour after the firing
+    due, _ = grid.is_due(just_fired - timedelta(seconds=3600))
+    assert due

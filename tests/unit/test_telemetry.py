@@ -125,3 +125,13 @@ def test_old_raw_rows_roll_up_per_minute_and_aggregates_still_count_them(store: 
     assert after["tasks"]["count"] == 1 and after["tasks"]["compute_s"] == {"cpu": 2.0}
     # rollups past their own retention go
     assert tel.rollup(raw_retention_s=3600, rollup_retention_s=60, now=now)["dropped_minutes"] == len(minutes)
+
+
+def test_totals_for_metrics_count_every_row_into_histograms_without_keeping_values(store: Store) -> None:
+    tel = Telemetry(store)
+    tel.record_many(_node("http_probe", "cpu", r, ts=100.0 + r) for r in (0.004, 0.3, 0.3, 7.0))
+    acc = tel.totals()
+    run = acc.tools[("http_probe", "cpu")]["run"]
+    assert run.values is None and run.count == 4 and run.total == pytest.approx(7.604)
+    assert sum(run.hist) == 4 and run.hist[-1] == 0  # 7 s falls in the 10 s bucket, nothing above 1800 s
+    assert 5.0 < run.quantile(0.99) <= 10.0  # interpolated within its bucket
