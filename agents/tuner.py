@@ -94,11 +94,17 @@ def with_changes(doc: PolicyDocument, changes: dict[str, Any]) -> PolicyDocument
 
 
 def step_range(cur: float, lo: float, hi: float, step: float, floor_when_zero: float) -> tuple[float, float]:
-    """The values a knob may take this round: within +-step of its value (a knob at 0 may rise to
-    floor_when_zero x step), inside its hard range."""
+    """The values a knob may take this round: between its value / (1 + step) and its value x (1 + step) (a
+    step of 1 halves or doubles it at most; a knob at 0 may rise to floor_when_zero x step), inside its hard
+    range."""
     if cur <= 0:
         return lo, min(hi, max(lo, floor_when_zero * step))
-    return max(lo, cur * (1 - step)), min(hi, cur * (1 + step))
+    return max(lo, cur / (1 + step)), min(hi, cur * (1 + step))
+
+
+def beyond_step(old: float, new: float, step: float) -> bool:
+    """Whether a move from `old` to `new` is larger than one round's step (see step_range)."""
+    return old > 0 and (new > old * (1 + step) * (1 + 1e-9) or new < old / (1 + step) * (1 - 1e-9))
 
 
 @dataclass
@@ -309,13 +315,17 @@ class Tuner:
             expired = [r for r in mine if (r.data or {}).get("reason") == "expired" and (r.data or {}).get("age_s")]
             hits = sum(1 for r in mine if r.hit)
             ttl = doc.serving.cache.for_category(category).answer_ttl_s
-            if len(expired) >= max(3, 0.05 * len(mine)):
-                ages = sorted(float(r.data["age_s"]) for r in expired)
+            # the repeats a longer TTL could serve: those the freshness cap allows at all
+            cap = max(ttl, self.settings.tuner_max_answer_ttl_s)
+            servable = sorted(float(r.data["age_s"]) for r in expired if float(r.data["age_s"]) <= cap)
+            if len(servable) >= max(3, 0.05 * len(mine)):
                 out.append(
                     {"kind": "cache_expired", "group": "cache", "category": category,
-                     "severity": 10 * len(expired) / len(mine), "ages_p75": ages[int(0.75 * (len(ages) - 1))],
-                     "detail": f"{category}: {len(expired)} of {len(mine)} lookups found the same answer expired "
-                               f"(TTL {ttl:g}s, ages {ages[0]:.0f}-{ages[-1]:.0f}s)"}
+                     "severity": 10 * len(servable) / len(mine),
+                     # the TTL that would have served nine in ten of them
+                     "ages_p90": servable[math.ceil(0.9 * len(servable)) - 1],
+                     "detail": f"{category}: {len(servable)} of {len(mine)} lookups found the same answer expired "
+                               f"(TTL {ttl:g}s, ages {servable[0]:.0f}-{servable[-1]:.0f}s)"}
                 )  # fmt: skip
             search = statistics.mean([r.run_s or 0.0 for r in mine]) if mine else 0.0
             break_even = search / flow if flow else 0.0
@@ -419,11 +429,12 @@ class Tuner:
                     cap = max(pol.answer_ttl_s, self.settings.tuner_max_answer_ttl_s)
                     _, hi = step_range(pol.answer_ttl_s, 0.0, cap, step, 60.0)
                     space[f"{base}.answer_ttl_s"] = ("float", pol.answer_ttl_s, hi)
-                    want = min(hi, max(pol.answer_ttl_s, float(f["ages_p75"]) * 1.05))
+                    want = min(hi, max(pol.answer_ttl_s, float(f["ages_p90"]) * 1.05))
                     if want > pol.answer_ttl_s:
                         rules.append(
                             (
-                                f"{cat}: keep answers {want:.0f}s (asked again after {f['ages_p75']:.0f}s)",
+                                f"{cat}: keep answers {want:.0f}s (nine in ten repeats came within "
+                                f"{f['ages_p90']:.0f}s)",
                                 {f"{base}.answer_ttl_s": round(want, 1)},
                             )
                         )
@@ -574,8 +585,8 @@ class Tuner:
             if path.endswith("answer_ttl_s") and isinstance(y, int | float) and y > ttl_cap:
                 return f"{path}: answers kept {y}s, over TUNER_MAX_ANSWER_TTL_S={ttl_cap:g}"
             numeric = isinstance(x, int | float) and isinstance(y, int | float) and not isinstance(x, bool)
-            if numeric and x > 0 and abs(y - x) > step * x + 1e-9:  # type: ignore[operator]
-                return f"{path}: {x} -> {y} is more than {step:.0%} in one round"
+            if numeric and beyond_step(float(x), float(y), step):  # type: ignore[arg-type]
+                return f"{path}: {x} -> {y} moves more than x{1 + step:g} in one round (TUNER_MAX_STEP={step:g})"
         return None
 
     # apply

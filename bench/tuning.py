@@ -255,7 +255,7 @@ def tuner_arm(windows: list[Window], window_s: float, trials: int, seeds: int) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", type=Path, default=TRACE)
-    parser.add_argument("--windows", type=int, default=12)
+    parser.add_argument("--windows", type=int, default=16)
     parser.add_argument("--window-tasks", type=int, default=200)
     parser.add_argument("--load", type=float, default=0.5, help="cpu utilisation before the drift")
     parser.add_argument("--quick", action="store_true", help="fewer tuner trials and resamples")

@@ -94,7 +94,10 @@ class Settings(BaseSettings):
         description="Knob groups the tuner may change: release_order, hedging, placement, cache.",
     )
     tuner_max_step: float = Field(
-        0.5, gt=0, le=10, description="Largest relative change of one numeric knob in one round (0.5: +-50%)."
+        1.0,
+        gt=0,
+        le=10,
+        description="Largest move of one numeric knob in one round: x or / (1 + step) (1.0: doubles or halves).",
     )
     tuner_max_answer_ttl_s: float = Field(
         900, ge=0, description="The tuner never keeps cached answers longer than this (freshness before speed)."

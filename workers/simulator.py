@@ -213,7 +213,7 @@ class Simulator:
             )
 
         def refresh_remaining(task_id: str) -> float:
-            return sum(self.estimate(nodes[k]) for k in remaining[task_id])
+            return math.fsum(self.estimate(nodes[k]) for k in remaining[task_id])  # exact: set order must not matter
 
         def start(items: list[ReadyItem], pool: str, est: float, now: float, hedge_of: int | None = None) -> None:
             nonlocal releases

@@ -3,16 +3,20 @@ the simulator says is worse, and rolls back a change the live figures then contr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
+from pydantic import SecretStr
 
-from agents.tuner import Candidate, Tuner
+from agents.tuner import Candidate, Tuner, _llm_caller
 from core.db import PolicyRow, Store, TelemetryRow, TuningRunRow
 from core.policies import PolicyStore
 from core.settings import Settings
 from core.telemetry import Telemetry
+from tests.fake_llm import DeterministicOpenAIServer
 from workers.scheduling import ToolProfile
 
 W = 120.0  # the tuning window
@@ -97,10 +101,10 @@ def test_a_change_beyond_the_guard_rails_is_refused(world) -> None:
     tuner, _, _ = world
     state: dict = {"now": T0}
     state |= tuner.observe(state)  # type: ignore[arg-type]
-    big = Candidate("hedge much later", {"scheduling.hedge_factor": 10.0}, "llm")  # 1.5 -> 10 is over +50%
+    big = Candidate("hedge much later", {"scheduling.hedge_factor": 10.0}, "llm")  # 1.5 -> 10 is over x2
     state["candidates"] = [big]
     tuner.verify(state)  # type: ignore[arg-type]
-    assert big.verdict["accepted"] is False and "more than 50%" in big.verdict["why"]
+    assert big.verdict["accepted"] is False and "more than x2" in big.verdict["why"]
 
 
 def test_a_change_the_live_figures_contradict_is_rolled_back_in_the_next_round(world) -> None:
@@ -128,3 +132,61 @@ def test_a_change_the_live_figures_bear_out_is_kept(world) -> None:
     second = tuner.run(now=T0 + W)
     assert second["watch"]["verdict"] == "kept"
     assert policies.current().scheduling.override("anomalies").pools == ["cpu"]
+
+
+@pytest.fixture
+def llm_server() -> Iterator[DeterministicOpenAIServer]:
+    server = DeterministicOpenAIServer()
+    yield server
+    server.stop()
+
+
+def _with_llm(tuner: Tuner, server: DeterministicOpenAIServer) -> Tuner:
+    settings = tuner.settings.model_copy(
+        update={"llm_base_url": server.base_url, "llm_api_key": SecretStr("sk-tuner-secret")}
+    )
+    ctx = SimpleNamespace(settings=settings, policies=tuner.policies, telemetry=tuner.telemetry)
+    return Tuner(
+        tuner.store, tuner.telemetry, tuner.policies, settings, PROFILES, llm=_llm_caller(ctx), trials=4, seeds=4
+    )
+
+
+def test_the_llm_writes_the_rationale_and_its_candidates_go_through_the_same_verifier(world, llm_server) -> None:
+    tuner, tel, policies = world
+    llm_server.content = json.dumps(
+        {
+            "rationale": "The gpu pool slowed tenfold for anomalies; the cpu copy is faster now.",
+            "candidates": [
+                {"name": "pin anomalies to the slow gpu", "changes": {"scheduling.tools.anomalies.pools": ["gpu"]}},
+                {"name": "a knob that does not exist", "changes": {"scheduling.warp_speed": 9}},
+            ],
+        }
+    )
+    report = _with_llm(tuner, llm_server).run(now=T0)
+    assert report["decision"] == "applied"
+    assert report["rationale"].startswith("The gpu pool slowed tenfold")
+    by_name = {c["name"]: c for c in report["candidates"]}
+    worse = by_name["llm: pin anomalies to the slow gpu"]
+    assert worse["source"] == "llm" and worse["verdict"]["accepted"] is False and worse["verdict"]["p95_gain"] < 0
+    assert by_name["llm: a knob that does not exist"]["verdict"]["why"].startswith("invalid")
+    # what was applied is the verified rule, with the LLM's words as its reason
+    assert policies.current().scheduling.override("anomalies").pools == ["cpu"]
+    assert "The gpu pool slowed tenfold" in policies.get(report["policy_version"]).reason
+    # the server saw the findings and the candidates; the key went in the header only; the call is telemetry
+    sent = json.loads(llm_server.requests[0]["body"]["messages"][1]["content"])
+    assert sent["group"] == "placement" and any(f["kind"] == "drift" for f in sent["findings"])
+    assert llm_server.requests[0]["auth"] == "Bearer sk-tuner-secret"
+    calls = [r for r in tel.rows("llm", 0, 1e12) if (r.data or {}).get("purpose") == "tuner"]
+    assert len(calls) == 1 and calls[0].tokens_in == 10 and calls[0].outcome == "ok"
+    assert "sk-tuner-secret" not in json.dumps(report)
+
+
+def test_an_llm_that_fails_leaves_the_findings_words_and_the_round_goes_on(world, llm_server) -> None:
+    tuner, tel, _ = world
+    llm_server.status = 500
+    report = _with_llm(tuner, llm_server).run(now=T0)
+    assert report["decision"] == "applied"
+    assert "anomalies on" in report["rationale"] and "Group tried: placement" in report["rationale"]
+    assert all(c["source"] != "llm" for c in report["candidates"])
+    calls = [r for r in tel.rows("llm", 0, 1e12) if (r.data or {}).get("purpose") == "tuner"]
+    assert calls and all(r.outcome == "error" for r in calls)
