@@ -344,6 +344,10 @@ class Tuner:
             return None
         recent = [r.report for r in tuning_runs(self.store, status="done", limit=len(GROUPS)) if r.report.get("group")]
         fruitless = {recent[0]["group"]} if recent and recent[0].get("decision") != "applied" else set()
+        # a climb that paid last round goes on while its finding remains (a TTL far below its repeats, say)
+        paid = recent[0]["group"] if recent and recent[0].get("decision") == "applied" else None
+        if paid in allowed and any(f["group"] == paid for f in findings):
+            return str(paid)
         for f in findings:
             if f["group"] in allowed and f["group"] not in fruitless:
                 return str(f["group"])

@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from agents.tuner import Candidate, Tuner, _llm_caller
 from core.db import PolicyRow, Store, TelemetryRow, TuningRunRow
+from core.jobs import claim_tuning_run, finish_tuning_run, queue_tuning_run
 from core.policies import PolicyStore
 from core.settings import Settings
 from core.telemetry import Telemetry
@@ -190,3 +191,27 @@ def test_an_llm_that_fails_leaves_the_findings_words_and_the_round_goes_on(world
     assert all(c["source"] != "llm" for c in report["candidates"])
     calls = [r for r in tel.rows("llm", 0, 1e12) if (r.data or {}).get("purpose") == "tuner"]
     assert calls and all(r.outcome == "error" for r in calls)
+
+
+def _past_round(tuner: Tuner, group: str, decision: str) -> None:
+    row = queue_tuning_run(tuner.store, "test")
+    claim_tuning_run(tuner.store, row.id)
+    finish_tuning_run(
+        tuner.store, row.id, status="done", decision=decision, report={"group": group, "decision": decision}
+    )
+
+
+def test_a_group_whose_change_paid_goes_on_while_its_finding_remains(world) -> None:
+    tuner, _, _ = world
+    findings = [
+        {"kind": "saturated", "group": "release_order", "severity": 2.0},
+        {"kind": "cache_expired", "group": "cache", "severity": 1.0},
+    ]
+    assert tuner.choose_group(findings) == "release_order"  # the strongest finding, with no history
+    _past_round(tuner, "cache", "applied")
+    assert tuner.choose_group(findings) == "cache"  # the TTL climb goes on
+    assert tuner.choose_group(findings[:1]) == "release_order"  # nothing left to climb
+    _past_round(tuner, "cache", "kept")
+    assert tuner.choose_group(findings) == "release_order"  # it stopped paying
+    _past_round(tuner, "release_order", "kept")
+    assert tuner.choose_group(findings) == "cache"  # the group that found nothing last round waits its turn
