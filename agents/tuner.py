@@ -56,12 +56,17 @@ class Candidate:
     source: str  # rule | optuna | llm
     doc: PolicyDocument | None = None
     verdict: dict[str, Any] = field(default_factory=dict)
+    # where a rule would go if the step guard rail allowed it: when the step alone shows nothing in the replay
+    # (a TTL still under the repeats it should serve) but the target beats the current policy beyond noise and
+    # the step is no worse, the step is taken toward it (a trust region: the direction verified, the size capped)
+    toward: dict[str, Any] | None = None
 
     def view(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "source": self.source,
             "changes": self.changes,
+            **({"toward": self.toward} if self.toward else {}),
             "verdict": self.verdict,
         }
 
@@ -343,7 +348,12 @@ class Tuner:
         if not allowed:
             return None
         recent = [r.report for r in tuning_runs(self.store, status="done", limit=len(GROUPS)) if r.report.get("group")]
-        fruitless = {recent[0]["group"]} if recent and recent[0].get("decision") != "applied" else set()
+        # the groups of the last two rounds, when they found nothing, wait their turn
+        fruitless: set[str] = set()
+        for r in recent[:2]:
+            if r.get("decision") == "applied":
+                break
+            fruitless.add(r["group"])
         # a climb that paid last round goes on while its finding remains (a TTL far below its repeats, say)
         paid = recent[0]["group"] if recent and recent[0].get("decision") == "applied" else None
         if paid in allowed and any(f["group"] == paid for f in findings):
@@ -365,37 +375,39 @@ class Tuner:
         doc = self.policies.current()
         workload = self.workload(state["window"]["start"], state["window"]["end"])
         space, rules = self.space(group, doc, state["findings"], workload)
-        candidates = [Candidate(f"rule: {name}", changes, "rule") for name, changes in rules]
+        candidates = list(rules)
         if space:
             candidates += self._optuna(group, doc, space, workload)
         return {"group": group, "workload": workload, "candidates": candidates}
 
     def space(
         self, group: str, doc: PolicyDocument, findings: list[dict[str, Any]], workload: Workload
-    ) -> tuple[dict[str, tuple[Any, ...]], list[tuple[str, dict[str, Any]]]]:
+    ) -> tuple[dict[str, tuple[Any, ...]], list[Candidate]]:
         """The knobs of a group this round (path -> ('float', lo, hi) | ('cat', choices)), and rule moves."""
         step = self.settings.tuner_max_step
         s = doc.scheduling
         body = doc.model_dump(mode="json")
         space: dict[str, tuple[Any, ...]] = {}
-        rules: list[tuple[str, dict[str, Any]]] = []
+        rules: list[Candidate] = []
+
+        def rule(name: str, changes: dict[str, Any], toward: dict[str, Any] | None = None) -> None:
+            rules.append(Candidate(f"rule: {name}", changes, "rule", toward=toward))
+
         if group == "release_order":
             space["scheduling.release_order"] = ("cat", ("fifo", "srpt", "srpt_aging"))
             space["scheduling.aging"] = ("float", *step_range(s.aging, 0.0, 100.0, step, 0.02))
             space["scheduling.guard_share"] = ("float", *step_range(s.guard_share, 0.0, 1.0, step, 1.0))
             if s.release_order != "srpt_aging":
-                rules.append(
-                    (
-                        "srpt_aging orders short work first with a starvation guard",
-                        {"scheduling.release_order": "srpt_aging"},
-                    )
+                rule(
+                    "srpt_aging orders short work first with a starvation guard",
+                    {"scheduling.release_order": "srpt_aging"},
                 )
         elif group == "hedging":
             space["scheduling.hedging"] = ("cat", (True, False))
             space["scheduling.hedge_factor"] = ("float", *step_range(s.hedge_factor, 1.0, 100.0, step, 2.0))
             space["scheduling.hedge_budget"] = ("float", *step_range(s.hedge_budget, 0.0, 1.0, step, 0.1))
             if not s.hedging and any(f["kind"] == "straggler" for f in findings):
-                rules.append(("hedge stragglers", {"scheduling.hedging": True}))
+                rule("hedge stragglers", {"scheduling.hedging": True})
         elif group == "placement":
             space["scheduling.gpu_fallback_slowdown"] = (
                 "float", *step_range(s.gpu_fallback_slowdown, 1.0, 1000.0, step, 4.0),
@@ -419,9 +431,9 @@ class Tuner:
                     default=None,
                 )
                 if on_cpu is not None and on_gpu is not None and on_cpu < on_gpu and current != ["cpu"]:
-                    rules.append((f"{tool} runs faster on cpu now ({on_cpu:.2g} vs {on_gpu:.2g})", {path: ["cpu"]}))
+                    rule(f"{tool} runs faster on cpu now ({on_cpu:.2g} vs {on_gpu:.2g})", {path: ["cpu"]})
                 if on_cpu is not None and on_gpu is not None and on_gpu < on_cpu and current == ["cpu"]:
-                    rules.append((f"{tool} runs faster on gpu again", {path: None}))
+                    rule(f"{tool} runs faster on gpu again", {path: None})
         elif group == "cache":
             for f in findings:
                 if f["group"] != "cache":
@@ -433,17 +445,16 @@ class Tuner:
                     cap = max(pol.answer_ttl_s, self.settings.tuner_max_answer_ttl_s)
                     _, hi = step_range(pol.answer_ttl_s, 0.0, cap, step, 60.0)
                     space[f"{base}.answer_ttl_s"] = ("float", pol.answer_ttl_s, hi)
-                    want = min(hi, max(pol.answer_ttl_s, float(f["ages_p90"]) * 1.05))
+                    target = round(min(cap, max(pol.answer_ttl_s, float(f["ages_p90"]) * 1.05)), 1)
+                    want = round(min(hi, target), 1)
                     if want > pol.answer_ttl_s:
-                        rules.append(
-                            (
-                                f"{cat}: keep answers {want:.0f}s (nine in ten repeats came within "
-                                f"{f['ages_p90']:.0f}s)",
-                                {f"{base}.answer_ttl_s": round(want, 1)},
-                            )
+                        rule(
+                            f"{cat}: keep answers {want:.0f}s (nine in ten repeats came within {f['ages_p90']:.0f}s)",
+                            {f"{base}.answer_ttl_s": want},
+                            {f"{base}.answer_ttl_s": target} if target > want else None,
                         )
                 elif f["kind"] == "cache_below_break_even" and pol.enabled:
-                    rules.append((f"{cat}: the cache costs more than it saves", {f"{base}.enabled": False}))
+                    rule(f"{cat}: the cache costs more than it saves", {f"{base}.enabled": False})
         return space, rules
 
     def _optuna(
@@ -547,34 +558,42 @@ class Tuner:
             if too_far:
                 c.verdict = {"accepted": False, "why": too_far}
                 continue
-            runs = [replay(workload, c.doc, s) for s in seeds]
-            diffs = [a["p95"] - b["p95"] for a, b in zip(current, runs, strict=True)]
-            cost_diffs = [a["cost_per_task"] - b["cost_per_task"] for a, b in zip(current, runs, strict=True)]
-            gain = statistics.mean(diffs) / max(base_p95, 1e-9)
-            noise = 2 * statistics.stdev(diffs) / math.sqrt(len(diffs)) / max(base_p95, 1e-9)
-            cost_gain = statistics.mean(cost_diffs) / max(base_cost, 1e-12)
-            cost_noise = 2 * statistics.stdev(cost_diffs) / math.sqrt(len(cost_diffs)) / max(base_cost, 1e-12)
-            p95 = statistics.mean(r["p95"] for r in runs)
-            cost = statistics.mean(r["cost_per_task"] for r in runs)
-            faster = gain > max(noise, MIN_GAIN) and cost_gain > -MAX_COST_RISE - cost_noise
-            cheaper = cost_gain > max(cost_noise, MIN_GAIN) and gain > -noise
-            c.verdict = {
-                "accepted": faster or cheaper,
-                "p95": round(p95, 6),
-                "cost_per_task": round(cost, 9),
-                "p95_gain": round(gain, 4),
-                "noise": round(noise, 4),
-                "cost_gain": round(cost_gain, 4),
-                "cost_noise": round(cost_noise, 4),
-                "why": "faster beyond noise"
-                if faster
-                else "cheaper beyond noise"
-                if cheaper
-                else "not better beyond noise",
-            }
-            if c.verdict["accepted"] and (accepted is None or p95 < accepted.verdict["p95"]):
+            c.verdict = _judge(workload, current, c.doc, seeds)
+            if not c.verdict["accepted"] and c.toward:
+                c.verdict = self._toward(doc, c, workload, current, seeds)
+            if c.verdict["accepted"] and (accepted is None or c.verdict["p95"] < accepted.verdict["p95"]):
                 accepted = c
         return {"baseline": baseline, "accepted": accepted, "decision": "apply" if accepted else "kept"}
+
+    def _toward(
+        self,
+        doc: PolicyDocument,
+        c: Candidate,
+        workload: Workload,
+        current: list[dict[str, Any]],
+        seeds: list[int],
+    ) -> dict[str, Any]:
+        """A step the replay cannot tell from the current policy, judged by where it leads: taken when the target
+        (every guard rail but the step's) is better beyond noise and the step itself is no worse."""
+        step = c.verdict
+        try:
+            target = with_changes(doc, c.toward or {})
+        except PolicyInvalid as exc:
+            return {**step, "toward": {"why": f"invalid: {exc}"}}
+        too_far = self._beyond_guard_rails(doc, target, c.toward or {}, math.inf)
+        if too_far:
+            return {**step, "toward": {"why": too_far}}
+        there = _judge(workload, current, target, seeds)
+        no_worse = step["p95_gain"] >= -step["noise"] and step["cost_gain"] >= -MAX_COST_RISE - step["cost_noise"]
+        if not (there["accepted"] and no_worse):
+            return {**step, "toward": there}
+        return {
+            **step,
+            "accepted": True,
+            "toward": there,
+            "why": f"a step toward {json.dumps(c.toward)}, which replays {there['p95_gain']:+.1%} p95 "
+            f"(noise {there['noise']:.1%}); the step alone {step['p95_gain']:+.1%}",
+        }
 
     def _beyond_guard_rails(
         self, old: PolicyDocument, new: PolicyDocument, changes: dict[str, Any], step: float
@@ -621,6 +640,33 @@ class Tuner:
             c.doc, author="tuner", reason=reason[:4000], window=state["window"], prediction=prediction
         )
         return {"decision": "applied", "policy_version": row.version}
+
+
+def _judge(workload: Workload, current: list[dict[str, Any]], doc: PolicyDocument, seeds: list[int]) -> dict[str, Any]:
+    """A policy against the current one on the same resampled workloads (paired): the mean gain and twice its
+    standard error (the noise); faster beyond noise (and at most MAX_COST_RISE dearer), or cheaper beyond
+    noise (and not slower)."""
+    runs = [replay(workload, doc, s) for s in seeds]
+    base_p95 = statistics.mean(r["p95"] for r in current)
+    base_cost = statistics.mean(r["cost_per_task"] for r in current)
+    diffs = [a["p95"] - b["p95"] for a, b in zip(current, runs, strict=True)]
+    cost_diffs = [a["cost_per_task"] - b["cost_per_task"] for a, b in zip(current, runs, strict=True)]
+    gain = statistics.mean(diffs) / max(base_p95, 1e-9)
+    noise = 2 * statistics.stdev(diffs) / math.sqrt(len(diffs)) / max(base_p95, 1e-9)
+    cost_gain = statistics.mean(cost_diffs) / max(base_cost, 1e-12)
+    cost_noise = 2 * statistics.stdev(cost_diffs) / math.sqrt(len(cost_diffs)) / max(base_cost, 1e-12)
+    faster = gain > max(noise, MIN_GAIN) and cost_gain > -MAX_COST_RISE - cost_noise
+    cheaper = cost_gain > max(cost_noise, MIN_GAIN) and gain > -noise
+    return {
+        "accepted": faster or cheaper,
+        "p95": round(statistics.mean(r["p95"] for r in runs), 6),
+        "cost_per_task": round(statistics.mean(r["cost_per_task"] for r in runs), 9),
+        "p95_gain": round(gain, 4),
+        "noise": round(noise, 4),
+        "cost_gain": round(cost_gain, 4),
+        "cost_noise": round(cost_noise, 4),
+        "why": "faster beyond noise" if faster else "cheaper beyond noise" if cheaper else "not better beyond noise",
+    }
 
 
 def _group_of(path: str) -> str:

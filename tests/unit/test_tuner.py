@@ -214,4 +214,48 @@ def test_a_group_whose_change_paid_goes_on_while_its_finding_remains(world) -> N
     _past_round(tuner, "cache", "kept")
     assert tuner.choose_group(findings) == "release_order"  # it stopped paying
     _past_round(tuner, "release_order", "kept")
-    assert tuner.choose_group(findings) == "cache"  # the group that found nothing last round waits its turn
+    # both groups found nothing in the last two rounds: they wait their turn, and a group not tried goes first
+    assert tuner.choose_group(findings) in ("hedging", "placement")
+    _past_round(tuner, "hedging", "kept")
+    assert tuner.choose_group(findings) == "cache"  # cache found nothing two rounds ago: its turn again
+
+
+def test_a_ttl_far_under_its_repeats_steps_toward_a_target_the_replay_verifies(world) -> None:
+    tuner, tel, policies = world
+    # every other task of the drifted window found its diagnose answer expired, 500 s old (the TTL is 120 s)
+    tel.record_many(
+        {"kind": "cache", "name": "diagnose", "outcome": "answer", "hit": False, "run_s": 0.01,
+         "task_id": f"drift-{k}", "ts": T0 - W + k * 2.0, "data": {"reason": "expired", "age_s": 500.0}}
+        for k in range(0, 55, 2)
+    )  # fmt: skip
+    state: dict = {"now": T0}
+    state |= tuner.observe(state)  # type: ignore[arg-type]
+    state |= tuner.diagnose(state)  # type: ignore[arg-type]
+    (expired,) = [f for f in state["findings"] if f["kind"] == "cache_expired"]
+    assert expired["category"] == "diagnose" and expired["ages_p90"] == 500.0
+    state["workload"] = tuner.workload(T0 - W, T0)
+    _, rules = tuner.space("cache", policies.current(), state["findings"], state["workload"])
+    path = "serving.cache.categories.diagnose.answer_ttl_s"
+    (climb,) = [c for c in rules if path in c.changes]
+    assert climb.changes == {path: 240.0} and climb.toward == {path: 525.0}  # one step (x2) of the way there
+    state["candidates"] = [climb]
+    out = tuner.verify(state)  # type: ignore[arg-type]
+    assert climb.verdict["p95_gain"] < 0.03  # 240 s serves none of the 500 s repeats: the step alone shows nothing
+    assert (
+        climb.verdict["toward"]["accepted"] and climb.verdict["toward"]["p95_gain"] > climb.verdict["toward"]["noise"]
+    )
+    assert climb.verdict["accepted"] and climb.verdict["why"].startswith("a step toward")
+    assert out["decision"] == "apply" and out["accepted"] is climb
+
+
+def test_no_step_toward_repeats_beyond_the_freshness_cap(world) -> None:
+    tuner, tel, _ = world
+    tel.record_many(
+        {"kind": "cache", "name": "diagnose", "outcome": "answer", "hit": False, "run_s": 0.01,
+         "task_id": f"drift-{k}", "ts": T0 - W + k * 2.0, "data": {"reason": "expired", "age_s": 5000.0}}
+        for k in range(0, 55, 2)
+    )  # fmt: skip
+    state: dict = {"now": T0}
+    state |= tuner.observe(state)  # type: ignore[arg-type]
+    state |= tuner.diagnose(state)  # type: ignore[arg-type]
+    assert not [f for f in state["findings"] if f["kind"] == "cache_expired"]  # TUNER_MAX_ANSWER_TTL_S is 900 s
