@@ -29,7 +29,7 @@ class DeterministicOpenAIServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("authorization")})
                 if server.status != 200:
-                    payload = {"error": {"message": "scripted failure", "type": "server_error"}}
+                    payload: dict[str, Any] = {"error": {"message": "scripted failure", "type": "server_error"}}
                 else:
                     payload = {
                         "id": "chatcmpl-test",
