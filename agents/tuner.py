@@ -327,8 +327,8 @@ class Tuner:
                 out.append(
                     {"kind": "cache_expired", "group": "cache", "category": category,
                      "severity": 10 * len(servable) / len(mine),
-                     # the TTL that would have served nine in ten of them
-                     "ages_p90": servable[math.ceil(0.9 * len(servable)) - 1],
+                     # the TTL that would have served them all (the operator's cap says what is fresh enough)
+                     "ages_max": servable[-1],
                      "detail": f"{category}: {len(servable)} of {len(mine)} lookups found the same answer expired "
                                f"(TTL {ttl:g}s, ages {servable[0]:.0f}-{servable[-1]:.0f}s)"}
                 )  # fmt: skip
@@ -445,11 +445,11 @@ class Tuner:
                     cap = max(pol.answer_ttl_s, self.settings.tuner_max_answer_ttl_s)
                     _, hi = step_range(pol.answer_ttl_s, 0.0, cap, step, 60.0)
                     space[f"{base}.answer_ttl_s"] = ("float", pol.answer_ttl_s, hi)
-                    target = round(min(cap, max(pol.answer_ttl_s, float(f["ages_p90"]) * 1.05)), 1)
+                    target = round(min(cap, max(pol.answer_ttl_s, float(f["ages_max"]) * 1.05)), 1)
                     want = round(min(hi, target), 1)
                     if want > pol.answer_ttl_s:
                         rule(
-                            f"{cat}: keep answers {want:.0f}s (nine in ten repeats came within {f['ages_p90']:.0f}s)",
+                            f"{cat}: keep answers {want:.0f}s (repeats found them expired up to {f['ages_max']:.0f}s)",
                             {f"{base}.answer_ttl_s": want},
                             {f"{base}.answer_ttl_s": target} if target > want else None,
                         )

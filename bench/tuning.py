@@ -238,7 +238,11 @@ def tuner_arm(windows: list[Window], window_s: float, trials: int, seeds: int) -
                 "changes": next((c["changes"] for c in report["candidates"] if c["verdict"].get("accepted")), None)
                 if report["decision"] == "applied"
                 else None,
-                "watch": (report.get("watch") or {}).get("verdict"),
+                "watch": {
+                    k: round(v, 3) if isinstance(v, float) else v
+                    for k, v in (report.get("watch") or {}).items()
+                    if k in ("verdict", "version", "live_p95", "expected_p95", "unchanged_p95", "calibration")
+                },
                 "seconds": round(time.perf_counter() - started, 2),
             }
         )

@@ -232,7 +232,7 @@ def test_a_ttl_far_under_its_repeats_steps_toward_a_target_the_replay_verifies(w
     state |= tuner.observe(state)  # type: ignore[arg-type]
     state |= tuner.diagnose(state)  # type: ignore[arg-type]
     (expired,) = [f for f in state["findings"] if f["kind"] == "cache_expired"]
-    assert expired["category"] == "diagnose" and expired["ages_p90"] == 500.0
+    assert expired["category"] == "diagnose" and expired["ages_max"] == 500.0
     state["workload"] = tuner.workload(T0 - W, T0)
     _, rules = tuner.space("cache", policies.current(), state["findings"], state["workload"])
     path = "serving.cache.categories.diagnose.answer_ttl_s"
