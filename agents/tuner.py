@@ -10,7 +10,8 @@ current policy replayed on the same resampled workloads; only a gain beyond the 
 apply (a new policy version with its reason, window and prediction).
 
 The tuner never applies a candidate the simulator rejected, touches only the knob groups settings allow, and
-moves a numeric knob at most `TUNER_MAX_STEP` of its value per round.
+moves a numeric knob at most x or / (1 + `TUNER_MAX_STEP`) per round. A rule whose target lies further is taken
+one step at a time, each step judged by where it leads (the target verified, the step no worse).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ GROUPS = ("release_order", "hedging", "placement", "cache")
 MIN_GAIN = 0.03  # a gain under 3% is not worth a policy version, whatever the noise
 MAX_COST_RISE = 0.05  # a faster policy may cost at most this much more per task
 MIN_TASKS = 20  # fewer tasks in a window say nothing about a p95
+CACHE_LOOKBACK = 4  # windows of expired lookups a TTL is aimed from
 
 
 @dataclass
@@ -219,7 +221,7 @@ class Tuner:
         tol = self.settings.tuner_rollback_tolerance
         calibration = (pred.get("baseline_live_p95") or 0.0) / max(pred["baseline_p95"], 1e-9) or 1.0
         workload = self.workload(since, state["now"])
-        seeds = range(1, min(3, self.seeds or self.settings.tuner_seeds) + 1)
+        seeds = range(1, (self.seeds or self.settings.tuner_seeds) + 1)  # the verifier's, as the calibration was
         previous = PolicyDocument.model_validate(self.policies.get(pred["previous_version"]).body)
         current = PolicyDocument.model_validate(row.body)
         sim_new = statistics.mean(replay(workload, current, k)["p95"] for k in seeds)
@@ -311,7 +313,13 @@ class Tuner:
 
     def _cache_findings(self, state: TuneState) -> list[dict[str, Any]]:
         w = state["window"]
-        rows = [r for r in self.telemetry.rows("cache", w["start"], w["end"]) if r.outcome == "answer"]
+        span = w["end"] - w["start"]
+        # repeat intervals are a trait of the workload, longer than one window can show: the ages a longer TTL
+        # would serve come from the last CACHE_LOOKBACK windows, the finding itself from this one
+        older = [
+            r for r in self.telemetry.rows("cache", w["end"] - CACHE_LOOKBACK * span, w["end"]) if r.outcome == "answer"
+        ]
+        rows = [r for r in older if r.ts >= w["start"]]
         doc = self.policies.current()
         out: list[dict[str, Any]] = []
         flow = state["live"]["tasks"]["flow_s"]["mean"] or 0.0
@@ -320,15 +328,22 @@ class Tuner:
             expired = [r for r in mine if (r.data or {}).get("reason") == "expired" and (r.data or {}).get("age_s")]
             hits = sum(1 for r in mine if r.hit)
             ttl = doc.serving.cache.for_category(category).answer_ttl_s
-            # the repeats a longer TTL could serve: those the freshness cap allows at all
+            # the repeats a longer TTL could serve: over the TTL now in force, under the freshness cap
             cap = max(ttl, self.settings.tuner_max_answer_ttl_s)
-            servable = sorted(float(r.data["age_s"]) for r in expired if float(r.data["age_s"]) <= cap)
+            servable = sorted(a for a in (float(r.data["age_s"]) for r in expired) if ttl < a <= cap)
+            seen = [
+                a
+                for r in older
+                if r.name == category and (r.data or {}).get("reason") == "expired" and (r.data or {}).get("age_s")
+                for a in [float(r.data["age_s"])]
+                if ttl < a <= cap
+            ]
             if len(servable) >= max(3, 0.05 * len(mine)):
                 out.append(
                     {"kind": "cache_expired", "group": "cache", "category": category,
                      "severity": 10 * len(servable) / len(mine),
                      # the TTL that would have served them all (the operator's cap says what is fresh enough)
-                     "ages_max": servable[-1],
+                     "ages_max": max([*servable, *seen]),
                      "detail": f"{category}: {len(servable)} of {len(mine)} lookups found the same answer expired "
                                f"(TTL {ttl:g}s, ages {servable[0]:.0f}-{servable[-1]:.0f}s)"}
                 )  # fmt: skip

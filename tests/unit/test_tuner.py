@@ -259,3 +259,24 @@ def test_no_step_toward_repeats_beyond_the_freshness_cap(world) -> None:
     state |= tuner.observe(state)  # type: ignore[arg-type]
     state |= tuner.diagnose(state)  # type: ignore[arg-type]
     assert not [f for f in state["findings"] if f["kind"] == "cache_expired"]  # TUNER_MAX_ANSWER_TTL_S is 900 s
+
+
+def test_a_ttl_is_aimed_at_the_repeats_of_the_last_windows_not_only_this_one(world) -> None:
+    tuner, tel, _ = world
+
+    def expired(start: float, age: float, n: int) -> list[dict]:
+        return [
+            {"kind": "cache", "name": "diagnose", "outcome": "answer", "hit": False, "run_s": 0.01,
+             "task_id": f"x{start}-{k}", "ts": start + k, "data": {"reason": "expired", "age_s": age}}
+            for k in range(n)
+        ]  # fmt: skip
+
+    # three windows ago a repeat came after 800 s; one came after 100 s (under the TTL now: served already);
+    # one came after 2000 s (beyond the freshness cap); in this window they come after 500 s
+    tel.record_many(expired(T0 - 3 * W, 800.0, 1) + expired(T0 - 3 * W + 5, 100.0, 3) + expired(T0 - 2 * W, 2000.0, 3))
+    tel.record_many(expired(T0 - W, 500.0, 10))
+    state: dict = {"now": T0}
+    state |= tuner.observe(state)  # type: ignore[arg-type]
+    state |= tuner.diagnose(state)  # type: ignore[arg-type]
+    (finding,) = [f for f in state["findings"] if f["kind"] == "cache_expired"]
+    assert finding["ages_max"] == 800.0 and "10 of 10 lookups" in finding["detail"]
