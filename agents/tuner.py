@@ -217,8 +217,10 @@ class Tuner:
             return {"watch": {**seen, "verdict": "waiting"}, "decision": "waiting"}
         # Load moves between windows far more than a policy does, so the live p95 is judged against the same
         # window's workload: replayed under the new policy (the prediction) and under the previous one (what not
-        # changing would have given), both scaled by how live compared with the replay before the change.
-        tol = self.settings.tuner_rollback_tolerance
+        # changing would have given), both scaled by how live compared with the replay before the change. How
+        # far live and replay drift apart from window to window under one policy widens the tolerance.
+        drift = self._calibration_noise()
+        tol = self.settings.tuner_rollback_tolerance + drift
         calibration = (pred.get("baseline_live_p95") or 0.0) / max(pred["baseline_p95"], 1e-9) or 1.0
         workload = self.workload(since, state["now"])
         seeds = range(1, (self.seeds or self.settings.tuner_seeds) + 1)  # the verifier's, as the calibration was
@@ -227,7 +229,13 @@ class Tuner:
         sim_new = statistics.mean(replay(workload, current, k)["p95"] for k in seeds)
         sim_old = statistics.mean(replay(workload, previous, k)["p95"] for k in seeds)
         expected, unchanged = calibration * sim_new, calibration * sim_old
-        judged = {**seen, "expected_p95": expected, "unchanged_p95": unchanged, "calibration": calibration}
+        judged = {
+            **seen,
+            "expected_p95": expected,
+            "unchanged_p95": unchanged,
+            "calibration": calibration,
+            "calibration_noise": drift,
+        }
         if p95 > expected * (1 + tol) and p95 > unchanged * (1 + tol):
             reason = (
                 f"automatic rollback of v{row.version}: live p95 {p95:.3g}s over {len(flows)} tasks, against "
@@ -241,6 +249,18 @@ class Tuner:
                 "rationale": reason,
             }
         return {"watch": {**judged, "verdict": "kept"}}
+
+    def _calibration_noise(self, rounds: int = 12) -> float:
+        """Twice the relative spread of live p95 / replayed p95 over the last rounds that replayed their window:
+        a live figure within it of the prediction says nothing against a change."""
+        ratios = []
+        for run in tuning_runs(self.store, status="done", limit=rounds):
+            report = run.report or {}
+            live = (report.get("live") or {}).get("p95_flow_s")
+            replayed = (report.get("baseline") or {}).get("p95")
+            if live and replayed:
+                ratios.append(live / replayed)
+        return 2 * statistics.stdev(ratios) / statistics.mean(ratios) if len(ratios) >= 3 else 0.0
 
     def _judged(self, version: int) -> bool:
         for run in tuning_runs(self.store, status="done", limit=200):
@@ -460,11 +480,16 @@ class Tuner:
                     cap = max(pol.answer_ttl_s, self.settings.tuner_max_answer_ttl_s)
                     _, hi = step_range(pol.answer_ttl_s, 0.0, cap, step, 60.0)
                     space[f"{base}.answer_ttl_s"] = ("float", pol.answer_ttl_s, hi)
-                    target = round(min(cap, max(pol.answer_ttl_s, float(f["ages_max"]) * 1.05)), 1)
+                    # Within the operator's freshness cap a longer TTL only serves more repeats (an answer kept
+                    # longer is older when served, and the cap prices that); and under TTL T expired repeats show
+                    # ages in (T, T + their interval], so a target read off those ages moves as T does. The cap
+                    # is the target: the replay verifies it pays on this window, the step sets the pace.
+                    target = round(cap, 1)
                     want = round(min(hi, target), 1)
                     if want > pol.answer_ttl_s:
                         rule(
-                            f"{cat}: keep answers {want:.0f}s (repeats found them expired up to {f['ages_max']:.0f}s)",
+                            f"{cat}: keep answers {want:.0f}s (repeats found them expired up to {f['ages_max']:.0f}s; "
+                            f"the freshness cap is {cap:g}s)",
                             {f"{base}.answer_ttl_s": want},
                             {f"{base}.answer_ttl_s": target} if target > want else None,
                         )

@@ -237,7 +237,7 @@ def test_a_ttl_far_under_its_repeats_steps_toward_a_target_the_replay_verifies(w
     _, rules = tuner.space("cache", policies.current(), state["findings"], state["workload"])
     path = "serving.cache.categories.diagnose.answer_ttl_s"
     (climb,) = [c for c in rules if path in c.changes]
-    assert climb.changes == {path: 240.0} and climb.toward == {path: 525.0}  # one step (x2) of the way there
+    assert climb.changes == {path: 240.0} and climb.toward == {path: 900.0}  # one step (x2) toward the cap
     state["candidates"] = [climb]
     out = tuner.verify(state)  # type: ignore[arg-type]
     assert climb.verdict["p95_gain"] < 0.03  # 240 s serves none of the 500 s repeats: the step alone shows nothing
@@ -280,3 +280,15 @@ def test_a_ttl_is_aimed_at_the_repeats_of_the_last_windows_not_only_this_one(wor
     state |= tuner.diagnose(state)  # type: ignore[arg-type]
     (finding,) = [f for f in state["findings"] if f["kind"] == "cache_expired"]
     assert finding["ages_max"] == 800.0 and "10 of 10 lookups" in finding["detail"]
+
+
+def test_the_watch_tolerance_widens_by_how_far_live_and_replay_drift_apart(world) -> None:
+    tuner, _, _ = world
+    assert tuner._calibration_noise() == 0.0  # no history: the configured tolerance alone
+    for live, replayed in ((10.0, 10.0), (12.0, 10.0), (8.0, 10.0), (5.0, None)):
+        row = queue_tuning_run(tuner.store, "test")
+        claim_tuning_run(tuner.store, row.id)
+        report = {"live": {"p95_flow_s": live}, "baseline": {"p95": replayed} if replayed else None}
+        finish_tuning_run(tuner.store, row.id, status="done", decision="kept", report=report)
+    # ratios 1.0, 1.2, 0.8 (the round that replayed nothing does not count): stdev 0.2, twice that
+    assert tuner._calibration_noise() == pytest.approx(0.4)
