@@ -164,6 +164,7 @@ class Tuner:
         return {"id": run_id, **report}
 
     def report(self, state: TuneState) -> dict[str, Any]:
+        accepted = state.get("accepted")
         return {
             "decision": state.get("decision"),
             "window": state.get("window"),
@@ -174,6 +175,8 @@ class Tuner:
             "rationale": state.get("rationale", ""),
             "baseline": state.get("baseline"),
             "candidates": [c.view() for c in state.get("candidates", [])],
+            # the candidate the new version came from (several may pass the verifier; the fastest is applied)
+            "applied": accepted.view() if state.get("decision") == "applied" and accepted else None,
             "live": _headline(state.get("live")),
             "previous": _headline(state.get("previous")),
         }

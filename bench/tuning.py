@@ -11,10 +11,12 @@ Three arms, replayed window by window in the simulator (the production schedulin
     real SQLite database (what the service would have recorded), proposing, verifying in its own replay, and
     applying or rolling back policy versions that the next window then runs under.
 
-It prints and writes p95 flow time and cost per task after the drift, how many post-drift rounds the tuner took
-to come within 10% of the best static p95, and every applied change with what the next window showed.
+It prints and writes p95 flow time and cost per task after the drift; the tuner's p95 over the tasks after its
+fifth post-drift round against the best static's on the same tasks (the goal: within 10%); after how many rounds
+that holds; the stricter per-window reading (with the grid's runner-up beside it, for how noisy one window is);
+and every applied change with what the next window showed against the same window under the policy it replaced.
 
-    python -m bench.tuning [--trace FILE] [--windows 11] [--window-tasks 200] [--quick]
+    python -m bench.tuning [--trace FILE] [--windows 16] [--window-tasks 200] [--quick]
 """
 
 from __future__ import annotations
@@ -235,9 +237,7 @@ def tuner_arm(windows: list[Window], window_s: float, trials: int, seeds: int) -
                 "decision": report["decision"],
                 "group": report["group"],
                 "policy_version": report["policy_version"],
-                "changes": next((c["changes"] for c in report["candidates"] if c["verdict"].get("accepted")), None)
-                if report["decision"] == "applied"
-                else None,
+                "changes": (report["applied"] or {}).get("changes"),
                 "watch": {
                     k: round(v, 3) if isinstance(v, float) else v
                     for k, v in (report.get("watch") or {}).items()
@@ -279,14 +279,13 @@ def main() -> None:
 
     started = time.perf_counter()
     default_runs = static_arm(windows, default)
-    best_name, best_runs, best_p95 = "", [], float("inf")
-    tried = []
+    tried, grid_runs = [], {}
     for name, doc in grid(default):
-        runs = static_arm(windows, doc, set(post))
-        fig = figures([runs[i] for i in post], prices)
-        tried.append({"policy": name, **fig})
-        if fig["p95_s"] < best_p95:
-            best_name, best_runs, best_p95 = name, runs, fig["p95_s"]
+        grid_runs[name] = static_arm(windows, doc, set(post))
+        tried.append({"policy": name, **figures([grid_runs[name][i] for i in post], prices)})
+    tried.sort(key=lambda r: r["p95_s"])
+    best_name, runner_up = tried[0]["policy"], tried[1]["policy"]
+    best_runs, best_p95 = grid_runs[best_name], tried[0]["p95_s"]
     grid_s = time.perf_counter() - started
     print(f"  grid: {len(tried)} static policies in {grid_s:.0f} s; best: {best_name} (p95 {best_p95:.2f}s)")
 
@@ -302,12 +301,27 @@ def main() -> None:
         "best_static": {"policy": best_name, **figures([best_runs[i] for i in post], prices)},
         "tuner": figures([tuned["runs"][i] for i in post], prices),
     }
-    # rounds after the drift until a window's p95 is within 10% of the best static's on the same window
     best_w, tuner_w = per_window(best_runs), per_window(tuned["runs"])
-    # the first post-drift round from which every later window stays within 10% of the best static on that window
-    # (window post[0] ran before any post-drift round)
-    close = [(tuner_w[i] or 0) <= 1.1 * (best_w[i] or 0) for i in post[1:]]
-    within = next((k + 1 for k in range(len(close)) if all(close[k:])), None)
+
+    def pooled(runs: list[dict[str, Any]], idx: list[int]) -> float:
+        return quantile(sorted(x for i in idx for x in runs[i]["result"].flow_times), 0.95)
+
+    def tail_ratio(runs: list[dict[str, Any]], k: int) -> float:
+        """p95 of every task in the windows after k post-drift rounds, against the best static on those tasks
+        (window post[0] ran before any post-drift round)."""
+        return pooled(runs, post[k:]) / pooled(best_runs, post[k:])
+
+    # the issue's goal: from the fifth post-drift round on, the tuner's p95 within 10% of the best static's
+    after_five = round(tail_ratio(tuned["runs"], 5), 3) if len(post) > 5 else None
+    within = next((k for k in range(1, len(post)) if tail_ratio(tuned["runs"], k) <= 1.1), None)
+
+    # a stricter reading: every later window on its own within 10%. One window of 200 tasks is noisy enough that
+    # the grid's runner-up (a static policy within a few % of the best overall) is the reference for it
+    def every_window(runs: list[dict[str, Any]]) -> int | None:
+        w = per_window(runs)
+        close = [(w[i] or 0) <= 1.1 * (best_w[i] or 0) for i in post[1:]]
+        return next((k + 1 for k in range(len(close)) if all(close[k:])), None)
+
     # an applied change is judged on the next window against that same window under the policy it replaced
     # (the window-to-window swing of this bursty trace is larger than any policy's effect)
     harmful = []
@@ -334,19 +348,24 @@ def main() -> None:
         "drift_from_window": post[0],
         "arms_after_drift": arms,
         "p95_per_window": {"static_default": per_window(default_runs), "best_static": best_w, "tuner": tuner_w},
+        "tuner_vs_best_static_p95_after_five_rounds": after_five,
         "rounds_after_drift_to_within_10pct_of_best_static": within,
+        "rounds_after_drift_to_every_window_within_10pct": {
+            "tuner": every_window(tuned["runs"]),
+            f"runner-up static ({runner_up})": every_window(grid_runs[runner_up]),
+        },
         "tuner_vs_best_static_p95_last_window": round((tuner_w[-1] or 0) / best_w[-1], 3) if best_w[-1] else None,
         "applied_changes": harmful,
         "worse_and_not_rolled_back": sum(1 for h in harmful if h["worse"] and not h["rolled_back_next_round"]),
         "rounds": tuned["rounds"],
-        "grid": sorted(tried, key=lambda r: r["p95_s"])[:8],
+        "grid": tried[:8],
         "seconds": {"grid": round(grid_s, 1), "tuner": round(tuner_s, 1)},
     }
     print(json.dumps({k: out[k] for k in ("arms_after_drift", "p95_per_window")}, indent=1))
     print(
-        f"tuner within 10% of best static after {within} post-drift round(s); last window tuner/best "
-        f"{out['tuner_vs_best_static_p95_last_window']}; applied changes {len(harmful)}, worse and not rolled back "
-        f"{out['worse_and_not_rolled_back']}"
+        f"tuner/best static p95 from the fifth post-drift round on: {after_five} (goal <= 1.1); within 10% from "
+        f"round {within}; every window within 10% from round {out['rounds_after_drift_to_every_window_within_10pct']}"
+        f"; applied changes {len(harmful)}, worse and not rolled back {out['worse_and_not_rolled_back']}"
     )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(out, indent=1) + "\n")

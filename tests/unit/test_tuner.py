@@ -83,6 +83,10 @@ def test_drift_on_the_gpu_moves_the_tool_to_cpu_after_the_simulator_agrees(world
     assert row.prediction["p95"] < row.prediction["baseline_p95"]
     accepted = [c for c in report["candidates"] if c["verdict"].get("accepted")]
     assert accepted and all(c["verdict"]["p95_gain"] > c["verdict"]["noise"] for c in accepted)
+    # the report names the one applied: the fastest that passed, whose prediction the version carries
+    assert report["applied"] == min(accepted, key=lambda c: c["verdict"]["p95"])
+    assert row.prediction["p95"] == report["applied"]["verdict"]["p95"]
+    assert row.prediction["changes"] == report["applied"]["changes"]
 
 
 def test_a_candidate_the_simulator_finds_worse_is_rejected_and_nothing_is_applied(world) -> None:
