@@ -49,6 +49,14 @@ MIN_GAIN = 0.03  # a gain under 3% is not worth a policy version, whatever the n
 MAX_COST_RISE = 0.05  # a faster policy may cost at most this much more per task
 MIN_TASKS = 20  # fewer tasks in a window say nothing about a p95
 CACHE_LOOKBACK = 4  # windows of expired lookups a TTL is aimed from
+# knobs that act only under one value of another knob of their group: Optuna asks for them only then, so a
+# version never carries values that did nothing in the trial that chose them
+ACTS_ONLY_WHEN = {
+    "scheduling.aging": ("scheduling.release_order", "srpt_aging"),
+    "scheduling.guard_share": ("scheduling.release_order", "srpt_aging"),
+    "scheduling.hedge_factor": ("scheduling.hedging", True),
+    "scheduling.hedge_budget": ("scheduling.hedging", True),
+}
 
 
 @dataclass
@@ -514,6 +522,9 @@ class Tuner:
             trial = study.ask()
             changes: dict[str, Any] = {}
             for path, spec in space.items():
+                when = ACTS_ONLY_WHEN.get(path)
+                if when and when[0] in changes and changes[when[0]] != when[1]:
+                    continue
                 if spec[0] == "cat":
                     value = trial.suggest_categorical(path, list(spec[1]))
                     changes[path] = json.loads(value) if path.endswith(".pools") else value

@@ -296,3 +296,32 @@ def test_the_watch_tolerance_widens_by_how_far_live_and_replay_drift_apart(world
         finish_tuning_run(tuner.store, row.id, status="done", decision="kept", report=report)
     # ratios 1.0, 1.2, 0.8 (the round that replayed nothing does not count): stdev 0.2, twice that
     assert tuner._calibration_noise() == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(
+    ("group", "switch", "acting", "dependents"),
+    [
+        ("release_order", "scheduling.release_order", "srpt_aging", ("aging", "guard_share")),
+        ("hedging", "scheduling.hedging", True, ("hedge_factor", "hedge_budget")),
+    ],
+)
+def test_optuna_asks_for_a_knob_only_where_it_acts(world, monkeypatch, group, switch, acting, dependents) -> None:
+    import agents.tuner as tuner_mod
+
+    tuner, _, policies = world
+    tuner.trials = 16
+    doc = policies.current()
+    tried: list = []
+    real_replay = tuner_mod.replay
+    monkeypatch.setattr(tuner_mod, "replay", lambda w, d, *a: (tried.append(d), real_replay(w, d, *a))[1])
+    workload = tuner.workload(T0 - W, T0)
+    space, _ = tuner.space(group, doc, [], workload)
+    (best,) = tuner._optuna(group, doc, space, workload) or [None]
+    # the trials that turned the switch away from where the knobs act left them as they were
+    now, name = doc.scheduling.model_dump(), switch.split(".")[1]
+    idle = [d.scheduling for d in tried if getattr(d.scheduling, name) != acting]
+    acted = [d.scheduling for d in tried if getattr(d.scheduling, name) == acting]
+    assert idle and all(getattr(s, k) == now[k] for s in idle for k in dependents)
+    assert any(getattr(s, k) != now[k] for s in acted for k in dependents)  # and they were tuned where they act
+    if best is not None and best.changes.get(switch, acting) != acting:
+        assert not any(f"scheduling.{k}" in best.changes for k in dependents)
