@@ -202,4 +202,5 @@ def tuning_run_view(row: TuningRunRow, *, report: bool = True) -> dict[str, Any]
         out["report"] = row.report
     else:
         out["rationale"] = (row.report or {}).get("rationale")
+        out["changes"] = ((row.report or {}).get("applied") or {}).get("changes")  # what the new version changed
     return out

@@ -92,6 +92,10 @@ def test_a_tuning_run_over_rest_reports_its_findings_and_decision(service: Servi
     assert run["status"] == "done", run
     assert run["decision"] in ("kept", "applied", "waiting")
     assert "findings" in run["report"] and run["report"]["rationale"]
+    # the list carries what an applied run changed (nothing when it kept the policy)
+    (listed,) = [r for r in service.get("/v1/tuning/runs").json()["runs"] if r["id"] == run_id]
+    assert listed["changes"] == ((run["report"].get("applied") or {}).get("changes"))
+    assert (listed["changes"] is not None) == (run["decision"] == "applied")
     assert service.get("/v1/tuning/runs/nope").status_code == 404
 
 
