@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
+import agents.tuner as tuner_module
 from agents.tuner import Candidate, Tuner, _llm_caller
 from core.db import PolicyRow, Store, TelemetryRow, TuningRunRow
 from core.jobs import claim_tuning_run, finish_tuning_run, queue_tuning_run
@@ -306,14 +307,12 @@ def test_the_watch_tolerance_widens_by_how_far_live_and_replay_drift_apart(world
     ],
 )
 def test_optuna_asks_for_a_knob_only_where_it_acts(world, monkeypatch, group, switch, acting, dependents) -> None:
-    import agents.tuner as tuner_mod
-
     tuner, _, policies = world
     tuner.trials = 16
     doc = policies.current()
     tried: list = []
-    real_replay = tuner_mod.replay
-    monkeypatch.setattr(tuner_mod, "replay", lambda w, d, *a: (tried.append(d), real_replay(w, d, *a))[1])
+    real_replay = tuner_module.replay
+    monkeypatch.setattr(tuner_module, "replay", lambda w, d, *a: (tried.append(d), real_replay(w, d, *a))[1])
     workload = tuner.workload(T0 - W, T0)
     space, _ = tuner.space(group, doc, [], workload)
     (best,) = tuner._optuna(group, doc, space, workload) or [None]
