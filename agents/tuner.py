@@ -36,10 +36,11 @@ from core.policies import PolicyInvalid, PolicyStore, parse_policy
 from core.policy import LLMPolicy, PolicyDocument, get_path, set_path
 from core.settings import Settings
 from core.telemetry import Telemetry
+from core.types import TaskStatus
 from workers.release import profile_of
 from workers.replay import Workload, replay, workload_from_telemetry
 from workers.scheduling import ToolProfile, pool_kind
-from workers.simulator import quantile
+from workers.simulator import censored_quantile
 
 log = structlog.get_logger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -217,14 +218,27 @@ class Tuner:
         pred = row.prediction
         since = float(pred.get("applied_at") or row.created_at)
         # only tasks that arrived under the new version: one that started before it says nothing about it
-        flows = sorted(
+        flows = [
             float(r.run_s)
             for r in self.telemetry.rows("task", since, state["now"])
             if r.run_s is not None and r.ts - r.run_s >= since
-        )
-        p95 = quantile(flows, 0.95) if flows else None
-        seen = {"version": row.version, "live_p95": p95, "tasks": len(flows), "prediction": pred}
-        if p95 is None or len(flows) < MIN_TASKS:
+        ]
+        # and those that have not ended count at their age so far (censored): a change that stalls work must not
+        # look good because its slowest tasks are still running (waiting for a person's approval is not its doing)
+        running = [
+            state["now"] - t.created_at
+            for t in self.store.unfinished_tasks()
+            if t.status != TaskStatus.WAITING_APPROVAL and since <= t.created_at <= state["now"]
+        ]
+        p95 = censored_quantile(flows, running, 0.95) if flows or running else None
+        seen = {
+            "version": row.version,
+            "live_p95": p95,
+            "tasks": len(flows),
+            "running": len(running),
+            "prediction": pred,
+        }
+        if p95 is None or len(flows) + len(running) < MIN_TASKS:
             return {"watch": {**seen, "verdict": "waiting"}, "decision": "waiting"}
         # Load moves between windows far more than a policy does, so the live p95 is judged against the same
         # window's workload: replayed under the new policy (the prediction) and under the previous one (what not
@@ -249,7 +263,8 @@ class Tuner:
         }
         if p95 > expected * (1 + tol) and p95 > unchanged * (1 + tol):
             reason = (
-                f"automatic rollback of v{row.version}: live p95 {p95:.3g}s over {len(flows)} tasks, against "
+                f"automatic rollback of v{row.version}: live p95 {p95:.3g}s over {len(flows)} tasks "
+                f"({len(running)} more still running), against "
                 f"{expected:.3g}s predicted for this workload and {unchanged:.3g}s without the change"
             )
             back = self.policies.rollback(pred["previous_version"], author="tuner", reason=reason)

@@ -122,6 +122,22 @@ def quantile(ordered: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
+def censored_quantile(ended: Sequence[float], running: Sequence[float], q: float) -> float:
+    """The q-quantile of flow times when some tasks have not ended: each counts as right-censored at its age so
+    far (Kaplan-Meier), leaving the risk set there instead of counting as done. With nothing running it is
+    quantile(sorted(ended), q); a task still running past the quantile of the ended ones raises it, a young one
+    does not lower it; when the tail has not ended yet, the oldest age seen (a lower bound)."""
+    obs = sorted([(t, 0) for t in ended] + [(t, 1) for t in running])  # at one time, endings before censorings
+    at_risk, survival = len(obs), 1.0
+    for t, still_running in obs:
+        if not still_running:
+            survival *= 1 - 1 / at_risk
+            if survival <= 1 - q + 1e-9:
+                return t
+        at_risk -= 1
+    return obs[-1][0] if obs else 0.0
+
+
 @dataclass
 class _Run:
     id: int

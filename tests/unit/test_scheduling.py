@@ -32,7 +32,17 @@ from workers.scheduling import (
     release_order,
     retry_delay,
 )
-from workers.simulator import SimConfig, SimNode, SimPool, SimTask, Simulator, load_trace, trace_tasks
+from workers.simulator import (
+    SimConfig,
+    SimNode,
+    SimPool,
+    SimTask,
+    Simulator,
+    censored_quantile,
+    load_trace,
+    quantile,
+    trace_tasks,
+)
 
 GPU_TOOL = ToolProfile("scan", pool="gpu", hint_s=1.0)
 CPU_TOOL = ToolProfile("probe", pool="cpu", hint_s=0.5)
@@ -288,3 +298,19 @@ def test_a_call_s_arguments_give_its_estimate_when_the_tool_says_how() -> None:
     assert sleep.estimate({"seconds": -1}) is None  # invalid arguments: no hint, the learnt estimate stands
     assert host.estimate({"sample_seconds": 4}) == 4.5
     assert probe.estimate({"url": "http://127.0.0.1/"}) is None
+
+
+def test_a_quantile_with_tasks_still_running_counts_them_censored_at_their_age() -> None:
+    rng = random.Random(3)
+    ended = [rng.expovariate(1.0) for _ in range(97)]
+    # nothing running: the plain empirical quantile, for any q
+    for q in (0.5, 0.9, 0.95, 0.99):
+        assert censored_quantile(ended, [], q) == quantile(sorted(ended), q)
+    p95 = quantile(sorted(ended), 0.95)
+    # tasks that just started say nothing yet: they do not pull the p95 down
+    assert censored_quantile(ended, [0.0001] * 40, 0.95) == p95
+    # tasks running longer than the ended p95 are in the tail whatever they end at: the p95 rises
+    assert censored_quantile(ended, [p95 * 3] * 10, 0.95) > p95
+    # when the whole tail is still running, the oldest age is the lower bound
+    assert censored_quantile([1.0] * 10, [50.0, 60.0], 0.95) == 60.0
+    assert censored_quantile([], [], 0.95) == 0.0

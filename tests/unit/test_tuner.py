@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 import agents.tuner as tuner_module
 from agents.tuner import Candidate, Tuner, _llm_caller
-from core.db import PolicyRow, Store, TelemetryRow, TuningRunRow
+from core.db import PolicyRow, Store, TaskRow, TelemetryRow, TuningRunRow
 from core.jobs import claim_tuning_run, finish_tuning_run, queue_tuning_run
 from core.policies import PolicyStore
 from core.settings import Settings
@@ -59,7 +59,7 @@ def world(database_url: str, tmp_path) -> Iterator[tuple[Tuner, Telemetry, Polic
     )
     store = Store.from_settings(settings)
     with store.session() as s:  # the PostgreSQL database lives for the module: each test starts from nothing
-        for table in (PolicyRow, TelemetryRow, TuningRunRow):
+        for table in (PolicyRow, TelemetryRow, TuningRunRow, TaskRow):
             s.execute(sa.delete(table))
     tel = Telemetry(store)
     policies = PolicyStore(store, settings, refresh_s=0, telemetry=tel)
@@ -129,6 +129,24 @@ def test_a_change_the_live_figures_contradict_is_rolled_back_in_the_next_round(w
     # a judged change is not judged again
     third = tuner.run(now=T0 + W + 1)
     assert third["watch"]["verdict"] == "nothing to watch"
+
+
+def test_a_change_that_stalls_tasks_is_rolled_back_though_the_ended_ones_look_fine(world) -> None:
+    tuner, tel, policies = world
+    assert tuner.run(now=T0)["decision"] == "applied"
+    # the tasks that ended after the change were quick, but a third of those that arrived under it never ended
+    script_window(tel, T0, tasks=40, gap_s=2.0, gpu_s=3.0, flow_s=2.0, tag="after")
+    stalled = [tuner.store.create_task(f"stalled {k}") for k in range(20)]
+    waiting = tuner.store.create_task("waits for a person")  # not the policy's doing: not counted
+    with tuner.store.session() as s:
+        for k, t in enumerate(stalled):
+            s.execute(sa.update(TaskRow).where(TaskRow.id == t.id).values(status="running", created_at=T0 + k))
+        s.execute(sa.update(TaskRow).where(TaskRow.id == waiting.id).values(status="waiting_approval", created_at=T0))
+    second = tuner.run(now=T0 + W)
+    assert second["watch"]["running"] == 20 and second["watch"]["tasks"] == 40
+    assert second["watch"]["live_p95"] > W - 20  # the stalled tasks' ages, not the 2 s of those that ended
+    assert second["decision"] == "rolled_back", second["watch"]
+    assert "20 more still running" in policies.get(second["policy_version"]).reason
 
 
 def test_a_change_the_live_figures_bear_out_is_kept(world) -> None:
