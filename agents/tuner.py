@@ -30,7 +30,7 @@ import optuna
 import structlog
 from langgraph.graph import END, START, StateGraph
 
-from core.db import PolicyRow, Store
+from core.db import PolicyRow, Store, TelemetryRow
 from core.jobs import TUNING_CHANNEL, claim_tuning_run, finish_tuning_run, queue_tuning_run, tuning_runs
 from core.policies import PolicyInvalid, PolicyStore, parse_policy
 from core.policy import LLMPolicy, PolicyDocument, get_path, set_path
@@ -371,27 +371,19 @@ class Tuner:
         flow = state["live"]["tasks"]["flow_s"]["mean"] or 0.0
         for category in sorted({r.name for r in rows}):
             mine = [r for r in rows if r.name == category]
-            expired = [r for r in mine if (r.data or {}).get("reason") == "expired" and (r.data or {}).get("age_s")]
             hits = sum(1 for r in mine if r.hit)
             ttl = doc.serving.cache.for_category(category).answer_ttl_s
             # the repeats a longer TTL could serve: over the TTL now in force, under the freshness cap
             cap = max(ttl, self.settings.tuner_max_answer_ttl_s)
-            servable = sorted(a for a in (float(r.data["age_s"]) for r in expired) if ttl < a <= cap)
-            seen = [
-                a
-                for r in older
-                if r.name == category and (r.data or {}).get("reason") == "expired" and (r.data or {}).get("age_s")
-                for a in [float(r.data["age_s"])]
-                if ttl < a <= cap
-            ]
-            if len(servable) >= max(3, 0.05 * len(mine)):
+            now_ages = _expired_ages(mine, category, ttl, cap)
+            if len(now_ages) >= max(3, 0.05 * len(mine)):
                 out.append(
                     {"kind": "cache_expired", "group": "cache", "category": category,
-                     "severity": 10 * len(servable) / len(mine),
+                     "severity": 10 * len(now_ages) / len(mine),
                      # the TTL that would have served them all (the operator's cap says what is fresh enough)
-                     "ages_max": max([*servable, *seen]),
-                     "detail": f"{category}: {len(servable)} of {len(mine)} lookups found the same answer expired "
-                               f"(TTL {ttl:g}s, ages {servable[0]:.0f}-{servable[-1]:.0f}s)"}
+                     "ages_max": _expired_ages(older, category, ttl, cap)[-1],
+                     "detail": f"{category}: {len(now_ages)} of {len(mine)} lookups found the same answer expired "
+                               f"(TTL {ttl:g}s, ages {now_ages[0]:.0f}-{now_ages[-1]:.0f}s)"}
                 )  # fmt: skip
             search = statistics.mean([r.run_s or 0.0 for r in mine]) if mine else 0.0
             break_even = search / flow if flow else 0.0
@@ -736,6 +728,16 @@ def _judge(workload: Workload, current: list[dict[str, Any]], doc: PolicyDocumen
         "cost_noise": round(cost_noise, 4),
         "why": "faster beyond noise" if faster else "cheaper beyond noise" if cheaper else "not better beyond noise",
     }
+
+
+def _expired_ages(rows: list[TelemetryRow], category: str, ttl: float, cap: float) -> list[float]:
+    """Sorted ages of the entries a category's lookups found expired, over `ttl` and up to `cap`."""
+    ages = (
+        float(r.data["age_s"])
+        for r in rows
+        if r.name == category and (r.data or {}).get("reason") == "expired" and r.data.get("age_s")
+    )
+    return sorted(a for a in ages if ttl < a <= cap)
 
 
 def _group_of(path: str) -> str:

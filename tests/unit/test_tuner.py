@@ -4,7 +4,7 @@ the simulator says is worse, and rolls back a change the live figures then contr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -243,17 +243,29 @@ def test_a_group_whose_change_paid_goes_on_while_its_finding_remains(world) -> N
     assert tuner.choose_group(findings) == "cache"  # cache found nothing two rounds ago: its turn again
 
 
+def expired_lookups(start: float, age: float, tasks: Iterable[int], every_s: float = 1.0, tag: str = "") -> list[dict]:
+    """Diagnose lookups by tasks `{tag}-{k}` at start + k x every_s, each finding its answer expired at `age` s
+    (a tag of script_window's ties them to its tasks, which the replay then serves from the cache)."""
+    return [
+        {"kind": "cache", "name": "diagnose", "outcome": "answer", "hit": False, "run_s": 0.01,
+         "task_id": f"{tag or start}-{k}", "ts": start + k * every_s, "data": {"reason": "expired", "age_s": age}}
+        for k in tasks
+    ]  # fmt: skip
+
+
+def diagnosed(tuner: Tuner, now: float = T0) -> dict:
+    """The state of a round after observe and diagnose."""
+    state: dict = {"now": now}
+    state |= tuner.observe(state)  # type: ignore[arg-type]
+    state |= tuner.diagnose(state)  # type: ignore[arg-type]
+    return state
+
+
 def test_a_ttl_far_under_its_repeats_steps_toward_a_target_the_replay_verifies(world) -> None:
     tuner, tel, policies = world
     # every other task of the drifted window found its diagnose answer expired, 500 s old (the TTL is 120 s)
-    tel.record_many(
-        {"kind": "cache", "name": "diagnose", "outcome": "answer", "hit": False, "run_s": 0.01,
-         "task_id": f"drift-{k}", "ts": T0 - W + k * 2.0, "data": {"reason": "expired", "age_s": 500.0}}
-        for k in range(0, 55, 2)
-    )  # fmt: skip
-    state: dict = {"now": T0}
-    state |= tuner.observe(state)  # type: ignore[arg-type]
-    state |= tuner.diagnose(state)  # type: ignore[arg-type]
+    tel.record_many(expired_lookups(T0 - W, 500.0, range(0, 55, 2), every_s=2.0, tag="drift"))
+    state = diagnosed(tuner)
     (expired,) = [f for f in state["findings"] if f["kind"] == "cache_expired"]
     assert expired["category"] == "diagnose" and expired["ages_max"] == 500.0
     state["workload"] = tuner.workload(T0 - W, T0)
@@ -273,35 +285,23 @@ def test_a_ttl_far_under_its_repeats_steps_toward_a_target_the_replay_verifies(w
 
 def test_no_step_toward_repeats_beyond_the_freshness_cap(world) -> None:
     tuner, tel, _ = world
-    tel.record_many(
-        {"kind": "cache", "name": "diagnose", "outcome": "answer", "hit": False, "run_s": 0.01,
-         "task_id": f"drift-{k}", "ts": T0 - W + k * 2.0, "data": {"reason": "expired", "age_s": 5000.0}}
-        for k in range(0, 55, 2)
-    )  # fmt: skip
-    state: dict = {"now": T0}
-    state |= tuner.observe(state)  # type: ignore[arg-type]
-    state |= tuner.diagnose(state)  # type: ignore[arg-type]
+    tel.record_many(expired_lookups(T0 - W, 5000.0, range(0, 55, 2), every_s=2.0, tag="drift"))
+    state = diagnosed(tuner)
     assert not [f for f in state["findings"] if f["kind"] == "cache_expired"]  # TUNER_MAX_ANSWER_TTL_S is 900 s
 
 
 def test_a_ttl_is_aimed_at_the_repeats_of_the_last_windows_not_only_this_one(world) -> None:
     tuner, tel, _ = world
-
-    def expired(start: float, age: float, n: int) -> list[dict]:
-        return [
-            {"kind": "cache", "name": "diagnose", "outcome": "answer", "hit": False, "run_s": 0.01,
-             "task_id": f"x{start}-{k}", "ts": start + k, "data": {"reason": "expired", "age_s": age}}
-            for k in range(n)
-        ]  # fmt: skip
-
     # three windows ago a repeat came after 800 s; one came after 100 s (under the TTL now: served already);
     # one came after 2000 s (beyond the freshness cap); in this window they come after 500 s
-    tel.record_many(expired(T0 - 3 * W, 800.0, 1) + expired(T0 - 3 * W + 5, 100.0, 3) + expired(T0 - 2 * W, 2000.0, 3))
-    tel.record_many(expired(T0 - W, 500.0, 10))
-    state: dict = {"now": T0}
-    state |= tuner.observe(state)  # type: ignore[arg-type]
-    state |= tuner.diagnose(state)  # type: ignore[arg-type]
-    (finding,) = [f for f in state["findings"] if f["kind"] == "cache_expired"]
+    for start, age, n in (
+        (T0 - 3 * W, 800.0, 1),
+        (T0 - 3 * W + 5, 100.0, 3),
+        (T0 - 2 * W, 2000.0, 3),
+        (T0 - W, 500.0, 10),
+    ):
+        tel.record_many(expired_lookups(start, age, range(n)))
+    (finding,) = [f for f in diagnosed(tuner)["findings"] if f["kind"] == "cache_expired"]
     assert finding["ages_max"] == 800.0 and "10 of 10 lookups" in finding["detail"]
 
 
