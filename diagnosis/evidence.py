@@ -1,0 +1,78 @@
+"""A set of evidence items, indexed for analyzers, with the check every claimed reference goes through."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from diagnosis.model import EvidenceItem, EvidenceRef
+
+
+class EvidenceSet:
+    """The evidence of one investigation. Analyzers read it; nothing writes to it but `add`."""
+
+    def __init__(self, items: Iterable[EvidenceItem] = ()) -> None:
+        self._items: dict[str, EvidenceItem] = {}
+        self._by_kind: dict[str, list[EvidenceItem]] = defaultdict(list)
+        self.ignored: list[dict[str, str]] = []  # {path, reason}
+        self.errors: list[dict[str, str]] = []  # {path, error}
+        for item in items:
+            self.add(item)
+
+    def add(self, item: EvidenceItem) -> None:
+        if item.id in self._items:
+            raise ValueError(f"evidence item {item.id!r} added twice")
+        self._items[item.id] = item
+        self._by_kind[item.kind].append(item)
+
+    def extend(self, other: EvidenceSet) -> None:
+        for item in other:
+            self.add(item)
+        self.ignored.extend(other.ignored)
+        self.errors.extend(other.errors)
+
+    def kind(self, kind: str) -> list[EvidenceItem]:
+        """Items of one kind; a kind ending in '/' (`k8s/`) is a prefix."""
+        if kind.endswith("/"):
+            return [i for k, items in self._by_kind.items() if k.startswith(kind) for i in items]
+        return list(self._by_kind.get(kind, ()))
+
+    def kinds(self) -> set[str]:
+        return {k for k, v in self._by_kind.items() if v}
+
+    def get(self, item_id: str) -> EvidenceItem | None:
+        return self._items.get(item_id)
+
+    def __iter__(self) -> Iterator[EvidenceItem]:
+        return iter(self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def check(self, ref: EvidenceRef) -> bool:
+        """A reference is real when its item exists, its field resolves and its line is in the item."""
+        item = self._items.get(ref.item)
+        if item is None:
+            return False
+        if ref.field and resolve(item.data, ref.field) is _MISSING:
+            return False
+        if ref.line is not None and item.kind == "log":
+            return any(r.get("line") == ref.line for r in item.data.get("records", ()))
+        return True
+
+
+_MISSING: Any = object()
+
+
+def resolve(data: Any, path: str) -> Any:
+    """data at a dotted path ("status.containerStatuses.0.state"); _MISSING when it is not there."""
+    cur = data
+    for part in path.split("."):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.lstrip("-").isdigit() and -len(cur) <= int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return _MISSING
+    return cur
