@@ -1,0 +1,70 @@
+"""Checks the incident corpus: every JSON parses (unless listed as deliberately malformed), every answer.yaml
+has the fields with valid values, and the counts per split. Run: python tests/data/incidents/check.py"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent
+CATEGORIES = {"healthy", "resource_exhaustion", "configuration_error", "code_defect", "dependency_failure",
+              "infrastructure", "data_quality", "unknown"}
+DIFFICULTIES = {"easy", "medium", "hard"}
+MALFORMED_MARK = "malformed"  # a file whose name contains this is expected not to parse
+
+
+def check_scenario(folder: Path) -> list[str]:
+    problems: list[str] = []
+    answer_path = folder / "answer.yaml"
+    if not answer_path.is_file():
+        return [f"{folder}: no answer.yaml"]
+    answer = yaml.safe_load(answer_path.read_text())
+    for key in ("category", "must_contain", "must_not", "difficulty", "domains", "summary"):
+        if key not in answer:
+            problems.append(f"{folder.name}: answer.yaml lacks {key}")
+    if answer.get("category") not in CATEGORIES:
+        problems.append(f"{folder.name}: bad category {answer.get('category')!r}")
+    if answer.get("difficulty") not in DIFFICULTIES:
+        problems.append(f"{folder.name}: bad difficulty {answer.get('difficulty')!r}")
+    for bad in answer.get("must_not", []):
+        if bad not in CATEGORIES or bad == answer.get("category"):
+            problems.append(f"{folder.name}: bad must_not {bad!r}")
+    if not 1 <= len(answer.get("must_contain", [])) <= 4:
+        problems.append(f"{folder.name}: must_contain needs 1-4 words")
+    evidence = [p for p in folder.rglob("*") if p.is_file() and p.name != "answer.yaml"]
+    if not evidence:
+        problems.append(f"{folder.name}: no evidence files")
+    for path in evidence:
+        if path.suffix == ".json" and MALFORMED_MARK not in path.name:
+            try:
+                json.loads(path.read_text())
+            except ValueError as exc:
+                problems.append(f"{path.relative_to(ROOT)}: {exc}")
+    return problems
+
+
+def main() -> int:
+    problems: list[str] = []
+    table: dict[str, Counter[str]] = {}
+    for split in ("dev", "test"):
+        counts: Counter[str] = Counter()
+        for folder in sorted((ROOT / split).iterdir()) if (ROOT / split).is_dir() else []:
+            problems += check_scenario(folder)
+            answer = yaml.safe_load((folder / "answer.yaml").read_text()) if (folder / "answer.yaml").is_file() else {}
+            counts["scenarios"] += 1
+            counts[answer.get("category", "?")] += 1
+            counts[answer.get("difficulty", "?")] += 1
+        table[split] = counts
+    for split, counts in table.items():
+        print(split, dict(sorted(counts.items())))
+    for p in problems:
+        print("PROBLEM", p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
