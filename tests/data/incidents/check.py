@@ -14,7 +14,13 @@ ROOT = Path(__file__).resolve().parent
 CATEGORIES = {"healthy", "resource_exhaustion", "configuration_error", "code_defect", "dependency_failure",
               "infrastructure", "data_quality", "unknown"}
 DIFFICULTIES = {"easy", "medium", "hard"}
-MALFORMED_MARK = "malformed"  # a file whose name contains this is expected not to parse
+# files that are deliberately malformed (truncated exports): the investigation must report them and go on
+EXPECTED_MALFORMED = {
+    "dev/unknown-quote-api-latency-unrelated-bundle/quote-api-traces.json",
+    "dev/k8s-hpa-at-max-pricing-latency/prom/hpa-describe.json",
+    "test/db-orders-replica-slot-wal-full/cw-export-2.json",
+    "test/k8s-coredns-oomkilled-dns-timeouts/kubectl-get-events-kube-system.json",
+}
 
 
 def check_scenario(folder: Path) -> list[str]:
@@ -39,11 +45,15 @@ def check_scenario(folder: Path) -> list[str]:
     if not evidence:
         problems.append(f"{folder.name}: no evidence files")
     for path in evidence:
-        if path.suffix == ".json" and MALFORMED_MARK not in path.name:
+        rel = path.relative_to(ROOT).as_posix()
+        if path.suffix == ".json":
             try:
                 json.loads(path.read_text())
+                if rel in EXPECTED_MALFORMED:
+                    problems.append(f"{rel}: meant to be malformed but parses")
             except ValueError as exc:
-                problems.append(f"{path.relative_to(ROOT)}: {exc}")
+                if rel not in EXPECTED_MALFORMED:
+                    problems.append(f"{rel}: {exc}")
     return problems
 
 
