@@ -3,6 +3,7 @@ has the fields with valid values, and the counts per split. Run: python tests/da
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from collections import Counter
@@ -11,8 +12,16 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent
-CATEGORIES = {"healthy", "resource_exhaustion", "configuration_error", "code_defect", "dependency_failure",
-              "infrastructure", "data_quality", "unknown"}
+CATEGORIES = {
+    "healthy",
+    "resource_exhaustion",
+    "configuration_error",
+    "code_defect",
+    "dependency_failure",
+    "infrastructure",
+    "data_quality",
+    "unknown",
+}
 DIFFICULTIES = {"easy", "medium", "hard"}
 # files that are deliberately malformed (truncated exports): the investigation must report them and go on
 EXPECTED_MALFORMED = {
@@ -21,6 +30,11 @@ EXPECTED_MALFORMED = {
     "test/db-orders-replica-slot-wal-full/cw-export-2.json",
     "test/k8s-coredns-oomkilled-dns-timeouts/kubectl-get-events-kube-system.json",
 }
+
+
+def read_text(path: Path) -> str:
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return raw.decode("utf-8", errors="replace")
 
 
 def check_scenario(folder: Path) -> list[str]:
@@ -44,6 +58,11 @@ def check_scenario(folder: Path) -> list[str]:
     evidence = [p for p in folder.rglob("*") if p.is_file() and p.name != "answer.yaml"]
     if not evidence:
         problems.append(f"{folder.name}: no evidence files")
+    corpus = "\n".join(read_text(p) for p in evidence).lower()
+    for word in answer.get("must_contain", []):
+        # an unknown answer names what is missing, which by definition is not in the evidence
+        if word.lower() not in corpus and answer.get("category") != "unknown":
+            problems.append(f"{folder.name}: must_contain word {word!r} appears in no evidence file")
     for path in evidence:
         rel = path.relative_to(ROOT).as_posix()
         if path.suffix == ".json":
