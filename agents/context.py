@@ -92,9 +92,14 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
     policies.ensure()
     planner = make_planner(settings, library, toolset, serving=lambda: policies.current().serving.llm)
     checkpointer, closer = make_checkpointer(settings)
+    facts = SemanticMemory(store, embedder, index_folder=settings.var_dir / "index" / "facts")
     cache = (
         SemanticCache(
-            store, embedder, lambda: policies.current().serving.cache, index_folder=settings.var_dir / "index"
+            store,
+            embedder,
+            lambda: policies.current().serving.cache,
+            index_folder=settings.var_dir / "index",
+            aliases=facts.aliases,
         )
         if settings.cache_enabled
         else None
@@ -117,7 +122,7 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
         embedder=embedder,
         cache=cache,
         episodes=EpisodicMemory(store, embedder, index_folder=settings.var_dir / "index" / "episodes"),
-        facts=SemanticMemory(store, embedder, index_folder=settings.var_dir / "index" / "facts"),
+        facts=facts,
         telemetry=telemetry,
         policies=policies,
         _closers=[closer],

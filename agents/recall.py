@@ -14,13 +14,14 @@ import structlog
 from agents.context import OpsContext
 from core.types import EventType, TaskStatus
 from memory.cache import CacheKind, CacheLookup
+from memory.entities import change_intent
 
 log = structlog.get_logger(__name__)
 
 
 def cache_text(goal: str, inputs: dict[str, Any]) -> str:
     """What identifies a request: its words and its structured inputs (a URL given as input counts)."""
-    rest = {k: v for k, v in inputs.items() if k != "plan"}
+    rest = {k: v for k, v in inputs.items() if k not in ("plan", "cache")}
     return goal if not rest else f"{goal} {json.dumps(rest, sort_keys=True)}"
 
 
@@ -55,6 +56,26 @@ def _report(ctx: OpsContext, task_id: str, found: CacheLookup) -> None:
     )
 
 
+def _show_cached_plan(ctx: OpsContext, task_id: str, tenant: str, category: str, text: str, vector: Any) -> None:
+    """A task served from the cache still shows the plan that made its answer (the console's plan card)."""
+    from core.types import Plan
+
+    assert ctx.cache is not None
+    found = ctx.cache.lookup(tenant, category, CacheKind.PLAN, text, vector)
+    if not found.hit or not found.payload:
+        return
+    try:
+        plan = Plan.model_validate({**found.payload, "source": "cache"})
+    except Exception:  # a plan cached by an older version: the answer still stands
+        return
+    version = ctx.store.save_plan(task_id, plan)
+    ctx.bus.emit(
+        task_id,
+        EventType.PLAN_READY,
+        {"version": version, "notes": ["answer served from the cache"], "plan": plan.model_dump(mode="json")},
+    )
+
+
 # an episode's plan is reused only when its request was this close and named the same things
 EPISODE_REUSE_SIMILARITY = 0.9
 
@@ -81,10 +102,18 @@ def recall(ctx: OpsContext, task_id: str, goal: str, inputs: dict[str, Any]) -> 
         vector = None
     if vector is None or ctx.cache is None or not ctx.cache.policy_for(category).enabled:
         return update
+    if change_intent(goal):  # a request to change something is done, never answered from memory
+        update["reuse"] = None
+        ctx.bus.emit(task_id, EventType.LOG, {"message": "asks for a change: the cache is neither read nor filled"})
+        return update
+    if inputs.get("cache") == "skip":  # "run again": the caller wants fresh figures
+        ctx.bus.emit(task_id, EventType.LOG, {"message": "cache skipped at the caller's request"})
+        return update
     try:
         answer = ctx.cache.lookup(task.tenant, category, CacheKind.ANSWER, text, vector)
         _report(ctx, task_id, answer)
         if answer.hit and answer.payload is not None:
+            _show_cached_plan(ctx, task_id, task.tenant, category, text, vector)
             served = {
                 **answer.payload,
                 "from_cache": {
@@ -132,7 +161,7 @@ def remember(ctx: OpsContext, task_id: str, category: str, plan: dict[str, Any])
     except Exception as exc:
         log.warning("episode not recorded", task_id=task_id, error=repr(exc))
         return
-    if ctx.cache is None or not ctx.cache.policy_for(category).enabled:
+    if ctx.cache is None or not ctx.cache.policy_for(category).enabled or change_intent(task.goal):
         return
     if task.status != TaskStatus.SUCCEEDED.value or answer.get("failed_nodes"):
         return

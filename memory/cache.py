@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -25,7 +25,7 @@ from core.db import Store
 from core.policy import CachePolicy, CategoryCachePolicy
 from memory._tables import CacheEntryRow, init_memory_tables
 from memory.embeddings import Embedder
-from memory.entities import entity_values, extract_entities, same_entities
+from memory.entities import change_intent, entity_values, extract_entities, same_entities
 from memory.index.partitioned import PartitionedIndex, arrays_from_rows
 
 
@@ -40,7 +40,7 @@ class CacheLookup:
     hit: bool
     category: str
     kind: str
-    reason: str  # hit | miss | disabled | below_threshold | verifier_rejected | expired
+    reason: str  # hit | miss | disabled | change_request | below_threshold | verifier_rejected | expired
     similarity: float | None = None
     entry_id: int | None = None
     payload: dict[str, Any] | None = None
@@ -86,12 +86,15 @@ class SemanticCache:
         index_folder: Path | None = None,
         candidates: int = 5,
         verify: bool = True,
+        aliases: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self._policy = policy if callable(policy) else (lambda: policy)
         self.candidates = candidates
         self.verify = verify  # off only to measure what the verifier adds (bench, cache-eval)
+        # a tenant's other names for its services (semantic-memory facts), so "shop-frontend" is "checkout"
+        self._aliases = aliases or (lambda tenant: {})
         init_memory_tables(store.engine)
         self.index = PartitionedIndex(embedder.dim, index_folder, loader=self._load_partition)
         self._counters: dict[str, _Counters] = defaultdict(_Counters)
@@ -128,6 +131,8 @@ class SemanticCache:
         policy = self.policy_for(category)
         if not policy.enabled:
             return CacheLookup(False, category, kind, "disabled")
+        if change_intent(text):  # whatever playbook or category it matched: a change is done, not remembered
+            return CacheLookup(False, category, kind, "change_request")
         vec = vector if vector is not None else self.embedder.embed([text])[0]
         started = time.perf_counter()
         result = self._search(tenant, category, kind, text, vec, policy)
@@ -151,7 +156,7 @@ class SemanticCache:
         found = [(i, s) for i, s in self.index.search(key, vec, self.candidates) if s >= policy.threshold]
         if not found:
             return CacheLookup(False, category, kind, "below_threshold")
-        wanted = extract_entities(text)
+        wanted = extract_entities(text, self._aliases(tenant))
         now = time.time()
         rejected: tuple[int, float] | None = None
         # the closest verified entry that had expired: how old it was tells the tuner what a longer TTL would serve
@@ -281,11 +286,11 @@ class SemanticCache:
     ) -> int | None:
         kind = str(kind)
         policy = self.policy_for(category)
-        if not policy.enabled or policy.ttl(kind) <= 0:
+        if not policy.enabled or policy.ttl(kind) <= 0 or change_intent(text):
             return None
         vec = vector if vector is not None else self.embedder.embed([text])[0]
         now = time.time()
-        entities = {k: sorted(v) for k, v in extract_entities(text).items()}
+        entities = {k: sorted(v) for k, v in extract_entities(text, self._aliases(tenant)).items()}
         row = CacheEntryRow(
             tenant=tenant,
             kind=kind,
@@ -350,11 +355,13 @@ class SemanticCache:
             stmt = stmt.where(CacheEntryRow.category == category)
         if kind:
             stmt = stmt.where(CacheEntryRow.kind == kind)
-        needle = entity.lower() if entity else None
+        # the entity as written and in canonical form: invalidating "checkout-api" drops entries about "checkout"
+        needles = {entity.lower(), *entity_values(extract_entities(entity, self._aliases(tenant)))} if entity else set()
         by_partition: dict[str, list[int]] = defaultdict(list)
         with self.store.session() as s:
             for row in s.execute(stmt):
-                if needle and needle not in entity_values({k: frozenset(v) for k, v in row.entities.items()}):
+                values = entity_values({k: frozenset(v) for k, v in row.entities.items()})
+                if needles and not needles & set(values):
                     continue
                 by_partition[_key(tenant, row.kind, row.category)].append(row.id)
         return self._drop(by_partition)

@@ -42,6 +42,10 @@ class MiniLMEmbedder:
             self._device = "cuda" if torch.cuda.is_available() else "cpu"
         return self._device
 
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
     def load(self) -> MiniLMEmbedder:
         with self._lock:
             if self._model is None:

@@ -6,6 +6,7 @@ is closed (valid_to = now, superseded_by = the new id), never deleted, so the hi
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,11 @@ class Fact:
         return {**self.__dict__, "text": self.text(), "current": self.current}
 
 
+ALIAS_PREDICATES = ("alias_of", "also_known_as", "is_alias_of")
+ALIAS_REFRESH_S = 5.0
+_WORDS = re.compile(r"[a-z0-9][a-z0-9._/-]*[a-z0-9]")
+
+
 def _norm(value: str) -> str:
     return " ".join(value.strip().split())
 
@@ -60,6 +66,7 @@ class SemanticMemory:
         self.embedder = embedder
         init_memory_tables(store.engine)
         self.index = PartitionedIndex(embedder.dim, index_folder, loader=self._load)
+        self._aliases: dict[str, tuple[float, dict[str, str]]] = {}
 
     def _load(self, tenant: str) -> tuple[np.ndarray, np.ndarray]:
         with self.store.session() as s:
@@ -121,11 +128,33 @@ class SemanticMemory:
         self.index.add(tenant, np.array([fact.id], np.int64), np.asarray(vec, np.float32).reshape(1, -1))
         if closed:
             self.index.remove(tenant, np.array([c.id for c in closed], np.int64))
+        if fact.predicate in ALIAS_PREDICATES:
+            self._aliases.pop(tenant, None)
         return fact, closed_facts
 
+    def aliases(self, tenant: str) -> dict[str, str]:
+        """Other names of a tenant's services, from current facts "X alias_of Y" (or "X also_known_as Y"):
+        the cache reads a request naming X as naming Y. Read at most every ALIAS_REFRESH_S per tenant (a cache
+        lookup must not wait for the database), and at once after this process records an alias."""
+        cached = self._aliases.get(tenant)
+        if cached is not None and time.monotonic() - cached[0] < ALIAS_REFRESH_S:
+            return cached[1]
+        with self.store.session() as s:
+            rows = s.execute(
+                sa.select(FactRow.subject, FactRow.object).where(
+                    FactRow.tenant == tenant,
+                    FactRow.valid_to.is_(None),
+                    FactRow.predicate.in_(ALIAS_PREDICATES),
+                )
+            ).all()
+        found = {subject.lower(): obj.lower() for subject, obj in rows}
+        self._aliases[tenant] = (time.monotonic(), found)
+        return found
+
     def about(self, tenant: str, text: str) -> list[Fact]:
-        """Current facts whose subject or object is an entity the text names (services, hosts, systems...)."""
-        names = set(entity_values(extract_entities(text)))
+        """Current facts whose subject or object is an entity the text names (services, hosts, systems...),
+        as written or in canonical form."""
+        names = set(entity_values(extract_entities(text))) | set(_WORDS.findall(text.lower()))
         if not names:
             return []
         with self.store.session() as s:

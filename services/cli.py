@@ -188,6 +188,24 @@ def follow_task(task_id: str) -> dict[str, Any]:
     return _request("GET", f"/v1/tasks/{task_id}")
 
 
+def answer_provenance(task: dict[str, Any]) -> str:
+    """When the figures of an answer were taken, and whether they came from the cache."""
+    import datetime as dt
+
+    answer = task.get("answer") or {}
+    cached = answer.get("from_cache")
+    if cached:
+        age = float(cached.get("age_s") or 0)
+        taken = dt.datetime.fromtimestamp((task.get("finished_at") or 0) - age).strftime("%H:%M:%S")
+        return (
+            f"from cache, {age:.0f} s old (figures taken at {taken} for: {cached.get('cached_request')!r}); "
+            "run again with `opsgraph submit --fresh ...`"
+        )
+    if task.get("finished_at"):
+        return f"figures taken at {dt.datetime.fromtimestamp(task['finished_at']).strftime('%H:%M:%S')}"
+    return ""
+
+
 @app.command()
 def submit(
     goal: str = typer.Argument(..., help="What to do, in plain words."),
@@ -195,9 +213,11 @@ def submit(
     input: list[str] = typer.Option([], "--input", "-i", help="KEY=VALUE inputs (urls, service, log_path...)."),
     priority: int = typer.Option(5, min=0, max=9),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    fresh: bool = typer.Option(False, "--fresh", help="Run again with fresh figures; never answer from the cache."),
 ) -> None:
     """Submit a task to the running API."""
-    created = _request("POST", "/v1/tasks", json={"goal": goal, "inputs": _parse_inputs(input), "priority": priority})
+    body = {"goal": goal, "inputs": _parse_inputs(input), "priority": priority, "cache": "skip" if fresh else "use"}
+    created = _request("POST", "/v1/tasks", json=body)
     if not wait:
         out.print_json(data=created) if as_json else out.print(created["id"])
         return
@@ -207,6 +227,7 @@ def submit(
     else:
         answer = task.get("answer") or {}
         out.print(f"task {task['id']} {task['status']}", highlight=False)
+        out.print(answer_provenance(task), highlight=False, markup=False)
         out.print(answer.get("text") or task.get("error") or "", markup=False, highlight=False)
     if task["status"] != "succeeded":
         raise typer.Exit(1)
@@ -228,6 +249,7 @@ def status(task_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
             markup=False,
         )
     if task.get("answer"):
+        out.print(answer_provenance(task), highlight=False, markup=False)
         out.print(task["answer"]["text"], markup=False, highlight=False)
 
 
@@ -271,19 +293,41 @@ def cache_eval(
     if as_json:
         print(json.dumps(report))
         return
+
+    def f3(v: Any) -> str:
+        return "-" if v is None else f"{v:.3f}"
+
     out.print(
         f"{'category':<10} {'tp':>4} {'fp':>4} {'fn':>4} {'tn':>4} {'precision':>9} {'recall':>7} "
-        f"{'threshold':>9} {'proposed':>8} {'ms p50':>7}",
+        f"{'in-sample p/r':>13} {'configured p/r':>14} {'threshold':>9} {'proposed':>8} {'ms p50':>7}",
         highlight=False,
     )
     rows = [*report["categories"].items(), ("overall", report["overall"])]
     for name, r in rows:
+        ins, conf = r["in_sample"], r["configured"]
         out.print(
-            f"{name:<10} {r['tp']:>4} {r['fp']:>4} {r['fn']:>4} {r['tn']:>4} {r['precision'] or 0:>9.3f} "
-            f"{r['recall'] or 0:>7.3f} {r.get('threshold', ''):>9} {r.get('proposed_threshold') or '':>8} "
-            f"{r['lookup_ms_p50']:>7}",
+            f"{name:<10} {r['tp']:>4} {r['fp']:>4} {r['fn']:>4} {r['tn']:>4} {f3(r['precision']):>9} "
+            f"{f3(r['recall']):>7} {f3(ins['precision']) + '/' + f3(ins['recall']):>13} "
+            f"{f3(conf['precision']) + '/' + f3(conf['recall']):>14} {r.get('threshold', ''):>9} "
+            f"{r.get('proposed_threshold') or '':>8} {r['lookup_ms_p50']:>7}",
             highlight=False,
         )
+    g = report["global_threshold"]
+    out.print(
+        f"one global threshold (out of fold): precision {f3(g['precision'])} recall {f3(g['recall'])} "
+        f"(thresholds per fold {g['thresholds_per_fold']})",
+        highlight=False,
+    )
+    kinds = ", ".join(
+        f"{k}: {v['tp'] + v['fn']} same / {v['fp'] + v['tn']} not, {v['fp']} wrongly served"
+        for k, v in report["by_kind"].items()
+    )
+    out.print(f"by kind (out of fold): {kinds}", highlight=False)
+    out.print(
+        f"precision and recall are out of fold ({report['overall']['folds']}-fold cross-validation: each fold's "
+        "thresholds chosen on the other folds only); in-sample and configured beside them",
+        highlight=False,
+    )
 
 
 @app.command()

@@ -112,3 +112,42 @@ def test_a_restarted_cache_rebuilds_its_index_from_the_database(store: Store, em
         f.write_bytes(b"corrupt")
     again = make_cache(store, embedder, tmp_path)
     assert again.lookup("t", "health", ANSWER, "is the disk on this machine full").hit
+
+
+def test_a_change_request_is_never_stored_nor_served(store: Store, embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cache = make_cache(store, embedder, tmp_path)
+    # stored as a look at checkout-api; the restart must not be answered with it, nor stored itself
+    cache.put("t", "health", ANSWER, "is checkout-api healthy", {"a": 1})
+    found = cache.lookup("t", "health", ANSWER, "restart checkout-api")
+    assert not found.hit and found.reason == "change_request"
+    assert cache.put("t", "health", ANSWER, "please restart checkout-api", {"a": 2}) is None
+    assert cache.put("t", "health", ANSWER, "can you scale orders-api to 3 replicas", {"a": 3}) is None
+    assert cache.lookup("t", "health", ANSWER, "please restart checkout-api").reason == "change_request"
+    # asked about, not asked for: an ordinary read request
+    assert cache.put("t", "health", ANSWER, "why did checkout-api restart", {"a": 4}) is not None
+
+
+def test_canonical_entities_let_paraphrases_hit_and_one_changed_entity_miss(
+    store: Store, embedder, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    policy = CachePolicy(categories={"diagnose": CategoryCachePolicy(threshold=0.72)})
+    cache = SemanticCache(store, embedder, policy, index_folder=tmp_path / "index")
+    cache.put("t", "diagnose", ANSWER, "why is checkout slow since 14:00", {"a": 1})
+    assert cache.lookup("t", "diagnose", ANSWER, "why has checkout-api been slow since 2pm").hit
+    for other in ("why is checkout slow since 15:00", "why is payments slow since 14:00",
+                  "why is checkout slow since 14:00 in staging"):  # fmt: skip
+        assert not cache.lookup("t", "diagnose", ANSWER, other).hit, other
+
+
+def test_a_service_alias_from_semantic_memory_names_the_same_service(store: Store, embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from memory.semantic import SemanticMemory
+
+    facts = SemanticMemory(store, embedder)
+    cats = {"health": CategoryCachePolicy(threshold=0.7)}
+    cache = SemanticCache(store, embedder, CachePolicy(categories=cats), aliases=facts.aliases)
+    cache.put("t", "health", ANSWER, "is storefront healthy", {"a": 1})
+    assert not cache.lookup("t", "health", ANSWER, "is shopfront healthy").hit
+    facts.assert_fact("t", "shopfront", "alias_of", "storefront", source="test")
+    assert cache.lookup("t", "health", ANSWER, "is shopfront healthy").hit
+    cache.put("u", "health", ANSWER, "is storefront healthy", {"a": 2})
+    assert not cache.lookup("u", "health", ANSWER, "is shopfront healthy").hit  # the alias is t's, not u's

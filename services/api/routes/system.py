@@ -44,5 +44,12 @@ def readyz(ctx: Ctx) -> JSONResponse:
         depth = queue_depth(ctx.redis, pool) if checks["redis"]["ok"] else None
         pools[pool] = {"ok": bool(members), "workers": members, "queue_depth": depth}
     checks["pools"] = pools
-    ready = checks["database"]["ok"] and checks["redis"]["ok"] and all(p["ok"] for p in pools.values())
+    # the first request must not wait for the model: ready only once the API has it in memory
+    checks["embedder"] = {"ok": ctx.embedder.loaded}
+    ready = (
+        checks["database"]["ok"]
+        and checks["redis"]["ok"]
+        and checks["embedder"]["ok"]
+        and all(p["ok"] for p in pools.values())
+    )
     return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)

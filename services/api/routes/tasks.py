@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import redis.asyncio as aredis
 from fastapi import APIRouter, Header, Query
@@ -33,6 +33,9 @@ class TaskCreate(BaseModel):
     plan: dict[str, Any] | None = Field(
         None,
         description="A plan to run as given ({nodes: [...]}); validated like any planner's, planner skipped.",
+    )
+    cache: Literal["use", "skip"] = Field(
+        "use", description="skip: run again with fresh figures instead of answering from the semantic cache."
     )
 
 
@@ -90,6 +93,8 @@ def create_task(body: TaskCreate, ctx: Ctx, runner: Runner) -> TaskCreated:
     if len(json.dumps(body.inputs)) > ctx.settings.max_arg_bytes:
         raise UserError(f"inputs are larger than {ctx.settings.max_arg_bytes} bytes")
     inputs = dict(body.inputs)
+    if body.cache == "skip":
+        inputs["cache"] = "skip"
     if body.plan is not None:
         request_plan(ctx, body.goal, body.plan)  # 422 plan_invalid now, not a failed task later
         inputs["plan"] = body.plan
