@@ -41,8 +41,9 @@ def latest_runs(task: dict) -> dict[str, dict]:
 
 
 def test_readyz_reports_database_redis_and_both_pools(service: Service) -> None:
-    body = service.get("/readyz").json()
-    assert body["ready"] is True
+    # ready once the model is in memory too (loaded in the background at start)
+    body = wait_until(lambda: (b := service.get("/readyz").json())["ready"] and b, 60, "the API to be ready")
+    assert body["checks"]["embedder"]["ok"] is True
     assert set(body["checks"]["pools"]["cpu"]["workers"]) == {"cpu-a@test", "cpu-b@test"}
     assert body["checks"]["pools"]["gpu"]["workers"] == ["gpu-a@test"]
 
