@@ -10,31 +10,105 @@ from typing import Any
 
 import structlog
 
-_SECRET_KEYS = re.compile(r"(pass(word)?|secret|token|api[_-]?key|authorization|dsn)", re.I)
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]+)(@)")  # user may be empty: redis://:pw@host
+# Keys whose string values are secrets wherever they appear (arguments, events, answers, log fields).
+# "passw"/"pwd", not "pass": a count called "passed" is not a password.
+_SECRET_KEYS = re.compile(
+    r"(passw|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|authorization|credential|cookie)",
+    re.I,
+)
+_MASK = "***"
+
+# Text patterns, applied in order. Each keeps what an operator needs to read the line (the scheme, the user,
+# the key's name) and masks only the secret itself.
+_TEXT_RULES: list[tuple[re.Pattern[str], str]] = [
+    # PEM private keys, whole
+    (
+        re.compile(r"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----", re.S),
+        r"-----BEGIN \1PRIVATE KEY-----***-----END \1PRIVATE KEY-----",
+    ),
+    # the password of a URL: postgresql://user:secret@host, redis://:secret@host (never the port or path)
+    (re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s]*:)([^@\s/]+)(@)", re.I), r"\1***\3"),
+    # Authorization headers, whatever the scheme (Bearer, Basic, Token, Digest, AWS4-HMAC-SHA256 ...)
+    (
+        re.compile(r"((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?:([a-z0-9-]+)\s+)?[^\s\"',;]+", re.I),
+        r"\1\2 ***",
+    ),
+    # a bearer token on its own
+    (re.compile(r"\b(bearer)\s+[a-z0-9._~+/=-]{8,}", re.I), r"\1 ***"),
+    # key=value and key: value secrets (DSNs in key=value form, env files, query strings, JSON text)
+    (
+        re.compile(
+            r"([\w.-]*(?:passw(?:or)?d|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key)[\w.-]*"
+            r"[\"']?\s*[=:]\s*)(?:(\")[^\"]*\"|(')[^']*'|[^\s&;,\"']+)",
+            re.I,
+        ),
+        r"\1\2\3***\2\3",  # a quoted value stays quoted
+    ),
+    # opsgraph API keys
+    (re.compile(r"\bog_[A-Za-z0-9_-]{16,}"), "og_***"),
+    # AWS access key ids
+    (re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), r"\1***"),
+    # well-known token shapes: GitHub, Slack, OpenAI-style, JWTs
+    (re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{30,}"), r"\1***"),
+    (re.compile(r"\b(xox[abprs]-)[A-Za-z0-9-]{10,}"), r"\1***"),
+    (re.compile(r"\b(sk-)[A-Za-z0-9_-]{20,}"), r"\1***"),
+    (re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,}"), "***jwt***"),
+]
 
 
 def redact(text: str) -> str:
-    """Mask the password part of any URL (postgresql://user:secret@host -> postgresql://user:***@host)."""
-    return _URL_PASSWORD.sub(r"\1***\3", text)
+    """Mask secrets in free text: URL passwords, Authorization headers, bearer and API tokens, `password=...`
+    (DSNs in key=value form), opsgraph keys (og_...), AWS access key ids, private keys.
+
+    The one text redaction of opsgraph: arguments, events, answers, node results and logs all go through it
+    (via `redact_value`)."""
+    if not text:
+        return text
+    for pattern, replacement in _TEXT_RULES:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def redact_value(value: Any) -> Any:
+    """`redact` applied to every string inside a JSON-like value; a string under a secret-named key
+    (password, token, api_key, authorization ...) is masked whole. Numbers and booleans are kept."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {k: ("***" if _SECRET_KEYS.search(str(k)) else redact_value(v)) for k, v in value.items()}
+        return {k: _redact_item(str(k), v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_value(v) for v in value]
     return value
 
 
+def _redact_item(key: str, value: Any) -> Any:
+    if isinstance(value, str) and value and _SECRET_KEYS.search(key):
+        return _MASK
+    return redact_value(value)
+
+
 def _redact_processor(_logger: Any, _name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    return {k: ("***" if _SECRET_KEYS.search(k) and k != "event" else redact_value(v)) for k, v in event_dict.items()}
+    return {
+        k: (redact(v) if k == "event" and isinstance(v, str) else _redact_item(k, v)) for k, v in event_dict.items()
+    }
+
+
+class RedactingFilter(logging.Filter):
+    """Masks secrets in standard-library log records (uvicorn, celery, httpx) before any handler writes them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is the logger's problem; pass it on unchanged
+            return True
+        record.msg, record.args = redact(message), None
+        return True
 
 
 def configure_logging(level: str = "INFO", json_logs: bool = False) -> None:
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper(), force=True)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
     renderer: Any = structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=[
