@@ -109,7 +109,7 @@ def compile_pattern(pattern: str) -> Any:
         return re2.compile(pattern, options)
     except re2.error as exc:
         reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise PatternError(f"unsupported or invalid pattern {pattern!r}: {reason} (RE2 syntax)") from None
+        raise PatternError(f"unsupported or invalid pattern `{pattern}`: {reason} (RE2 syntax)") from None
 
 
 def _line_time(line: str, now: datetime) -> float | None:
@@ -159,8 +159,9 @@ def resolve_inside(path: str | Path, roots: list[Path]) -> Path | None:
 
 def walk_inside(top: Path, roots: list[Path], refused: list[dict[str, str]]) -> Iterator[Path]:
     """Every regular file under `top`, each path resolved; a link (or anything) leading outside the roots is
-    refused and listed, never read. Each real folder is visited once (link loops end)."""
+    refused and listed, never read. Each real folder and file is visited once (link loops end)."""
     seen: set[Path] = set()
+    files: set[Path] = set()
     stack = [top]
     while stack:
         folder = stack.pop()
@@ -179,7 +180,8 @@ def walk_inside(top: Path, roots: list[Path], refused: list[dict[str, str]]) -> 
                 continue
             if real.is_dir():
                 stack.append(real)
-            elif real.is_file():
+            elif real.is_file() and real not in files:
+                files.add(real)
                 yield real
 
 

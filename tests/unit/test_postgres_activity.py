@@ -63,7 +63,7 @@ def test_a_recorded_lock_snapshot_names_the_root_blocker_once() -> None:
                 _session(p, "active", [100], "UPDATE orders SET qty = qty + 1 WHERE id = 7", now - 60, now - 60)
                 for p in (101, 102, 103, 104, 105, 106, 107)
             ],
-        ],  # fmt: skip
+        ],
         "locks": [
             _lock(100, "relation", "RowExclusiveLock", True, "orders", "r"),
             _lock(100, "relation", "RowExclusiveLock", True, "orders_pkey", "i"),
