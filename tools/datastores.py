@@ -35,6 +35,8 @@ def redis_info(args: RedisInfoArgs, ctx: ToolContext) -> ToolResult:
                 summary=f"{redact(url)} is not an allowed target (OPSGRAPH_HTTP_TARGETS): {exc}",
                 data={"error_code": "target_not_allowed"},
             )
+    where = urlsplit(url)
+    server = f"{where.hostname or 'localhost'}:{where.port or 6379}"
     try:
         client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         info = cast(dict[str, Any], client.info())
@@ -43,7 +45,7 @@ def redis_info(args: RedisInfoArgs, ctx: ToolContext) -> ToolResult:
         return ToolResult(
             status=ToolStatus.SUCCESS,
             summary=msg,
-            data={"healthy": False, "findings": [finding("critical", msg)]},
+            data={"healthy": False, "server": server, "error": msg, "findings": [finding("critical", msg)]},
             evidence=[msg],
         )
     used = int(info.get("used_memory", 0))
@@ -68,6 +70,7 @@ def redis_info(args: RedisInfoArgs, ctx: ToolContext) -> ToolResult:
         summary=summary,
         data={
             "healthy": True,
+            "server": server,
             "version": info.get("redis_version"),
             "uptime_s": info.get("uptime_in_seconds"),
             "connected_clients": info.get("connected_clients"),
