@@ -262,6 +262,8 @@ def http_probe(args: HttpProbeArgs, ctx: ToolContext) -> ToolResult:
                     findings.append(
                         finding("critical", f"certificate of {target.host} expired {-tls_days:.1f} days ago")
                     )
+                elif tls_days < 14:
+                    findings.append(finding("warn", f"certificate of {target.host} expires in {tls_days:.1f} days"))
         data["findings"] = findings
         return ToolResult(status=ToolStatus.SUCCESS, summary=msg, data=data, evidence=[msg])
     latency_ms = (time.perf_counter() - started) * 1000

@@ -7,11 +7,12 @@ import gzip
 import logging
 import lzma
 import os
+import ssl
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -323,3 +324,49 @@ def test_a_url_password_in_a_tasks_inputs_never_reaches_storage_or_logs(
         assert secret not in text, secret
     assert "postgresql://shop:***@db.internal:5432/shop" in text  # what an operator needs is still there
     store.engine.dispose()
+
+
+def _self_signed(tmp_path: Path, days: int) -> tuple[Path, Path]:
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(tz=UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=30))
+        .not_valid_after(now + timedelta(days=days, hours=12))
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def test_https_reports_certificate_days_left_even_when_the_certificate_is_refused(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path, days=5)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    server.block_on_close = False  # the probe's second, unverified handshake sends no request to wait for
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ctx = ToolContext(settings=Settings(var_dir=tmp_path, http_targets=["127.0.0.1"]))
+        r = CATALOG.get("http_probe").run({"url": f"https://127.0.0.1:{server.server_address[1]}/"}, ctx)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.data["healthy"] is False and "CERTIFICATE_VERIFY_FAILED" in r.data["error"]  # self-signed: untrusted
+    assert r.data["tls_days_left"] == pytest.approx(5.5, abs=0.1)
+    assert any("expires in 5.5 days" in f["message"] for f in r.data["findings"])
