@@ -411,6 +411,11 @@ def log_search(args: LogSearchArgs, ctx: ToolContext) -> ToolResult:
 
 
 def _finding_for(t: _Template) -> dict[str, str]:
-    severe = t.level in ("error", "fatal")
-    severity = "critical" if severe and t.count >= 100 else ("warn" if severe or t.count >= 10 else "ok")
+    # a line that says it is an error is one; a matched word on an info or debug line is noise until it repeats
+    if t.level in ("error", "fatal"):
+        severity = "critical" if t.count >= 100 else "warn"
+    elif t.level in ("info", "debug"):
+        severity = "warn" if t.count >= 10 else "ok"
+    else:
+        severity = "warn"
     return finding(severity, f"x{t.count} ({t.level or 'no level'}): {t.sample[:200]}")
