@@ -93,22 +93,35 @@ def _redact_processor(_logger: Any, _name: str, event_dict: MutableMapping[str, 
     }
 
 
-class RedactingFilter(logging.Filter):
-    """Masks secrets in standard-library log records (uvicorn, celery, httpx) before any handler writes them."""
+_plain_factory = logging.getLogRecordFactory()
+_exception_formatter = logging.Formatter()
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record is the logger's problem; pass it on unchanged
-            return True
-        record.msg, record.args = redact(message), None
-        return True
+
+def _redacting_record_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    """Every standard-library record (uvicorn, celery, httpx, whatever handlers they bring) is redacted when it
+    is made, so no handler or formatter ever sees the secret; tracebacks included."""
+    record = _plain_factory(*args, **kwargs)
+    # redact the template and each argument, keeping their shape: some formatters read record.args themselves
+    # (uvicorn's access log unpacks it)
+    if isinstance(record.msg, str):
+        record.msg = redact(record.msg)
+    if isinstance(record.args, tuple):
+        record.args = tuple(redact_value(a) if isinstance(a, str | dict | list) else a for a in record.args)
+    elif isinstance(record.args, dict):
+        record.args = redact_value(record.args)
+    if record.exc_info and not record.exc_text:
+        record.exc_text = redact(_exception_formatter.formatException(record.exc_info))
+    return record
+
+
+def install_record_redaction() -> None:
+    if logging.getLogRecordFactory() is not _redacting_record_factory:
+        logging.setLogRecordFactory(_redacting_record_factory)
 
 
 def configure_logging(level: str = "INFO", json_logs: bool = False) -> None:
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper(), force=True)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RedactingFilter())
+    install_record_redaction()
     renderer: Any = structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=[

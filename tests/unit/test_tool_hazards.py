@@ -307,6 +307,10 @@ def test_a_url_password_in_a_tasks_inputs_never_reaches_storage_or_logs(
     store.set_task_status(task.id, TaskStatus.FAILED, error=f"failed on {url}")
     configure_logging("INFO")
     logging.getLogger("uvicorn.error").warning("connect %s failed", url)
+    try:
+        raise ConnectionError(f"could not connect to {url}")
+    except ConnectionError:
+        logging.getLogger("celery.worker").exception("task failed")  # the traceback too
     import structlog
 
     structlog.get_logger().info("probing", url=url, authorization="Bearer s3cr3t-token-value")
