@@ -21,11 +21,22 @@ class RedisInfoArgs(ToolArgs):
     url: str | None = Field(None, description="redis:// URL; empty means opsgraph's own Redis.")
 
 
+def _same_server(a: str, b: str) -> bool:
+    pa, pb = urlsplit(a), urlsplit(b)
+    try:
+        return (pa.hostname, pa.port or 6379, pa.path or "/0") == (pb.hostname, pb.port or 6379, pb.path or "/0")
+    except ValueError:
+        return False
+
+
 @CATALOG.tool(args=RedisInfoArgs, timeout_s=20, cost_hint_s=0.1)
 def redis_info(args: RedisInfoArgs, ctx: ToolContext) -> ToolResult:
     """Redis server health: version, uptime, clients, memory against maxmemory, ops/s, evictions, keyspace."""
     url = args.url or ctx.settings.redis_url
-    if args.url:  # opsgraph's own Redis is always allowed; any other is a target like an HTTP one
+    if args.url and _same_server(args.url, ctx.settings.redis_url):
+        # credentials come from configuration: a password in a request was masked before it was stored
+        url = ctx.settings.redis_url
+    elif args.url:  # opsgraph's own Redis is always allowed; any other is a target like an HTTP one
         parts = urlsplit(url)
         try:
             check_target(parts.hostname or "", parts.port or 6379, ctx.settings.http_targets)

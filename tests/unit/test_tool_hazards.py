@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -374,3 +375,15 @@ def test_https_reports_certificate_days_left_even_when_the_certificate_is_refuse
     assert r.data["healthy"] is False and "CERTIFICATE_VERIFY_FAILED" in r.data["error"]  # self-signed: untrusted
     assert r.data["tls_days_left"] == pytest.approx(5.5, abs=0.1)
     assert any("expires in 5.5 days" in f["message"] for f in r.data["findings"])
+
+
+def test_redis_info_takes_credentials_from_configuration_not_from_the_request(
+    tmp_path: Path, redis_server: object
+) -> None:
+    url = redis_server.url  # type: ignore[attr-defined]
+    settings = Settings(var_dir=tmp_path, redis_url=url, http_targets=[])
+    masked = url.replace("redis://", "redis://:***@") if "@" not in url else url
+    r = CATALOG.get("redis_info").run({"url": masked}, ToolContext(settings=settings))
+    assert r.data["healthy"] is True and r.data["server"].endswith(str(urlsplit(url).port))
+    other = CATALOG.get("redis_info").run({"url": "redis://10.9.9.9:6379/0"}, ToolContext(settings=settings))
+    assert other.data["error_code"] == "target_not_allowed"
