@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import structlog
@@ -16,11 +16,23 @@ _SECRET_KEYS = re.compile(
     r"(passw|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|authorization|credential|cookie)",
     re.I,
 )
+# ...unless the key names a reference to a secret, not the secret: a Kubernetes volume's "secretName", a
+# "tokenPath", a "passwordFile" are what an operator needs to see
+_SECRET_REFERENCE_KEYS = re.compile(r"(name|ref|path|file|id|count|type|len|length|expiry|expires(_at)?)$", re.I)
 _MASK = "***"
+
 
 # Text patterns, applied in order. Each keeps what an operator needs to read the line (the scheme, the user,
 # the key's name) and masks only the secret itself.
-_TEXT_RULES: list[tuple[re.Pattern[str], str]] = [
+def _mask_assignment(m: re.Match[str]) -> str:
+    key = re.match(r"[\w.-]*", m.group(1))
+    if key and _SECRET_REFERENCE_KEYS.search(key.group(0)):  # secretName: db-creds names a secret; keep it
+        return m.group(0)
+    quote = m.group(2) or m.group(3) or ""
+    return f"{m.group(1)}{quote}***{quote}"  # a quoted value stays quoted
+
+
+_TEXT_RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # PEM private keys, whole
     (
         re.compile(r"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----", re.S),
@@ -42,7 +54,7 @@ _TEXT_RULES: list[tuple[re.Pattern[str], str]] = [
             r"[\"']?\s*[=:]\s*)(?:(\")[^\"]*\"|(')[^']*'|[^\s&;,\"']+)",
             re.I,
         ),
-        r"\1\2\3***\2\3",  # a quoted value stays quoted
+        _mask_assignment,
     ),
     # opsgraph API keys
     (re.compile(r"\bog_[A-Za-z0-9_-]{16,}"), "og_***"),
@@ -82,7 +94,7 @@ def redact_value(value: Any) -> Any:
 
 
 def _redact_item(key: str, value: Any) -> Any:
-    if isinstance(value, str) and value and _SECRET_KEYS.search(key):
+    if isinstance(value, str) and value and _SECRET_KEYS.search(key) and not _SECRET_REFERENCE_KEYS.search(key):
         return _MASK
     return redact_value(value)
 

@@ -284,11 +284,18 @@ def test_redaction_covers_every_kind_of_secret() -> None:
         "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG": "aws_secret_access_key = ***",
         '{"password": "hunter2", "passed": 3}': '{"password": "***", "passed": 3}',
         "http://host:8080/path@v2 and 3 passed": "http://host:8080/path@v2 and 3 passed",  # no secret here
+        "secretName: db-creds, tokenPath=/var/run/t": "secretName: db-creds, tokenPath=/var/run/t",  # references
     }
     for text, want in cases.items():
         assert redact(text) == want, text
     value = {"token": "s3cr3t-token-value", "passed": 3, "prompt_tokens": 12, "args": ["redis://:hunter2@h/0"]}
     assert redact_value(value) == {"token": "***", "passed": 3, "prompt_tokens": 12, "args": ["redis://:***@h/0"]}
+    volume = {"secret": {"secretName": "db-creds"}, "tokenPath": "/var/run/token", "client_secret": "abc"}
+    assert redact_value(volume) == {
+        "secret": {"secretName": "db-creds"},
+        "tokenPath": "/var/run/token",
+        "client_secret": "***",
+    }
 
 
 def test_a_url_password_in_a_tasks_inputs_never_reaches_storage_or_logs(
