@@ -118,12 +118,21 @@ def _redacting_record_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
     if isinstance(record.msg, str):
         record.msg = redact(record.msg)
     if isinstance(record.args, tuple):
-        record.args = tuple(redact_value(a) if isinstance(a, str | dict | list) else a for a in record.args)
+        record.args = tuple(_redact_arg(a) for a in record.args)
     elif isinstance(record.args, dict):
         record.args = redact_value(record.args)
     if record.exc_info and not record.exc_text:
         record.exc_text = redact(_exception_formatter.formatException(record.exc_info))
     return record
+
+
+def _redact_arg(arg: Any) -> Any:
+    if arg is None or isinstance(arg, bool | int | float):  # %d and %.2f keep working
+        return arg
+    if isinstance(arg, str | dict | list | tuple):
+        return redact_value(arg)
+    # an exception, a URL object, anything whose str() may carry a secret: formatted here, then redacted
+    return redact(str(arg))
 
 
 def install_record_redaction() -> None:
