@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from core.errors import NotFound
+from core.logging import redact, redact_value
 from core.settings import Settings
 from core.types import Event, EventType, NodeStatus, Plan, TaskStatus
 
@@ -362,8 +363,8 @@ class Store:
         row = TaskRow(
             id=new_id(),
             tenant=tenant,
-            goal=goal,
-            inputs=inputs or {},
+            goal=redact(goal),  # secrets never reach storage: a URL's password in a goal or input is masked here
+            inputs=redact_value(inputs or {}),
             priority=priority,
             status=TaskStatus.QUEUED.value,
             source=source,
@@ -372,7 +373,7 @@ class Store:
         )
         with self.session() as s:
             s.add(row)
-        self.append_event(row.id, EventType.TASK_CREATED, {"goal": goal, "tenant": tenant, "source": source})
+        self.append_event(row.id, EventType.TASK_CREATED, {"goal": row.goal, "tenant": tenant, "source": source})
         return row
 
     def get_task(self, task_id: str) -> TaskRow:
@@ -396,14 +397,18 @@ class Store:
 
     def set_answer(self, task_id: str, answer: dict[str, Any]) -> None:
         with self.session() as s:
-            s.execute(sa.update(TaskRow).where(TaskRow.id == task_id).values(answer=answer, updated_at=time.time()))
+            s.execute(
+                sa.update(TaskRow)
+                .where(TaskRow.id == task_id)
+                .values(answer=redact_value(answer), updated_at=time.time())
+            )
 
     def set_task_status(self, task_id: str, status: TaskStatus, *, error: str | None = None) -> bool:
         """Move a task to `status` unless it already ended; returns whether it moved."""
         now = time.time()
         values: dict[str, Any] = {"status": status.value, "updated_at": now}
         if error is not None:
-            values["error"] = error
+            values["error"] = redact(error)
         if status.terminal:
             values["finished_at"] = now
         stmt = sa.update(TaskRow).where(TaskRow.id == task_id, TaskRow.status.in_(_LIVE_TASK_STATES)).values(**values)
@@ -428,7 +433,7 @@ class Store:
                     task_id=task_id,
                     version=version,
                     source=plan.source,
-                    body=plan.model_dump(mode="json"),
+                    body=redact_value(plan.model_dump(mode="json")),
                     created_at=time.time(),
                 )
             )
@@ -466,7 +471,7 @@ class Store:
                         node_id=node_id,
                         attempt=(last or 0) + 1,
                         tool=run["tool"],
-                        args=run["args"],
+                        args=redact_value(run["args"]),
                         pool=run["pool"],
                         queue=run["queue"],
                         status=NodeStatus(status).value,
@@ -541,7 +546,12 @@ class Store:
         stmt = (
             sa.update(NodeRunRow)
             .where(NodeRunRow.id == run_id, NodeRunRow.status.not_in(_FINAL_NODE_STATES))
-            .values(status=status.value, result=result, error=error, finished_at=time.time())
+            .values(
+                status=status.value,
+                result=redact_value(result),
+                error=redact(error) if error else error,
+                finished_at=time.time(),
+            )
         )
         with self.session() as s:
             if not _changed(s.execute(stmt)):
@@ -657,7 +667,11 @@ class Store:
                         last[task_id] += 1
                         rows.append(
                             EventRow(
-                                task_id=task_id, seq=last[task_id], ts=time.time(), type=str(type), data=data or {}
+                                task_id=task_id,
+                                seq=last[task_id],
+                                ts=time.time(),
+                                type=str(type),
+                                data=redact_value(data or {}),
                             )
                         )
                     s.add_all(rows)

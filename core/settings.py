@@ -50,8 +50,11 @@ class Settings(BaseSettings):
     # tools: what they may touch
     log_roots: list[Path] = Field([Path("/var/log")], description="Folders log_search may read.")
     http_targets: list[str] = Field(
-        ["127.0.0.1", "localhost", "::1"], description="Hosts http_probe may call ('*' allows any)."
+        ["127.0.0.1", "localhost", "::1"],
+        description="What http_probe may call: host names, IPs, CIDRs, each optionally with :port ('*' allows any "
+        "address but link-local and cloud metadata ones, which need an explicit IP or CIDR entry).",
     )
+    http_max_body_bytes: int = Field(1 << 20, ge=0, description="Most response bytes http_probe reads.")
     postgres_dsns: list[SecretStr] = Field([], description="DSNs postgres_activity may use.")
     tool_modules: list[str] = Field(
         ["memory.tools"], description="Python modules that register more tools in the catalog."

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 
 import psutil
 from pydantic import Field, model_validator
@@ -10,11 +12,30 @@ from pydantic import Field, model_validator
 from core.types import ToolResult, ToolStatus
 from tools._registry import CATALOG
 from tools.base import ToolArgs, ToolContext, finding
+from tools.host import cpu_percent_without, opsgraph_pids, read_cpu_counters
 
-_SAMPLERS = {
-    "cpu": lambda: psutil.cpu_percent(interval=None),
-    "memory": lambda: psutil.virtual_memory().percent,
-    "load": lambda: psutil.getloadavg()[0],
+
+def _cpu_sampler() -> Callable[[], float]:
+    """CPU busy % since the previous call, opsgraph's own processes taken out (as host_metrics does)."""
+    own = []
+    for pid in opsgraph_pids():
+        with contextlib.suppress(psutil.Error):
+            own.append(psutil.Process(pid))
+    last = [read_cpu_counters(own)]
+
+    def sample() -> float:
+        now = read_cpu_counters(own)
+        value = cpu_percent_without(last[0], now)
+        last[0] = now
+        return value
+
+    return sample
+
+
+_SAMPLERS: dict[str, Callable[[], Callable[[], float]]] = {
+    "cpu": _cpu_sampler,
+    "memory": lambda: lambda: psutil.virtual_memory().percent,
+    "load": lambda: lambda: psutil.getloadavg()[0],
 }
 
 
@@ -73,8 +94,7 @@ def metric_anomalies(args: MetricAnomaliesArgs, ctx: ToolContext) -> ToolResult:
     series = args.series
     source = "given series"
     if series is None:
-        sampler = _SAMPLERS[args.metric or "cpu"]
-        sampler()
+        sampler = _SAMPLERS[args.metric or "cpu"]()
         series = []
         end = time.monotonic() + args.seconds
         while time.monotonic() < end and not ctx.is_cancelled():

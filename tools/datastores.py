@@ -1,13 +1,11 @@
-"""Redis and PostgreSQL as an operator sees them: health, clients, memory, long queries, locks."""
+"""Redis and PostgreSQL as an operator sees them: health, clients, memory, long queries, locks (tools.pg)."""
 
 from __future__ import annotations
 
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-import psycopg
 import redis
-from psycopg.rows import dict_row
 from pydantic import Field
 
 from core.logging import redact
@@ -15,19 +13,41 @@ from core.settings import Settings
 from core.types import ToolResult, ToolStatus
 from tools._registry import CATALOG
 from tools.base import ToolArgs, ToolContext, finding
+from tools.net import TargetRefused, check_target
+from tools.pg import postgres_activity_report
 
 
 class RedisInfoArgs(ToolArgs):
     url: str | None = Field(None, description="redis:// URL; empty means opsgraph's own Redis.")
 
 
+def _same_server(a: str, b: str) -> bool:
+    pa, pb = urlsplit(a), urlsplit(b)
+    try:
+        return (pa.hostname, pa.port or 6379, pa.path or "/0") == (pb.hostname, pb.port or 6379, pb.path or "/0")
+    except ValueError:
+        return False
+
+
 @CATALOG.tool(args=RedisInfoArgs, timeout_s=20, cost_hint_s=0.1)
 def redis_info(args: RedisInfoArgs, ctx: ToolContext) -> ToolResult:
     """Redis server health: version, uptime, clients, memory against maxmemory, ops/s, evictions, keyspace."""
     url = args.url or ctx.settings.redis_url
-    host = urlsplit(url).hostname or ""
-    if args.url and "*" not in ctx.settings.http_targets and host not in ctx.settings.http_targets:
-        return ToolResult(status=ToolStatus.ERROR, summary=f"{host} is not an allowed target (OPSGRAPH_HTTP_TARGETS)")
+    if args.url and _same_server(args.url, ctx.settings.redis_url):
+        # credentials come from configuration: a password in a request was masked before it was stored
+        url = ctx.settings.redis_url
+    elif args.url:  # opsgraph's own Redis is always allowed; any other is a target like an HTTP one
+        parts = urlsplit(url)
+        try:
+            check_target(parts.hostname or "", parts.port or 6379, ctx.settings.http_targets)
+        except (TargetRefused, ValueError) as exc:
+            return ToolResult(
+                status=ToolStatus.ERROR,
+                summary=f"{redact(url)} is not an allowed target (OPSGRAPH_HTTP_TARGETS): {exc}",
+                data={"error_code": "target_not_allowed"},
+            )
+    where = urlsplit(url)
+    server = f"{where.hostname or 'localhost'}:{where.port or 6379}"
     try:
         client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         info = cast(dict[str, Any], client.info())
@@ -36,7 +56,7 @@ def redis_info(args: RedisInfoArgs, ctx: ToolContext) -> ToolResult:
         return ToolResult(
             status=ToolStatus.SUCCESS,
             summary=msg,
-            data={"healthy": False, "findings": [finding("critical", msg)]},
+            data={"healthy": False, "server": server, "error": msg, "findings": [finding("critical", msg)]},
             evidence=[msg],
         )
     used = int(info.get("used_memory", 0))
@@ -61,6 +81,7 @@ def redis_info(args: RedisInfoArgs, ctx: ToolContext) -> ToolResult:
         summary=summary,
         data={
             "healthy": True,
+            "server": server,
             "version": info.get("redis_version"),
             "uptime_s": info.get("uptime_in_seconds"),
             "connected_clients": info.get("connected_clients"),
@@ -85,66 +106,22 @@ class PostgresActivityArgs(ToolArgs):
         None, max_length=128, description="Name of a configured DSN's database; empty means the first DSN."
     )
     long_query_s: float = Field(5.0, gt=0, le=86400, description="Queries running longer than this are listed.")
-
-
-_ACTIVITY_SQL = """
-SELECT pid, usename, datname, state, wait_event_type, wait_event,
-       EXTRACT(EPOCH FROM (now() - query_start))::float AS running_s,
-       pg_blocking_pids(pid) AS blocked_by, left(query, 200) AS query
-FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-"""
+    idle_in_transaction_s: float = Field(
+        60.0, gt=0, le=86400, description="Sessions idle in an open transaction longer than this are reported."
+    )
 
 
 @CATALOG.tool(args=PostgresActivityArgs, timeout_s=30, cost_hint_s=0.2, prerequisites=[_postgres_configured])
 def postgres_activity(args: PostgresActivityArgs, ctx: ToolContext) -> ToolResult:
-    """PostgreSQL activity on a configured DSN: connections by state, long-running queries, sessions on locks."""
+    """PostgreSQL activity on a configured DSN: sessions by state, lock waits with the blocking chain (root
+    blockers, their transaction state and age, relation and lock mode), long queries, wait events.
+
+    Query text is truncated and its literals masked; other sessions' data never leaves as written."""
     dsns = [d.get_secret_value() for d in ctx.settings.postgres_dsns]
     if args.database:
         dsns = [d for d in dsns if (urlsplit(d).path.lstrip("/") or "") == args.database]
         if not dsns:
             return ToolResult(status=ToolStatus.ERROR, summary=f"no configured DSN for database {args.database!r}")
-    dsn = dsns[0]
-    where = redact(dsn)
-    try:
-        with psycopg.connect(dsn, connect_timeout=5, row_factory=dict_row) as conn:
-            rows = conn.execute(_ACTIVITY_SQL).fetchall()
-            max_conn = int(conn.execute("SHOW max_connections").fetchone()["max_connections"])  # type: ignore[index]
-    except psycopg.Error as exc:
-        msg = f"PostgreSQL at {where} unreachable: {redact(str(exc)).strip()}"
-        return ToolResult(
-            status=ToolStatus.SUCCESS,
-            summary=msg,
-            data={"healthy": False, "findings": [finding("critical", msg)]},
-        )
-    states: dict[str, int] = {}
-    for r in rows:
-        states[r["state"] or "unknown"] = states.get(r["state"] or "unknown", 0) + 1
-    long = [r for r in rows if r["state"] == "active" and (r["running_s"] or 0) > args.long_query_s]
-    blocked = [r for r in rows if r["blocked_by"]]
-    findings = []
-    if len(rows) > 0.8 * max_conn:
-        findings.append(finding("warn", f"{len(rows)} of {max_conn} connections in use"))
-    for r in long[:5]:
-        findings.append(finding("warn", f"pid {r['pid']} running {r['running_s']:.0f}s: {r['query'][:80]}"))
-    for r in blocked[:5]:
-        findings.append(finding("critical", f"pid {r['pid']} blocked by {r['blocked_by']}"))
-    summary = (
-        f"PostgreSQL {where}: {len(rows)}/{max_conn} connections "
-        f"({', '.join(f'{k} {v}' for k, v in sorted(states.items()))}), {len(long)} long, {len(blocked)} blocked"
-    )
-    if not findings:
-        findings.append(finding("ok", summary))
-    return ToolResult(
-        status=ToolStatus.SUCCESS,
-        summary=summary,
-        data={
-            "healthy": not blocked,
-            "connections": len(rows),
-            "max_connections": max_conn,
-            "by_state": states,
-            "long_queries": [{k: r[k] for k in ("pid", "usename", "datname", "running_s", "query")} for r in long[:20]],
-            "blocked": [{"pid": r["pid"], "blocked_by": r["blocked_by"], "query": r["query"]} for r in blocked[:20]],
-            "findings": findings,
-        },
-        evidence=[f"pg_stat_activity on {where}: {summary}"],
+    return postgres_activity_report(
+        dsns[0], long_query_s=args.long_query_s, idle_in_transaction_s=args.idle_in_transaction_s
     )
