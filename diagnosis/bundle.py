@@ -250,6 +250,8 @@ class _Loader:
     def finish(self) -> EvidenceSet:
         for finalise in self.ctx.deferred:
             self.add(list(finalise(self.ctx)))
+        for fix_up in self.ctx.after:
+            fix_up(self.ctx)
         return self.evidence
 
 

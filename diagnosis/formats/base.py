@@ -71,17 +71,24 @@ class ParseContext:
     """What a parse needs beyond its file: item ids, and state shared across the files of one bundle.
 
     `shared` holds what one file lends another (a CloudWatch request for its response); `deferred` runs after
-    every file is read, for formats whose items depend on a file that may come later.
+    every file is read, for formats whose items depend on a file that may come later; `after` runs last, for
+    fix-ups that need every item (the year of syslog lines, blockers worked out from pg_locks).
     """
 
     shared: dict[str, Any] = field(default_factory=dict)
     deferred: list[Callable[[ParseContext], Iterable[EvidenceItem]]] = field(default_factory=list)
+    after: list[Callable[[ParseContext], None]] = field(default_factory=list)  # fix-ups once every item exists
     max_log_records: int = 1_000_000
+    latest_dated_ts: float | None = None  # the newest timestamp that carried its year, for logs that leave it out
     _counters: dict[str, int] = field(default_factory=dict)
 
-    def item(self, source: str, kind: str, obj: str, data: dict[str, Any], ts: float | None = None) -> EvidenceItem:
+    def item(
+        self, source: str, kind: str, obj: str, data: dict[str, Any], ts: float | None = None, *, dated: bool = True
+    ) -> EvidenceItem:
         n = self._counters.get(source, 0) + 1
         self._counters[source] = n
+        if dated and ts is not None and (self.latest_dated_ts is None or ts > self.latest_dated_ts):
+            self.latest_dated_ts = ts
         # model_construct: the shapes are built here, and validating a copy of every pod would double the cost
         return EvidenceItem.model_construct(id=f"{source}#{n}", kind=kind, source=source, object=obj, ts=ts, data=data)
 
@@ -135,7 +142,7 @@ class NotReadable(Exception):
 
 # a first line that can only begin JSON: "{", "[", '{"', "[{", "[[", "[]" - not "[2024-06-12 ...] ERROR"
 _JSON_START = re.compile(r'\s*[\[{]\s*(?:$|["{\[\]}])')
-_CSV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_ .()\-]*$")
+_CSV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.()\-]*$")  # psql column names: no spaces
 _SNIFF_LINES = 20
 
 

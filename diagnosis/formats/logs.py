@@ -10,6 +10,7 @@ traces) join the record above.
 
 from __future__ import annotations
 
+import calendar
 import json
 import re
 import time
@@ -78,11 +79,23 @@ def _level_in(text: str) -> str | None:
     return None
 
 
+# the first line of a crash, written without a level: Go's runtime, Python, Java
+CRASH_STARTS = (
+    ("panic: ", "fatal"),
+    ("fatal error: ", "fatal"),
+    ("Traceback (most recent call last)", "error"),
+    ("Exception in thread ", "error"),
+)
+
+
 class LineParser:
-    """Parses one log line at a time; holds the year for formats that leave it out (syslog, klog)."""
+    """Parses one log line at a time. Formats that leave the year out (syslog, klog) get this year, or last
+    year for a month still ahead; `yearless` says a timestamp was guessed so, for the loader to correct."""
 
     def __init__(self, now: float | None = None) -> None:
         self.now = now if now is not None else time.time()
+        self.yearless = False
+        self._guessed = False
 
     def parse(self, line: str) -> tuple[float | None, str | None, str]:
         ts: float | None = None
@@ -95,8 +108,14 @@ class LineParser:
             rec = self._json(body)
             if rec is not None:
                 return (rec[0] if rec[0] is not None else ts), rec[1], rec[2]
+        self._guessed = False
         own_ts, level, msg = self._text(body)
-        return (own_ts if ts is None else ts), level, msg
+        if ts is None:
+            self.yearless |= self._guessed and own_ts is not None
+            ts = own_ts
+        if level is None:
+            level = next((lvl for start, lvl in CRASH_STARTS if msg.startswith(start)), None)
+        return ts, level, msg
 
     def _json(self, body: str) -> tuple[float | None, str | None, str] | None:
         try:
@@ -108,6 +127,7 @@ class LineParser:
     def _text(self, body: str) -> tuple[float | None, str | None, str]:
         m = KLOG_RE.match(body)
         if m:
+            self._guessed = True
             end = body.find("] ", m.end())
             msg = body[end + 2 :] if 0 <= end < m.end() + 60 else body[m.end() :].strip()
             return klog_match(m, year_for(int(m["mo"]), self.now)), LEVELS[m["lvl"].lower()], msg
@@ -124,8 +144,8 @@ class LineParser:
             else:
                 m = SYSLOG_RE.match(body, start)
                 if m:
-                    mon = m["mon"]
-                    ts, end = syslog_match(m, _syslog_year(mon, self.now)), m.end()
+                    self._guessed = True
+                    ts, end = syslog_match(m, _syslog_year(m["mon"], self.now)), m.end()
                 else:
                     m = CLF_RE.search(body, 0, 200)
                     if m:  # an access log: the status code is not a level
@@ -201,25 +221,68 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         ts, level, msg = record_fields(doc.value, json.dumps(doc.value))
         records.append({"ts": ts, "level": level, "msg": msg, "line": 1})
         total = 1
-    else:
-        parser = LineParser()
+    parser = LineParser()
+    if doc.shape != "json":
         last: dict[str, Any] | None = None
         for n, line in enumerate(doc.lines(), 1):
             if not line.strip():
                 continue
-            if last is not None and _continues(line) and len(last["msg"]) < MAX_CONTINUATION:
-                last["msg"] = f"{last['msg']}\n{line.rstrip()}"[: MAX_CONTINUATION + 200]
+            more = _continuation(line) if last is not None else None
+            if more is not None and last is not None:
+                if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
+                    last["msg"] = f"{last['msg']}\n{more}"[: MAX_CONTINUATION + 200]
                 continue
             ts, level, msg = parser.parse(line.rstrip("\r"))
+            if not msg and level is None:  # a blank line behind a --timestamps prefix
+                continue
             last = {"ts": ts, "level": level, "msg": msg, "line": n}
             records.append(last)
             total += 1
     stamps = [r["ts"] for r in records if r["ts"] is not None]
     data = {"records": list(records), "source": source, "truncated": total > len(records)}
-    yield ctx.item(doc.path, "log", obj, data, max(stamps) if stamps else None)
+    yearless = doc.shape != "json" and parser.yearless
+    item = ctx.item(doc.path, "log", obj, data, max(stamps) if stamps else None, dated=not yearless)
+    if yearless:
+        pending = ctx.shared.setdefault("yearless_items", [])
+        if not pending:
+            ctx.after.append(_correct_years)
+        pending.append(item)
+    yield item
 
 
-def _continues(line: str) -> bool:
-    """A stack-trace line: indented, or Java's "Caused by:" / "... 12 more"."""
-    body = KUBECTL_TS_PREFIX.sub("", line, count=1)
-    return body[:1] in (" ", "\t") or body.startswith(("Caused by:", "... "))
+def _correct_years(ctx: ParseContext) -> None:
+    """Give yearless records (syslog, klog) the year of the bundle's own dated evidence, not today's: a bundle
+    from an incident two years ago keeps its order. A record more than a day ahead of the newest dated
+    evidence goes back one more year (December lines in a January bundle)."""
+    ref = ctx.latest_dated_ts
+    if ref is None:
+        return
+    ref_year = time.gmtime(ref).tm_year
+    for item in ctx.shared.get("yearless_items", []):
+        stamps = []
+        for r in item.data["records"]:
+            if r["ts"] is not None:
+                r["ts"] = _with_year(r["ts"], ref_year, ref)
+                stamps.append(r["ts"])
+        item.ts = max(stamps) if stamps else None
+
+
+def _with_year(ts: float, year: int, ref: float) -> float:
+    t = time.gmtime(ts)
+    frac = ts - int(ts)
+    for y in (year, year - 1):
+        day = min(t.tm_mday, 28) if (t.tm_mon, t.tm_mday) == (2, 29) else t.tm_mday
+        moved = calendar.timegm((y, t.tm_mon, day, t.tm_hour, t.tm_min, t.tm_sec, 0, 0, 0)) + frac
+        if moved <= ref + 86400:
+            return moved
+    return moved
+
+
+def _continuation(line: str) -> str | None:
+    """The text of a stack-trace line (indented; Java's "Caused by:", "... 12 more"; Go's "[signal", "goroutine
+    1 [running]:"), without its --timestamps prefix; None for a line that starts a record."""
+    m = KUBECTL_TS_PREFIX.match(line)
+    body = line[m.end() :] if m else line
+    if body[:1] in (" ", "\t") or body.startswith(("Caused by:", "... ", "[signal ", "goroutine ")):
+        return body.rstrip()
+    return None

@@ -141,14 +141,14 @@ def parse_settings(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
 def _defer_blockers(ctx: ParseContext) -> None:
     if not ctx.shared.get("pg_blockers_deferred"):
         ctx.shared["pg_blockers_deferred"] = True
-        ctx.deferred.append(_resolve_blockers)
+        ctx.after.append(_resolve_blockers)
 
 
 def _lock_target(lock: dict[str, Any]) -> tuple[Any, ...]:
     return (lock["locktype"], lock["relation"], lock["transactionid"])
 
 
-def _resolve_blockers(ctx: ParseContext) -> Iterator[EvidenceItem]:
+def _resolve_blockers(ctx: ParseContext) -> None:
     """Fill blocked_by from pg_locks for sessions exported without pg_blocking_pids; makes no new items."""
     holders: dict[tuple[Any, ...], set[int]] = {}
     waiting: dict[int, list[tuple[Any, ...]]] = {}
@@ -162,4 +162,3 @@ def _resolve_blockers(ctx: ParseContext) -> Iterator[EvidenceItem]:
     for session in ctx.shared.get("pg_sessions_unresolved", []):
         blockers = {p for t in waiting.get(session["pid"], ()) for p in holders.get(t, ()) if p != session["pid"]}
         session["blocked_by"] = sorted(blockers)
-    return iter(())
