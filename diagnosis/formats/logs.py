@@ -56,6 +56,7 @@ PINO_LEVELS = {10: "debug", 20: "debug", 30: "info", 40: "warn", 50: "error", 60
 TS_KEYS = ("ts", "time", "timestamp", "@timestamp", "t", "date", "datetime", "asctime", "eventTime")
 LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "loglevel", "log.level", "@l", "status")
 MSG_KEYS = ("msg", "message", "log", "@m", "event", "text", "error", "err")
+CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
 MAX_CONTINUATION = 4000  # characters a stack trace may add to its record
 _SNIFF = 50
 
@@ -98,16 +99,18 @@ class LineParser:
         self._guessed = False
 
     def parse(self, line: str) -> tuple[float | None, str | None, str]:
-        ts: float | None = None
         m = KUBECTL_TS_PREFIX.match(line)
-        if m:  # kubectl logs --timestamps
-            ts = parse_ts(m[1])
-            line = line[m.end() :]
+        return self.parse_body(line[m.end() :], m[1]) if m else self.parse_body(line, None)
+
+    def parse_body(self, line: str, prefix_ts: str | None) -> tuple[float | None, str | None, str]:
+        """A line without its `kubectl logs --timestamps` prefix, and that prefix (or None)."""
+        # kubectl's prefix is the time the line was received, with its zone and to the nanosecond: it wins
+        ts = parse_ts(prefix_ts) if prefix_ts else None
         body = line.lstrip()
         if body.startswith("{"):
-            rec = self._json(body)
+            rec = self._json(body, want_ts=ts is None)
             if rec is not None:
-                return (rec[0] if rec[0] is not None else ts), rec[1], rec[2]
+                return (rec[0] if ts is None else ts), rec[1], rec[2]
         self._guessed = False
         own_ts, level, msg = self._text(body)
         if ts is None:
@@ -117,12 +120,12 @@ class LineParser:
             level = next((lvl for start, lvl in CRASH_STARTS if msg.startswith(start)), None)
         return ts, level, msg
 
-    def _json(self, body: str) -> tuple[float | None, str | None, str] | None:
+    def _json(self, body: str, want_ts: bool = True) -> tuple[float | None, str | None, str] | None:
         try:
             obj = json.loads(body)
         except ValueError:
             return None
-        return record_fields(obj, body) if isinstance(obj, dict) else None
+        return record_fields(obj, body, want_ts) if isinstance(obj, dict) else None
 
     def _text(self, body: str) -> tuple[float | None, str | None, str]:
         m = KLOG_RE.match(body)
@@ -159,8 +162,8 @@ def _syslog_year(mon: str, now: float) -> int | None:
     return year_for(mo, now) if mo else None
 
 
-def record_fields(obj: dict[str, Any], raw: str) -> tuple[float | None, str | None, str]:
-    ts = next((parse_ts(obj[k]) for k in TS_KEYS if k in obj), None)
+def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[float | None, str | None, str]:
+    ts = next((parse_ts(obj[k]) for k in TS_KEYS if k in obj), None) if want_ts else None
     level = None
     for k in LEVEL_KEYS:
         if k in obj:
@@ -227,12 +230,13 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         for n, line in enumerate(doc.lines(), 1):
             if not line.strip():
                 continue
-            more = _continuation(line) if last is not None else None
-            if more is not None and last is not None:
+            m = KUBECTL_TS_PREFIX.match(line)
+            body = line[m.end() :].rstrip("\r") if m else line.rstrip("\r")
+            if last is not None and _continues(body):
                 if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
-                    last["msg"] = f"{last['msg']}\n{more}"[: MAX_CONTINUATION + 200]
+                    last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
                 continue
-            ts, level, msg = parser.parse(line.rstrip("\r"))
+            ts, level, msg = parser.parse_body(body, m[1] if m else None)
             if not msg and level is None:  # a blank line behind a --timestamps prefix
                 continue
             last = {"ts": ts, "level": level, "msg": msg, "line": n}
@@ -278,11 +282,7 @@ def _with_year(ts: float, year: int, ref: float) -> float:
     return moved
 
 
-def _continuation(line: str) -> str | None:
-    """The text of a stack-trace line (indented; Java's "Caused by:", "... 12 more"; Go's "[signal", "goroutine
-    1 [running]:"), without its --timestamps prefix; None for a line that starts a record."""
-    m = KUBECTL_TS_PREFIX.match(line)
-    body = line[m.end() :] if m else line
-    if body[:1] in (" ", "\t") or body.startswith(("Caused by:", "... ", "[signal ", "goroutine ")):
-        return body.rstrip()
-    return None
+def _continues(body: str) -> bool:
+    """A stack-trace line (indented; Java's "Caused by:", "... 12 more"; Go's "[signal", "goroutine 1
+    [running]:") continues the record above; `body` is the line without its --timestamps prefix."""
+    return body[:1] in (" ", "\t") or body.startswith(CONTINUATION_STARTS)
