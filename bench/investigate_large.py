@@ -13,6 +13,7 @@ import argparse
 import gc
 import importlib.util
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -38,11 +39,13 @@ def measure(path: Path) -> dict[str, Any]:
 
     gc.collect()
     base = rss_mib()
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     evidence = load_bundle(path)
     load_s = time.perf_counter() - t
     out: dict[str, Any] = {
         "load_s": round(load_s, 2),
+        # CPU seconds too: on a shared machine the wall time includes waiting for a core
+        "load_cpu_s": round(time.process_time() - cpu, 2),
         "rss_before_mib": round(base, 1),
         "peak_rss_after_load_mib": round(rss_mib(), 1),
         "items": len(evidence),
@@ -112,6 +115,7 @@ def main() -> None:
     ratio = big["scale"] / small["scale"]
     summary = {
         "time_growth_vs_size_growth": round((big["load_s"] / max(small["load_s"], 1e-9)) / ratio, 2),
+        "cpu_time_growth_vs_size_growth": round((big["load_cpu_s"] / max(small["load_cpu_s"], 1e-9)) / ratio, 2),
         "memory_growth_vs_size_growth": round(
             ((big["peak_rss_mib"] - big["rss_before_mib"]) / max(small["peak_rss_mib"] - small["rss_before_mib"], 1e-9))
             / ratio,
@@ -121,7 +125,13 @@ def main() -> None:
         "full_scale_total_s": big["total_s"],
         "full_scale_peak_rss_mib": big["peak_rss_mib"],
     }
-    result = {"runs": runs, "summary": summary, "python": sys.version.split()[0]}
+    result = {
+        "runs": runs,
+        "summary": summary,
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "large_bundle.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(summary, indent=2))

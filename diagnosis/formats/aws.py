@@ -51,8 +51,22 @@ def _points(timestamps: list[Any], values: list[Any]) -> list[list[float]]:
 # --- CloudWatch GetMetricData ---------------------------------------------------------------------------
 
 
+def _is_query(q: Any) -> bool:
+    return isinstance(q, dict) and "Id" in q and ("MetricStat" in q or "Expression" in q)
+
+
+def _cw_queries(v: Any) -> list[Any] | None:
+    """The queries of a GetMetricData request: the --cli-input-json document, or the bare list given to
+    `aws cloudwatch get-metric-data --metric-data-queries file://queries.json`."""
+    if isinstance(v, dict) and isinstance(v.get("MetricDataQueries"), list) and "MetricDataResults" not in v:
+        return list(v["MetricDataQueries"])
+    if isinstance(v, list) and v and all(map(_is_query, v)):
+        return v
+    return None
+
+
 def _is_cw_request(v: Any) -> bool:
-    return isinstance(v, dict) and isinstance(v.get("MetricDataQueries"), list) and "MetricDataResults" not in v
+    return _cw_queries(v) is not None
 
 
 def _is_cw_response(v: Any) -> bool:
@@ -67,7 +81,7 @@ def _base(stem: str) -> str:
 @FORMATS.format("cloudwatch-request", shapes={"json"}, detect=lambda d: _is_cw_request(d.value), order=30)
 def parse_cw_request(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     queries: dict[str, dict[str, Any]] = {}
-    for q in doc.value["MetricDataQueries"]:
+    for q in _cw_queries(doc.value) or []:
         if not isinstance(q, dict) or "Id" not in q:
             raise FormatError("MetricDataQueries entry without an Id")
         stat = q.get("MetricStat") or {}

@@ -1,6 +1,7 @@
 """Prometheus HTTP API query responses (/api/v1/query and /api/v1/query_range): one `metric` item per series.
 
-`{"status": "success", "data": {"resultType": "vector" | "matrix" | "scalar", "result": ...}}`. The series name
+`{"status": "success", "data": {"resultType": "vector" | "matrix" | "scalar", "result": ...}}`, or the bare
+result list promtool prints with --format=json. The series name
 is its `__name__` label; a query result without one (rate(...), sums) takes a file-level hint: a "query" or
 "name" field saved beside the response, else the file name. Values are strings ("NaN", "+Inf" included);
 points that are not finite numbers are dropped.
@@ -21,8 +22,16 @@ UNIT_SUFFIXES = (
 )  # fmt: skip
 
 
+def _is_series(s: Any) -> bool:
+    return isinstance(s, dict) and isinstance(s.get("metric"), dict) and ("value" in s or "values" in s)
+
+
 def _response(v: Any) -> dict[str, Any] | None:
-    """The API response, also when saved wrapped as {"query": ..., "response": {...}}."""
+    """The API response, also when saved wrapped as {"query": ..., "response": {...}}, or the bare result list
+    `promtool query instant|range --format=json` prints (an envelope is made for it)."""
+    if isinstance(v, list) and v and all(map(_is_series, v)):
+        kind = "matrix" if "values" in v[0] else "vector"
+        return {"status": "success", "data": {"resultType": kind, "result": v}}
     if isinstance(v, dict) and isinstance(v.get("response"), dict):
         v = v["response"]
     if isinstance(v, dict) and v.get("status") in ("success", "error") and ("data" in v or "errorType" in v):

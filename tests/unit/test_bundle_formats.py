@@ -425,3 +425,26 @@ def test_detection_ignores_the_file_name(tmp_path: Path, fixture: str, kind: str
 def test_a_single_file_is_a_bundle(tmp_path: Path) -> None:
     ev = load_bundle(DATA / "alertmanager-webhook.json")
     assert len(ev.kind("alert")) == 2 and ev.kind("alert")[0].source == "alertmanager-webhook.json"
+
+
+def test_promtool_json_and_a_bare_cloudwatch_query_list(tmp_path: Path) -> None:
+    series = [{"metric": {"__name__": "up", "job": "api"}, "values": [[1718200800, "1"], [1718200860, "0"]]}]
+    (tmp_path / "promtool.out").write_text(json.dumps(series))
+    queries = [
+        {
+            "Id": "q",
+            "MetricStat": {
+                "Metric": {"Namespace": "AWS/EC2", "MetricName": "CPUUtilization", "Dimensions": []},
+                "Period": 60,
+                "Stat": "Maximum",
+            },
+        }
+    ]
+    (tmp_path / "queries.json").write_text(json.dumps(queries))
+    resp = {"MetricDataResults": [{"Id": "q", "Label": "q", "Timestamps": [1718200800], "Values": [99.0]}]}
+    (tmp_path / "out.json").write_text(json.dumps(resp))
+    ev = load_bundle(tmp_path)
+    assert one(ev, "metric", "metric/up{job=api}")["points"] == [[1718200800.0, 1.0], [1718200860.0, 0.0]]
+    assert one(ev, "metric", "metric/CPUUtilization{namespace=AWS/EC2,stat=Maximum}")["points"] == [
+        [1718200800.0, 99.0]
+    ]
