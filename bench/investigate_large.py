@@ -93,20 +93,26 @@ def main() -> None:
     scales = [float(s) for s in args.scales.split(",")]
     with tempfile.TemporaryDirectory(prefix="opsgraph-bundle-") as tmp:
         base = args.keep or Path(tmp)
-        runs = []
+        runs: list[dict[str, Any]] = []
         for scale in scales:
             folder = base / f"bundle-{scale:g}"
             t = time.perf_counter()
             counts = write_bundle(folder, scale)
             gen_s = time.perf_counter() - t
             size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-            run = {"scale": scale, "form": "folder", **counts, "bytes": size, "generate_s": round(gen_s, 1)}
+            run: dict[str, Any] = {
+                "scale": scale,
+                "form": "folder",
+                **counts,
+                "bytes": size,
+                "generate_s": round(gen_s, 1),
+            }
             run |= measure_in_child(folder)
             runs.append(run)
             print(json.dumps({k: v for k, v in run.items() if k != "kinds"}), flush=True)
             if scale == max(scales):
                 archive = tar_bundle(folder, base / f"bundle-{scale:g}.tar.gz")
-                run_tar = {"scale": scale, "form": "tar.gz", **counts, "bytes": archive.stat().st_size}
+                run_tar: dict[str, Any] = {"scale": scale, "form": "tar.gz", **counts, "bytes": archive.stat().st_size}
                 run_tar |= measure_in_child(archive)
                 runs.append(run_tar)
                 print(json.dumps({k: v for k, v in run_tar.items() if k != "kinds"}), flush=True)

@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,6 +41,7 @@ MiB = 1024 * 1024
 _CHUNK = 1024 * 1024
 _GZIP, _BZ2, _XZ, _ZSTD = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd"
 _ZIP = (b"PK\x03\x04", b"PK\x05\x06")
+_TOOL_FOLDERS = {".git", ".hg", ".svn", "__pycache__"}  # a bundle kept under version control: not evidence
 _SKIPPED_NAMES = re.compile(r"(^|/)(__MACOSX/|\._[^/]*$|\.DS_Store$|Thumbs\.db$)")
 
 
@@ -202,16 +203,9 @@ class _Loader:
         self.parse(path, raw)
 
     def decompress(self, path: str, raw: bytes) -> bytes:
-        head = raw[:6]
-        opener: Callable[[IO[bytes]], IO[bytes]] | None = None
-        if head.startswith(_GZIP):
-            opener = lambda f: gzip.GzipFile(fileobj=f)  # noqa: E731
-        elif head.startswith(_BZ2):
-            opener = bz2.BZ2File
-        elif head.startswith(_XZ):
-            opener = lzma.LZMAFile
-        elif head.startswith(_ZSTD):
+        if raw[:4] == _ZSTD:
             raise _Unsupported("zstd-compressed: decompress it (zstd -d) before adding it to the bundle")
+        opener = _decompressor(raw[:6])
         if opener is None:
             return raw
         with opener(io.BytesIO(raw)) as stream:
@@ -305,13 +299,14 @@ def _read_member(loader: _Loader, path: str, read: Callable[[], bytes]) -> None:
         loader.ignore(path, str(exc))
 
 
-def _decompressor(head: bytes) -> Callable[[BinaryIO], IO[bytes]] | None:
+def _decompressor(head: bytes) -> Callable[[IO[bytes]], IO[bytes]] | None:
+    """A reader that decompresses a gzip, bzip2 or xz stream, by its magic bytes; None for anything else."""
     if head.startswith(_GZIP):
-        return lambda f: gzip.GzipFile(fileobj=f)
+        return lambda f: cast(IO[bytes], gzip.GzipFile(fileobj=f))
     if head.startswith(_BZ2):
-        return lambda f: bz2.BZ2File(f)
+        return lambda f: cast(IO[bytes], bz2.BZ2File(f))
     if head.startswith(_XZ):
-        return lambda f: lzma.LZMAFile(f)
+        return lambda f: cast(IO[bytes], lzma.LZMAFile(f))
     return None
 
 
@@ -483,7 +478,7 @@ def _load_folder(root: Path, loader: _Loader) -> None:
 def _walk(root: Path) -> Iterator[tuple[str, str]]:
     """(relative path, full path) of every entry below root, in a stable order; linked folders are not entered."""
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if d not in _TOOL_FOLDERS)
         rel_dir = os.path.relpath(dirpath, root)
         links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
         for name in sorted(filenames + links):

@@ -113,4 +113,4 @@ def _event(doc: Document, ctx: ParseContext, ev: dict[str, Any]) -> EvidenceItem
         "source": source,
     }
     obj = f"{inv['kind']}/{inv['namespace']}/{inv['name']}" if inv["namespace"] else f"{inv['kind']}/{inv['name']}"
-    return ctx.item(doc.path, "k8s/Event", obj, data, data["last_ts"])
+    return ctx.item(doc.path, "k8s/Event", obj, data, last or first)

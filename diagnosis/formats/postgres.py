@@ -104,7 +104,8 @@ def parse_activity(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         if not blocker_col:
             ctx.shared.setdefault("pg_sessions_unresolved", []).append(data)
             _defer_blockers(ctx)
-        yield ctx.item(doc.path, "pg/session", f"pid {pid}", data, data["captured_at"] or data["state_change"])
+        captured = parse_ts(row.get(captured_col)) if captured_col else None
+        yield ctx.item(doc.path, "pg/session", f"pid {pid}", data, captured or parse_ts(row.get("state_change")))
 
 
 @FORMATS.format("pg-locks", shapes={"csv", "json"}, detect=lambda d: _is_locks(_columns(d)), order=40)
@@ -125,7 +126,9 @@ def parse_locks(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             f"transactionid {data['transactionid']}" if data["transactionid"] else data["locktype"] or "?"
         )
         ctx.shared.setdefault("pg_locks", []).append(data)
-        yield ctx.item(doc.path, "pg/lock", f"pid {pid} {data['mode']} on {target}", data, data["waitstart"])
+        yield ctx.item(
+            doc.path, "pg/lock", f"pid {pid} {data['mode']} on {target}", data, parse_ts(row.get("waitstart"))
+        )
 
 
 @FORMATS.format("pg-settings", shapes={"csv", "json"}, detect=lambda d: {"name", "setting"} <= _columns(d), order=40)
