@@ -1,5 +1,5 @@
 """PostgreSQL views exported as CSV (`psql --csv`, `COPY ... TO STDOUT WITH CSV HEADER`) or JSON (`json_agg`
-output, or any array of row objects), recognised by their columns:
+output, any array of row objects, or `row_to_json` lines), recognised by their columns:
 
 - pg_stat_activity (pid, state and one of query, wait_event_type, backend_type, xact_start ...) -> `pg/session`
 - pg_locks (locktype, mode, granted, pid) -> `pg/lock`
@@ -12,6 +12,7 @@ is blocked by the sessions holding a granted lock on the same relation, transact
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -28,6 +29,13 @@ TS_COLUMNS = ("xact_start", "query_start", "state_change", "backend_start")
 def _columns(doc: Document) -> set[str]:
     if doc.shape == "csv":
         return set(doc.header)
+    if doc.shape == "jsonl":
+        first = next((line for line in doc.lines() if line.strip()), "")
+        try:
+            row = json.loads(first)
+        except ValueError:
+            return set()
+        return set(row) if isinstance(row, dict) else set()
     v = doc.value
     if isinstance(v, list) and v and all(isinstance(r, dict) for r in v):
         return set(v[0])
@@ -35,7 +43,25 @@ def _columns(doc: Document) -> set[str]:
 
 
 def _rows(doc: Document) -> Iterable[dict[str, Any]]:
-    return doc.rows() if doc.shape == "csv" else doc.value
+    if doc.shape == "csv":
+        return doc.rows()
+    if doc.shape == "jsonl":
+        return _json_rows(doc)
+    return doc.value
+
+
+def _json_rows(doc: Document) -> Iterator[dict[str, Any]]:
+    """`SELECT row_to_json(a) FROM pg_stat_activity a`: one JSON object per line."""
+    for n, line in enumerate(doc.lines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise FormatError(f"line {n}: not a JSON row ({exc})") from exc
+        if not isinstance(row, dict):
+            raise FormatError(f"line {n}: not a JSON object")
+        yield row
 
 
 def _is_activity(cols: set[str]) -> bool:
@@ -77,7 +103,7 @@ def _pids(v: Any) -> list[int]:
     return [int(p) for p in s.replace(" ", "").split(",") if p]
 
 
-@FORMATS.format("pg-activity", shapes={"csv", "json"}, detect=lambda d: _is_activity(_columns(d)), order=40)
+@FORMATS.format("pg-activity", shapes={"csv", "json", "jsonl"}, detect=lambda d: _is_activity(_columns(d)), order=40)
 def parse_activity(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     cols = _columns(doc)
     blocker_col = next((c for c in BLOCKER_COLUMNS if c in cols), None)
@@ -108,7 +134,7 @@ def parse_activity(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         yield ctx.item(doc.path, "pg/session", f"pid {pid}", data, captured or parse_ts(row.get("state_change")))
 
 
-@FORMATS.format("pg-locks", shapes={"csv", "json"}, detect=lambda d: _is_locks(_columns(d)), order=40)
+@FORMATS.format("pg-locks", shapes={"csv", "json", "jsonl"}, detect=lambda d: _is_locks(_columns(d)), order=40)
 def parse_locks(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     for row in _rows(doc):
         pid = _int(row.get("pid"), "pid")
@@ -131,7 +157,9 @@ def parse_locks(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         )
 
 
-@FORMATS.format("pg-settings", shapes={"csv", "json"}, detect=lambda d: {"name", "setting"} <= _columns(d), order=40)
+@FORMATS.format(
+    "pg-settings", shapes={"csv", "json", "jsonl"}, detect=lambda d: {"name", "setting"} <= _columns(d), order=40
+)
 def parse_settings(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     settings: dict[str, Any] = {}
     for row in _rows(doc):

@@ -448,3 +448,11 @@ def test_promtool_json_and_a_bare_cloudwatch_query_list(tmp_path: Path) -> None:
     assert one(ev, "metric", "metric/CPUUtilization{namespace=AWS/EC2,stat=Maximum}")["points"] == [
         [1718200800.0, 99.0]
     ]
+
+
+def test_pg_rows_as_json_lines(tmp_path: Path) -> None:
+    rows = json.loads((DATA / "activity.json").read_text())
+    (tmp_path / "activity.out").write_text("\n".join(json.dumps(r | {"pg_blocking_pids": [4711]}) for r in rows))
+    ev = load_bundle(tmp_path)
+    assert ev.kinds() == {"pg/session"}
+    assert one(ev, "pg/session", "pid 4712")["blocked_by"] == [4711]
