@@ -151,22 +151,28 @@ def sniff(path: str, raw: bytes) -> Document:
     head = raw[:8192]
     if b"\x00" in head:
         raise NotReadable("binary file (NUL bytes): not an export opsgraph reads", ignored=True)
-    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
-    stripped = text.lstrip()
-    if not stripped:
+    text = raw.decode("utf-8", errors="replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    # look at the start only: slicing or splitting the whole text would copy a large file
+    head_text = text[:4096]
+    start = len(head_text) - len(head_text.lstrip())
+    if start == len(head_text):  # blank so far: measure the whole text (rare, and then short)
+        start = len(text) - len(text.lstrip())
+    if start >= len(text):
         raise NotReadable("empty file", ignored=True)
-    if stripped[0] in "{[":
+    end = text.find("\n", start)
+    first = text[start : end if end >= 0 else len(text)].rstrip("\r")
+    if text[start] in "{[":
         try:
             return Document(path, "json", value=json.loads(text))
         except json.JSONDecodeError as exc:
             if _looks_jsonl(text):
                 return Document(path, "jsonl", text=text)
-            first_line = stripped.split("\n", 1)[0]
-            if _JSON_START.match(first_line) or stripped.startswith('{"'):
+            if _JSON_START.match(first) or first.startswith('{"'):
                 raise NotReadable(
                     f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", ignored=False
                 ) from None
-    first = stripped.split("\n", 1)[0].rstrip("\r")
     if "," in first and not first.startswith(("#", "[", "{")):
         try:
             header = next(csv.reader([first]))
@@ -180,7 +186,7 @@ def sniff(path: str, raw: bytes) -> Document:
 def _looks_jsonl(text: str) -> bool:
     """JSON lines: most of the first lines are JSON objects (a stack trace between them is allowed)."""
     seen = ok = 0
-    for line in text.splitlines():
+    for line in text[:65536].splitlines():
         line = line.strip()
         if not line:
             continue

@@ -456,3 +456,26 @@ def test_pg_rows_as_json_lines(tmp_path: Path) -> None:
     ev = load_bundle(tmp_path)
     assert ev.kinds() == {"pg/session"}
     assert one(ev, "pg/session", "pid 4712")["blocked_by"] == [4711]
+
+
+@pytest.mark.parametrize(
+    ("raw", "shape"),
+    [
+        (b'\xef\xbb\xbf{"a": 1}', "json"),  # a byte-order mark is not content
+        (b"\n\n  [1, 2]", "json"),
+        (b'{"level":"info","msg":"a"}\n{"level":"error","msg":"b"}\n', "jsonl"),
+        (b"pid,state,query\n1,active,select 1\n", "csv"),
+        (b"[2024-06-12 14:03:01] ERROR disk full\n", "text"),  # a bracket is not always JSON
+        (b"Incident notes, written by hand.\n", "text"),  # a comma is not always CSV
+    ],
+)
+def test_sniff_shapes(raw: bytes, shape: str) -> None:
+    from diagnosis.formats.base import sniff
+
+    assert sniff("f", raw).shape == shape
+
+
+@pytest.mark.parametrize("raw", [b"", b"  \n\t\n"])
+def test_empty_files_are_ignored(tmp_path: Path, raw: bytes) -> None:
+    (tmp_path / "empty.json").write_bytes(raw)
+    assert load_bundle(tmp_path).ignored == [{"path": "empty.json", "reason": "empty file"}]
