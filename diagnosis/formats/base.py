@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import json
 import re
@@ -173,6 +174,8 @@ def sniff(path: str, raw: bytes) -> Document:
                 raise NotReadable(
                     f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", ignored=False
                 ) from None
+    if _YAML_START.match(first) or (first.startswith(("#", "---")) and _YAML_START.search(text[:4096])):
+        return _yaml_document(path, text)
     if "," in first and not first.startswith(("#", "[", "{")):
         try:
             header = next(csv.reader([first]))
@@ -181,6 +184,35 @@ def sniff(path: str, raw: bytes) -> Document:
         if len(header) >= 2 and all(_CSV_NAME.match(h.strip()) for h in header):
             return Document(path, "csv", text=text, header=[h.strip() for h in header])
     return Document(path, "text", text=text)
+
+
+_YAML_START = re.compile(r"^(?:apiVersion|kind|items|metadata):", re.MULTILINE)
+
+
+def _yaml_document(path: str, text: str) -> Document:
+    """`kubectl get -o yaml` (one document, or several separated by ---): read as the JSON kubectl would print."""
+    import yaml  # only for the bundles that hold YAML
+
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=_yaml_loader()) if d is not None]
+    except yaml.YAMLError as exc:
+        raise NotReadable(f"malformed YAML: {str(exc).splitlines()[0]}", ignored=False) from None
+    if len(docs) == 1:
+        return Document(path, "json", value=docs[0])
+    return Document(path, "json", value={"apiVersion": "v1", "kind": "List", "metadata": {}, "items": docs})
+
+
+@functools.cache
+def _yaml_loader() -> Any:
+    """A safe loader that keeps timestamps as the strings JSON would carry (the parsers read them)."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    resolvers = {
+        first: [(tag, rx) for tag, rx in entries if tag != "tag:yaml.org,2002:timestamp"]
+        for first, entries in base.yaml_implicit_resolvers.items()
+    }
+    return type("PlainTimeLoader", (base,), {"yaml_implicit_resolvers": resolvers})
 
 
 def _looks_jsonl(text: str) -> bool:

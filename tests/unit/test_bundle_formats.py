@@ -479,3 +479,17 @@ def test_sniff_shapes(raw: bytes, shape: str) -> None:
 def test_empty_files_are_ignored(tmp_path: Path, raw: bytes) -> None:
     (tmp_path / "empty.json").write_bytes(raw)
     assert load_bundle(tmp_path).ignored == [{"path": "empty.json", "reason": "empty file"}]
+
+
+def test_kubectl_yaml_output(bundle: EvidenceSet) -> None:
+    deploy = one(bundle, "k8s/Deployment", "Deployment/payments/payments-api")
+    assert deploy["status"]["conditions"][0]["lastTransitionTime"] == "2024-06-12T14:00:30Z"  # kept as text
+    event = one(bundle, "k8s/Event", "Pod/payments/payments-api-6c9f7d-2xkfp")
+    assert event["reason"] == "Failed" and event["count"] == 9 and event["last_ts"] == utc(2024, 6, 12, 14, 6, 40)
+    assert event["message"].startswith('Failed to pull image "registry.example.com/payments/api:4.2.0"')
+
+
+def test_malformed_yaml_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "pods.yaml").write_text("apiVersion: v1\nkind: List\nitems:\n- name: [unclosed\n")
+    ev = load_bundle(tmp_path)
+    assert ev.errors[0]["path"] == "pods.yaml" and ev.errors[0]["error"].startswith("malformed YAML")
