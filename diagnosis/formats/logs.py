@@ -53,9 +53,33 @@ LEVELS = {
     "debug": "debug", "trace": "debug", "d": "debug", "verbose": "debug", "dbug": "debug",
 }  # fmt: skip
 PINO_LEVELS = {10: "debug", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal"}
-TS_KEYS = ("ts", "time", "timestamp", "@timestamp", "t", "date", "datetime", "asctime", "eventTime")
+TS_KEYS = (
+    "ts",
+    "time",
+    "timestamp",
+    "@timestamp",
+    "t",
+    "date",
+    "datetime",
+    "asctime",
+    "eventTime",
+    "__REALTIME_TIMESTAMP",
+)
 LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "loglevel", "log.level", "@l", "status")
-MSG_KEYS = ("msg", "message", "log", "@m", "event", "text", "error", "err")
+MSG_KEYS = ("msg", "message", "log", "@m", "event", "text", "error", "err", "MESSAGE")
+# journald (`journalctl -o json`): PRIORITY is the syslog severity, 0 emerg .. 7 debug
+JOURNAL_PRIORITY = {
+    "0": "fatal",
+    "1": "fatal",
+    "2": "fatal",
+    "3": "error",
+    "4": "warn",
+    "5": "info",
+    "6": "info",
+    "7": "debug",
+}
+# logfmt (logrus, Go's slog text handler): time=2024-06-12T14:03:01Z level=error msg="..."
+LOGFMT_TIME = re.compile(r"\b(?:time|ts|timestamp)=\"?(\d{4}-\d{2}-\d{2}[T ][0-9:.]+(?:Z|[+-]\d{2}:?\d{2})?)")
 CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
 MAX_CONTINUATION = 4000  # characters a stack trace may add to its record
 _SNIFF = 50
@@ -154,6 +178,10 @@ class LineParser:
                     if m:  # an access log: the status code is not a level
                         return clf_match(m), None, body
         rest = body[end:].lstrip(" ]\t|-:") if end else body
+        if ts is None and "=" in body:
+            m = LOGFMT_TIME.search(body)
+            if m:
+                ts = parse_ts(m[1])
         return ts, _level_in(rest), rest
 
 
@@ -172,6 +200,8 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
                 break
     if level is None and isinstance(obj.get("log"), dict):
         level = normalise_level(obj["log"])
+    if level is None and "PRIORITY" in obj:
+        level = JOURNAL_PRIORITY.get(str(obj["PRIORITY"]))
     msg = next((obj[k] for k in MSG_KEYS if isinstance(obj.get(k), str)), None)
     if msg is None:
         return ts, level, raw

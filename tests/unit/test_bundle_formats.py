@@ -221,6 +221,12 @@ def test_access_log_status_is_not_a_level(bundle: EvidenceSet) -> None:
         ("E0612 14:03:01.123456   7 server.go:12] listen failed", utc(2024, 6, 12, 14, 3, 1.123456), "error", None),
         ('2024-06-12T14:03:01Z {"lvl":"crit","message":"x"}', utc(2024, 6, 12, 14, 3, 1), "fatal", "x"),
         ("Jun 12 14:03:01 web-1 sshd[812]: PANIC in main", utc(2024, 6, 12, 14, 3, 1), "fatal", None),
+        (
+            'time="2024-06-12T14:03:01Z" level=warning msg="pool nearly full"',
+            utc(2024, 6, 12, 14, 3, 1),
+            "warn",
+            None,
+        ),  # logrus / slog text: logfmt
         ("no time, no level here", None, None, "no time, no level here"),
         ("INFO retry after ERROR", None, "info", "INFO retry after ERROR"),  # the first level word wins
     ],
@@ -493,3 +499,20 @@ def test_malformed_yaml_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "pods.yaml").write_text("apiVersion: v1\nkind: List\nitems:\n- name: [unclosed\n")
     ev = load_bundle(tmp_path)
     assert ev.errors[0]["path"] == "pods.yaml" and ev.errors[0]["error"].startswith("malformed YAML")
+
+
+def test_journald_json_export(tmp_path: Path) -> None:
+    """`journalctl -k -o json`: microsecond timestamps as text, PRIORITY the syslog severity."""
+    lines = [
+        {
+            "__REALTIME_TIMESTAMP": "1718201113000000",
+            "PRIORITY": "3",
+            "_HOSTNAME": "web-1",
+            "MESSAGE": "Out of memory: Killed process 24117 (java)",
+        },
+        {"__REALTIME_TIMESTAMP": "1718201114500000", "PRIORITY": "6", "_HOSTNAME": "web-1", "MESSAGE": "eth0: link up"},
+    ]
+    (tmp_path / "kernel.json").write_text("\n".join(json.dumps(x) for x in lines))
+    recs = one(load_bundle(tmp_path), "log", "kernel.json")["records"]
+    assert [(r["ts"], r["level"]) for r in recs] == [(1718201113.0, "error"), (1718201114.5, "info")]
+    assert recs[0]["msg"] == "Out of memory: Killed process 24117 (java)"
