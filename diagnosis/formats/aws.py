@@ -1,0 +1,274 @@
+"""AWS exports as the CLI and SDKs print them.
+
+- CloudWatch GetMetricData responses (MetricDataResults: Id, Label, Timestamps newest first, Values), with or
+  without the request beside them (MetricDataQueries: Id -> MetricStat.Metric name, namespace, dimensions).
+  The request is paired with a response in the same folder whose file name shares its stem ("cpu.request.json"
+  beside "cpu.json"), else the only request holding every Id the response has; without one, a series is named
+  by its Label (or Id). GetMetricStatistics responses (Label, Datapoints) are read too.
+- RDS DescribeEvents responses -> `rds/event`.
+- Performance Insights GetResourceMetrics (MetricList) -> `metric` with source "pi"; DescribeDimensionKeys (Keys)
+  grouped by db.sql or db.sql_tokenized -> `pi/sql`, by any other group (db.wait_event, db.user ...) ->
+  `pi/dimension` {group, dimensions, load, partitions}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from diagnosis.formats._time import parse_ts
+from diagnosis.formats.base import FORMATS, Document, FormatError, ParseContext, metric_object
+from diagnosis.model import EvidenceItem
+
+# CloudWatch responses carry no unit; the well-known RDS and EC2 metrics have fixed ones
+CLOUDWATCH_UNITS = {
+    "CPUUtilization": "percent", "FreeStorageSpace": "bytes", "FreeableMemory": "bytes", "SwapUsage": "bytes",
+    "DatabaseConnections": "count", "ReadIOPS": "count/second", "WriteIOPS": "count/second",
+    "ReadLatency": "seconds", "WriteLatency": "seconds", "ReplicaLag": "seconds", "DiskQueueDepth": "count",
+    "TransactionLogsDiskUsage": "bytes", "TransactionLogsGeneration": "bytes/second",
+    "MaximumUsedTransactionIDs": "count", "BurstBalance": "percent", "CPUCreditBalance": "count",
+    "ReadThroughput": "bytes/second", "WriteThroughput": "bytes/second", "NetworkReceiveThroughput": "bytes/second",
+    "NetworkTransmitThroughput": "bytes/second", "OldestReplicationSlotLag": "bytes", "DBLoad": "sessions",
+    "EBSIOBalance%": "percent", "EBSByteBalance%": "percent", "StatusCheckFailed": "count",
+}  # fmt: skip
+STATS = ("Average", "Maximum", "Minimum", "Sum", "SampleCount")
+_NAME_NOISE = re.compile(r"[-_.]?(request|req|query|queries|response|resp|result|results|input|output)$")
+
+
+def _points(timestamps: list[Any], values: list[Any]) -> list[list[float]]:
+    points = []
+    for t, v in zip(timestamps, values, strict=False):
+        ts = parse_ts(t)
+        if ts is not None and isinstance(v, int | float) and math.isfinite(v):
+            points.append([ts, float(v)])
+    points.sort()  # AWS returns the newest first
+    return points
+
+
+# --- CloudWatch GetMetricData ---------------------------------------------------------------------------
+
+
+def _is_query(q: Any) -> bool:
+    return isinstance(q, dict) and "Id" in q and ("MetricStat" in q or "Expression" in q)
+
+
+def _cw_queries(v: Any) -> list[Any] | None:
+    """The queries of a GetMetricData request: the --cli-input-json document, or the bare list given to
+    `aws cloudwatch get-metric-data --metric-data-queries file://queries.json`."""
+    if isinstance(v, dict) and isinstance(v.get("MetricDataQueries"), list) and "MetricDataResults" not in v:
+        return list(v["MetricDataQueries"])
+    if isinstance(v, list) and v and all(map(_is_query, v)):
+        return v
+    return None
+
+
+def _is_cw_request(v: Any) -> bool:
+    return _cw_queries(v) is not None
+
+
+def _is_cw_response(v: Any) -> bool:
+    results = v.get("MetricDataResults") if isinstance(v, dict) else None
+    return isinstance(results, list) and all(isinstance(r, dict) and "Id" in r for r in results)
+
+
+def _base(stem: str) -> str:
+    return _NAME_NOISE.sub("", stem.lower())
+
+
+@FORMATS.format("cloudwatch-request", shapes={"json"}, detect=lambda d: _is_cw_request(d.value), order=30)
+def parse_cw_request(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    queries: dict[str, dict[str, Any]] = {}
+    for q in _cw_queries(doc.value) or []:
+        if not isinstance(q, dict) or "Id" not in q:
+            raise FormatError("MetricDataQueries entry without an Id")
+        stat = q.get("MetricStat") or {}
+        metric = stat.get("Metric") or {}
+        dims = {str(d.get("Name")): str(d.get("Value")) for d in metric.get("Dimensions") or [] if isinstance(d, dict)}
+        queries[q["Id"]] = {
+            "name": metric.get("MetricName") or q.get("Label") or q["Id"],
+            "namespace": metric.get("Namespace"),
+            "dimensions": dims,
+            "stat": stat.get("Stat"),
+            "unit": stat.get("Unit"),
+            "expression": q.get("Expression"),
+        }
+    ctx.shared.setdefault("cloudwatch_requests", []).append((doc.folder, _base(doc.stem), queries))
+    return iter(())
+
+
+@FORMATS.format("cloudwatch", shapes={"json"}, detect=lambda d: _is_cw_response(d.value), order=30)
+def parse_cw_response(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    results = []
+    for r in doc.value["MetricDataResults"]:
+        ts, values = r.get("Timestamps") or [], r.get("Values") or []
+        if len(ts) != len(values):
+            raise FormatError(f"MetricDataResults {r['Id']}: {len(ts)} Timestamps but {len(values)} Values")
+        results.append((r["Id"], r.get("Label"), _points(ts, values)))
+    pending = ctx.shared.setdefault("cloudwatch_responses", [])
+    if not pending:
+        ctx.deferred.append(_cw_items)  # the request may be a file read later
+    pending.append((doc.path, doc.folder, _base(doc.stem), results))
+    return iter(())
+
+
+def _pick_request(
+    requests: list[tuple[str, str, dict[str, Any]]], folder: str, base: str, ids: set[str]
+) -> dict[str, Any] | None:
+    if len(requests) == 1 and ids <= requests[0][2].keys():
+        return requests[0][2]
+    same_name = [q for f, b, q in requests if f == folder and b == base]
+    if len(same_name) == 1:
+        return same_name[0]
+    covering = [q for f, _, q in requests if ids <= q.keys()]
+    nearby = [q for f, _, q in requests if f == folder and ids <= q.keys()]
+    for choice in (nearby, covering):
+        if len(choice) == 1:
+            return choice[0]
+    return None
+
+
+def _cw_items(ctx: ParseContext) -> Iterator[EvidenceItem]:
+    requests = ctx.shared.get("cloudwatch_requests", [])
+    for path, folder, base, results in ctx.shared.get("cloudwatch_responses", []):
+        queries = _pick_request(requests, folder, base, {r[0] for r in results}) or {}
+        for rid, label, points in results:
+            q = queries.get(rid)
+            if q:
+                name = q["name"]
+                labels = dict(q["dimensions"])
+                labels.update({k: q[k] for k in ("namespace", "stat") if q[k]})
+                unit = (q["unit"] or "").lower() or CLOUDWATCH_UNITS.get(name)
+            else:
+                name = label or rid
+                labels = {"id": rid}
+                unit = CLOUDWATCH_UNITS.get(name)
+            data = {"name": name, "labels": labels, "unit": unit, "points": points, "source": "cloudwatch"}
+            yield ctx.item(path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+
+
+# --- CloudWatch GetMetricStatistics ---------------------------------------------------------------------
+
+
+def _is_cw_statistics(v: Any) -> bool:
+    return isinstance(v, dict) and isinstance(v.get("Datapoints"), list) and "Label" in v
+
+
+@FORMATS.format("cloudwatch-statistics", shapes={"json"}, detect=lambda d: _is_cw_statistics(d.value), order=30)
+def parse_cw_statistics(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    datapoints = [d for d in doc.value["Datapoints"] if isinstance(d, dict)]
+    stat = next((s for s in STATS if any(s in d for d in datapoints)), None)
+    name = str(doc.value["Label"] or doc.stem)
+    points = _points([d.get("Timestamp") for d in datapoints], [d.get(stat) if stat else None for d in datapoints])
+    unit = next((d["Unit"].lower() for d in datapoints if d.get("Unit")), None) or CLOUDWATCH_UNITS.get(name)
+    labels = {"stat": stat} if stat else {}
+    data = {"name": name, "labels": labels, "unit": unit, "points": points, "source": "cloudwatch"}
+    yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+
+
+# --- RDS DescribeEvents ---------------------------------------------------------------------------------
+
+
+def _is_rds_events(v: Any) -> bool:
+    events = v.get("Events") if isinstance(v, dict) else None
+    return (
+        isinstance(events, list)
+        and bool(events)
+        and all(isinstance(e, dict) and "SourceIdentifier" in e and "Message" in e for e in events)
+    )
+
+
+@FORMATS.format("rds-events", shapes={"json"}, detect=lambda d: _is_rds_events(d.value), order=30)
+def parse_rds_events(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    for e in doc.value["Events"]:
+        data = {
+            "source_id": e["SourceIdentifier"],
+            "source_type": e.get("SourceType"),
+            "message": e["Message"],
+            "categories": list(e.get("EventCategories") or []),
+            "ts": parse_ts(e.get("Date")),
+        }
+        yield ctx.item(doc.path, "rds/event", f"rds/{e['SourceIdentifier']}", data, data["ts"])
+
+
+# --- Performance Insights -------------------------------------------------------------------------------
+
+
+def _is_pi_metrics(v: Any) -> bool:
+    metrics = v.get("MetricList") if isinstance(v, dict) else None
+    return isinstance(metrics, list) and all(isinstance(m, dict) and "Key" in m for m in metrics)
+
+
+@FORMATS.format("pi-metrics", shapes={"json"}, detect=lambda d: _is_pi_metrics(d.value), order=30)
+def parse_pi_metrics(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    identifier = doc.value.get("Identifier")
+    for m in doc.value["MetricList"]:
+        key = m["Key"] if isinstance(m["Key"], dict) else {}
+        name = key.get("Metric")
+        if not name:
+            raise FormatError("MetricList entry whose Key has no Metric")
+        labels = {str(k): str(v) for k, v in (key.get("Dimensions") or {}).items()}
+        if identifier:
+            labels["identifier"] = str(identifier)
+        dps = [d for d in m.get("DataPoints") or [] if isinstance(d, dict)]
+        points = _points([d.get("Timestamp") for d in dps], [d.get("Value") for d in dps])
+        unit = "aas" if str(name).startswith("db.load") else None
+        data = {"name": name, "labels": labels, "unit": unit, "points": points, "source": "pi"}
+        yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+
+
+def _is_pi_keys(v: Any) -> bool:
+    keys = v.get("Keys") if isinstance(v, dict) else None
+    return (
+        isinstance(keys, list)
+        and bool(keys)
+        and all(isinstance(k, dict) and isinstance(k.get("Dimensions"), dict) and "Total" in k for k in keys)
+    )
+
+
+def _group_of(dims: dict[str, Any]) -> str:
+    names = list(dims)
+    for group in ("db.sql_tokenized", "db.sql"):
+        if any(n.startswith(group + ".") for n in names):
+            return group
+    return names[0].rsplit(".", 1)[0] if names else "unknown"
+
+
+@FORMATS.format("pi-dimension-keys", shapes={"json"}, detect=lambda d: _is_pi_keys(d.value), order=30)
+def parse_pi_keys(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    v = doc.value
+    partition_keys = [p.get("Dimensions") or {} for p in v.get("PartitionKeys") or [] if isinstance(p, dict)]
+    end = parse_ts(v.get("AlignedEndTime"))
+    metric = v.get("Metric") or "db.load.avg"  # the response does not repeat the request's Metric
+    for key in v["Keys"]:
+        dims = key["Dimensions"]
+        group = _group_of(dims)
+        raw_parts = key.get("Partitions") or []
+        partitions = (
+            [{"dimensions": pk, "value": val} for pk, val in zip(partition_keys, raw_parts, strict=False)]
+            if partition_keys
+            else list(raw_parts)
+        )
+        load = float(key["Total"]) if isinstance(key["Total"], int | float) else None
+        if group in ("db.sql", "db.sql_tokenized"):
+            statement = dims.get(f"{group}.statement") or ""
+            sid = (
+                dims.get(f"{group}.id")
+                or dims.get(f"{group}.db_id")
+                or hashlib.sha1(statement.encode(), usedforsecurity=False).hexdigest()[:12]
+            )
+            data = {
+                "group": group,
+                "statement": statement,
+                "id": sid,
+                "load": load,
+                "partitions": partitions,
+                "metric": metric,
+            }
+            yield ctx.item(doc.path, "pi/sql", f"pi/{group}/{sid}", data, end)
+        else:
+            value = next(iter(dims.values()), "")
+            data = {"group": group, "dimensions": dims, "load": load, "partitions": partitions, "metric": metric}
+            yield ctx.item(doc.path, "pi/dimension", f"pi/{group}/{value}", data, end)

@@ -1,0 +1,267 @@
+"""The format contract: a file is sniffed into a Document (its shape), then offered to the formats in order.
+
+A format is two functions registered by decorator: `detect(doc) -> bool` says whether it recognises the
+content (never the file name), `parse(doc, ctx)` returns the evidence items. A parser raises `FormatError`
+for content it recognised but cannot read (a row that does not parse); the loader reports it per file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import functools
+import io
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from diagnosis.model import EvidenceItem
+
+Shape = Literal["json", "jsonl", "csv", "text"]
+
+
+class FormatError(ValueError):
+    """Content a format recognised but could not read; the message says where and what."""
+
+
+@dataclass
+class Document:
+    """One file of a bundle, sniffed. `value` is the parsed JSON (shape json); `text` the content otherwise."""
+
+    path: str  # relative path inside the bundle, "/"-separated
+    shape: Shape
+    text: str = ""
+    value: Any = None
+    header: list[str] = field(default_factory=list)  # CSV column names, as written
+
+    @property
+    def stem(self) -> str:
+        name = self.path.rsplit("/", 1)[-1]
+        for suffix in (".gz", ".bz2", ".xz"):
+            name = name.removesuffix(suffix)
+        return name.split(".", 1)[0]
+
+    @property
+    def folder(self) -> str:
+        return self.path.rsplit("/", 1)[0] if "/" in self.path else ""
+
+    def lines(self) -> Iterator[str]:
+        return iter(self.text.splitlines())
+
+    def rows(self) -> Iterator[dict[str, str]]:
+        """CSV rows as {column: text}; a row with a different number of fields than the header is an error."""
+        reader = csv.reader(io.StringIO(self.text), strict=True)
+        try:
+            header = next(reader)
+            for row in reader:
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    raise FormatError(
+                        f"CSV line {reader.line_num}: {len(row)} fields where the header has {len(header)}"
+                    )
+                yield dict(zip(header, row, strict=True))
+        except csv.Error as exc:
+            raise FormatError(f"CSV line {reader.line_num}: {exc}") from exc
+
+
+@dataclass
+class ParseContext:
+    """What a parse needs beyond its file: item ids, and state shared across the files of one bundle.
+
+    `shared` holds what one file lends another (a CloudWatch request for its response); `deferred` runs after
+    every file is read, for formats whose items depend on a file that may come later; `after` runs last, for
+    fix-ups that need every item (the year of syslog lines, blockers worked out from pg_locks).
+    """
+
+    shared: dict[str, Any] = field(default_factory=dict)
+    deferred: list[Callable[[ParseContext], Iterable[EvidenceItem]]] = field(default_factory=list)
+    after: list[Callable[[ParseContext], None]] = field(default_factory=list)  # fix-ups once every item exists
+    max_log_records: int = 1_000_000
+    latest_dated_ts: float | None = None  # the newest timestamp that carried its year, for logs that leave it out
+    _counters: dict[str, int] = field(default_factory=dict)
+
+    def item(
+        self, source: str, kind: str, obj: str, data: dict[str, Any], ts: float | None = None, *, dated: bool = True
+    ) -> EvidenceItem:
+        n = self._counters.get(source, 0) + 1
+        self._counters[source] = n
+        if dated and ts is not None and (self.latest_dated_ts is None or ts > self.latest_dated_ts):
+            self.latest_dated_ts = ts
+        # model_construct: the shapes are built here, and validating a copy of every pod would double the cost
+        return EvidenceItem.model_construct(id=f"{source}#{n}", kind=kind, source=source, object=obj, ts=ts, data=data)
+
+
+DetectFn = Callable[[Document], bool]
+ParseFn = Callable[[Document, ParseContext], Iterable[EvidenceItem]]
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    shapes: frozenset[str]
+    detect: DetectFn
+    parse: ParseFn
+    order: int  # lower is offered first: specific formats before the catch-all log format
+
+
+@dataclass
+class FormatRegistry:
+    _formats: dict[str, Format] = field(default_factory=dict)
+
+    def format(self, name: str, *, shapes: set[str], detect: DetectFn, order: int = 50) -> Callable[[ParseFn], ParseFn]:
+        def register(fn: ParseFn) -> ParseFn:
+            if name in self._formats:
+                raise ValueError(f"format {name!r} registered twice")
+            self._formats[name] = Format(name, frozenset(shapes), detect, fn, order)
+            return fn
+
+        return register
+
+    def all(self) -> list[Format]:
+        return sorted(self._formats.values(), key=lambda f: (f.order, f.name))
+
+    def match(self, doc: Document) -> Format | None:
+        for fmt in self.all():
+            if doc.shape in fmt.shapes and fmt.detect(doc):
+                return fmt
+        return None
+
+
+FORMATS = FormatRegistry()
+
+
+class NotReadable(Exception):
+    """A file that is not text (binary) or is malformed for the shape it claims; `ignored` says which list."""
+
+    def __init__(self, message: str, *, ignored: bool) -> None:
+        super().__init__(message)
+        self.ignored = ignored
+
+
+# a first line that can only begin JSON: "{", "[", '{"', "[{", "[[", "[]" - not "[2024-06-12 ...] ERROR"
+_JSON_START = re.compile(r'\s*[\[{]\s*(?:$|["{\[\]}])')
+_CSV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.()\-]*$")  # psql column names: no spaces
+_SNIFF_LINES = 20
+
+
+def sniff(path: str, raw: bytes) -> Document:
+    """Decide a file's shape from its bytes. Raises NotReadable for binary or malformed content."""
+    head = raw[:8192]
+    if b"\x00" in head:
+        raise NotReadable("binary file (NUL bytes): not an export opsgraph reads", ignored=True)
+    text = raw.decode("utf-8", errors="replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    # look at the start only: slicing or splitting the whole text would copy a large file
+    head_text = text[:4096]
+    start = len(head_text) - len(head_text.lstrip())
+    if start == len(head_text):  # blank so far: measure the whole text (rare, and then short)
+        start = len(text) - len(text.lstrip())
+    if start >= len(text):
+        raise NotReadable("empty file", ignored=True)
+    end = text.find("\n", start)
+    first = text[start : end if end >= 0 else len(text)].rstrip("\r")
+    if text[start] in "{[":
+        try:
+            return Document(path, "json", value=json.loads(text))
+        except json.JSONDecodeError as exc:
+            if _looks_jsonl(text):
+                return Document(path, "jsonl", text=text)
+            if _JSON_START.match(first) or first.startswith('{"'):
+                raise NotReadable(
+                    f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", ignored=False
+                ) from None
+    if _YAML_START.match(first) or (first.startswith(("#", "---")) and _YAML_START.search(text[:4096])):
+        return _yaml_document(path, text)
+    if "," in first and not first.startswith(("#", "[", "{")):
+        try:
+            header = next(csv.reader([first]))
+        except csv.Error:
+            header = []
+        if len(header) >= 2 and all(_CSV_NAME.match(h.strip()) for h in header):
+            return Document(path, "csv", text=text, header=[h.strip() for h in header])
+    return Document(path, "text", text=text)
+
+
+_YAML_START = re.compile(r"^(?:apiVersion|kind|items|metadata):", re.MULTILINE)
+
+
+def _yaml_document(path: str, text: str) -> Document:
+    """`kubectl get -o yaml` (one document, or several separated by ---): read as the JSON kubectl would print."""
+    import yaml  # only for the bundles that hold YAML
+
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=_yaml_loader()) if d is not None]
+    except yaml.YAMLError as exc:
+        raise NotReadable(f"malformed YAML: {str(exc).splitlines()[0]}", ignored=False) from None
+    if len(docs) == 1:
+        return Document(path, "json", value=docs[0])
+    return Document(path, "json", value={"apiVersion": "v1", "kind": "List", "metadata": {}, "items": docs})
+
+
+@functools.cache
+def _yaml_loader() -> Any:
+    """A safe loader that keeps timestamps as the strings JSON would carry (the parsers read them)."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    resolvers = {
+        first: [(tag, rx) for tag, rx in entries if tag != "tag:yaml.org,2002:timestamp"]
+        for first, entries in base.yaml_implicit_resolvers.items()
+    }
+    return type("PlainTimeLoader", (base,), {"yaml_implicit_resolvers": resolvers})
+
+
+def _looks_jsonl(text: str) -> bool:
+    """JSON lines: most of the first lines are JSON objects (a stack trace between them is allowed)."""
+    seen = ok = 0
+    for line in text[:65536].splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        seen += 1
+        if line.startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError):
+                ok += isinstance(json.loads(line), dict)
+        if seen >= _SNIFF_LINES:
+            break
+    return seen > 0 and ok >= max(1, seen * 0.6) and (seen > 1 or ok == 1)
+
+
+def describe_unknown(doc: Document) -> str:
+    """The `ignored` reason for a file no format recognised: what it looked like."""
+    if doc.shape == "json":
+        v = doc.value
+        if isinstance(v, dict):
+            keys = ", ".join(sorted(map(str, v))[:8]) + (", ..." if len(v) > 8 else "")
+            return f"JSON object with keys {keys}: no known format"
+        if isinstance(v, list):
+            inner = type(v[0]).__name__ if v else "nothing"
+            if v and isinstance(v[0], dict):
+                keys = ", ".join(sorted(map(str, v[0]))[:8])
+                return f"JSON array of {len(v)} objects with keys {keys}: no known format"
+            return f"JSON array of {len(v)} {inner} values: no known format"
+        return f"JSON {type(v).__name__}: no known format"
+    if doc.shape == "csv":
+        cols = ", ".join(doc.header[:8]) + (", ..." if len(doc.header) > 8 else "")
+        return f"CSV with columns {cols}: no known format"
+    if doc.shape == "jsonl":
+        return "JSON lines with no timestamps, levels or messages: no known format"
+    return "plain text with no timestamps or log levels: no known format"
+
+
+def get_path(obj: Any, *keys: str) -> Any:
+    """obj[k1][k2]... or None where a step is missing."""
+    for k in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(k)
+    return obj
+
+
+def metric_object(name: str, labels: dict[str, str]) -> str:
+    inner = ",".join(f"{k}={labels[k]}" for k in sorted(labels))
+    return f"metric/{name}{{{inner}}}"

@@ -1,0 +1,318 @@
+"""Log files: `kubectl logs` text under logs/<namespace>/<pod>[/<container>].log (the object comes from the
+path), and any plain-text or JSON-lines log anywhere (the object is its path). One `log` item per file.
+
+A record is {ts, level, msg, line}. Timestamps: RFC 3339 / ISO 8601, syslog, common log format, klog headers,
+epoch numbers, and the RFC 3339 prefix `kubectl logs --timestamps` adds. Levels come from JSON fields
+(level, severity, lvl, levelname; pino's numbers), logfmt `level=`, klog's letter, an upper-case level word
+or a bracketed one ("[error]"); an access log's HTTP status is not a level. Indented continuation lines (stack
+traces) join the record above.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from diagnosis.formats._time import (
+    CLF_RE,
+    ISO_RE,
+    KLOG_RE,
+    MONTHS,
+    SYSLOG_RE,
+    clf_match,
+    iso_match,
+    klog_match,
+    parse_ts,
+    syslog_match,
+    year_for,
+)
+from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.model import EvidenceItem
+
+KUBECTL_PATH = re.compile(
+    r"(?:^|/)logs/(?P<ns>[^/]+)/(?P<pod>[^/]+?)(?:/(?P<container>[^/]+?))?\.log(?:\.gz|\.bz2|\.xz)?$"
+)
+KUBECTL_TS_PREFIX = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})) ")
+EPOCH_PREFIX = re.compile(r"(\d{10}(?:\.\d{1,9})?|\d{13})\b")
+LEVEL_TOKEN = re.compile(
+    r"\b(?:level|lvl|severity)=\"?(?P<kv>[A-Za-z]+)"
+    r"|\[(?P<br>[A-Za-z]{3,8})\]"
+    r"|\b(?P<up>FATAL|PANIC|CRITICAL|CRIT|EMERG|ALERT|ERROR|ERR|WARNING|WARN|NOTICE|INFO|DEBUG|TRACE)\b"
+)
+LEVELS = {
+    "fatal": "fatal", "panic": "fatal", "critical": "fatal", "crit": "fatal", "emerg": "fatal",
+    "emergency": "fatal", "alert": "fatal", "f": "fatal", "dpanic": "fatal",
+    "error": "error", "err": "error", "e": "error", "eror": "error",
+    "warning": "warn", "warn": "warn", "w": "warn",
+    "info": "info", "notice": "info", "information": "info", "i": "info", "ok": "info", "success": "info",
+    "debug": "debug", "trace": "debug", "d": "debug", "verbose": "debug", "dbug": "debug",
+}  # fmt: skip
+PINO_LEVELS = {10: "debug", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal"}
+TS_KEYS = (
+    "ts",
+    "time",
+    "timestamp",
+    "@timestamp",
+    "t",
+    "date",
+    "datetime",
+    "asctime",
+    "eventTime",
+    "__REALTIME_TIMESTAMP",
+)
+LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "loglevel", "log.level", "@l", "status")
+MSG_KEYS = ("msg", "message", "log", "@m", "event", "text", "error", "err", "MESSAGE")
+# journald (`journalctl -o json`): PRIORITY is the syslog severity, 0 emerg .. 7 debug
+JOURNAL_PRIORITY = {
+    "0": "fatal",
+    "1": "fatal",
+    "2": "fatal",
+    "3": "error",
+    "4": "warn",
+    "5": "info",
+    "6": "info",
+    "7": "debug",
+}
+# logfmt (logrus, Go's slog text handler): time=2024-06-12T14:03:01Z level=error msg="..."
+LOGFMT_TIME = re.compile(r"\b(?:time|ts|timestamp)=\"?(\d{4}-\d{2}-\d{2}[T ][0-9:.]+(?:Z|[+-]\d{2}:?\d{2})?)")
+CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
+MAX_CONTINUATION = 4000  # characters a stack trace may add to its record
+_SNIFF = 50
+
+
+def normalise_level(value: Any) -> str | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return PINO_LEVELS.get(int(value))
+    if isinstance(value, dict):  # ECS: {"log": {"level": "error"}}
+        return normalise_level(value.get("level"))
+    return LEVELS.get(str(value).strip().lower())
+
+
+def _level_in(text: str) -> str | None:
+    for m in LEVEL_TOKEN.finditer(text, 0, 120):
+        word = m["kv"] or m["br"] or m["up"]
+        level = LEVELS.get(word.lower())
+        if level:
+            return level
+    return None
+
+
+# the first line of a crash, written without a level: Go's runtime, Python, Java
+CRASH_STARTS = (
+    ("panic: ", "fatal"),
+    ("fatal error: ", "fatal"),
+    ("Traceback (most recent call last)", "error"),
+    ("Exception in thread ", "error"),
+)
+
+
+class LineParser:
+    """Parses one log line at a time. Formats that leave the year out (syslog, klog) get this year, or last
+    year for a month still ahead; `yearless` says a timestamp was guessed so, for the loader to correct."""
+
+    def __init__(self, now: float | None = None) -> None:
+        self.now = now if now is not None else time.time()
+        self.yearless = False
+        self._guessed = False
+
+    def parse(self, line: str) -> tuple[float | None, str | None, str]:
+        m = KUBECTL_TS_PREFIX.match(line)
+        return self.parse_body(line[m.end() :], m[1]) if m else self.parse_body(line, None)
+
+    def parse_body(self, line: str, prefix_ts: str | None) -> tuple[float | None, str | None, str]:
+        """A line without its `kubectl logs --timestamps` prefix, and that prefix (or None)."""
+        # kubectl's prefix is the time the line was received, with its zone and to the nanosecond: it wins
+        ts = parse_ts(prefix_ts) if prefix_ts else None
+        body = line.lstrip()
+        if body.startswith("{"):
+            rec = self._json(body, want_ts=ts is None)
+            if rec is not None:
+                return (rec[0] if ts is None else ts), rec[1], rec[2]
+        self._guessed = False
+        own_ts, level, msg = self._text(body)
+        if ts is None:
+            self.yearless |= self._guessed and own_ts is not None
+            ts = own_ts
+        if level is None:
+            level = next((lvl for start, lvl in CRASH_STARTS if msg.startswith(start)), None)
+        return ts, level, msg
+
+    def _json(self, body: str, want_ts: bool = True) -> tuple[float | None, str | None, str] | None:
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            return None
+        return record_fields(obj, body, want_ts) if isinstance(obj, dict) else None
+
+    def _text(self, body: str) -> tuple[float | None, str | None, str]:
+        m = KLOG_RE.match(body)
+        if m:
+            self._guessed = True
+            end = body.find("] ", m.end())
+            msg = body[end + 2 :] if 0 <= end < m.end() + 60 else body[m.end() :].strip()
+            return klog_match(m, year_for(int(m["mo"]), self.now)), LEVELS[m["lvl"].lower()], msg
+        start = 1 if body[:1] == "[" else 0
+        ts: float | None = None
+        end = 0
+        m = ISO_RE.match(body, start)
+        if m and m["h"]:
+            ts, end = iso_match(m), m.end()
+        else:
+            m = EPOCH_PREFIX.match(body, start)
+            if m:
+                ts, end = parse_ts(m[1]), m.end()
+            else:
+                m = SYSLOG_RE.match(body, start)
+                if m:
+                    self._guessed = True
+                    ts, end = syslog_match(m, _syslog_year(m["mon"], self.now)), m.end()
+                else:
+                    m = CLF_RE.search(body, 0, 200)
+                    if m:  # an access log: the status code is not a level
+                        return clf_match(m), None, body
+        rest = body[end:].lstrip(" ]\t|-:") if end else body
+        if ts is None and "=" in body:
+            m = LOGFMT_TIME.search(body)
+            if m:
+                ts = parse_ts(m[1])
+        return ts, _level_in(rest), rest
+
+
+def _syslog_year(mon: str, now: float) -> int | None:
+    mo = MONTHS.get(mon)
+    return year_for(mo, now) if mo else None
+
+
+def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[float | None, str | None, str]:
+    ts = next((parse_ts(obj[k]) for k in TS_KEYS if k in obj), None) if want_ts else None
+    level = None
+    for k in LEVEL_KEYS:
+        if k in obj:
+            level = normalise_level(obj[k])
+            if level:
+                break
+    if level is None and isinstance(obj.get("log"), dict):
+        level = normalise_level(obj["log"])
+    if level is None and "PRIORITY" in obj:
+        level = JOURNAL_PRIORITY.get(str(obj["PRIORITY"]))
+    msg = next((obj[k] for k in MSG_KEYS if isinstance(obj.get(k), str)), None)
+    if msg is None:
+        return ts, level, raw
+    if level is None:  # docker's json-file wraps a text line: {"log": "E0612 ...", "stream": "stderr"}
+        level = _level_in(msg)
+    return ts, level, msg.rstrip("\n")
+
+
+def _kubectl_source(path: str) -> tuple[str, dict[str, Any]] | None:
+    m = KUBECTL_PATH.search(path)
+    if not m:
+        return None
+    ns, pod, container = m["ns"], m["pod"], m["container"]
+    previous = False
+    for suffix in (".previous", "-previous"):
+        if container and container.endswith(suffix):
+            container, previous = container[: -len(suffix)], True
+        elif not container and pod.endswith(suffix):
+            pod, previous = pod[: -len(suffix)], True
+    obj = f"Pod/{ns}/{pod}/{container}" if container else f"Pod/{ns}/{pod}"
+    return obj, {"namespace": ns, "pod": pod, "container": container, "previous": previous, "path": path}
+
+
+def detect(doc: Document) -> bool:
+    if doc.shape == "json":  # a one-line JSON log is parsed whole
+        v = doc.value
+        return isinstance(v, dict) and any(k in v for k in MSG_KEYS) and any(k in v for k in (*TS_KEYS, "level"))
+    if _kubectl_source(doc.path):
+        return True
+    parser = LineParser()
+    seen = hits = 0
+    for line in doc.lines():
+        if not line.strip():
+            continue
+        seen += 1
+        ts, level, _ = parser.parse(line)
+        hits += ts is not None or level is not None
+        if seen >= _SNIFF:
+            break
+    return seen > 0 and hits >= max(1, seen * 0.3)
+
+
+@FORMATS.format("log", shapes={"text", "jsonl", "json"}, detect=detect, order=100)
+def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    found = _kubectl_source(doc.path)
+    obj, source = found if found else (doc.path, {"path": doc.path})
+    records: deque[dict[str, Any]] = deque(maxlen=ctx.max_log_records)
+    total = 0
+    if doc.shape == "json":
+        ts, level, msg = record_fields(doc.value, json.dumps(doc.value))
+        records.append({"ts": ts, "level": level, "msg": msg, "line": 1})
+        total = 1
+    parser = LineParser()
+    if doc.shape != "json":
+        last: dict[str, Any] | None = None
+        for n, line in enumerate(doc.lines(), 1):
+            if not line.strip():
+                continue
+            m = KUBECTL_TS_PREFIX.match(line)
+            body = line[m.end() :].rstrip("\r") if m else line.rstrip("\r")
+            if last is not None and _continues(body):
+                if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
+                    last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
+                continue
+            ts, level, msg = parser.parse_body(body, m[1] if m else None)
+            if not msg and level is None:  # a blank line behind a --timestamps prefix
+                continue
+            last = {"ts": ts, "level": level, "msg": msg, "line": n}
+            records.append(last)
+            total += 1
+    stamps = [r["ts"] for r in records if r["ts"] is not None]
+    data = {"records": list(records), "source": source, "truncated": total > len(records)}
+    yearless = doc.shape != "json" and parser.yearless
+    item = ctx.item(doc.path, "log", obj, data, max(stamps) if stamps else None, dated=not yearless)
+    if yearless:
+        pending = ctx.shared.setdefault("yearless_items", [])
+        if not pending:
+            ctx.after.append(_correct_years)
+        pending.append(item)
+    yield item
+
+
+def _correct_years(ctx: ParseContext) -> None:
+    """Give yearless records (syslog, klog) the year of the bundle's own dated evidence, not today's: a bundle
+    from an incident two years ago keeps its order. A record more than a day ahead of the newest dated
+    evidence goes back one more year (December lines in a January bundle)."""
+    ref = ctx.latest_dated_ts
+    if ref is None:
+        return
+    ref_year = time.gmtime(ref).tm_year
+    for item in ctx.shared.get("yearless_items", []):
+        stamps = []
+        for r in item.data["records"]:
+            if r["ts"] is not None:
+                r["ts"] = _with_year(r["ts"], ref_year, ref)
+                stamps.append(r["ts"])
+        item.ts = max(stamps) if stamps else None
+
+
+def _with_year(ts: float, year: int, ref: float) -> float:
+    t = time.gmtime(ts)
+    frac = ts - int(ts)
+    for y in (year, year - 1):
+        day = min(t.tm_mday, 28) if (t.tm_mon, t.tm_mday) == (2, 29) else t.tm_mday
+        moved = calendar.timegm((y, t.tm_mon, day, t.tm_hour, t.tm_min, t.tm_sec, 0, 0, 0)) + frac
+        if moved <= ref + 86400:
+            return moved
+    return moved
+
+
+def _continues(body: str) -> bool:
+    """A stack-trace line (indented; Java's "Caused by:", "... 12 more"; Go's "[signal", "goroutine 1
+    [running]:") continues the record above; `body` is the line without its --timestamps prefix."""
+    return body[:1] in (" ", "\t") or body.startswith(CONTINUATION_STARTS)

@@ -1,0 +1,195 @@
+"""PostgreSQL views exported as CSV (`psql --csv`, `COPY ... TO STDOUT WITH CSV HEADER`) or JSON (`json_agg`
+output, any array of row objects, or `row_to_json` lines), recognised by their columns:
+
+- pg_stat_activity (pid, state and one of query, wait_event_type, backend_type, xact_start ...) -> `pg/session`
+- pg_locks (locktype, mode, granted, pid) -> `pg/lock`
+- pg_settings (name, setting) -> one `pg/settings` item
+
+`blocked_by` comes from a pg_blocking_pids(pid) column (named pg_blocking_pids, blocked_by or blocking_pids);
+without one, and with pg_locks in the same bundle, it is worked out from the locks: a session waiting for a lock
+is blocked by the sessions holding a granted lock on the same relation, transaction id or tuple.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from diagnosis.formats._time import parse_ts
+from diagnosis.formats.base import FORMATS, Document, FormatError, ParseContext
+from diagnosis.model import EvidenceItem
+
+ACTIVITY_HINTS = {"query", "wait_event_type", "backend_type", "xact_start", "datname", "usename", "query_start"}
+BLOCKER_COLUMNS = ("pg_blocking_pids", "blocked_by", "blocking_pids")
+CAPTURED_COLUMNS = ("captured_at", "now", "snapshot_at", "sampled_at", "clock_timestamp")
+TS_COLUMNS = ("xact_start", "query_start", "state_change", "backend_start")
+
+
+def _columns(doc: Document) -> set[str]:
+    if doc.shape == "csv":
+        return set(doc.header)
+    if doc.shape == "jsonl":
+        first = next((line for line in doc.lines() if line.strip()), "")
+        try:
+            row = json.loads(first)
+        except ValueError:
+            return set()
+        return set(row) if isinstance(row, dict) else set()
+    v = doc.value
+    if isinstance(v, list) and v and all(isinstance(r, dict) for r in v):
+        return set(v[0])
+    return set()
+
+
+def _rows(doc: Document) -> Iterable[dict[str, Any]]:
+    if doc.shape == "csv":
+        return doc.rows()
+    if doc.shape == "jsonl":
+        return _json_rows(doc)
+    return doc.value
+
+
+def _json_rows(doc: Document) -> Iterator[dict[str, Any]]:
+    """`SELECT row_to_json(a) FROM pg_stat_activity a`: one JSON object per line."""
+    for n, line in enumerate(doc.lines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise FormatError(f"line {n}: not a JSON row ({exc})") from exc
+        if not isinstance(row, dict):
+            raise FormatError(f"line {n}: not a JSON object")
+        yield row
+
+
+def _is_activity(cols: set[str]) -> bool:
+    return {"pid", "state"} <= cols and bool(cols & ACTIVITY_HINTS)
+
+
+def _is_locks(cols: set[str]) -> bool:
+    return {"locktype", "mode", "granted", "pid"} <= cols
+
+
+def _text(v: Any) -> str | None:
+    if v is None:
+        return None
+    s = str(v)
+    return s if s != "" else None
+
+
+def _int(v: Any, column: str) -> int | None:
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"column {column}: {v!r} is not a number") from exc
+
+
+def _bool(v: Any) -> bool | None:
+    if isinstance(v, bool) or v is None:
+        return v
+    s = str(v).strip().lower()
+    return True if s in ("t", "true", "1", "yes") else False if s in ("f", "false", "0", "no") else None
+
+
+def _pids(v: Any) -> list[int]:
+    """pg_blocking_pids as JSON ([1, 2]) or as a PostgreSQL array literal in CSV ("{1,2}")."""
+    if isinstance(v, list):
+        return [int(p) for p in v]
+    s = str(v or "").strip().strip("{}[]")
+    return [int(p) for p in s.replace(" ", "").split(",") if p]
+
+
+@FORMATS.format("pg-activity", shapes={"csv", "json", "jsonl"}, detect=lambda d: _is_activity(_columns(d)), order=40)
+def parse_activity(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    cols = _columns(doc)
+    blocker_col = next((c for c in BLOCKER_COLUMNS if c in cols), None)
+    captured_col = next((c for c in CAPTURED_COLUMNS if c in cols), None)
+    for row in _rows(doc):
+        pid = _int(row.get("pid"), "pid")
+        if pid is None:
+            continue
+        data: dict[str, Any] = {
+            "pid": pid,
+            "datname": _text(row.get("datname")),
+            "usename": _text(row.get("usename")),
+            "application_name": _text(row.get("application_name")),
+            "client_addr": _text(row.get("client_addr")),
+            "backend_type": _text(row.get("backend_type")),
+            "state": _text(row.get("state")),
+            "wait_event_type": _text(row.get("wait_event_type")),
+            "wait_event": _text(row.get("wait_event")),
+            **{c: parse_ts(row.get(c)) for c in TS_COLUMNS},
+            "query": _text(row.get("query")),
+            "blocked_by": _pids(row.get(blocker_col)) if blocker_col else [],
+            "captured_at": parse_ts(row.get(captured_col)) if captured_col else None,
+        }
+        if not blocker_col:
+            ctx.shared.setdefault("pg_sessions_unresolved", []).append(data)
+            _defer_blockers(ctx)
+        captured = parse_ts(row.get(captured_col)) if captured_col else None
+        yield ctx.item(doc.path, "pg/session", f"pid {pid}", data, captured or parse_ts(row.get("state_change")))
+
+
+@FORMATS.format("pg-locks", shapes={"csv", "json", "jsonl"}, detect=lambda d: _is_locks(_columns(d)), order=40)
+def parse_locks(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    for row in _rows(doc):
+        pid = _int(row.get("pid"), "pid")
+        relation = _text(row.get("relname")) or _text(row.get("relation_name")) or _text(row.get("relation"))
+        data = {
+            "pid": pid,
+            "locktype": _text(row.get("locktype")),
+            "relation": relation,
+            "mode": _text(row.get("mode")),
+            "granted": _bool(row.get("granted")),
+            "waitstart": parse_ts(row.get("waitstart")),
+            "transactionid": _text(row.get("transactionid")),
+        }
+        target = relation or (
+            f"transactionid {data['transactionid']}" if data["transactionid"] else data["locktype"] or "?"
+        )
+        ctx.shared.setdefault("pg_locks", []).append(data)
+        yield ctx.item(
+            doc.path, "pg/lock", f"pid {pid} {data['mode']} on {target}", data, parse_ts(row.get("waitstart"))
+        )
+
+
+@FORMATS.format(
+    "pg-settings", shapes={"csv", "json", "jsonl"}, detect=lambda d: {"name", "setting"} <= _columns(d), order=40
+)
+def parse_settings(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    settings: dict[str, Any] = {}
+    for row in _rows(doc):
+        value = row.get("setting")
+        text = str(value) if value is not None else None
+        settings[str(row.get("name"))] = int(text) if text and text.lstrip("-").isdigit() else text
+    yield ctx.item(doc.path, "pg/settings", "pg/settings", settings)
+
+
+def _defer_blockers(ctx: ParseContext) -> None:
+    if not ctx.shared.get("pg_blockers_deferred"):
+        ctx.shared["pg_blockers_deferred"] = True
+        ctx.after.append(_resolve_blockers)
+
+
+def _lock_target(lock: dict[str, Any]) -> tuple[Any, ...]:
+    return (lock["locktype"], lock["relation"], lock["transactionid"])
+
+
+def _resolve_blockers(ctx: ParseContext) -> None:
+    """Fill blocked_by from pg_locks for sessions exported without pg_blocking_pids; makes no new items."""
+    holders: dict[tuple[Any, ...], set[int]] = {}
+    waiting: dict[int, list[tuple[Any, ...]]] = {}
+    for lock in ctx.shared.get("pg_locks", []):
+        if lock["pid"] is None:
+            continue
+        if lock["granted"]:
+            holders.setdefault(_lock_target(lock), set()).add(lock["pid"])
+        else:
+            waiting.setdefault(lock["pid"], []).append(_lock_target(lock))
+    for session in ctx.shared.get("pg_sessions_unresolved", []):
+        blockers = {p for t in waiting.get(session["pid"], ()) for p in holders.get(t, ()) if p != session["pid"]}
+        session["blocked_by"] = sorted(blockers)
