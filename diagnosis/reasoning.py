@@ -333,7 +333,7 @@ def _dedupe_actions(actions: Iterable[Action]) -> list[Action]:
 
 
 def _chain(h: Hypothesis, context: list[Finding]) -> list[str]:
-    steps: list[str] = [f"{c.title} ({fmt_ts(c.ts)})" if c.ts else c.title for c in context]
+    steps: list[str] = [c.title for c in context]
     steps.append(h.lead.mechanism or h.lead.title)
 
     def when(f: Finding) -> float:
@@ -532,8 +532,8 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
         else:
             alternatives.append(h)
     alternatives += [h for h in hypotheses if h not in standing]
-
     context = _changes_before(top, findings, now)
+    alternatives = [h for h in alternatives if not any(f in context for f in h.members)]
     lead = top.lead
     root = lead.mechanism.rstrip(".")
     if context and lead.domain != Domain.CHANGES:

@@ -222,13 +222,20 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
         "crash_code",
         "the application hit a bug (unhandled error)",
         re.compile(
-            r"panic:|Traceback \(most recent call last\)|nil pointer dereference|NullPointerException|"
+            r"panic:|nil pointer dereference|NullPointerException|"
             r"segmentation fault|SIGSEGV|\bTypeError\b|\bAttributeError\b|\bIndexError\b|\bZeroDivisionError\b|"
             r"\bReferenceError\b|is not a function|unhandled (?:exception|error|rejection)|uncaught exception|"
             r"assertion failed|AssertionError|fatal error:|index out of range|\bException\b|"
-            r"^\s+at [\w$.]+\(|^goroutine \d+ \[",
+            r"^[\w.]*(?:Error|Exception): ",
             re.I | re.M,
         ),
+    ),
+    (
+        # stack frames and traceback headers: a crash, but the line that names it is elsewhere
+        "code_defect",
+        "crash_code",
+        "the application hit a bug (unhandled error)",
+        re.compile(r"Traceback \(most recent call last\)|^\s+at [\w$.<>]+[\s(]|^goroutine \d+ \[|^\s+File \"", re.M),
     ),
 ]
 
