@@ -48,7 +48,7 @@ MAX_CLAIMS = 12
 # tag types that scope rather than name: sharing only these does not link two findings
 _SCOPE_TAGS = frozenset({"namespace", "ns", "cluster", "region", "zone", "az", "env", "environment", "account"})
 # tag values too generic to link two findings by themselves
-_GENERIC_NAMES = frozenset({"app", "main", "web", "api", "server", "default", "container", "service", "db", "", "-"})
+_GENERIC_NAMES = frozenset({"app", "main", "default", "container", "service", "", "-"})
 _POD_OF_DEPLOYMENT = re.compile(r"^(?P<base>.+?)-[a-z0-9]{6,10}-[a-z0-9]{5}$")
 _POD_OF_SET = re.compile(r"^(?P<base>.+?)-(?:[a-z0-9]{5}|\d+)$")
 _PORT = re.compile(r":\d+$")
@@ -431,7 +431,7 @@ def _markdown(d: Diagnosis) -> str:
         lines.append("**Evidence**")
         for c in d.evidence:
             shown = []
-            for r in c.refs[:2]:
+            for r in c.refs[:3]:
                 where = r.item + (f" line {r.line}" if r.line is not None else "") + (f" `{r.field}`" if r.field else "")
                 shown.append(f"{where}: {str(r.value)[:160]}" if r.value is not None else where)
             lines.append(f"- {c.claim} — " + "; ".join(shown))

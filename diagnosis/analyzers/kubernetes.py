@@ -362,7 +362,7 @@ class _PodReader:
                 evidence=term_refs + [ref(self.item, f"{path}.restartCount", restarts)], tags=tags,
             )  # fmt: skip
             return
-        refs = wref + term_refs + [ref(self.item, f"{path}.restartCount", restarts)]
+        refs = term_refs + wref + [ref(self.item, f"{path}.restartCount", restarts)]
         if treason == "OOMKilled" or self._oom_events(cname):
             self._oom(cname, spec, finished, refs, tags, obj, restarts)
             return
