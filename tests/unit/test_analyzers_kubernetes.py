@@ -1,12 +1,12 @@
 """The kubernetes, alerts and changes analyzers through the whole investigation: each failure an SRE meets most,
-its red herrings, and healthy-but-noisy clusters. Evidence is built in code (tests/unit/_evidence_builders.py)."""
+its red herrings, and healthy-but-noisy clusters. Evidence is built in code (tests.unit._k8s_evidence.py)."""
 
 from __future__ import annotations
 
 from diagnosis.analyzers.kubernetes import image_reason, quantity, scheduling_reason
 from diagnosis.investigate import investigate
 from diagnosis.model import Category, Diagnosis
-from tests.unit._evidence_builders import (
+from tests.unit._k8s_evidence import (
     NOW,
     alert,
     container_status,

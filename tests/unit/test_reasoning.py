@@ -12,7 +12,7 @@ from diagnosis.evidence import EvidenceSet
 from diagnosis.investigate import analyze_domain, conclude, investigate
 from diagnosis.model import Category, Domain, EvidenceItem, EvidenceRef, Finding
 from diagnosis.reasoning import entity_names, workload_of_pod
-from tests.unit._evidence_builders import NOW, alert, evidence, metric_point_item
+from tests.unit._k8s_evidence import NOW, alert, evidence, metric_point_item
 
 
 def item(n: int, kind: str = "metric", data: dict[str, Any] | None = None) -> EvidenceItem:
