@@ -491,11 +491,14 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
             seen_objects = [f for f in active if f.role == SYMPTOM]
             seen_objects += [h.lead for h in hypotheses if h.lead.category == Category.UNKNOWN and h.strength >= 0.5]
             if not seen_objects:  # nothing failing; at most weak candidates that explain nothing
-                benign_note = f"; {len(benign)} signal(s) seen are benign (old, recovered or noise)" if benign else ""
+                benign_note = (
+                    "; benign: " + "; ".join(dict.fromkeys(f.title for f in benign[:4])) if benign else ""
+                )
                 weak_note = f"; {len(weak)} weak signal(s) explain no symptom" if weak else ""
                 d = Diagnosis(
                     category=Category.HEALTHY,
-                    root_cause=f"Nothing is failing now: {len(evidence)} evidence item(s) checked{benign_note}{weak_note}.",
+                    root_cause=f"Nothing is failing now: {len(evidence)} evidence item(s) checked{benign_note}"
+                    f"{weak_note}.",
                     confidence=(0.85 if len(evidence) >= 3 else 0.6) - (0.1 if weak else 0.0),
                     ruled_out=ruled_out + weak,
                     evidence=_claims(benign, evidence),

@@ -213,7 +213,10 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
             r"(?:malformed|corrupt(?:ed)?|invalid|unexpected|bad) (?:record|row|payload|message|input|data|json|csv|"
             r"event|line|file|schema|utf-?8|byte sequence)|JSONDecodeError|cannot unmarshal|unexpected end of json|"
             r"invalid input syntax|schema (?:mismatch|drift|validation)|column \"?\w+\"? (?:does not exist|of relation)|"
-            r"unexpected (?:null|nil|none) (?:in|for|value)|validation (?:failed|error).*(?:record|row|field|input)",
+            r"unexpected (?:null|nil|none) (?:in|for|value)|validation (?:failed|error).*(?:record|row|field|input)|"
+            r"\brow \d+\b.*(?:not a|invalid|expected|cannot|missing)|is not a (?:valid )?(?:number|integer|date|decimal)|"
+            r"could not convert|invalid literal for|ConversionSyntax|NumberFormatException|unparseable|"
+            r"(?:bad|invalid|malformed) ?row",
             re.I,
         ),
     ),
@@ -225,8 +228,8 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
             r"panic:|nil pointer dereference|NullPointerException|"
             r"segmentation fault|SIGSEGV|\bTypeError\b|\bAttributeError\b|\bIndexError\b|\bZeroDivisionError\b|"
             r"\bReferenceError\b|is not a function|unhandled (?:exception|error|rejection)|uncaught exception|"
-            r"assertion failed|AssertionError|fatal error:|index out of range|\bException\b|"
-            r"^[\w.]*(?:Error|Exception): ",
+            r"assertion failed|AssertionError|fatal error:|index out of range|"
+            r"(?-i:^[\w.]*[A-Z]\w*(?:Error|Exception): )",
             re.I | re.M,
         ),
     ),

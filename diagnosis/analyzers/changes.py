@@ -18,7 +18,7 @@ DEPLOY_SCORE = 0.35  # below the stand-alone bar: a deploy is a cause only with 
 DEPLOY_EXPLAINS = [
     "http_5xx", "http_500", "error_rate", "log_errors", "exceptions", "error_spike", "latency", "pod_restarts",
     "crashloop", "replicas_unavailable", "rollout_stuck", "no_ready_endpoints", "pod_not_ready", "probe_unhealthy",
-    "probe_refused", "memory_high", "cpu_high", "job_failed",
+    "probe_refused", "memory_high", "cpu_high", "job_failed", "errors", "crash_loop", "probe_failed",
 ]  # fmt: skip
 _REVISION = "deployment.kubernetes.io/revision"
 

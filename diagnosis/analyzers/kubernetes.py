@@ -53,6 +53,10 @@ POD_EFFECTS = [
     "latency",
     "upstream_unavailable",
     "connection_refused",
+    "errors",
+    "exception",
+    "crash_loop",
+    "probe_failed",
 ]
 IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"}
 CONFIG_WAIT = {"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "PreCreateHookError"}
@@ -464,9 +468,16 @@ class _PodReader:
             code, category, score = "killed", Category.UNKNOWN, 0.5
             why = "it is killed with SIGKILL (exit 137) without an OOMKilled reason: an external kill or the node's OOM killer"
             needs.append(f"the node's kernel log or events for {obj}")
+        elif (env := self._missing_env_source(cname, spec)) is not None:
+            code, category, score = "crash_config", Category.CONFIGURATION_ERROR, 0.75
+            why, env_ref = env
+            refs = refs + [env_ref]
         else:
             why = f"it exits with {exit_desc}" + (f" ({treason})" if treason and treason != "Error" else "")
             needs.append(f"logs of {obj} (kubectl logs --previous) to tell a bug from a configuration error")
+            needs.append(f"recent changes to the image, ConfigMaps and Secrets of {self.kind} {self.ns}/{self.workload}")
+            # nothing says why: a symptom, which a recent rollout or another cause may explain
+            code, category, score = "crash_loop", Category.UNKNOWN, 0.5
         if category == Category.CODE_DEFECT:
             actions.append(Action(
                 description="Roll back to the previous revision if the crash began with a rollout",
@@ -474,11 +485,31 @@ class _PodReader:
             ))  # fmt: skip
         state = "in CrashLoopBackOff" if any("CrashLoopBackOff" == r.value for r in refs) else "crashing"
         self._emit(
-            role=CAUSE, code=code, category=category, object=obj, score=score, ts=ts, tags=tags,
+            role=SYMPTOM if code == "crash_loop" else CAUSE, code=code, category=category, object=obj, score=score, ts=ts, tags=tags,
             title=f"{obj} {state} ({exit_desc}, {restarts} restarts)",
             mechanism=f"{obj} keeps crashing because {why}",
             explains=POD_EFFECTS, evidence=refs, actions=actions, needs=needs,
         )  # fmt: skip
+
+    def _missing_env_source(self, cname: str, spec: dict[str, Any]) -> tuple[str, EvidenceRef] | None:
+        """An env var taken from a ConfigMap or Secret key that the evidence shows is missing (an optional ref
+        leaves the variable unset, and the application exits on start)."""
+        spath = self._spec_path(cname)
+        for i, env in enumerate(spec.get("env") or ()):
+            source = env.get("valueFrom") or {}
+            for kind, key in (("ConfigMap", "configMapKeyRef"), ("Secret", "secretKeyRef")):
+                sel = source.get(key)
+                if not isinstance(sel, dict):
+                    continue
+                obj = self.idx.objects.get((kind, self.ns, str(sel.get("name"))))
+                if obj is None or sel.get("key") in (obj.data.get("data") or {}) or sel.get("key") in (
+                    obj.data.get("stringData") or {}
+                ):
+                    continue
+                why = (f"env {env.get('name')} comes from key {sel.get('key')} of {kind} {sel.get('name')}, which has "
+                       "no such key, so the variable is unset")  # fmt: skip
+                return why, ref(self.item, f"{spath}.env.{i}", env) if self.item is not None and spath else ref(obj)
+        return None
 
     def _image(self, cname: str, image: str, text: str, refs: list[EvidenceRef], tags: list[str]) -> None:
         category, code, why = image_reason(text)
@@ -1237,6 +1268,17 @@ def kubernetes_jobs(evidence: EvidenceSet) -> list[Finding]:
     for job in idx.of_kind("Job"):
         ns, name = ns_name(job)
         failed = _cond(job, "Failed")
+        complete = _cond(job, "Complete")
+        if complete and complete[1].get("status") == "True" and not (failed and failed[1].get("status") == "True"):
+            i, c = complete
+            out.append(_f(
+                "kubernetes_jobs", role=BENIGN, code="job_completed", category=Category.HEALTHY, object=f"Job {ns}/{name}",
+                ts=parse_ts(c.get("lastTransitionTime")), tags=workload_tags(ns, name, meta(job).get("labels")),
+                title=f"Job {ns}/{name} Completed ({(job.data.get('status') or {}).get('succeeded', 1)} succeeded)",
+                mechanism="a Job that completed successfully; its pods in phase Succeeded are done, not failing",
+                evidence=[ref(job, f"status.conditions.{i}.type", "Complete")],
+            ))  # fmt: skip
+            continue
         if not failed or failed[1].get("status") != "True":
             continue
         i, c = failed

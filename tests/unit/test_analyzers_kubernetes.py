@@ -123,11 +123,46 @@ def test_crash_because_the_database_refuses_connections_is_a_dependency_failure(
     says(d, "ECONNREFUSED")
 
 
-def test_crash_without_logs_says_which_logs_are_missing() -> None:
-    d = diagnose(crashing())
-    assert d.category == Category.CODE_DEFECT
-    assert d.confidence < 0.75
+def _replicasets(new_age: float) -> list[object]:
+    def rs(name: str, image: str, rev: str, age: float) -> object:
+        return k8s("ReplicaSet", name, spec={"template": {"spec": {"containers": [{"name": "app", "image": image}]}}},
+                   annotations={"deployment.kubernetes.io/revision": rev}, creationTimestamp=iso(NOW - age),
+                   ownerReferences=[{"kind": "Deployment", "name": "checkout"}])  # fmt: skip
+
+    return [rs("checkout-5c4b7a9d8", "checkout:1.3", "3", 30 * 86400), rs("checkout-7d9f8b6c5", "checkout:1.4", "4", new_age)]
+
+
+def test_crash_without_logs_or_change_is_unknown_and_says_what_is_missing() -> None:
+    d = diagnose(crashing(), *_replicasets(new_age=21 * 86400))  # image unchanged for three weeks
+    assert d.category == Category.UNKNOWN
     assert any("logs of Pod shop/" in m for m in d.missing)
+
+
+def test_crash_without_logs_right_after_a_rollout_is_the_rollout() -> None:
+    d = diagnose(crashing(), *_replicasets(new_age=900))
+    assert d.category == Category.CODE_DEFECT
+    says(d, "checkout:1.4", "CrashLoopBackOff")
+
+
+def test_env_from_a_configmap_key_that_is_gone() -> None:
+    spec = {"name": "app", "image": "checkout:1.4", "env": [
+        {"name": "QUEUE_URL", "valueFrom": {"configMapKeyRef": {"name": "checkout-config", "key": "queue_url", "optional": True}}}]}  # fmt: skip
+    cm = k8s("ConfigMap", "checkout-config")
+    cm.data["data"] = {"smtp_host": "mail"}
+    d = diagnose(crashing(containers=[spec]), cm)
+    assert d.category == Category.CONFIGURATION_ERROR
+    says(d, "QUEUE_URL", "queue_url")
+
+
+def test_bad_input_row_that_crashes_a_job_is_data_quality() -> None:
+    logs = log("shop", POD, "app", [
+        "Traceback (most recent call last):",
+        '  File "/app/parse.py", line 23, in parse_row',
+        "decimal.InvalidOperation: [<class 'decimal.ConversionSyntax'>]",
+        "During handling of the above exception, another exception occurred:",
+        "importer.BadRow: row 20417: sale_price 'N/A' is not a number",
+    ])  # fmt: skip
+    assert diagnose(crashing(), logs).category == Category.DATA_QUALITY
 
 
 def test_missing_secret_blocks_container_creation() -> None:
