@@ -189,6 +189,37 @@ def checked_findings(findings: Iterable[Finding], evidence: EvidenceSet) -> list
     return out
 
 
+RECOVERED_WINDOW_S = 1800.0  # a weak symptom that began this close to a since-resolved alert on its object is that episode
+
+
+def recovered_by_alerts(findings: list[Finding]) -> list[Finding]:
+    """Weak symptoms of an episode that a resolved alert on the same object says is over become benign, unless an
+    alert on that object still fires: the monitoring system has already judged the episode recovered."""
+    resolved = [(f, entity_names(f)) for f in findings if f.role == BENIGN and _is_alert(f)]
+    if not resolved:
+        return findings
+    firing = [entity_names(f) for f in findings if f.role == SYMPTOM and _is_alert(f)]
+    out: list[Finding] = []
+    for f in findings:
+        names = entity_names(f)
+        if f.role != SYMPTOM or _is_alert(f) or f.score >= 0.6 or not names or any(names & n for n in firing):
+            out.append(f)
+            continue
+        cover = next(
+            (a for a, an in resolved if names & an and (f.ts is None or a.ts is None or f.ts <= a.ts + RECOVERED_WINDOW_S)),
+            None,
+        )
+        if cover is None:
+            out.append(f)
+            continue
+        out.append(
+            f.model_copy(
+                update={"role": BENIGN, "category": Category.HEALTHY, "mechanism": f"a recovered episode: {cover.title}"}
+            )
+        )
+    return out
+
+
 def _real(refs: Iterable[EvidenceRef], evidence: EvidenceSet) -> list[EvidenceRef]:
     return [r for r in refs if evidence.check(r)]
 
@@ -462,7 +493,7 @@ def _markdown(d: Diagnosis) -> str:
 
 def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None = None) -> Diagnosis:
     """The Diagnosis the findings support. Pure; references are checked against `evidence`."""
-    findings = checked_findings(findings, evidence)
+    findings = recovered_by_alerts(checked_findings(findings, evidence))
     now = evidence_now(evidence)
     benign = [f for f in findings if f.role == BENIGN]
     active = [f for f in findings if f.role in (CAUSE, SYMPTOM)]
@@ -512,7 +543,7 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
                 names = "; ".join(dict.fromkeys(f.title for f in seen_objects[:4]))
                 d = Diagnosis(
                     category=Category.UNKNOWN,
-                    root_cause=f"The evidence does not decide the cause of: {names}.",
+                    root_cause=f"The evidence does not decide the cause of: {names}; missing: {missing[0]}.",
                     confidence=0.2,
                     causal_chain=[f.title for f in seen_objects[:MAX_CHAIN]],
                     evidence=_claims(seen_objects, evidence),
@@ -541,6 +572,8 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     root = lead.mechanism.rstrip(".")
     if context and lead.domain != Domain.CHANGES:
         root += f", after {context[-1].title}"
+    if independent:
+        root += "; independently, " + "; ".join(h.lead.title for h in independent)
     root += "."
 
     for f in top.demoted:

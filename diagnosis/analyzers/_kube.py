@@ -288,7 +288,13 @@ def read_crash(log_items: list[EvidenceItem], container: str | None) -> LogVerdi
                         best = (prio, pos, cand)
                     break
         if best is not None:
-            return best[2]
+            verdict = best[2]
+            if verdict.category == "code_defect":
+                # Java wraps the real error: the last "Caused by:" names it
+                caused = [r for r in records if str(r.get("msg") or "").lstrip().startswith("Caused by:")]
+                if caused:
+                    verdict = LogVerdict(verdict.category, verdict.code, verdict.why, item, caused[-1])
+            return verdict
     return None
 
 

@@ -92,7 +92,7 @@ def _group_key(item: EvidenceItem) -> str:
     return str(d.get("fingerprint") or sorted((str(k), str(v)) for k, v in labels.items()))
 
 
-@ANALYZERS.analyzer(domain=Domain.ALERTS, reads={"alert"})
+@ANALYZERS.analyzer(domain=Domain.ALERTS, reads={"alert", "datadog/monitor"})
 def alertmanager_alerts(evidence: EvidenceSet) -> list[Finding]:
     now = evidence_now(evidence)
     episodes: dict[str, list[EvidenceItem]] = defaultdict(list)

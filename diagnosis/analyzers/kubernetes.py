@@ -204,23 +204,26 @@ class _PodReader:
     # -- the reading
     def read(self) -> list[Finding]:
         if self.item is not None:
-            self._evicted()
+            evicted = self._evicted()
             self._scheduling()
-            for path, cs in _statuses(self.item):
-                self._container(path, cs)
+            if not evicted:  # an evicted pod's containers were stopped by the kubelet, not by their own fault
+                for path, cs in _statuses(self.item):
+                    self._container(path, cs)
         self._probes()
         self._from_events()
         return self.out
 
-    def _evicted(self) -> None:
+    def _evicted(self) -> bool:
         assert self.item is not None
         status = self.item.data.get("status") or {}
         if status.get("reason") != "Evicted":
-            return
+            return False
         msg = str(status.get("message") or "evicted")
         node = str((self.item.data.get("spec") or {}).get("nodeName") or "")
         ts = max((parse_ts(c.get("lastTransitionTime")) or 0.0 for c in status.get("conditions") or ()), default=0.0)
         evs = self._recent_events({"Evicted"})
+        if evs:  # the conditions keep the pod's start times; the event says when it was evicted
+            ts = min(event_ts(e) or ts for e in evs)
         resource = re.search(r"low on resource: (\S+?)\.?(?:\s|$)", msg)
         what = resource.group(1) if resource else "a resource"
         tags = [*self.tags] + ([f"node:{node}"] if node else [])
@@ -231,7 +234,7 @@ class _PodReader:
                 mechanism="an old eviction: the failed pod object is left over and the workload has replaced it",
                 ts=ts or None, evidence=[ref(self.item, "status.message", msg)], tags=tags,
             )  # fmt: skip
-            return
+            return True
         self._emit(
             role=CAUSE, code="evicted", category=Category.RESOURCE_EXHAUSTION, object=self._obj(), score=0.6,
             title=f"Pod {self.ns}/{self.pod} evicted: node {node or '?'} low on {what}",
@@ -242,6 +245,7 @@ class _PodReader:
             actions=[Action(description="Check the node's pressure conditions and its biggest consumers",
                             command=f"kubectl describe node {node}")] if node else [self._describe()],
         )  # fmt: skip
+        return True
 
     def _scheduling(self) -> None:
         assert self.item is not None
@@ -263,6 +267,22 @@ class _PodReader:
 
     def _unschedulable(self, text: str, refs: list[EvidenceRef], ts: float | None) -> None:
         category, code, why = scheduling_reason(text)
+        said = re.search(r"\d+/\d+ nodes are available: [^.]*", text)
+        if said and code != "unbound_pvc":
+            why += f" ({said.group(0)[:160]})"
+        if code == "node_selector_mismatch" and self.item is not None:
+            spec = self.item.data.get("spec") or {}
+            selector = spec.get("nodeSelector") or {}
+            if selector:
+                why += " - nodeSelector " + ", ".join(f"{k}={v}" for k, v in selector.items())
+                refs = refs + [ref(self.item, "spec.nodeSelector", selector)]
+            terms = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution") or {}
+            exprs = [e for t in terms.get("nodeSelectorTerms") or () for e in t.get("matchExpressions") or ()]
+            if exprs:
+                why += " - node affinity " + "; ".join(
+                    f"{e.get('key')} {e.get('operator')} {','.join(map(str, e.get('values') or []))}" for e in exprs)
+                refs = refs + [ref(self.item, "spec.affinity.nodeAffinity", (spec.get("affinity") or {}).get("nodeAffinity"))]
         requests = self._requests()
         if code == "insufficient_resources" and requests:
             biggest = _largest_node(self.idx)
@@ -303,10 +323,13 @@ class _PodReader:
         return out
 
     def _claims(self) -> list[str]:
-        if self.item is None:
-            return []
-        vols = (self.item.data.get("spec") or {}).get("volumes") or ()
-        return [str(v["persistentVolumeClaim"].get("claimName")) for v in vols if v.get("persistentVolumeClaim")]
+        named = _claims_of(self.item) if self.item is not None else []
+        # a StatefulSet's claims are <template>-<pod>; they may be in the evidence when the pod spec is not
+        named += [n for (k, ns, n) in self.idx.objects if k == "PersistentVolumeClaim" and ns == self.ns
+                  and n.endswith(f"-{self.pod}") and n not in named]  # fmt: skip
+        named += [n for (k, ns, n) in self.idx.events if k == "PersistentVolumeClaim" and ns == self.ns
+                  and n.endswith(f"-{self.pod}") and n not in named]  # fmt: skip
+        return named
 
     def _container(self, path: str, cs: dict[str, Any]) -> None:
         assert self.item is not None
@@ -513,13 +536,14 @@ class _PodReader:
 
     def _image(self, cname: str, image: str, text: str, refs: list[EvidenceRef], tags: list[str]) -> None:
         category, code, why = image_reason(text)
+        state = next((str(r.value) for r in refs if r.value in IMAGE_PULL), "ErrImagePull")
         obj = self._obj(cname)
         evs = self._recent_events({"Failed", "BackOff", "ErrImagePull"}, cname)
         ts = min((event_ts(e) or 0.0 for e in evs), default=0.0) or None
         self._emit(
             role=CAUSE, code=code, category=_c(category), object=obj, score=0.85, ts=ts, tags=tags + [f"image:{image}"],
             title=f"{obj} cannot pull image {image}",
-            mechanism=f"{obj} cannot start because image {image} cannot be pulled: {why}",
+            mechanism=f"{obj} cannot start because image {image} cannot be pulled ({state}): {why}",
             explains=POD_EFFECTS, evidence=refs,
             actions=[self._describe(), Action(
                 description="Check the image reference the workload asks for",
@@ -862,6 +886,32 @@ def _pods_on(idx: KubeIndex, node: str) -> list[tuple[str, str, EvidenceItem]]:
     ]
 
 
+_USING = re.compile(r"Container (\S+) was using (\d+(?:\.\d+)?[A-Za-z]*)(?:, (?:request is|which exceeds its request of) (\S+?))?[,.]", re.I)
+
+
+def _top_consumer(idx: KubeIndex, node: str) -> tuple[str, EvidenceRef] | None:
+    """The container the kubelet's eviction messages say used the most on a node: who filled it up."""
+    best: tuple[float, str, EvidenceRef] | None = None
+    for ns, name, pod in _pods_on(idx, node):
+        texts: list[tuple[str, EvidenceRef]] = []
+        status = pod.data.get("status") or {}
+        if status.get("message"):
+            texts.append((str(status["message"]), ref(pod, "status.message", status["message"])))
+        for e in idx.events_for("Pod", ns, name):
+            if e.data.get("reason") == "Evicted":
+                texts.append((str(e.data.get("message") or ""), ref(e, "message", e.data.get("message"))))
+        for text, r in texts:
+            for m in _USING.finditer(text):
+                used = quantity(m.group(2)) or 0.0
+                request = m.group(3)
+                what = re.search(r"low on resource: ([\w-]+)", text)
+                desc = (f"container {m.group(1)} of Pod {ns}/{name} (using {m.group(2)}"
+                        f"{', request ' + request if request else ''} of {what.group(1) if what else 'the resource'})")  # fmt: skip
+                if best is None or used > best[0]:
+                    best = (used, desc, r)
+    return (best[1], best[2]) if best else None
+
+
 def _troubled(item: EvidenceItem) -> bool:
     status = item.data.get("status") or {}
     if status.get("phase") in ("Succeeded",):
@@ -917,11 +967,15 @@ def kubernetes_nodes(evidence: EvidenceSet) -> list[Finding]:
             elif ctype in _PRESSURE and cstatus == "True":
                 reported = True
                 what, effects = _PRESSURE[str(ctype)]
+                top = _top_consumer(idx, name)
+                if top:
+                    cref = cref + [top[1]]
                 out.append(_f(
                     "kubernetes_nodes", role=CAUSE, code=f"node_{str(ctype).lower().replace('pressure', '')}_pressure",
                     category=Category.RESOURCE_EXHAUSTION, object=node_obj, score=0.75, ts=since, tags=tags,
                     title=f"{node_obj} under {ctype} since {fmt_ts(since)}",
-                    mechanism=f"{node_obj} ran low on {what} ({ctype}), so the kubelet evicts pods and refuses new ones",
+                    mechanism=f"{node_obj} ran low on {what} ({ctype}), so the kubelet evicts pods and refuses new ones"
+                    + (f"; the biggest consumer is {top[0]}" if top else ""),
                     explains=[*effects, "pod_not_ready", "pod_restarts", "replicas_unavailable", "insufficient_resources"],
                     evidence=cref, actions=[Action(description="Show the node's usage and its pods",
                                                    command=f"kubectl describe node {name}")],
@@ -1212,7 +1266,9 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
         evs = _warning_events(idx.events_for("PersistentVolumeClaim", ns, name))
         all_evs = idx.events_for("PersistentVolumeClaim", ns, name)
         tags = [f"pvc:{ns}/{name}", f"namespace:{ns}"]
-        tags += [t for (pns, p), item in idx.pods.items() if pns == ns and name in _claims_of(item) for t in pod_tags(ns, p, item)[:1]]
+        tags += [t for (pns, p), item in idx.pods.items()
+                 if pns == ns and (name in _claims_of(item) or name.endswith(f"-{p}")) for t in pod_tags(ns, p, item)[:1]]
+        tags += [f"pod:{ns}/{p}" for (k, pns, p) in idx.events if k == "Pod" and pns == ns and name.endswith(f"-{p}")]
         if phase == "Pending" and not evs and any(e.data.get("reason") == "WaitForFirstConsumer" for e in all_evs):
             out.append(_f(
                 "kubernetes_capacity", role=BENIGN, code="pvc_waiting_for_consumer", category=Category.HEALTHY,

@@ -268,3 +268,15 @@ def test_investigate_runs_every_domain_over_a_bundle() -> None:
 def test_findings_without_references_do_not_count(role: str) -> None:
     bare = f("disk_full", role).model_copy(update={"evidence": []})
     assert conclude([bare], ev()).category == Category.HEALTHY
+
+
+def test_a_weak_symptom_of_an_episode_whose_alert_resolved_is_recovered() -> None:
+    bump = f("latency", "symptom", category=Category.UNKNOWN, tags=["service:catalog"], score=0.45, ts=NOW - 900, refs=[1])
+    resolved = alert("CatalogLatencyHigh", {"service": "catalog"}, status="resolved", starts=NOW - 800, ends=NOW - 100)
+    es = ev(resolved)
+    d = conclude([bump, *analyze_domain(Domain.ALERTS, es)], es)
+    assert d.category == Category.HEALTHY
+    assert any("recovered episode" in r.why for r in d.ruled_out)
+    firing = alert("CatalogLatencyHigh", {"service": "catalog"}, starts=NOW - 60, fingerprint="other")
+    es2 = ev(resolved, firing)
+    assert conclude([bump, *analyze_domain(Domain.ALERTS, es2)], es2).category == Category.UNKNOWN
