@@ -559,9 +559,14 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     others = standing[1:]
     independent: list[Hypothesis] = []
     alternatives: list[Hypothesis] = []
+    top_effects = {id(f) for f in top.explained if not _is_alert(f)}
     for h in others:
+        # a second fault: on other objects, or on the same ones through another mechanism that explains none of
+        # the same observed effects (alerts aside: any cause on an object explains its alerts)
+        competing = bool(top_effects & {id(f) for f in h.explained if not _is_alert(f)})
         unrelated = bool(h.names) and bool(top.names) and not (h.names & top.names)
-        if unrelated and h.strength >= INDEPENDENT_SCORE and h.lead.category != Category.UNKNOWN:
+        separate = not competing and h.lead.category != top.lead.category
+        if (unrelated or separate) and h.strength >= INDEPENDENT_SCORE and h.lead.category != Category.UNKNOWN:
             independent.append(h)
         else:
             alternatives.append(h)

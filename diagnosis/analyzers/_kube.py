@@ -150,6 +150,7 @@ class LogVerdict:
     why: str  # what the line shows, in words
     item: EvidenceItem
     record: dict[str, Any]
+    text: str = ""  # the line that shows it (a record may hold a whole stack trace)
 
 
 # ordered by precedence: a traceback that ends in a missing setting is a configuration error, not a bug
@@ -275,25 +276,28 @@ def read_crash(log_items: list[EvidenceItem], container: str | None) -> LogVerdi
         if rank(item)[0]:
             continue
         records = (item.data.get("records") or [])[-60:]
-        best: tuple[int, int, LogVerdict] | None = None
+        best: tuple[int, tuple[int, int], LogVerdict] | None = None
+        caused: LogVerdict | None = None
         for pos, rec in enumerate(records):
             msg = str(rec.get("msg") or "")
             if _quiet(rec, msg):
                 continue
-            for prio, (category, code, why, rx) in enumerate(_LOG_RULES):
-                if rx.search(msg):
-                    cand = LogVerdict(category, code, why, item, rec)
-                    # most specific rule first, the later line breaks ties (the fatal line is last)
-                    if best is None or (prio, -pos) < (best[0], -best[1]):
-                        best = (prio, pos, cand)
-                    break
+            # a record may hold a whole stack trace: judge it line by line
+            for lpos, text in enumerate(msg.splitlines()[:80] or [msg]):
+                if text.lstrip().startswith("Caused by:"):
+                    caused = LogVerdict("code_defect", "crash_code", "the application hit a bug", item, rec, text.strip())
+                for prio, (category, code, why, rx) in enumerate(_LOG_RULES):
+                    if rx.search(text):
+                        at = (pos, lpos)
+                        # most specific rule first, the later line breaks ties (the fatal line is last)
+                        if best is None or (prio, -at[0], -at[1]) < (best[0], -best[1][0], -best[1][1]):
+                            best = (prio, at, LogVerdict(category, code, why, item, rec, text.strip()))
+                        break
         if best is not None:
             verdict = best[2]
-            if verdict.category == "code_defect":
+            if verdict.category == "code_defect" and caused is not None:
                 # Java wraps the real error: the last "Caused by:" names it
-                caused = [r for r in records if str(r.get("msg") or "").lstrip().startswith("Caused by:")]
-                if caused:
-                    verdict = LogVerdict(verdict.category, verdict.code, verdict.why, item, caused[-1])
+                verdict = LogVerdict(verdict.category, verdict.code, verdict.why, item, caused.record, caused.text)
             return verdict
     return None
 

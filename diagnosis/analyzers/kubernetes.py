@@ -481,7 +481,7 @@ class _PodReader:
             why = f"its command cannot be run ({msg[:120] or exit_desc})"
         elif verdict is not None:
             code, category, score = verdict.code, Category(verdict.category), 0.8
-            line = str(verdict.record.get("msg") or "")
+            line = verdict.text or str(verdict.record.get("msg") or "")
             why = f"{verdict.why}: \"{line.strip()[:160]}\""
             refs = refs + [ref(verdict.item, None, line, verdict.record.get("line"))]
         elif exit_code == 139:
