@@ -101,6 +101,20 @@ def entity_names(f: Finding) -> frozenset[str]:
     return frozenset(n for n in out if n not in _GENERIC_NAMES)
 
 
+_UPSTREAM_TAGS = frozenset({"upstream", "dependency", "target", "peer", "tls", "backend", "remote"})
+
+
+def upstream_names(f: Finding) -> frozenset[str]:
+    """The names of what a finding's object depends on (`upstream:payments-api`): a fault there explains it."""
+    out: set[str] = set()
+    for tag in f.tags:
+        typ, sep, val = tag.partition(":")
+        if sep and typ.strip().lower() in _UPSTREAM_TAGS and val.strip():
+            name = _PORT.sub("", val.strip().lower().rstrip("/").rsplit("/", 1)[-1])
+            out.update((name, name.split(".")[0]))
+    return frozenset(n for n in out if n not in _GENERIC_NAMES)
+
+
 def _is_alert(f: Finding) -> bool:
     return f.code.startswith("alert:") or f.domain == Domain.ALERTS
 
@@ -158,6 +172,17 @@ def explains(cause: Finding, cause_names: frozenset[str], other: Finding, other_
     """How strongly `cause` explains `other` (0 when it does not)."""
     if cause is other:
         return 0.0
+    if (
+        other.role == CAUSE
+        and other.category == Category.DEPENDENCY_FAILURE
+        and cause.category not in (Category.DEPENDENCY_FAILURE, Category.HEALTHY, Category.UNKNOWN)
+        and cause.domain != Domain.CHANGES
+        and cause_names & upstream_names(other)
+    ):
+        # callers failing on a dependency are explained by what is wrong with the dependency itself
+        if cause.ts is not None and other.ts is not None and cause.ts > other.ts + TIME_SLACK_S:
+            return 0.0
+        return 1.0
     link = link_strength(cause_names, other_names)
     if link == 0.0:
         return 0.0
@@ -234,13 +259,14 @@ def _question_bonus(h: Hypothesis, question: str | None) -> float:
     words = set(_WORD.findall(q))
     bonus = 0.0
     lead = h.lead
+    # the question names what the operator saw, which is as often the victim as the cause: a nudge, not a verdict
     if any(len(n) >= 3 and (n in words or n in q) for n in h.names):
-        bonus += 0.1
+        bonus += 0.06
     elif any(len(w) >= 4 and w in lead.object.lower() for w in words):
-        bonus += 0.05
+        bonus += 0.03
     for domain, keys in _QUESTION_DOMAINS.items():
         if lead.domain == domain and words & set(keys):
-            bonus += 0.05
+            bonus += 0.03
             break
     return bonus
 
@@ -257,7 +283,8 @@ def build_hypotheses(findings: list[Finding], question: str | None = None) -> tu
             if m is n:
                 continue
             w = explains(m.finding, m.names, n.finding, n.names)
-            if w < 1.0 and not _code_in(n.finding.code, m.finding.explains):
+            upstream = bool(m.names & upstream_names(n.finding))
+            if w < 1.0 and not _code_in(n.finding.code, m.finding.explains) and not upstream:
                 continue
             if w == 0.0:
                 continue

@@ -280,3 +280,13 @@ def test_a_weak_symptom_of_an_episode_whose_alert_resolved_is_recovered() -> Non
     firing = alert("CatalogLatencyHigh", {"service": "catalog"}, starts=NOW - 60, fingerprint="other")
     es2 = ev(resolved, firing)
     assert conclude([bump, *analyze_domain(Domain.ALERTS, es2)], es2).category == Category.UNKNOWN
+
+
+def test_a_dependency_failure_is_explained_by_the_fault_of_the_dependency() -> None:
+    timeouts = f("upstream_timeout", tags=["service:orders-api", "upstream:payments-api.shop.svc:8080"], score=0.8,
+                 category=Category.DEPENDENCY_FAILURE, refs=[1], ts=NOW - 300, domain=Domain.NETWORK, obj="orders-api")  # fmt: skip
+    oom = f("oom_killed", tags=["pod:shop/payments-api-5c4b7a9d8-abcde"], score=0.85, refs=[2], ts=NOW - 400,
+            domain=Domain.KUBERNETES, obj="payments-api pod")  # fmt: skip
+    d = conclude([timeouts, oom], ev())
+    assert d.category == Category.RESOURCE_EXHAUSTION and d.root_cause.startswith("payments-api pod")
+    assert any("symptom, not the cause" in r.why for r in d.ruled_out)
