@@ -35,7 +35,7 @@ from diagnosis.model import (
     Finding,
     RuledOut,
 )
-from diagnosis.timeline import evidence_now, fmt_age, fmt_ts
+from diagnosis.timeline import evidence_now, fmt_age
 
 CAUSE, SYMPTOM, BENIGN = "cause", "symptom", "benign"
 STANDALONE_SCORE = 0.5  # a cause candidate below this needs an observed symptom it explains to stand
@@ -162,10 +162,7 @@ def link_strength(a_names: frozenset[str], b_names: frozenset[str]) -> float:
 
 
 def _code_in(code: str, explains: Iterable[str]) -> bool:
-    for e in explains:
-        if e == code or (e.endswith("*") and code.startswith(e[:-1])):
-            return True
-    return False
+    return any(e == code or (e.endswith("*") and code.startswith(e[:-1])) for e in explains)
 
 
 def explains(cause: Finding, cause_names: frozenset[str], other: Finding, other_names: frozenset[str]) -> float:
@@ -214,7 +211,9 @@ def checked_findings(findings: Iterable[Finding], evidence: EvidenceSet) -> list
     return out
 
 
-RECOVERED_WINDOW_S = 1800.0  # a weak symptom that began this close to a since-resolved alert on its object is that episode
+RECOVERED_WINDOW_S = (
+    1800.0  # a weak symptom that began this close to a since-resolved alert on its object is that episode
+)
 
 
 def recovered_by_alerts(findings: list[Finding]) -> list[Finding]:
@@ -231,7 +230,11 @@ def recovered_by_alerts(findings: list[Finding]) -> list[Finding]:
             out.append(f)
             continue
         cover = next(
-            (a for a, an in resolved if names & an and (f.ts is None or a.ts is None or f.ts <= a.ts + RECOVERED_WINDOW_S)),
+            (
+                a
+                for a, an in resolved
+                if names & an and (f.ts is None or a.ts is None or f.ts <= a.ts + RECOVERED_WINDOW_S)
+            ),
             None,
         )
         if cover is None:
@@ -239,7 +242,11 @@ def recovered_by_alerts(findings: list[Finding]) -> list[Finding]:
             continue
         out.append(
             f.model_copy(
-                update={"role": BENIGN, "category": Category.HEALTHY, "mechanism": f"a recovered episode: {cover.title}"}
+                update={
+                    "role": BENIGN,
+                    "category": Category.HEALTHY,
+                    "mechanism": f"a recovered episode: {cover.title}",
+                }
             )
         )
     return out
@@ -405,7 +412,7 @@ def _chain(h: Hypothesis, context: list[Finding]) -> list[str]:
             seen.add(f.title.lower())
             steps.append(f.title)
     if len(steps) > MAX_CHAIN:  # keep the cause and what the operator saw; drop from the middle
-        steps = steps[: MAX_CHAIN - 2] + ["..."] + steps[-1:]
+        steps = [*steps[: MAX_CHAIN - 2], "...", *steps[-1:]]
     return steps
 
 
@@ -490,7 +497,9 @@ def _markdown(d: Diagnosis) -> str:
         for c in d.evidence:
             shown = []
             for r in c.refs[:3]:
-                where = r.item + (f" line {r.line}" if r.line is not None else "") + (f" `{r.field}`" if r.field else "")
+                where = (
+                    r.item + (f" line {r.line}" if r.line is not None else "") + (f" `{r.field}`" if r.field else "")
+                )
                 shown.append(f"{where}: {str(r.value)[:160]}" if r.value is not None else where)
             lines.append(f"- {c.claim} — " + "; ".join(shown))
         lines.append("")
@@ -549,9 +558,7 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
             seen_objects = [f for f in active if f.role == SYMPTOM]
             seen_objects += [h.lead for h in hypotheses if h.lead.category == Category.UNKNOWN and h.strength >= 0.5]
             if not seen_objects:  # nothing failing; at most weak candidates that explain nothing
-                benign_note = (
-                    "; benign: " + "; ".join(dict.fromkeys(f.title for f in benign[:4])) if benign else ""
-                )
+                benign_note = "; benign: " + "; ".join(dict.fromkeys(f.title for f in benign[:4])) if benign else ""
                 weak_note = f"; {len(weak)} weak signal(s) explain no symptom" if weak else ""
                 d = Diagnosis(
                     category=Category.HEALTHY,

@@ -160,18 +160,23 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
         "crash_config",
         "a required setting is missing or invalid",
         re.compile(
-            r"missing (?:required )?(?:env|environment|config|configuration|variable|setting|secret|flag|argument|option)"
-            r"|(?:env(?:ironment)?(?: var(?:iable)?)?|setting|option|config(?:uration)? (?:key|value))\s+[\"'`]?[A-Za-z_][\w.]*[\"'`]?\s+"
+            r"missing (?:required )?(?:env|environment|config|configuration|variable|setting|secret|flag|"
+            r"argument|option)"
+            r"|(?:env(?:ironment)?(?: var(?:iable)?)?|setting|option|config(?:uration)? "
+            r"(?:key|value))\s+[\"'`]?[A-Za-z_][\w.]*[\"'`]?\s+"
             r"(?:is )?(?:not set|missing|required|undefined|empty|must be set)"
             r"|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b[\"'`]? (?:is )?(?:not set|missing|required|undefined|must be set|is empty)"
             r"|required (?:env|environment variable|config|configuration|setting|flag|option|argument)"
             r"|KeyError: [\"'][A-Z][A-Z0-9_]+[\"']"
-            r"|(?:invalid|bad|malformed|unable to (?:load|parse|read)|failed to (?:load|parse|read)|could not (?:load|parse|read)|cannot (?:load|parse|read)) (?:the )?(?:config|configuration|settings|dsn|connection string|value for)"
+            r"|(?:invalid|bad|malformed|unable to (?:load|parse|read)|failed to (?:load|parse|read)|could "
+            r"not (?:load|parse|read)|cannot (?:load|parse|read)) "
+            r"(?:the )?(?:config|configuration|settings|dsn|connection string|value for)"
             r"|(?:unknown|unrecognized|unrecognised|invalid) (?:flag|option|argument|command[- ]line)"
             r"|flag provided but not defined"
             r"|(?:config|configuration|settings) file\b.*(?:not found|no such file|missing|does not exist)"
             r"|no such file or directory.*(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/|config)"
-            r"|(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/\S*|config\S*)\S*[\"']?:? no such file or directory"
+            r"|(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/\S*|config\S*)\S*[\"']?:? no such "
+            r"file or directory"
             r"|executable file not found|exec format error|command not found|permission denied"
             r"|password authentication failed|authentication failed|invalid credentials|access denied for user"
             r"|secret .* not found|configmap .* not found",
@@ -184,7 +189,8 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
         "the process ran out of a resource",
         re.compile(
             r"OutOfMemoryError|out of memory|cannot allocate memory|MemoryError|heap out of memory|"
-            r"too many open files|no space left on device|disk (?:is )?full|quota exceeded|resource temporarily unavailable",
+            r"too many open files|no space left on device|disk (?:is )?full|quota exceeded|resource "
+            r"temporarily unavailable",
             re.I,
         ),
     ),
@@ -192,7 +198,9 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
         "configuration_error",
         "crash_dns",
         "a host name it needs does not resolve",
-        re.compile(r"no such host|name or service not known|could not resolve host|NXDOMAIN|getaddrinfo ENOTFOUND", re.I),
+        re.compile(
+            r"no such host|name or service not known|could not resolve host|NXDOMAIN|getaddrinfo ENOTFOUND", re.I
+        ),
     ),
     (
         "dependency_failure",
@@ -213,9 +221,11 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
         re.compile(
             r"(?:malformed|corrupt(?:ed)?|invalid|unexpected|bad) (?:record|row|payload|message|input|data|json|csv|"
             r"event|line|file|schema|utf-?8|byte sequence)|JSONDecodeError|cannot unmarshal|unexpected end of json|"
-            r"invalid input syntax|schema (?:mismatch|drift|validation)|column \"?\w+\"? (?:does not exist|of relation)|"
+            r"invalid input syntax|schema (?:mismatch|drift|validation)|column \"?\w+\"? (?:does not "
+            r"exist|of relation)|"
             r"unexpected (?:null|nil|none) (?:in|for|value)|validation (?:failed|error).*(?:record|row|field|input)|"
-            r"\brow \d+\b.*(?:not a|invalid|expected|cannot|missing)|is not a (?:valid )?(?:number|integer|date|decimal)|"
+            r"\brow \d+\b.*(?:not a|invalid|expected|cannot|missing)|is not a (?:valid "
+            r")?(?:number|integer|date|decimal)|"
             r"could not convert|invalid literal for|ConversionSyntax|NumberFormatException|unparseable|"
             r"(?:bad|invalid|malformed) ?row",
             re.I,
@@ -285,7 +295,9 @@ def read_crash(log_items: list[EvidenceItem], container: str | None) -> LogVerdi
             # a record may hold a whole stack trace: judge it line by line
             for lpos, text in enumerate(msg.splitlines()[:80] or [msg]):
                 if text.lstrip().startswith("Caused by:"):
-                    caused = LogVerdict("code_defect", "crash_code", "the application hit a bug", item, rec, text.strip())
+                    caused = LogVerdict(
+                        "code_defect", "crash_code", "the application hit a bug", item, rec, text.strip()
+                    )
                 for prio, (category, code, why, rx) in enumerate(_LOG_RULES):
                     if rx.search(text):
                         at = (pos, lpos)

@@ -18,10 +18,23 @@ FLAP_EPISODES = 3  # fired and resolved this many times ...
 FLAP_MAX_S = 900.0  # ... each time for less than this: noise, not a fault
 _SEVERITY = {"critical": 0.8, "page": 0.8, "error": 0.7, "high": 0.7, "warning": 0.6, "warn": 0.6, "medium": 0.5}
 # Prometheus scrape jobs that name the exporter, not the service at fault
-_EXPORTER_JOBS = frozenset({
-    "kube-state-metrics", "node-exporter", "node", "kubelet", "cadvisor", "apiserver", "kubernetes-pods",
-    "kubernetes-nodes", "kubernetes-service-endpoints", "prometheus", "alertmanager", "blackbox", "blackbox-exporter",
-})  # fmt: skip
+_EXPORTER_JOBS = frozenset(
+    {
+        "kube-state-metrics",
+        "node-exporter",
+        "node",
+        "kubelet",
+        "cadvisor",
+        "apiserver",
+        "kubernetes-pods",
+        "kubernetes-nodes",
+        "kubernetes-service-endpoints",
+        "prometheus",
+        "alertmanager",
+        "blackbox",
+        "blackbox-exporter",
+    }
+)
 
 
 def alert_tags(labels: dict[str, Any]) -> list[str]:
@@ -36,8 +49,17 @@ def alert_tags(labels: dict[str, Any]) -> list[str]:
     for key in ("deployment", "statefulset", "daemonset", "job_name", "cronjob", "workload", "replicaset"):
         if labels.get(key):
             tags.append(f"workload:{ns}/{labels[key]}")
-    for key in ("service", "app", "app_kubernetes_io_name", "k8s_app", "application", "service_name", "upstream",
-                "backend", "target_service"):  # fmt: skip
+    for key in (
+        "service",
+        "app",
+        "app_kubernetes_io_name",
+        "k8s_app",
+        "application",
+        "service_name",
+        "upstream",
+        "backend",
+        "target_service",
+    ):
         if labels.get(key):
             tags.append(f"service:{labels[key]}")
     job = labels.get("job")
@@ -82,7 +104,9 @@ def _needs(labels: dict[str, Any]) -> list[str]:
     if labels.get("instance") or labels.get("node"):
         out.append(f"host metrics and logs of {labels.get('node') or labels.get('instance')}")
     if labels.get("datname") or labels.get("dbinstance_identifier"):
-        out.append(f"database sessions, locks and metrics of {labels.get('datname') or labels.get('dbinstance_identifier')}")
+        out.append(
+            f"database sessions, locks and metrics of {labels.get('datname') or labels.get('dbinstance_identifier')}"
+        )
     return out or [f"evidence about what alert {labels.get('alertname')} measures (its metric series, logs)"]
 
 
@@ -121,43 +145,79 @@ def alertmanager_alerts(evidence: EvidenceSet) -> list[Finding]:
             continue  # fires by design to prove the alerting pipeline works
         if d.get("status") == "resolved":
             lasted = f" after {fmt_age(ends - starts)}" if ends and starts else ""
-            out.append(Finding(
-                **base, role="benign", code=f"alert:{name}", category=Category.HEALTHY, ts=starts, evidence=refs,
-                title=f"alert {name} on {obj} resolved at {fmt_ts(ends)}",
-                mechanism=f"a recovered signal: alert {name} resolved{lasted} and has not fired again",
-            ))  # fmt: skip
+            out.append(
+                Finding(
+                    **base,
+                    role="benign",
+                    code=f"alert:{name}",
+                    category=Category.HEALTHY,
+                    ts=starts,
+                    evidence=refs,
+                    title=f"alert {name} on {obj} resolved at {fmt_ts(ends)}",
+                    mechanism=f"a recovered signal: alert {name} resolved{lasted} and has not fired again",
+                )
+            )
             continue
         resolved = [i for i in items if i.data.get("status") == "resolved"]
         short = [
-            i for i in resolved
+            i
+            for i in resolved
             if (parse_ts(i.data.get("ends_at")) or 0) - (parse_ts(i.data.get("starts_at")) or 0) < FLAP_MAX_S
-        ]  # fmt: skip
+        ]
         if len(resolved) >= FLAP_EPISODES - 1 and len(short) == len(resolved):
-            out.append(Finding(
-                **base, role="benign", code=f"alert:{name}", category=Category.HEALTHY, ts=starts, evidence=refs,
-                title=f"alert {name} on {obj} flapping ({len(items)} episodes)",
-                mechanism=f"a flapping alert: {name} fired and resolved {len(resolved)} times, each for under "
-                f"{fmt_age(FLAP_MAX_S)}; its threshold sits on the metric's normal variation",
-                actions=[Action(description="Silence the flapping alert while its threshold is fixed", kind="write",
-                                command=f"amtool silence add alertname={name} --duration=2h",
-                                tool="alertmanager_silence", args={"matchers": {"alertname": name}, "duration": "2h"})],
-            ))  # fmt: skip
+            out.append(
+                Finding(
+                    **base,
+                    role="benign",
+                    code=f"alert:{name}",
+                    category=Category.HEALTHY,
+                    ts=starts,
+                    evidence=refs,
+                    title=f"alert {name} on {obj} flapping ({len(items)} episodes)",
+                    mechanism=f"a flapping alert: {name} fired and resolved {len(resolved)} times, each for under "
+                    f"{fmt_age(FLAP_MAX_S)}; its threshold sits on the metric's normal variation",
+                    actions=[
+                        Action(
+                            description="Silence the flapping alert while its threshold is fixed",
+                            kind="write",
+                            command=f"amtool silence add alertname={name} --duration=2h",
+                            tool="alertmanager_silence",
+                            args={"matchers": {"alertname": name}, "duration": "2h"},
+                        )
+                    ],
+                )
+            )
             continue
         if severity in ("info", "none", "informational"):
-            out.append(Finding(
-                **base, role="benign", code=f"alert:{name}", category=Category.HEALTHY, ts=starts, evidence=refs,
-                title=f"informational alert {name} on {obj}",
-                mechanism=f"alert {name} is informational (severity {severity}), not a failure",
-            ))  # fmt: skip
+            out.append(
+                Finding(
+                    **base,
+                    role="benign",
+                    code=f"alert:{name}",
+                    category=Category.HEALTHY,
+                    ts=starts,
+                    evidence=refs,
+                    title=f"informational alert {name} on {obj}",
+                    mechanism=f"alert {name} is informational (severity {severity}), not a failure",
+                )
+            )
             continue
         since = f" since {fmt_ts(starts)}" if starts else ""
         age = f" ({fmt_age(now - starts)} before the evidence ends)" if now and starts else ""
-        out.append(Finding(
-            **base, role="symptom", code=f"alert:{name}", category=Category.UNKNOWN,
-            score=_SEVERITY.get(severity, 0.6), ts=starts, evidence=refs, needs=_needs(labels),
-            title=f"alert {name} firing for {obj}{since}" + (f" ({severity})" if severity else ""),
-            mechanism=f"alert {name} fires for {obj}{since}{age}: {summary or 'no summary'}",
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                **base,
+                role="symptom",
+                code=f"alert:{name}",
+                category=Category.UNKNOWN,
+                score=_SEVERITY.get(severity, 0.6),
+                ts=starts,
+                evidence=refs,
+                needs=_needs(labels),
+                title=f"alert {name} firing for {obj}{since}" + (f" ({severity})" if severity else ""),
+                mechanism=f"alert {name} fires for {obj}{since}{age}: {summary or 'no summary'}",
+            )
+        )
     for item in evidence.kind("datadog/monitor"):
         d = item.data
         state = str(d.get("state") or "")
@@ -165,11 +225,21 @@ def alertmanager_alerts(evidence: EvidenceSet) -> list[Finding]:
             continue
         tags = [str(t) for t in d.get("tags") or () if ":" in str(t)]
         name = str(d.get("name") or item.object)
-        out.append(Finding(
-            analyzer="alertmanager_alerts", domain=Domain.ALERTS, role="symptom", code=f"alert:{name}",
-            category=Category.UNKNOWN, score=0.7 if state == "Alert" else 0.5, object=item.object, tags=tags,
-            ts=parse_ts(d.get("modified_ts")), evidence=[ref(item, "state", state)],
-            title=f"Datadog monitor {name} in {state}", mechanism=f"monitor {name} is in {state}: {d.get('query') or ''}",
-            needs=[f"the series and logs behind monitor {name}"],
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                analyzer="alertmanager_alerts",
+                domain=Domain.ALERTS,
+                role="symptom",
+                code=f"alert:{name}",
+                category=Category.UNKNOWN,
+                score=0.7 if state == "Alert" else 0.5,
+                object=item.object,
+                tags=tags,
+                ts=parse_ts(d.get("modified_ts")),
+                evidence=[ref(item, "state", state)],
+                title=f"Datadog monitor {name} in {state}",
+                mechanism=f"monitor {name} is in {state}: {d.get('query') or ''}",
+                needs=[f"the series and logs behind monitor {name}"],
+            )
+        )
     return out

@@ -16,10 +16,28 @@ CHANGE_WINDOW_S = 6 * RECENT_S  # a rollout older than this before the evidence 
 DEPLOY_SCORE = 0.35  # below the stand-alone bar: a deploy is a cause only with failures after it
 # what a bad new version shows: errors, restarts and unavailability of its own workload
 DEPLOY_EXPLAINS = [
-    "http_5xx", "http_500", "error_rate", "log_errors", "exceptions", "error_spike", "latency", "pod_restarts",
-    "crashloop", "replicas_unavailable", "rollout_stuck", "no_ready_endpoints", "pod_not_ready", "probe_unhealthy",
-    "probe_refused", "memory_high", "cpu_high", "job_failed", "errors", "crash_loop", "probe_failed",
-]  # fmt: skip
+    "http_5xx",
+    "http_500",
+    "error_rate",
+    "log_errors",
+    "exceptions",
+    "error_spike",
+    "latency",
+    "pod_restarts",
+    "crashloop",
+    "replicas_unavailable",
+    "rollout_stuck",
+    "no_ready_endpoints",
+    "pod_not_ready",
+    "probe_unhealthy",
+    "probe_refused",
+    "memory_high",
+    "cpu_high",
+    "job_failed",
+    "errors",
+    "crash_loop",
+    "probe_failed",
+]
 _REVISION = "deployment.kubernetes.io/revision"
 
 
@@ -56,7 +74,9 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
                 deploy_names.add((ns_name(rs)[0], str(o.get("name"))))
     for ns, name in sorted(deploy_names):
         dep = idx.objects.get(("Deployment", ns, name))
-        owned = sorted((rs for rs in replicasets if ns_name(rs)[0] == ns and _owned_by(rs, "Deployment", name)), key=_revision)
+        owned = sorted(
+            (rs for rs in replicasets if ns_name(rs)[0] == ns and _owned_by(rs, "Deployment", name)), key=_revision
+        )
         refs: list[EvidenceRef] = []
         when: float | None = None
         change = ""
@@ -67,10 +87,20 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
             new_images = _images((newest.data.get("spec") or {}).get("template") or {})
             if len(owned) >= 2:
                 old_images = _images((owned[-2].data.get("spec") or {}).get("template") or {})
-                diffs = [f"{c}: {old_images.get(c, '?')} -> {img}" for c, img in new_images.items() if old_images.get(c) != img]
+                diffs = [
+                    f"{c}: {old_images.get(c, '?')} -> {img}"
+                    for c, img in new_images.items()
+                    if old_images.get(c) != img
+                ]
                 if diffs:
                     change = "image " + "; ".join(diffs)
-                    refs.append(ref(newest, "spec.template.spec.containers", (newest.data.get("spec") or {}).get("template", {}).get("spec", {}).get("containers")))
+                    refs.append(
+                        ref(
+                            newest,
+                            "spec.template.spec.containers",
+                            (newest.data.get("spec") or {}).get("template", {}).get("spec", {}).get("containers"),
+                        )
+                    )
                 else:
                     change = "new pod template (same images: configuration or environment change)"
             else:
@@ -78,17 +108,25 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
             change = f"revision {_revision(newest)}: {change}" if _revision(newest) else change
         else:
             scaled = [
-                e for e in idx.events_for("Deployment", ns, name)
+                e
+                for e in idx.events_for("Deployment", ns, name)
                 if e.data.get("reason") == "ScalingReplicaSet" and "Scaled up" in str(e.data.get("message") or "")
-            ]  # fmt: skip
+            ]
             if scaled:
                 e = max(scaled, key=lambda x: parse_ts(x.data.get("first_ts")) or 0.0)
                 when = parse_ts(e.data.get("first_ts")) or parse_ts(e.data.get("last_ts"))
                 refs.append(ref(e, "message", e.data.get("message")))
                 change = str(e.data.get("message") or "new ReplicaSet scaled up")
             elif dep is not None:
-                prog = next((c for c in (dep.data.get("status") or {}).get("conditions") or ()
-                             if c.get("type") == "Progressing" and c.get("reason") in ("ReplicaSetUpdated", "NewReplicaSetCreated")), None)  # fmt: skip
+                prog = next(
+                    (
+                        c
+                        for c in (dep.data.get("status") or {}).get("conditions") or ()
+                        if c.get("type") == "Progressing"
+                        and c.get("reason") in ("ReplicaSetUpdated", "NewReplicaSetCreated")
+                    ),
+                    None,
+                )
                 if prog:
                     when = parse_ts(prog.get("lastTransitionTime")) or parse_ts(prog.get("lastUpdateTime"))
                     refs.append(ref(dep, "status.conditions", (dep.data.get("status") or {}).get("conditions")))
@@ -101,34 +139,64 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
         seen.add((ns, name))
         labels = ((dep.data.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") if dep else None
         ago = f", {fmt_age(now - when)} before the evidence ends" if now else ""
-        out.append(Finding(
-            analyzer="kubernetes_rollouts_changes", domain=Domain.CHANGES, role="cause", code="recent_deploy",
-            category=Category.CODE_DEFECT, score=DEPLOY_SCORE, ts=when, tags=workload_tags(ns, name, labels),
-            object=f"Deployment {ns}/{name}",
-            title=f"Deployment {ns}/{name} rolled out at {fmt_ts(when)} ({change})",
-            mechanism=f"the rollout of Deployment {ns}/{name} at {fmt_ts(when)}{ago} ({change}) brought a defect that "
-            "makes the new version fail",
-            explains=DEPLOY_EXPLAINS, evidence=refs,
-            actions=[
-                Action(description="See what changed between revisions", command=f"kubectl rollout history deployment/{name} -n {ns}"),
-                Action(description="Roll back to the previous revision", kind="write",
-                       command=f"kubectl rollout undo deployment/{name} -n {ns}"),
-            ],
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                analyzer="kubernetes_rollouts_changes",
+                domain=Domain.CHANGES,
+                role="cause",
+                code="recent_deploy",
+                category=Category.CODE_DEFECT,
+                score=DEPLOY_SCORE,
+                ts=when,
+                tags=workload_tags(ns, name, labels),
+                object=f"Deployment {ns}/{name}",
+                title=f"Deployment {ns}/{name} rolled out at {fmt_ts(when)} ({change})",
+                mechanism=f"the rollout of Deployment {ns}/{name} at {fmt_ts(when)}{ago} ({change}) brought "
+                f"a defect that "
+                "makes the new version fail",
+                explains=DEPLOY_EXPLAINS,
+                evidence=refs,
+                actions=[
+                    Action(
+                        description="See what changed between revisions",
+                        command=f"kubectl rollout history deployment/{name} -n {ns}",
+                    ),
+                    Action(
+                        description="Roll back to the previous revision",
+                        kind="write",
+                        command=f"kubectl rollout undo deployment/{name} -n {ns}",
+                    ),
+                ],
+            )
+        )
     for sts in idx.of_kind("StatefulSet"):
         ns, name = ns_name(sts)
         status = sts.data.get("status") or {}
         cur, upd = status.get("currentRevision"), status.get("updateRevision")
         if not cur or not upd or cur == upd or (ns, name) in seen:
             continue
-        out.append(Finding(
-            analyzer="kubernetes_rollouts_changes", domain=Domain.CHANGES, role="cause", code="recent_deploy",
-            category=Category.CODE_DEFECT, score=DEPLOY_SCORE, tags=workload_tags(ns, name, meta(sts).get("labels")),
-            object=f"StatefulSet {ns}/{name}", title=f"StatefulSet {ns}/{name} updating ({cur} -> {upd})",
-            mechanism=f"the update of StatefulSet {ns}/{name} to revision {upd} brought a defect that makes it fail",
-            explains=DEPLOY_EXPLAINS, evidence=[ref(sts, "status.updateRevision", upd)],
-            actions=[Action(description="Roll back", kind="write", command=f"kubectl rollout undo statefulset/{name} -n {ns}")],
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                analyzer="kubernetes_rollouts_changes",
+                domain=Domain.CHANGES,
+                role="cause",
+                code="recent_deploy",
+                category=Category.CODE_DEFECT,
+                score=DEPLOY_SCORE,
+                tags=workload_tags(ns, name, meta(sts).get("labels")),
+                object=f"StatefulSet {ns}/{name}",
+                title=f"StatefulSet {ns}/{name} updating ({cur} -> {upd})",
+                mechanism=f"the update of StatefulSet {ns}/{name} to revision {upd} brought a defect that "
+                f"makes it fail",
+                explains=DEPLOY_EXPLAINS,
+                evidence=[ref(sts, "status.updateRevision", upd)],
+                actions=[
+                    Action(
+                        description="Roll back",
+                        kind="write",
+                        command=f"kubectl rollout undo statefulset/{name} -n {ns}",
+                    )
+                ],
+            )
+        )
     return out
-
-

@@ -43,7 +43,12 @@ def container_status(
     if last_terminated:
         reason, code, finished = last_terminated
         cs["lastState"] = {
-            "terminated": {"reason": reason, "exitCode": code, "startedAt": iso(finished - 60), "finishedAt": iso(finished)}
+            "terminated": {
+                "reason": reason,
+                "exitCode": code,
+                "startedAt": iso(finished - 60),
+                "finishedAt": iso(finished),
+            }
         }
     return cs
 
@@ -107,7 +112,9 @@ def event(
     )
 
 
-def log(ns: str, pod_name: str, container: str, lines: list[str], *, previous: bool = True, end: float = NOW - 90) -> EvidenceItem:
+def log(
+    ns: str, pod_name: str, container: str, lines: list[str], *, previous: bool = True, end: float = NOW - 90
+) -> EvidenceItem:
     records = [
         {"ts": end - (len(lines) - i), "level": None, "msg": text, "line": i + 1} for i, text in enumerate(lines)
     ]
@@ -145,7 +152,7 @@ def alert(
             "starts_at": starts,
             "ends_at": ends,
             "fingerprint": fingerprint or f"{name}-{sorted(lab.items())}",
-            "group_key": "{}:{alertname=\"" + name + "\"}",
+            "group_key": '{}:{alertname="' + name + '"}',
             "receiver": "opsgraph",
         },
         ts=ends or starts,
@@ -163,14 +170,30 @@ def k8s(kind: str, name: str, ns: str = "shop", *, spec: Any = None, status: Any
     return _item(f"k8s/{kind}", obj, data)
 
 
-def node(name: str, *, ready: str = "True", pressure: dict[str, str] | None = None, since: float = NOW - 900,
-         message: str = "", allocatable: dict[str, str] | None = None) -> EvidenceItem:  # fmt: skip
-    conds = [{"type": "Ready", "status": ready, "reason": "KubeletReady" if ready == "True" else "NodeStatusUnknown",
-              "message": message or ("kubelet is posting ready status" if ready == "True" else "Kubelet stopped posting node status."),
-              "lastTransitionTime": iso(since)}]  # fmt: skip
+def node(
+    name: str,
+    *,
+    ready: str = "True",
+    pressure: dict[str, str] | None = None,
+    since: float = NOW - 900,
+    message: str = "",
+    allocatable: dict[str, str] | None = None,
+) -> EvidenceItem:
+    conds = [
+        {
+            "type": "Ready",
+            "status": ready,
+            "reason": "KubeletReady" if ready == "True" else "NodeStatusUnknown",
+            "message": message
+            or ("kubelet is posting ready status" if ready == "True" else "Kubelet stopped posting node status."),
+            "lastTransitionTime": iso(since),
+        }
+    ]
     for p in ("MemoryPressure", "DiskPressure", "PIDPressure"):
         conds.append({"type": p, "status": (pressure or {}).get(p, "False"), "lastTransitionTime": iso(since)})
-    return k8s("Node", name, ns="", status={"conditions": conds, "allocatable": allocatable or {"cpu": "4", "memory": "16Gi"}})
+    return k8s(
+        "Node", name, ns="", status={"conditions": conds, "allocatable": allocatable or {"cpu": "4", "memory": "16Gi"}}
+    )
 
 
 def metric_point_item(name: str, labels: dict[str, str], value: float) -> EvidenceItem:

@@ -55,7 +55,11 @@ def says(d: Diagnosis, *words: str) -> None:
 
 
 def test_oom_killed_against_its_container_limit() -> None:
-    p = crashing(137, "OOMKilled", containers=[{"name": "app", "image": "checkout:1.4", "resources": {"limits": {"memory": "256Mi"}}}])
+    p = crashing(
+        137,
+        "OOMKilled",
+        containers=[{"name": "app", "image": "checkout:1.4", "resources": {"limits": {"memory": "256Mi"}}}],
+    )
     d = diagnose(p, alert("KubePodCrashLooping", {"namespace": "shop", "pod": POD, "container": "app"}))
     assert d.category == Category.RESOURCE_EXHAUSTION
     says(d, POD, "OOMKilled", "256Mi")
@@ -76,35 +80,57 @@ def test_old_oom_restart_of_a_running_container_is_benign() -> None:
 
 
 def test_crash_on_a_missing_environment_variable_is_a_configuration_error() -> None:
-    logs = log("shop", POD, "app", ["starting checkout v1.4", "FATAL: missing required env DATABASE_URL", "exit status 1"])
+    logs = log(
+        "shop", POD, "app", ["starting checkout v1.4", "FATAL: missing required env DATABASE_URL", "exit status 1"]
+    )
     d = diagnose(crashing(), logs)
     assert d.category == Category.CONFIGURATION_ERROR
     says(d, "DATABASE_URL", POD)
 
 
 def test_python_keyerror_on_an_env_var_is_configuration_not_code() -> None:
-    logs = log("shop", POD, "app", [
-        "Traceback (most recent call last):",
-        '  File "/app/main.py", line 3, in <module>',
-        "    url = os.environ['REDIS_URL']",
-        "KeyError: 'REDIS_URL'",
-    ])  # fmt: skip
+    logs = log(
+        "shop",
+        POD,
+        "app",
+        [
+            "Traceback (most recent call last):",
+            '  File "/app/main.py", line 3, in <module>',
+            "    url = os.environ['REDIS_URL']",
+            "KeyError: 'REDIS_URL'",
+        ],
+    )
     assert diagnose(crashing(), logs).category == Category.CONFIGURATION_ERROR
 
 
 def test_panic_after_a_rollout_is_a_code_defect_and_the_chain_starts_at_the_deploy() -> None:
-    logs = log("shop", POD, "app", [
-        "INFO config loaded from /etc/checkout/config.yaml",
-        "panic: runtime error: invalid memory address or nil pointer dereference",
-        "goroutine 1 [running]:",
-        "main.(*Cart).Total(...)",
-    ])  # fmt: skip
-    old = k8s("ReplicaSet", "checkout-5c4b7a9d8", spec={"template": {"spec": {"containers": [{"name": "app", "image": "checkout:1.3"}]}}},
-              annotations={"deployment.kubernetes.io/revision": "3"}, creationTimestamp=iso(NOW - 86400 * 3),
-              ownerReferences=[{"kind": "Deployment", "name": "checkout"}])  # fmt: skip
-    new = k8s("ReplicaSet", "checkout-7d9f8b6c5", spec={"template": {"spec": {"containers": [{"name": "app", "image": "checkout:1.4"}]}}},
-              annotations={"deployment.kubernetes.io/revision": "4"}, creationTimestamp=iso(NOW - 900),
-              ownerReferences=[{"kind": "Deployment", "name": "checkout"}])  # fmt: skip
+    logs = log(
+        "shop",
+        POD,
+        "app",
+        [
+            "INFO config loaded from /etc/checkout/config.yaml",
+            "panic: runtime error: invalid memory address or nil pointer dereference",
+            "goroutine 1 [running]:",
+            "main.(*Cart).Total(...)",
+        ],
+    )
+    old = k8s(
+        "ReplicaSet",
+        "checkout-5c4b7a9d8",
+        spec={"template": {"spec": {"containers": [{"name": "app", "image": "checkout:1.3"}]}}},
+        annotations={"deployment.kubernetes.io/revision": "3"},
+        creationTimestamp=iso(NOW - 86400 * 3),
+        ownerReferences=[{"kind": "Deployment", "name": "checkout"}],
+    )
+    new = k8s(
+        "ReplicaSet",
+        "checkout-7d9f8b6c5",
+        spec={"template": {"spec": {"containers": [{"name": "app", "image": "checkout:1.4"}]}}},
+        annotations={"deployment.kubernetes.io/revision": "4"},
+        creationTimestamp=iso(NOW - 900),
+        ownerReferences=[{"kind": "Deployment", "name": "checkout"}],
+    )
     d = diagnose(crashing(), logs, old, new)
     assert d.category == Category.CODE_DEFECT
     says(d, "nil pointer", "checkout:1.3 -> checkout:1.4")
@@ -113,11 +139,16 @@ def test_panic_after_a_rollout_is_a_code_defect_and_the_chain_starts_at_the_depl
 
 
 def test_crash_because_the_database_refuses_connections_is_a_dependency_failure() -> None:
-    logs = log("shop", POD, "app", [
-        "connecting to postgres at orders-db:5432",
-        "Error: connect ECONNREFUSED 10.0.3.4:5432",
-        "    at TCPConnectWrap.afterConnect [as oncomplete] (net.js:1141:16)",
-    ])  # fmt: skip
+    logs = log(
+        "shop",
+        POD,
+        "app",
+        [
+            "connecting to postgres at orders-db:5432",
+            "Error: connect ECONNREFUSED 10.0.3.4:5432",
+            "    at TCPConnectWrap.afterConnect [as oncomplete] (net.js:1141:16)",
+        ],
+    )
     d = diagnose(crashing(), logs)
     assert d.category == Category.DEPENDENCY_FAILURE
     says(d, "ECONNREFUSED")
@@ -125,11 +156,19 @@ def test_crash_because_the_database_refuses_connections_is_a_dependency_failure(
 
 def _replicasets(new_age: float) -> list[object]:
     def rs(name: str, image: str, rev: str, age: float) -> object:
-        return k8s("ReplicaSet", name, spec={"template": {"spec": {"containers": [{"name": "app", "image": image}]}}},
-                   annotations={"deployment.kubernetes.io/revision": rev}, creationTimestamp=iso(NOW - age),
-                   ownerReferences=[{"kind": "Deployment", "name": "checkout"}])  # fmt: skip
+        return k8s(
+            "ReplicaSet",
+            name,
+            spec={"template": {"spec": {"containers": [{"name": "app", "image": image}]}}},
+            annotations={"deployment.kubernetes.io/revision": rev},
+            creationTimestamp=iso(NOW - age),
+            ownerReferences=[{"kind": "Deployment", "name": "checkout"}],
+        )
 
-    return [rs("checkout-5c4b7a9d8", "checkout:1.3", "3", 30 * 86400), rs("checkout-7d9f8b6c5", "checkout:1.4", "4", new_age)]
+    return [
+        rs("checkout-5c4b7a9d8", "checkout:1.3", "3", 30 * 86400),
+        rs("checkout-7d9f8b6c5", "checkout:1.4", "4", new_age),
+    ]
 
 
 def test_crash_without_logs_or_change_is_unknown_and_says_what_is_missing() -> None:
@@ -145,8 +184,16 @@ def test_crash_without_logs_right_after_a_rollout_is_the_rollout() -> None:
 
 
 def test_env_from_a_configmap_key_that_is_gone() -> None:
-    spec = {"name": "app", "image": "checkout:1.4", "env": [
-        {"name": "QUEUE_URL", "valueFrom": {"configMapKeyRef": {"name": "checkout-config", "key": "queue_url", "optional": True}}}]}  # fmt: skip
+    spec = {
+        "name": "app",
+        "image": "checkout:1.4",
+        "env": [
+            {
+                "name": "QUEUE_URL",
+                "valueFrom": {"configMapKeyRef": {"name": "checkout-config", "key": "queue_url", "optional": True}},
+            }
+        ],
+    }
     cm = k8s("ConfigMap", "checkout-config")
     cm.data["data"] = {"smtp_host": "mail"}
     d = diagnose(crashing(containers=[spec]), cm)
@@ -155,18 +202,30 @@ def test_env_from_a_configmap_key_that_is_gone() -> None:
 
 
 def test_bad_input_row_that_crashes_a_job_is_data_quality() -> None:
-    logs = log("shop", POD, "app", [
-        "Traceback (most recent call last):",
-        '  File "/app/parse.py", line 23, in parse_row',
-        "decimal.InvalidOperation: [<class 'decimal.ConversionSyntax'>]",
-        "During handling of the above exception, another exception occurred:",
-        "importer.BadRow: row 20417: sale_price 'N/A' is not a number",
-    ])  # fmt: skip
+    logs = log(
+        "shop",
+        POD,
+        "app",
+        [
+            "Traceback (most recent call last):",
+            '  File "/app/parse.py", line 23, in parse_row',
+            "decimal.InvalidOperation: [<class 'decimal.ConversionSyntax'>]",
+            "During handling of the above exception, another exception occurred:",
+            "importer.BadRow: row 20417: sale_price 'N/A' is not a number",
+        ],
+    )
     assert diagnose(crashing(), logs).category == Category.DATA_QUALITY
 
 
 def test_missing_secret_blocks_container_creation() -> None:
-    p = pod(POD, statuses=[container_status("app", ready=False, waiting=("CreateContainerConfigError", 'secret "checkout-db" not found'))])
+    p = pod(
+        POD,
+        statuses=[
+            container_status(
+                "app", ready=False, waiting=("CreateContainerConfigError", 'secret "checkout-db" not found')
+            )
+        ],
+    )
     d = diagnose(p)
     assert d.category == Category.CONFIGURATION_ERROR
     says(d, "checkout-db", "does not exist")
@@ -188,11 +247,37 @@ def test_image_pull_failures_are_classified_by_the_registry_answer() -> None:
 
 
 def test_wrong_image_tag_explains_the_stuck_rollout() -> None:
-    p = pod(POD, owner=RS, statuses=[container_status("app", ready=False, waiting=("ImagePullBackOff", 'Back-off pulling image "checkout:1.9"'))])
-    ev = event("Pod", POD, "Failed", 'Failed to pull image "checkout:1.9": rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/library/checkout:1.9": not found')
-    dep = k8s("Deployment", "checkout", spec={"replicas": 3}, status={"availableReplicas": 2, "conditions": [
-        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
-         "message": 'ReplicaSet "checkout-7d9f8b6c5" has timed out progressing.', "lastTransitionTime": iso(NOW - 60)}]})  # fmt: skip
+    p = pod(
+        POD,
+        owner=RS,
+        statuses=[
+            container_status("app", ready=False, waiting=("ImagePullBackOff", 'Back-off pulling image "checkout:1.9"'))
+        ],
+    )
+    ev = event(
+        "Pod",
+        POD,
+        "Failed",
+        'Failed to pull image "checkout:1.9": rpc error: code = NotFound desc = failed to pull and unpack '
+        'image "docker.io/library/checkout:1.9": not found',
+    )
+    dep = k8s(
+        "Deployment",
+        "checkout",
+        spec={"replicas": 3},
+        status={
+            "availableReplicas": 2,
+            "conditions": [
+                {
+                    "type": "Progressing",
+                    "status": "False",
+                    "reason": "ProgressDeadlineExceeded",
+                    "message": 'ReplicaSet "checkout-7d9f8b6c5" has timed out progressing.',
+                    "lastTransitionTime": iso(NOW - 60),
+                }
+            ],
+        },
+    )
     d = diagnose(p, ev, dep)
     assert d.category == Category.CONFIGURATION_ERROR
     says(d, "checkout:1.9", "does not exist")
@@ -200,8 +285,22 @@ def test_wrong_image_tag_explains_the_stuck_rollout() -> None:
 
 
 def test_stuck_rollout_with_no_pod_evidence_is_unknown_and_asks_for_the_pods() -> None:
-    dep = k8s("Deployment", "checkout", spec={"replicas": 3}, status={"availableReplicas": 2, "conditions": [
-        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "lastTransitionTime": iso(NOW - 60)}]})  # fmt: skip
+    dep = k8s(
+        "Deployment",
+        "checkout",
+        spec={"replicas": 3},
+        status={
+            "availableReplicas": 2,
+            "conditions": [
+                {
+                    "type": "Progressing",
+                    "status": "False",
+                    "reason": "ProgressDeadlineExceeded",
+                    "lastTransitionTime": iso(NOW - 60),
+                }
+            ],
+        },
+    )
     d = diagnose(dep)
     assert d.category == Category.UNKNOWN
     assert any("pods of Deployment shop/checkout" in m for m in d.missing)
@@ -211,15 +310,31 @@ def test_stuck_rollout_with_no_pod_evidence_is_unknown_and_asks_for_the_pods() -
 
 
 def _probed_pod(probe: dict[str, object], ports: list[int]) -> object:
-    return pod(POD, statuses=[container_status("app", ready=False, restarts=4, last_terminated=("Error", 137, NOW - 100))],
-               containers=[{"name": "app", "image": "checkout:1", "ports": [{"containerPort": p} for p in ports],
-                            "livenessProbe": probe}])  # fmt: skip
+    return pod(
+        POD,
+        statuses=[container_status("app", ready=False, restarts=4, last_terminated=("Error", 137, NOW - 100))],
+        containers=[
+            {
+                "name": "app",
+                "image": "checkout:1",
+                "ports": [{"containerPort": p} for p in ports],
+                "livenessProbe": probe,
+            }
+        ],
+    )
 
 
 def test_liveness_probe_on_the_wrong_port_while_the_app_is_fine() -> None:
     p = _probed_pod({"httpGet": {"path": "/healthz", "port": 8081}, "initialDelaySeconds": 10}, [8080])
     evs = [
-        event("Pod", POD, "Unhealthy", 'Liveness probe failed: Get "http://10.1.2.3:8081/healthz": dial tcp 10.1.2.3:8081: connect: connection refused', count=12),
+        event(
+            "Pod",
+            POD,
+            "Unhealthy",
+            'Liveness probe failed: Get "http://10.1.2.3:8081/healthz": dial tcp 10.1.2.3:8081: connect: '
+            "connection refused",
+            count=12,
+        ),
         event("Pod", POD, "Killing", "Container app failed liveness probe, will be restarted"),
     ]
     logs = log("shop", POD, "app", ["INFO listening on :8080", "INFO GET /api/cart 200 12ms"], previous=False)
@@ -229,8 +344,11 @@ def test_liveness_probe_on_the_wrong_port_while_the_app_is_fine() -> None:
 
 
 def test_readiness_probe_path_404() -> None:
-    p = pod(POD, statuses=[container_status("app", ready=False)],
-            containers=[{"name": "app", "image": "c:1", "readinessProbe": {"httpGet": {"path": "/health", "port": 8080}}}])  # fmt: skip
+    p = pod(
+        POD,
+        statuses=[container_status("app", ready=False)],
+        containers=[{"name": "app", "image": "c:1", "readinessProbe": {"httpGet": {"path": "/health", "port": 8080}}}],
+    )
     ev = event("Pod", POD, "Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 404", count=30)
     d = diagnose(p, ev)
     assert d.category == Category.CONFIGURATION_ERROR
@@ -238,8 +356,11 @@ def test_readiness_probe_path_404() -> None:
 
 
 def test_readiness_failing_with_500_is_a_symptom_of_the_dependency() -> None:
-    p = pod(POD, statuses=[container_status("app", ready=False)],
-            containers=[{"name": "app", "image": "c:1", "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}}}])  # fmt: skip
+    p = pod(
+        POD,
+        statuses=[container_status("app", ready=False)],
+        containers=[{"name": "app", "image": "c:1", "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}}}],
+    )
     ev = event("Pod", POD, "Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503", count=30)
     d = diagnose(p, ev)
     assert d.category == Category.UNKNOWN  # nothing here says what its health endpoint depends on
@@ -250,8 +371,10 @@ def test_readiness_failing_with_500_is_a_symptom_of_the_dependency() -> None:
 
 
 def test_scheduling_reason_ignores_the_control_plane_taint() -> None:
-    msg = ("0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
-           "3 Insufficient memory. preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling.")  # fmt: skip
+    msg = (
+        "0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+        "3 Insufficient memory. preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
     assert scheduling_reason(msg)[:2] == ("resource_exhaustion", "insufficient_resources")
     sel = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
     assert scheduling_reason(sel)[0] == "configuration_error"
@@ -259,9 +382,21 @@ def test_scheduling_reason_ignores_the_control_plane_taint() -> None:
 
 
 def test_pending_pod_short_of_memory_is_resource_exhaustion() -> None:
-    p = pod(POD, phase="Pending", statuses=[], status_extra={"conditions": [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-         "message": "0/3 nodes are available: 3 Insufficient memory."}]})  # fmt: skip
+    p = pod(
+        POD,
+        phase="Pending",
+        statuses=[],
+        status_extra={
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 3 Insufficient memory.",
+                }
+            ]
+        },
+    )
     ev = event("Pod", POD, "FailedScheduling", "0/3 nodes are available: 3 Insufficient memory.", count=20)
     d = diagnose(p, ev)
     assert d.category == Category.RESOURCE_EXHAUSTION
@@ -269,30 +404,62 @@ def test_pending_pod_short_of_memory_is_resource_exhaustion() -> None:
 
 
 def test_request_larger_than_any_node_is_a_configuration_error() -> None:
-    p = pod(POD, phase="Pending", statuses=[],
-            containers=[{"name": "app", "image": "c:1", "resources": {"requests": {"memory": "64Gi"}}}],
-            status_extra={"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                          "message": "0/2 nodes are available: 2 Insufficient memory."}]})  # fmt: skip
+    p = pod(
+        POD,
+        phase="Pending",
+        statuses=[],
+        containers=[{"name": "app", "image": "c:1", "resources": {"requests": {"memory": "64Gi"}}}],
+        status_extra={
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/2 nodes are available: 2 Insufficient memory.",
+                }
+            ]
+        },
+    )
     d = diagnose(p, node("node-1"), node("node-2"))
     assert d.category == Category.CONFIGURATION_ERROR
     says(d, "more memory than any node")
 
 
 def test_unbound_claim_with_a_missing_storage_class() -> None:
-    p = pod("db-0", phase="Pending", statuses=[], volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}],
-            status_extra={"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                          "message": "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."}]})  # fmt: skip
+    p = pod(
+        "db-0",
+        phase="Pending",
+        statuses=[],
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}],
+        status_extra={
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+                }
+            ]
+        },
+    )
     pvc = k8s("PersistentVolumeClaim", "data-db-0", status={"phase": "Pending"})
-    ev = event("PersistentVolumeClaim", "data-db-0", "ProvisioningFailed", 'storageclass.storage.k8s.io "fast-ssd" not found')
+    ev = event(
+        "PersistentVolumeClaim", "data-db-0", "ProvisioningFailed", 'storageclass.storage.k8s.io "fast-ssd" not found'
+    )
     d = diagnose(p, pvc, ev)
     assert d.category == Category.CONFIGURATION_ERROR
     says(d, "fast-ssd")
 
 
 def test_quota_exceeded_names_the_quota() -> None:
-    ev = event("ReplicaSet", "checkout-7d9f8b6c5", "FailedCreate",
-               'Error creating: pods "checkout-7d9f8b6c5-abcde" is forbidden: exceeded quota: compute-quota, '
-               "requested: limits.memory=1Gi, used: limits.memory=8Gi, limited: limits.memory=8Gi", count=15)  # fmt: skip
+    ev = event(
+        "ReplicaSet",
+        "checkout-7d9f8b6c5",
+        "FailedCreate",
+        'Error creating: pods "checkout-7d9f8b6c5-abcde" is forbidden: exceeded quota: compute-quota, '
+        "requested: limits.memory=1Gi, used: limits.memory=8Gi, limited: limits.memory=8Gi",
+        count=15,
+    )
     dep = k8s("Deployment", "checkout", spec={"replicas": 4}, status={"availableReplicas": 2})
     d = diagnose(ev, dep)
     assert d.category == Category.RESOURCE_EXHAUSTION
@@ -313,16 +480,34 @@ def test_node_not_ready_explains_the_pods_on_it() -> None:
 
 def test_recovered_node_is_healthy() -> None:
     n = node("ip-10-0-1-5", since=NOW - 600)
-    ev = event("Node", "ip-10-0-1-5", "NodeNotReady", "Node ip-10-0-1-5 status is now: NodeNotReady", ns="", type_="Normal", ts=NOW - 900)
-    d = diagnose(n, ev, alert("KubeNodeNotReady", {"node": "ip-10-0-1-5"}, status="resolved", starts=NOW - 1000, ends=NOW - 500))
+    ev = event(
+        "Node",
+        "ip-10-0-1-5",
+        "NodeNotReady",
+        "Node ip-10-0-1-5 status is now: NodeNotReady",
+        ns="",
+        type_="Normal",
+        ts=NOW - 900,
+    )
+    d = diagnose(
+        n, ev, alert("KubeNodeNotReady", {"node": "ip-10-0-1-5"}, status="resolved", starts=NOW - 1000, ends=NOW - 500)
+    )
     assert d.category == Category.HEALTHY
 
 
 def test_memory_pressure_evictions_point_at_the_node() -> None:
     n = node("node-2", pressure={"MemoryPressure": "True"}, since=NOW - 900)
-    p = pod("worker-6b5d8f7c9-abcde", node="node-2", phase="Failed", statuses=[], status_extra={
-        "reason": "Evicted", "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi.",
-        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": iso(NOW - 400)}]})  # fmt: skip
+    p = pod(
+        "worker-6b5d8f7c9-abcde",
+        node="node-2",
+        phase="Failed",
+        statuses=[],
+        status_extra={
+            "reason": "Evicted",
+            "message": "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi.",
+            "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": iso(NOW - 400)}],
+        },
+    )
     d = diagnose(n, p)
     assert d.category == Category.RESOURCE_EXHAUSTION
     assert d.root_cause.startswith("Node node-2")
@@ -330,9 +515,16 @@ def test_memory_pressure_evictions_point_at_the_node() -> None:
 
 
 def test_old_eviction_is_left_over_history() -> None:
-    p = pod("worker-6b5d8f7c9-abcde", phase="Failed", statuses=[], status_extra={
-        "reason": "Evicted", "message": "The node was low on resource: ephemeral-storage.",
-        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": iso(NOW - 5 * 86400)}]})  # fmt: skip
+    p = pod(
+        "worker-6b5d8f7c9-abcde",
+        phase="Failed",
+        statuses=[],
+        status_extra={
+            "reason": "Evicted",
+            "message": "The node was low on resource: ephemeral-storage.",
+            "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": iso(NOW - 5 * 86400)}],
+        },
+    )
     d = diagnose(p, pod("web-5c4b7a9d8-zzzzz"), metric_point_item("up", {}, 1))
     assert d.category == Category.HEALTHY
 
@@ -351,22 +543,52 @@ def test_service_selector_matching_no_pod() -> None:
 
 
 def test_hpa_at_max_with_a_latency_alert_is_saturation_but_alone_it_is_healthy() -> None:
-    hpa = k8s("HorizontalPodAutoscaler", "checkout", spec={"maxReplicas": 10, "scaleTargetRef": {"name": "checkout"}},
-              status={"currentReplicas": 10, "desiredReplicas": 10})  # fmt: skip
+    hpa = k8s(
+        "HorizontalPodAutoscaler",
+        "checkout",
+        spec={"maxReplicas": 10, "scaleTargetRef": {"name": "checkout"}},
+        status={"currentReplicas": 10, "desiredReplicas": 10},
+    )
     lat = alert("CheckoutLatencyHigh", {"service": "checkout", "namespace": "shop"}, severity="warning")
     assert diagnose(hpa, lat).category == Category.RESOURCE_EXHAUSTION
     assert diagnose(hpa, metric_point_item("up", {}, 1)).category == Category.HEALTHY
 
 
 def test_failed_job_is_explained_by_its_pod_crash() -> None:
-    job = k8s("Job", "nightly-report", status={"conditions": [
-        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
-         "message": "Job has reached the specified backoff limit", "lastTransitionTime": iso(NOW - 120)}]})  # fmt: skip
-    jp = pod("nightly-report-x7k2p", owner=("Job", "nightly-report"), phase="Failed",
-             statuses=[{"name": "report", "ready": False, "restartCount": 0,
-                        "state": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": iso(NOW - 150)}}}])  # fmt: skip
-    logs = log("shop", "nightly-report-x7k2p", "report", ["Traceback (most recent call last):",
-                                                           "ZeroDivisionError: division by zero"])  # fmt: skip
+    job = k8s(
+        "Job",
+        "nightly-report",
+        status={
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                    "lastTransitionTime": iso(NOW - 120),
+                }
+            ]
+        },
+    )
+    jp = pod(
+        "nightly-report-x7k2p",
+        owner=("Job", "nightly-report"),
+        phase="Failed",
+        statuses=[
+            {
+                "name": "report",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": iso(NOW - 150)}},
+            }
+        ],
+    )
+    logs = log(
+        "shop",
+        "nightly-report-x7k2p",
+        "report",
+        ["Traceback (most recent call last):", "ZeroDivisionError: division by zero"],
+    )
     d = diagnose(job, jp, logs)
     assert d.category == Category.CODE_DEFECT
     says(d, "nightly-report-x7k2p", "ZeroDivisionError")
@@ -374,9 +596,19 @@ def test_failed_job_is_explained_by_its_pod_crash() -> None:
 
 def test_completed_job_and_succeeded_pod_are_healthy() -> None:
     job = k8s("Job", "backup", status={"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]})
-    p = pod("backup-abcde", owner=("Job", "backup"), phase="Succeeded", statuses=[{
-        "name": "backup", "ready": False, "restartCount": 0,
-        "state": {"terminated": {"reason": "Completed", "exitCode": 0, "finishedAt": iso(NOW - 60)}}}])  # fmt: skip
+    p = pod(
+        "backup-abcde",
+        owner=("Job", "backup"),
+        phase="Succeeded",
+        statuses=[
+            {
+                "name": "backup",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": {"reason": "Completed", "exitCode": 0, "finishedAt": iso(NOW - 60)}},
+            }
+        ],
+    )
     assert diagnose(job, p, metric_point_item("up", {}, 1)).category == Category.HEALTHY
 
 
@@ -393,9 +625,22 @@ def test_normal_events_and_resolved_or_flapping_alerts_are_healthy() -> None:
     ]
     for i in range(3):  # CPU alert firing and resolving every few minutes
         t = NOW - 3000 + i * 900
-        items.append(alert("CPUThrottling", {"pod": POD, "namespace": "shop"}, status="resolved", starts=t, ends=t + 240,
-                           severity="warning", fingerprint="cpu-1"))  # fmt: skip
-    items.append(alert("CPUThrottling", {"pod": POD, "namespace": "shop"}, starts=NOW - 60, severity="warning", fingerprint="cpu-1"))
+        items.append(
+            alert(
+                "CPUThrottling",
+                {"pod": POD, "namespace": "shop"},
+                status="resolved",
+                starts=t,
+                ends=t + 240,
+                severity="warning",
+                fingerprint="cpu-1",
+            )
+        )
+    items.append(
+        alert(
+            "CPUThrottling", {"pod": POD, "namespace": "shop"}, starts=NOW - 60, severity="warning", fingerprint="cpu-1"
+        )
+    )
     d = diagnose(*items)
     assert d.category == Category.HEALTHY
     assert any("flapping" in r.alternative for r in d.ruled_out)
@@ -409,15 +654,22 @@ def test_firing_alert_with_no_evidence_about_its_object_is_unknown() -> None:
 
 
 def test_dns_failure_in_events() -> None:
-    ev = event("Ingress", "shop", "Sync", "error resolving upstream: lookup payments.shop.svc on 10.96.0.10:53: no such host")
+    ev = event(
+        "Ingress", "shop", "Sync", "error resolving upstream: lookup payments.shop.svc on 10.96.0.10:53: no such host"
+    )
     d = diagnose(ev)
     assert d.category == Category.CONFIGURATION_ERROR
     says(d, "no such host")
 
 
 def test_deploy_with_nothing_failing_is_not_a_cause() -> None:
-    new = k8s("ReplicaSet", "checkout-7d9f8b6c5", spec={"template": {"spec": {"containers": [{"name": "app", "image": "checkout:1.4"}]}}},
-              annotations={"deployment.kubernetes.io/revision": "4"}, creationTimestamp=iso(NOW - 900),
-              ownerReferences=[{"kind": "Deployment", "name": "checkout"}])  # fmt: skip
+    new = k8s(
+        "ReplicaSet",
+        "checkout-7d9f8b6c5",
+        spec={"template": {"spec": {"containers": [{"name": "app", "image": "checkout:1.4"}]}}},
+        annotations={"deployment.kubernetes.io/revision": "4"},
+        creationTimestamp=iso(NOW - 900),
+        ownerReferences=[{"kind": "Deployment", "name": "checkout"}],
+    )
     d = diagnose(new, pod(POD, owner=RS), metric_point_item("up", {}, 1))
     assert d.category == Category.HEALTHY

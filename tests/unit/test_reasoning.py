@@ -62,7 +62,9 @@ def f(
 def test_entity_names_link_pods_to_their_workload_and_ignore_scopes() -> None:
     assert workload_of_pod("checkout-7d9f8b6c5-x2k4p") == "checkout"
     assert workload_of_pod("db-0") == "db"
-    a = f("x", tags=["pod:shop/checkout-7d9f8b6c5-x2k4p", "namespace:shop", "container:shop/checkout-7d9f8b6c5-x2k4p/app"])
+    a = f(
+        "x", tags=["pod:shop/checkout-7d9f8b6c5-x2k4p", "namespace:shop", "container:shop/checkout-7d9f8b6c5-x2k4p/app"]
+    )
     assert {"checkout", "checkout-7d9f8b6c5-x2k4p"} <= entity_names(a)
     assert "shop" not in entity_names(a) and "app" not in entity_names(a)
     assert "web-1" in entity_names(f("y", tags=["host:web-1:9100"]))
@@ -73,8 +75,15 @@ def test_entity_names_link_pods_to_their_workload_and_ignore_scopes() -> None:
 
 def test_cpu_high_because_of_one_query() -> None:
     cpu = f("cpu_high", tags=["db:orders-prod", "host:db-1"], score=0.7, ts=NOW - 600, refs=[1], obj="host db-1")
-    query = f("query_cpu_hog", tags=["db:orders-prod", "query:42"], explains=["cpu_high", "latency"], score=0.75,
-              ts=NOW - 900, refs=[2], obj="query 42 on orders-prod")  # fmt: skip
+    query = f(
+        "query_cpu_hog",
+        tags=["db:orders-prod", "query:42"],
+        explains=["cpu_high", "latency"],
+        score=0.75,
+        ts=NOW - 900,
+        refs=[2],
+        obj="query 42 on orders-prod",
+    )
     slow = f("latency", "symptom", category=Category.UNKNOWN, tags=["db:orders-prod"], ts=NOW - 500, refs=[3])
     d = conclude([cpu, query, slow], ev())
     assert d.root_cause.startswith("query 42 on orders-prod")
@@ -84,16 +93,30 @@ def test_cpu_high_because_of_one_query() -> None:
 
 def test_connections_high_because_writers_are_blocked() -> None:
     conns = f("connections_high", tags=["db:shop"], score=0.8, ts=NOW - 300, refs=[1])
-    lock = f("idle_in_transaction", tags=["db:shop", "pid:4711", "relation:orders"], score=0.8, ts=NOW - 1200, refs=[2],
-             explains=["connections_high", "db_waits", "lock_waits"], category=Category.CODE_DEFECT, obj="pid 4711")  # fmt: skip
+    lock = f(
+        "idle_in_transaction",
+        tags=["db:shop", "pid:4711", "relation:orders"],
+        score=0.8,
+        ts=NOW - 1200,
+        refs=[2],
+        explains=["connections_high", "db_waits", "lock_waits"],
+        category=Category.CODE_DEFECT,
+        obj="pid 4711",
+    )
     d = conclude([conns, lock], ev())
     assert d.category == Category.CODE_DEFECT and "pid 4711" in d.root_cause
 
 
 def test_pod_restarts_because_of_oom() -> None:
     restarts = f("pod_restarts", "symptom", category=Category.UNKNOWN, tags=["pod:shop/api-5c4b7a9d8-abcde"], refs=[1])
-    oom = f("oom_killed", tags=["pod:shop/api-5c4b7a9d8-abcde"], explains=["pod_restarts"], score=0.85, refs=[2],
-            domain=Domain.KUBERNETES)  # fmt: skip
+    oom = f(
+        "oom_killed",
+        tags=["pod:shop/api-5c4b7a9d8-abcde"],
+        explains=["pod_restarts"],
+        score=0.85,
+        refs=[2],
+        domain=Domain.KUBERNETES,
+    )
     d = conclude([restarts, oom], ev())
     assert d.category == Category.RESOURCE_EXHAUSTION
     assert d.causal_chain == ["oom_killed fails by oom_killed", "pod_restarts on pod_restarts"]
@@ -101,8 +124,15 @@ def test_pod_restarts_because_of_oom() -> None:
 
 def test_5xx_because_an_upstream_times_out() -> None:
     errors = f("http_5xx", "symptom", category=Category.UNKNOWN, tags=["service:orders-api"], refs=[1], ts=NOW - 200)
-    upstream = f("upstream_timeout", tags=["service:orders-api", "service:payments-api"], explains=["http_5xx"],
-                 category=Category.DEPENDENCY_FAILURE, refs=[2], ts=NOW - 260, obj="upstream payments-api")  # fmt: skip
+    upstream = f(
+        "upstream_timeout",
+        tags=["service:orders-api", "service:payments-api"],
+        explains=["http_5xx"],
+        category=Category.DEPENDENCY_FAILURE,
+        refs=[2],
+        ts=NOW - 260,
+        obj="upstream payments-api",
+    )
     a = alert("OrdersApi5xx", {"service": "orders-api"}, starts=NOW - 100)
     findings = [errors, upstream, *analyze_domain(Domain.ALERTS, ev(a))]
     d = conclude(findings, ev(a))
@@ -119,8 +149,16 @@ def test_mutual_explanation_goes_to_the_earlier_cause() -> None:
 
 def test_a_cause_cannot_begin_after_its_symptom() -> None:
     errors = f("http_5xx", "symptom", category=Category.UNKNOWN, tags=["service:cart"], ts=NOW - 3600, refs=[1])
-    deploy = f("recent_deploy", tags=["workload:shop/cart"], explains=["http_5xx"], ts=NOW - 600, score=0.35,
-               category=Category.CODE_DEFECT, domain=Domain.CHANGES, refs=[2])  # fmt: skip
+    deploy = f(
+        "recent_deploy",
+        tags=["workload:shop/cart"],
+        explains=["http_5xx"],
+        ts=NOW - 600,
+        score=0.35,
+        category=Category.CODE_DEFECT,
+        domain=Domain.CHANGES,
+        refs=[2],
+    )
     d = conclude([errors, deploy], ev())
     assert d.category == Category.UNKNOWN  # the deploy came 50 minutes after the errors began
     early = deploy.model_copy(update={"ts": NOW - 4000})
@@ -134,17 +172,35 @@ def test_a_cause_cannot_begin_after_its_symptom() -> None:
 def test_more_explained_symptoms_and_specificity_win() -> None:
     s1 = f("latency", "symptom", category=Category.UNKNOWN, tags=["service:cart"], refs=[1])
     s2 = f("http_5xx", "symptom", category=Category.UNKNOWN, tags=["service:cart"], refs=[2])
-    wide = f("pool_exhausted", tags=["service:cart"], explains=["latency", "http_5xx"], score=0.7, refs=[3], obj="cart pool")
-    narrow = f("gc_pause", tags=["service:cart"], explains=["latency"], score=0.7, refs=[4], obj="cart gc",
-               category=Category.CODE_DEFECT)  # fmt: skip
+    wide = f(
+        "pool_exhausted", tags=["service:cart"], explains=["latency", "http_5xx"], score=0.7, refs=[3], obj="cart pool"
+    )
+    narrow = f(
+        "gc_pause",
+        tags=["service:cart"],
+        explains=["latency"],
+        score=0.7,
+        refs=[4],
+        obj="cart gc",
+        category=Category.CODE_DEFECT,
+    )
     d = conclude([s1, s2, wide, narrow], ev())
     assert d.root_cause.startswith("cart pool")
     assert any(r.alternative.startswith("gc_pause") and "competes" in r.why for r in d.ruled_out)
 
 
 def test_same_fault_on_several_pods_of_one_workload_is_one_hypothesis() -> None:
-    pods = [f("oom_killed", tags=[f"pod:shop/api-5c4b7a9d8-{s}"], score=0.85, refs=[i], domain=Domain.KUBERNETES,
-              obj=f"pod api-{s}") for i, s in enumerate(["aaaaa", "bbbbb", "ccccc"], 1)]  # fmt: skip
+    pods = [
+        f(
+            "oom_killed",
+            tags=[f"pod:shop/api-5c4b7a9d8-{s}"],
+            score=0.85,
+            refs=[i],
+            domain=Domain.KUBERNETES,
+            obj=f"pod api-{s}",
+        )
+        for i, s in enumerate(["aaaaa", "bbbbb", "ccccc"], 1)
+    ]
     d = conclude(pods, ev())
     assert d.category == Category.RESOURCE_EXHAUSTION and not d.other_causes and not d.ruled_out
     assert len(d.evidence) == 3
@@ -163,14 +219,23 @@ def test_question_naming_an_object_breaks_a_tie() -> None:
 
 def test_two_independent_faults_are_each_named() -> None:
     disk = f("disk_full", tags=["host:web-1", "fs:/var"], refs=[1], score=0.85, obj="fs /var on web-1")
-    image = f("image_not_found", tags=["pod:shop/cart-5c4b7a9d8-abcde"], refs=[2], score=0.85,
-              category=Category.CONFIGURATION_ERROR, domain=Domain.KUBERNETES, obj="cart image")  # fmt: skip
+    image = f(
+        "image_not_found",
+        tags=["pod:shop/cart-5c4b7a9d8-abcde"],
+        refs=[2],
+        score=0.85,
+        category=Category.CONFIGURATION_ERROR,
+        domain=Domain.KUBERNETES,
+        obj="cart image",
+    )
     d = conclude([disk, image], ev())
     assert len(d.other_causes) == 1
     named = d.root_cause + d.other_causes[0]
     assert "cart image" in named and "web-1" in named
     assert {d.category, Category.CONFIGURATION_ERROR, Category.RESOURCE_EXHAUSTION} == {
-        Category.CONFIGURATION_ERROR, Category.RESOURCE_EXHAUSTION}
+        Category.CONFIGURATION_ERROR,
+        Category.RESOURCE_EXHAUSTION,
+    }
     assert "Also failing, independently" in d.text
 
 
@@ -227,8 +292,13 @@ def test_unreal_references_are_removed_and_real_ones_kept() -> None:
 
 
 def test_log_line_references_must_exist() -> None:
-    log_item = EvidenceItem(id="log#1", kind="log", source="t", object="Pod/shop/x/app",
-                            data={"records": [{"ts": NOW, "level": "error", "msg": "boom", "line": 7}]})  # fmt: skip
+    log_item = EvidenceItem(
+        id="log#1",
+        kind="log",
+        source="t",
+        object="Pod/shop/x/app",
+        data={"records": [{"ts": NOW, "level": "error", "msg": "boom", "line": 7}]},
+    )
     good = f("crash_code", category=Category.CODE_DEFECT, tags=["pod:shop/x"], obj="x").model_copy(
         update={"evidence": [EvidenceRef(item="log#1", line=7, value="boom"), EvidenceRef(item="log#1", line=8)]}
     )
@@ -271,7 +341,9 @@ def test_findings_without_references_do_not_count(role: str) -> None:
 
 
 def test_a_weak_symptom_of_an_episode_whose_alert_resolved_is_recovered() -> None:
-    bump = f("latency", "symptom", category=Category.UNKNOWN, tags=["service:catalog"], score=0.45, ts=NOW - 900, refs=[1])
+    bump = f(
+        "latency", "symptom", category=Category.UNKNOWN, tags=["service:catalog"], score=0.45, ts=NOW - 900, refs=[1]
+    )
     resolved = alert("CatalogLatencyHigh", {"service": "catalog"}, status="resolved", starts=NOW - 800, ends=NOW - 100)
     es = ev(resolved)
     d = conclude([bump, *analyze_domain(Domain.ALERTS, es)], es)
@@ -283,10 +355,25 @@ def test_a_weak_symptom_of_an_episode_whose_alert_resolved_is_recovered() -> Non
 
 
 def test_a_dependency_failure_is_explained_by_the_fault_of_the_dependency() -> None:
-    timeouts = f("upstream_timeout", tags=["service:orders-api", "upstream:payments-api.shop.svc:8080"], score=0.8,
-                 category=Category.DEPENDENCY_FAILURE, refs=[1], ts=NOW - 300, domain=Domain.NETWORK, obj="orders-api")  # fmt: skip
-    oom = f("oom_killed", tags=["pod:shop/payments-api-5c4b7a9d8-abcde"], score=0.85, refs=[2], ts=NOW - 400,
-            domain=Domain.KUBERNETES, obj="payments-api pod")  # fmt: skip
+    timeouts = f(
+        "upstream_timeout",
+        tags=["service:orders-api", "upstream:payments-api.shop.svc:8080"],
+        score=0.8,
+        category=Category.DEPENDENCY_FAILURE,
+        refs=[1],
+        ts=NOW - 300,
+        domain=Domain.NETWORK,
+        obj="orders-api",
+    )
+    oom = f(
+        "oom_killed",
+        tags=["pod:shop/payments-api-5c4b7a9d8-abcde"],
+        score=0.85,
+        refs=[2],
+        ts=NOW - 400,
+        domain=Domain.KUBERNETES,
+        obj="payments-api pod",
+    )
     d = conclude([timeouts, oom], ev())
     assert d.category == Category.RESOURCE_EXHAUSTION and d.root_cause.startswith("payments-api pod")
     assert any("symptom, not the cause" in r.why for r in d.ruled_out)
