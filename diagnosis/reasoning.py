@@ -119,14 +119,14 @@ def _is_alert(f: Finding) -> bool:
     return f.code.startswith("alert:") or f.domain == Domain.ALERTS
 
 
-@dataclass
+@dataclass(eq=False)
 class _Node:
     finding: Finding
     names: frozenset[str]
     demoted_by: _Node | None = None
 
 
-@dataclass
+@dataclass(eq=False)  # identity: hypotheses are compared as objects, never field by field
 class Hypothesis:
     """One candidate root cause: findings of one code on linked objects, and what they explain."""
 
@@ -447,8 +447,9 @@ def _changes_before(h: Hypothesis, findings: list[Finding], now: float | None) -
     """Changes (deploys, rollouts) on the hypothesis's objects shortly before it began: context for the chain."""
     out: list[Finding] = []
     start = h.ts
+    members = {id(f) for f in h.members}
     for f in findings:
-        if f.domain != Domain.CHANGES or f in h.members or f.role == BENIGN:
+        if f.domain != Domain.CHANGES or id(f) in members or f.role == BENIGN:
             continue
         if link_strength(entity_names(f), h.names) < 1.0:
             continue
@@ -606,13 +607,16 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
             alternatives.append(h)
     alternatives += [h for h in hypotheses if h not in standing]
     context = _changes_before(top, findings, now)
-    alternatives = [h for h in alternatives if not any(f in context for f in h.members)]
+    context_ids = {id(f) for f in context}
+    alternatives = [h for h in alternatives if not any(id(f) in context_ids for f in h.members)]
     lead = top.lead
     root = lead.mechanism.rstrip(".")
     if context and lead.domain != Domain.CHANGES:
         root += f", after {context[-1].title}"
     if independent:
-        root += "; independently, " + "; ".join(h.lead.title for h in independent)
+        root += "; independently, " + "; ".join(h.lead.title for h in independent[:2])
+        if len(independent) > 2:
+            root += f" and {len(independent) - 2} more"
     root += "."
 
     for f in top.demoted:
@@ -628,7 +632,8 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
                 _ruled_out_entry(f, f"a symptom of {h.lead.object} ({h.lead.code}), not a cause", evidence)
             )
 
-    unexplained_now = [f for f in unexplained if not any(f in h.explained for h in independent)]
+    explained_elsewhere = {id(f) for h in independent for f in h.explained}
+    unexplained_now = [f for f in unexplained if id(f) not in explained_elsewhere]
     claims = _claims([*top.members, *context, *top.explained], evidence)
     for h in independent:
         claims += _claims(h.members, evidence)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from functools import lru_cache
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +27,11 @@ def parse_ts(value: Any) -> float | None:
         return v / 1000.0 if v > 1e11 else v  # milliseconds since the epoch
     if not isinstance(value, str) or not value.strip():
         return None
+    return _parse_text(value)
+
+
+@lru_cache(maxsize=65536)  # exports repeat the same timestamps many times over
+def _parse_text(value: str) -> float | None:
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
     # Python's fromisoformat takes at most 6 fractional digits; Kubernetes and Go print up to 9
     text = _FRACTION.sub(lambda m: "." + m.group(1)[:6].ljust(6, "0"), text, count=1)

@@ -92,6 +92,8 @@ class KubeIndex:
     pods: dict[tuple[str, str], EvidenceItem] = field(default_factory=dict)
     events: dict[tuple[str, str, str], list[EvidenceItem]] = field(default_factory=lambda: defaultdict(list))
     logs: dict[tuple[str, str], list[EvidenceItem]] = field(default_factory=lambda: defaultdict(list))
+    pods_by_ns: dict[str, list[tuple[str, EvidenceItem]]] = field(default_factory=lambda: defaultdict(list))
+    pods_by_node: dict[str, list[tuple[str, str, EvidenceItem]]] = field(default_factory=lambda: defaultdict(list))
 
     def of_kind(self, kind: str) -> list[EvidenceItem]:
         return [item for (k, _, _), item in self.objects.items() if k == kind]
@@ -123,6 +125,10 @@ def kube_index(evidence: EvidenceSet) -> KubeIndex:
         idx.objects[(kind, ns, name)] = item
         if kind == "Pod":
             idx.pods[(ns, name)] = item
+            idx.pods_by_ns[ns].append((name, item))
+            node = (item.data.get("spec") or {}).get("nodeName")
+            if node:
+                idx.pods_by_node[str(node)].append((ns, name, item))
     for item in evidence.kind("log"):
         parts = item.object.split("/")
         if len(parts) >= 3 and parts[0] == "Pod":

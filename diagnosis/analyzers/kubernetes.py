@@ -1125,11 +1125,7 @@ _PRESSURE = {
 
 
 def _pods_on(idx: KubeIndex, node: str) -> list[tuple[str, str, EvidenceItem]]:
-    return [
-        (ns, name, item)
-        for (ns, name), item in idx.pods.items()
-        if (item.data.get("spec") or {}).get("nodeName") == node
-    ]
+    return idx.pods_by_node.get(node, [])
 
 
 _USING = re.compile(
@@ -1467,7 +1463,7 @@ def kubernetes_services(evidence: EvidenceSet) -> list[Finding]:
         selector = spec.get("selector") or {}
         if not selector or spec.get("type") == "ExternalName":
             continue
-        pods = [(pname, p) for (pns, pname), p in idx.pods.items() if pns == ns]
+        pods = idx.pods_by_ns.get(ns, [])
         matching = [
             (pname, p)
             for pname, p in pods
