@@ -1669,11 +1669,7 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
         ns, name = ns_name(q)
         status = q.data.get("status") or {}
         hard, used = status.get("hard") or {}, status.get("used") or {}
-        full = [
-            r
-            for r, h in hard.items()
-            if quantity(h) and quantity(used.get(r)) is not None and quantity(used.get(r)) >= quantity(h)
-        ]  # type: ignore[operator]
+        full = [r for r, h in hard.items() if _at_limit(quantity(used.get(r)), quantity(h))]
         if full and not any(f.code == "quota_exceeded" and f.object.endswith(f"{ns}/{name}") for f in out):
             out.append(
                 _f(
@@ -1817,6 +1813,10 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
+
+
+def _at_limit(used: float | None, hard: float | None) -> bool:
+    return used is not None and bool(hard) and hard is not None and used >= hard
 
 
 def _claims_of(item: EvidenceItem) -> list[str]:
