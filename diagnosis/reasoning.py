@@ -483,6 +483,18 @@ def _why_not(h: Hypothesis, top: Hypothesis) -> str:
     return "; ".join(parts)
 
 
+def _why_weak(h: Hypothesis) -> str:
+    """Why a hypothesis did not decide when none did."""
+    lead = h.lead
+    if not h.explained and h.strength < STANDALONE_SCORE:
+        return f"weak signal (score {lead.score:.2f}) that explains none of the observed symptoms"
+    if lead.category == Category.UNKNOWN:
+        return "seen, but the evidence does not say by which mechanism" + (
+            f" (needs: {'; '.join(lead.needs[:2])})" if lead.needs else ""
+        )
+    return f"too weak to decide (score {lead.score:.2f}, explains {len(h.explained)} observed symptom(s))"
+
+
 def _markdown(d: Diagnosis) -> str:
     lines = [f"**Root cause** ({d.category.value}, confidence {d.confidence:.2f}): {d.root_cause}", ""]
     if d.other_causes:
@@ -546,7 +558,7 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     ruled_out = [_ruled_out_entry(f, f.mechanism, evidence) for f in benign]
 
     if not standing or standing[0].rank < MIN_RANK:
-        weak = [_ruled_out_entry(h.lead, _why_not(h, h), evidence) for h in hypotheses]
+        weak = [_ruled_out_entry(h.lead, _why_weak(h), evidence) for h in hypotheses]
         if not active and not len(evidence):
             d = Diagnosis(
                 category=Category.UNKNOWN,

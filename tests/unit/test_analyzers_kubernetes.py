@@ -673,3 +673,60 @@ def test_deploy_with_nothing_failing_is_not_a_cause() -> None:
     )
     d = diagnose(new, pod(POD, owner=RS), metric_point_item("up", {}, 1))
     assert d.category == Category.HEALTHY
+
+
+# ------------------------------------------------------------------------------------------ alerts and changes
+
+
+def test_alert_labels_become_the_objects_it_is_about() -> None:
+    from diagnosis.analyzers.alerts import alert_tags
+
+    tags = alert_tags({"namespace": "shop", "pod": POD, "job": "kube-state-metrics", "instance": "10.0.0.9:8080"})
+    assert f"pod:shop/{POD}" in tags
+    assert "service:kube-state-metrics" not in tags and not any(t.startswith("host:") for t in tags)
+    assert "host:web-1:9100" in alert_tags({"instance": "web-1:9100", "job": "node"})
+
+
+def test_datadog_monitor_in_alert_is_a_symptom_with_what_is_missing() -> None:
+    from tests.unit._k8s_evidence import _item
+
+    mon = _item("datadog/monitor", "monitor/1", {"id": 1, "name": "[quote-api] p99 latency", "type": "metric alert",
+                                                 "query": "p99:trace.http.request{service:quote-api} > 2", "state": "Alert",
+                                                 "tags": ["service:quote-api"], "modified_ts": NOW})  # fmt: skip
+    ok = _item(
+        "datadog/monitor", "monitor/2", {"id": 2, "name": "errors", "state": "OK", "tags": [], "modified_ts": NOW}
+    )
+    d = diagnose(mon, ok)
+    assert d.category == Category.UNKNOWN
+    says(d, "quote-api")
+
+
+def test_service_with_no_ready_endpoints_is_explained_by_its_pods_crash() -> None:
+    svc = k8s("Service", "checkout", spec={"selector": {"app": "checkout"}, "ports": [{"port": 80}]})
+    ep = k8s("Endpoints", "checkout")
+    ep.data["subsets"] = [{"notReadyAddresses": [{"ip": "10.0.0.1"}]}]
+    logs = log("shop", POD, "app", ["Error: connect ECONNREFUSED 10.0.3.4:5432"])
+    d = diagnose(svc, ep, crashing(labels={"app": "checkout"}), logs)
+    assert d.category == Category.DEPENDENCY_FAILURE
+    assert any("no ready endpoints" in step for step in d.causal_chain)
+
+
+def test_full_quota_that_refused_nothing_is_benign() -> None:
+    q = k8s("ResourceQuota", "compute", status={"hard": {"pods": "10"}, "used": {"pods": "10"}})
+    d = diagnose(q, pod(POD), metric_point_item("up", {}, 1))
+    assert d.category == Category.HEALTHY
+    assert any("at its limit" in r.alternative for r in d.ruled_out)
+
+
+def test_exit_137_killed_by_a_failing_liveness_probe_is_not_an_oom() -> None:
+    p = pod(POD, statuses=[container_status("app", ready=False, restarts=5, last_terminated=("Error", 137, NOW - 100))],
+            containers=[{"name": "app", "image": "c:2", "ports": [{"containerPort": 8080}],
+                         "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
+                         "resources": {"limits": {"memory": "1Gi"}}}])  # fmt: skip
+    evs = [
+        event("Pod", POD, "Unhealthy", "Liveness probe failed: HTTP probe failed with statuscode: 404", count=15),
+        event("Pod", POD, "Killing", "Container app failed liveness probe, will be restarted", count=5),
+    ]
+    d = diagnose(p, *evs)
+    assert d.category == Category.CONFIGURATION_ERROR
+    says(d, "/healthz", "404")
