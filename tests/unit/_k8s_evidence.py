@@ -17,7 +17,9 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _item(kind: str, obj: str, data: dict[str, Any], ts: float | None = None, source: str = "bundle") -> EvidenceItem:
+def evidence_item(
+    kind: str, obj: str, data: dict[str, Any], ts: float | None = None, source: str = "bundle"
+) -> EvidenceItem:
     return EvidenceItem(id=f"{source}#{next(_ids)}", kind=kind, source=source, object=obj, ts=ts, data=data)
 
 
@@ -81,7 +83,7 @@ def pod(
     spec: dict[str, Any] = {"nodeName": node, "containers": containers}
     if volumes:
         spec["volumes"] = volumes
-    return _item("k8s/Pod", f"Pod/{ns}/{name}", {"metadata": md, "spec": spec, "status": status})
+    return evidence_item("k8s/Pod", f"Pod/{ns}/{name}", {"metadata": md, "spec": spec, "status": status})
 
 
 def event(
@@ -95,7 +97,7 @@ def event(
     ts: float = NOW - 120,
     count: int = 1,
 ) -> EvidenceItem:
-    return _item(
+    return evidence_item(
         "k8s/Event",
         f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}",
         {
@@ -118,7 +120,7 @@ def log(
     records = [
         {"ts": end - (len(lines) - i), "level": None, "msg": text, "line": i + 1} for i, text in enumerate(lines)
     ]
-    return _item(
+    return evidence_item(
         "log",
         f"Pod/{ns}/{pod_name}/{container}",
         {
@@ -142,7 +144,7 @@ def alert(
     fingerprint: str | None = None,
 ) -> EvidenceItem:
     lab = {"alertname": name, "severity": severity, **(labels or {})}
-    return _item(
+    return evidence_item(
         "alert",
         f"alert/{name}",
         {
@@ -167,7 +169,7 @@ def k8s(kind: str, name: str, ns: str = "shop", *, spec: Any = None, status: Any
     if status is not None:
         data["status"] = status
     obj = f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
-    return _item(f"k8s/{kind}", obj, data)
+    return evidence_item(f"k8s/{kind}", obj, data)
 
 
 def node(
@@ -197,7 +199,7 @@ def node(
 
 
 def metric_point_item(name: str, labels: dict[str, str], value: float) -> EvidenceItem:
-    return _item(
+    return evidence_item(
         "metric",
         f"metric/{name}",
         {"name": name, "labels": labels, "unit": "", "points": [[NOW, value]], "source": "prometheus"},

@@ -688,12 +688,22 @@ def test_alert_labels_become_the_objects_it_is_about() -> None:
 
 
 def test_datadog_monitor_in_alert_is_a_symptom_with_what_is_missing() -> None:
-    from tests.unit._k8s_evidence import _item
+    from tests.unit._k8s_evidence import evidence_item
 
-    mon = _item("datadog/monitor", "monitor/1", {"id": 1, "name": "[quote-api] p99 latency", "type": "metric alert",
-                                                 "query": "p99:trace.http.request{service:quote-api} > 2", "state": "Alert",
-                                                 "tags": ["service:quote-api"], "modified_ts": NOW})  # fmt: skip
-    ok = _item(
+    mon = evidence_item(
+        "datadog/monitor",
+        "monitor/1",
+        {
+            "id": 1,
+            "name": "[quote-api] p99 latency",
+            "type": "metric alert",
+            "query": "p99:trace.http.request{service:quote-api} > 2",
+            "state": "Alert",
+            "tags": ["service:quote-api"],
+            "modified_ts": NOW,
+        },
+    )
+    ok = evidence_item(
         "datadog/monitor", "monitor/2", {"id": 2, "name": "errors", "state": "OK", "tags": [], "modified_ts": NOW}
     )
     d = diagnose(mon, ok)
@@ -719,10 +729,19 @@ def test_full_quota_that_refused_nothing_is_benign() -> None:
 
 
 def test_exit_137_killed_by_a_failing_liveness_probe_is_not_an_oom() -> None:
-    p = pod(POD, statuses=[container_status("app", ready=False, restarts=5, last_terminated=("Error", 137, NOW - 100))],
-            containers=[{"name": "app", "image": "c:2", "ports": [{"containerPort": 8080}],
-                         "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
-                         "resources": {"limits": {"memory": "1Gi"}}}])  # fmt: skip
+    p = pod(
+        POD,
+        statuses=[container_status("app", ready=False, restarts=5, last_terminated=("Error", 137, NOW - 100))],
+        containers=[
+            {
+                "name": "app",
+                "image": "c:2",
+                "ports": [{"containerPort": 8080}],
+                "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
+                "resources": {"limits": {"memory": "1Gi"}},
+            }
+        ],
+    )
     evs = [
         event("Pod", POD, "Unhealthy", "Liveness probe failed: HTTP probe failed with statuscode: 404", count=15),
         event("Pod", POD, "Killing", "Container app failed liveness probe, will be restarted", count=5),
