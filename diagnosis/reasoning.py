@@ -623,6 +623,8 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     alternatives = [h for h in alternatives if not any(id(f) in context_ids for f in h.members)]
     lead = top.lead
     root = lead.mechanism.rstrip(".")
+    if len(top.members) > 1:
+        root += f" (the same on {len(top.members) - 1} more)"
     if context and lead.domain != Domain.CHANGES:
         root += f", after {context[-1].title}"
     if independent:
@@ -649,9 +651,16 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     claims = _claims([*top.members, *context, *top.explained], evidence)
     for h in independent:
         claims += _claims(h.members, evidence)
+    # the lead's actions, then one of each kind from the other objects that show the same fault
+    member_actions = [*top.lead.actions]
+    seen_descriptions = {a.description for a in member_actions}
+    for f in top.members:
+        for a in f.actions:
+            if a.description not in seen_descriptions:
+                seen_descriptions.add(a.description)
+                member_actions.append(a)
     actions = _dedupe_actions(
-        [*(a for f in top.members for a in f.actions), *(a for f in context for a in f.actions)]
-        + [a for h in independent for f in h.members for a in f.actions]
+        [*member_actions, *(a for f in context for a in f.actions)] + [a for h in independent for a in h.lead.actions]
     )
     missing = list(dict.fromkeys(n for f in top.members for n in f.needs))
     if unexplained_now:

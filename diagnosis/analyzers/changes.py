@@ -94,13 +94,12 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
                 ]
                 if diffs:
                     change = "image " + "; ".join(diffs)
-                    refs.append(
-                        ref(
-                            newest,
-                            "spec.template.spec.containers",
-                            (newest.data.get("spec") or {}).get("template", {}).get("spec", {}).get("containers"),
-                        )
+                    containers = (
+                        ((newest.data.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers")
                     )
+                    for i, c in enumerate(containers or ()):
+                        if old_images.get(str(c.get("name"))) != c.get("image"):
+                            refs.append(ref(newest, f"spec.template.spec.containers.{i}.image", c.get("image")))
                 else:
                     change = "new pod template (same images: configuration or environment change)"
             else:

@@ -376,7 +376,14 @@ def kubernetes_rollouts(evidence: EvidenceSet) -> list[Finding]:
             if isinstance(want, int) and isinstance(have, int) and want > 0 and have < want:
                 avail = _cond(item, "Available")
                 ts = parse_ts(avail[1].get("lastTransitionTime")) if avail else None
-                refs = [ref(item, field, have)] if field.split(".")[-1] in status else [ref(item, "status", status)]
+                if field.split(".")[-1] in status:
+                    refs = [ref(item, field, have)]
+                elif "unavailableReplicas" in status:
+                    refs = [ref(item, "status.unavailableReplicas", status["unavailableReplicas"])]
+                elif avail:
+                    refs = [ref(item, f"status.conditions.{avail[0]}.message", avail[1].get("message"))]
+                else:
+                    refs = [ref(item, "spec.replicas", want)]
                 out.append(
                     k8s_finding(
                         "kubernetes_rollouts",
