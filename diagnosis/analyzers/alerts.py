@@ -164,7 +164,10 @@ def alertmanager_alerts(evidence: EvidenceSet) -> list[Finding]:
             for i in resolved
             if (parse_ts(i.data.get("ends_at")) or 0) - (parse_ts(i.data.get("starts_at")) or 0) < FLAP_MAX_S
         ]
-        if len(resolved) >= FLAP_EPISODES - 1 and len(short) == len(resolved):
+        # flapping: short episodes so far, and the current one no longer than they were (one that has fired for
+        # an hour after a few flaps is a real fault now)
+        current_short = now is None or starts is None or now - starts < FLAP_MAX_S
+        if len(resolved) >= FLAP_EPISODES - 1 and len(short) == len(resolved) and current_short:
             out.append(
                 Finding(
                     **base,

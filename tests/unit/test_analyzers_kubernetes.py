@@ -749,3 +749,15 @@ def test_exit_137_killed_by_a_failing_liveness_probe_is_not_an_oom() -> None:
     d = diagnose(p, *evs)
     assert d.category == Category.CONFIGURATION_ERROR
     says(d, "/healthz", "404")
+
+
+def test_an_alert_that_keeps_firing_after_a_few_flaps_is_real() -> None:
+    items = []
+    for i in range(3):
+        t = NOW - 9000 + i * 900
+        items.append(
+            alert("CheckoutErrors", {"service": "checkout"}, status="resolved", starts=t, ends=t + 200, fingerprint="f")
+        )
+    items.append(alert("CheckoutErrors", {"service": "checkout"}, starts=NOW - 3600, fingerprint="f"))
+    d = diagnose(*items)
+    assert d.category == Category.UNKNOWN  # firing for an hour: a symptom whose cause is not in the evidence
