@@ -759,5 +759,5 @@ def test_an_alert_that_keeps_firing_after_a_few_flaps_is_real() -> None:
             alert("CheckoutErrors", {"service": "checkout"}, status="resolved", starts=t, ends=t + 200, fingerprint="f")
         )
     items.append(alert("CheckoutErrors", {"service": "checkout"}, starts=NOW - 3600, fingerprint="f"))
-    d = diagnose(*items)
+    d = diagnose(*items, metric_point_item("up", {"job": "checkout"}, 1))  # the evidence ends an hour later
     assert d.category == Category.UNKNOWN  # firing for an hour: a symptom whose cause is not in the evidence
