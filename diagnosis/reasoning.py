@@ -483,6 +483,17 @@ def _why_not(h: Hypothesis, top: Hypothesis) -> str:
     return "; ".join(parts)
 
 
+def _unread(evidence: EvidenceSet) -> list[str]:
+    out = []
+    for e in evidence.errors[:5]:
+        path, error = e.get("path", "?"), e.get("error", "")
+        if path.startswith("analyzer:"):
+            out.append(f"the findings of {path.removeprefix('analyzer:')}, which failed: {error}")
+        else:
+            out.append(f"a readable copy of {path}: {error}")
+    return out
+
+
 def _why_weak(h: Hypothesis) -> str:
     """Why a hypothesis did not decide when none did."""
     lead = h.lead
@@ -573,11 +584,17 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
             if not seen_objects:  # nothing failing; at most weak candidates that explain nothing
                 benign_note = "; benign: " + "; ".join(dict.fromkeys(f.title for f in benign[:4])) if benign else ""
                 weak_note = f"; {len(weak)} weak signal(s) explain no symptom" if weak else ""
+                unread = [e.get("path", "?") for e in evidence.errors]
+                if unread:  # what could not be read may hold the failure: say so, and be less sure
+                    weak_note += f"; {len(unread)} file(s) could not be read ({', '.join(unread[:3])})"
                 d = Diagnosis(
                     category=Category.HEALTHY,
                     root_cause=f"Nothing is failing now: {len(evidence)} evidence item(s) checked{benign_note}"
                     f"{weak_note}.",
-                    confidence=(0.85 if len(evidence) >= 3 else 0.6) - (0.1 if weak else 0.0),
+                    confidence=(0.85 if len(evidence) >= 3 else 0.6)
+                    - (0.1 if weak else 0.0)
+                    - (0.25 if evidence.errors else 0.0),
+                    missing=_unread(evidence),
                     ruled_out=ruled_out + weak,
                     evidence=_claims(benign, evidence),
                     **base,

@@ -377,3 +377,12 @@ def test_a_dependency_failure_is_explained_by_the_fault_of_the_dependency() -> N
     d = conclude([timeouts, oom], ev())
     assert d.category == Category.RESOURCE_EXHAUSTION and d.root_cause.startswith("payments-api pod")
     assert any("symptom, not the cause" in r.why for r in d.ruled_out)
+
+
+def test_healthy_with_unreadable_files_says_so_and_is_less_sure() -> None:
+    es = ev()
+    clean = conclude([], es)
+    es.errors.append({"path": "quote-api.json", "error": "malformed JSON: Unterminated string"})
+    d = conclude([], es)
+    assert d.category == Category.HEALTHY and d.confidence < clean.confidence
+    assert "quote-api.json" in d.root_cause and d.missing
