@@ -4,6 +4,7 @@ began after it on the same workload, and the reasoning prepends it to the chain 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from diagnosis.analyzers._kube import RECENT_S, kube_index, meta, ns_name, ref, workload_tags
@@ -39,6 +40,7 @@ DEPLOY_EXPLAINS = [
     "probe_failed",
 ]
 _REVISION = "deployment.kubernetes.io/revision"
+_SCALED_RS = re.compile(r"Scaled (?:up|down) replica set (\S+)")
 
 
 def _images(template: dict[str, Any]) -> dict[str, str]:
@@ -106,12 +108,11 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
                 change = "image " + ", ".join(new_images.values()) if new_images else "first revision"
             change = f"revision {_revision(newest)}: {change}" if _revision(newest) else change
         else:
-            scaled = [
-                e
-                for e in idx.events_for("Deployment", ns, name)
-                if e.data.get("reason") == "ScalingReplicaSet" and "Scaled up" in str(e.data.get("message") or "")
-            ]
-            if scaled:
+            scaling = [e for e in idx.events_for("Deployment", ns, name) if e.data.get("reason") == "ScalingReplicaSet"]
+            scaled = [e for e in scaling if "Scaled up" in str(e.data.get("message") or "")]
+            # a rollout moves replicas between two ReplicaSets; one ReplicaSet scaled up and down is the HPA at work
+            replicasets = {m.group(1) for e in scaling if (m := _SCALED_RS.search(str(e.data.get("message") or "")))}
+            if scaled and len(replicasets) >= 2:
                 e = max(scaled, key=lambda x: parse_ts(x.data.get("first_ts")) or 0.0)
                 when = parse_ts(e.data.get("first_ts")) or parse_ts(e.data.get("last_ts"))
                 refs.append(ref(e, "message", e.data.get("message")))

@@ -761,3 +761,27 @@ def test_an_alert_that_keeps_firing_after_a_few_flaps_is_real() -> None:
     items.append(alert("CheckoutErrors", {"service": "checkout"}, starts=NOW - 3600, fingerprint="f"))
     d = diagnose(*items, metric_point_item("up", {"job": "checkout"}, 1))  # the evidence ends an hour later
     assert d.category == Category.UNKNOWN  # firing for an hour: a symptom whose cause is not in the evidence
+
+
+def test_hpa_scaling_one_replicaset_is_not_a_rollout_but_moving_between_two_is() -> None:
+    up = event(
+        "Deployment",
+        "checkout",
+        "ScalingReplicaSet",
+        "Scaled up replica set checkout-7d9f8b6c5 to 8",
+        type_="Normal",
+        ts=NOW - 600,
+    )
+    lat = alert("CheckoutLatencyHigh", {"service": "checkout", "namespace": "shop"}, starts=NOW - 300)
+    assert diagnose(up, lat).category == Category.UNKNOWN
+    down = event(
+        "Deployment",
+        "checkout",
+        "ScalingReplicaSet",
+        "Scaled down replica set checkout-5c4b7a9d8 to 0",
+        type_="Normal",
+        ts=NOW - 590,
+    )
+    d = diagnose(up, down, lat)
+    assert d.category == Category.CODE_DEFECT
+    says(d, "rolled out")
