@@ -111,8 +111,8 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
             scaling = [e for e in idx.events_for("Deployment", ns, name) if e.data.get("reason") == "ScalingReplicaSet"]
             scaled = [e for e in scaling if "Scaled up" in str(e.data.get("message") or "")]
             # a rollout moves replicas between two ReplicaSets; one ReplicaSet scaled up and down is the HPA at work
-            replicasets = {m.group(1) for e in scaling if (m := _SCALED_RS.search(str(e.data.get("message") or "")))}
-            if scaled and len(replicasets) >= 2:
+            scaled_sets = {m.group(1) for e in scaling if (m := _SCALED_RS.search(str(e.data.get("message") or "")))}
+            if scaled and len(scaled_sets) >= 2:
                 e = max(scaled, key=lambda x: parse_ts(x.data.get("first_ts")) or 0.0)
                 when = parse_ts(e.data.get("first_ts")) or parse_ts(e.data.get("last_ts"))
                 refs.append(ref(e, "message", e.data.get("message")))
