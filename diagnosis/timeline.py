@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 import weakref
-from functools import lru_cache
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from diagnosis.evidence import EvidenceSet
