@@ -193,7 +193,7 @@ class PodReader:
 
     def _emit(self, **kw: Any) -> None:
         code = kw["code"]
-        key = f"{code}:{kw.get('object')}"
+        key = f"{code}:{kw.get('object')}:{kw.get('title')}"
         if key in self.done:
             return
         self.done.add(key)
@@ -803,7 +803,8 @@ class PodReader:
                 code, why = "probe_timeout", f"the application does not answer within {timeout}s"
         self._emit(
             role=role,
-            code=code,
+            # a failing probe that is a symptom shares the code other domains' causes list in `explains`
+            code=code if role == CAUSE else "probe_failed",
             category=category,
             object=obj,
             score=score,
