@@ -1,0 +1,202 @@
+"""Changes: deploys and rollouts shortly before the evidence ends. A change is context, not a fault: its finding is
+a weak cause candidate (a code defect the new version brought) that stands only when it explains failures that
+began after it on the same workload, and the reasoning prepends it to the chain of a more specific cause."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from diagnosis.analyzers._kube import RECENT_S, kube_index, meta, ns_name, ref, workload_tags
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.timeline import fmt_age, fmt_ts, parse_ts
+
+CHANGE_WINDOW_S = 6 * RECENT_S  # a rollout older than this before the evidence ends is settled history
+DEPLOY_SCORE = 0.35  # below the stand-alone bar: a deploy is a cause only with failures after it
+# what a bad new version shows: errors, restarts and unavailability of its own workload
+DEPLOY_EXPLAINS = [
+    "http_5xx",
+    "http_500",
+    "error_rate",
+    "log_errors",
+    "exceptions",
+    "error_spike",
+    "latency",
+    "pod_restarts",
+    "crashloop",
+    "replicas_unavailable",
+    "rollout_stuck",
+    "no_ready_endpoints",
+    "pod_not_ready",
+    "probe_unhealthy",
+    "probe_refused",
+    "memory_high",
+    "cpu_high",
+    "job_failed",
+    "errors",
+    "crash_loop",
+    "probe_failed",
+]
+_REVISION = "deployment.kubernetes.io/revision"
+_SCALED_RS = re.compile(r"Scaled (?:up|down) replica set (\S+)")
+
+
+def _images(template: dict[str, Any]) -> dict[str, str]:
+    spec = template.get("spec") or {}
+    return {str(c.get("name")): str(c.get("image")) for c in spec.get("containers") or () if c.get("name")}
+
+
+def _revision(item: EvidenceItem) -> int:
+    try:
+        return int((meta(item).get("annotations") or {}).get(_REVISION) or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _owned_by(rs: EvidenceItem, kind: str, name: str) -> bool:
+    return any(o.get("kind") == kind and o.get("name") == name for o in meta(rs).get("ownerReferences") or ())
+
+
+@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"k8s/Deployment", "k8s/ReplicaSet", "k8s/StatefulSet", "k8s/Event"})
+def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
+    """Deployments whose newest ReplicaSet (or ScalingReplicaSet event) is recent, with the image change it
+    brought; StatefulSets mid-update."""
+    idx = kube_index(evidence)
+    now = idx.now
+    out: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    replicasets = idx.of_kind("ReplicaSet")
+    deploy_names = {ns_name(d) for d in idx.of_kind("Deployment")}
+    deploy_names |= {(ns, n) for (k, ns, n) in idx.events if k == "Deployment"}
+    for rs in replicasets:
+        for o in meta(rs).get("ownerReferences") or ():
+            if o.get("kind") == "Deployment":
+                deploy_names.add((ns_name(rs)[0], str(o.get("name"))))
+    for ns, name in sorted(deploy_names):
+        dep = idx.objects.get(("Deployment", ns, name))
+        owned = sorted(
+            (rs for rs in replicasets if ns_name(rs)[0] == ns and _owned_by(rs, "Deployment", name)), key=_revision
+        )
+        refs: list[EvidenceRef] = []
+        when: float | None = None
+        change = ""
+        if owned:
+            newest = owned[-1]
+            when = parse_ts(meta(newest).get("creationTimestamp"))
+            refs.append(ref(newest, "metadata.creationTimestamp", meta(newest).get("creationTimestamp")))
+            new_images = _images((newest.data.get("spec") or {}).get("template") or {})
+            if len(owned) >= 2:
+                old_images = _images((owned[-2].data.get("spec") or {}).get("template") or {})
+                diffs = [
+                    f"{c}: {old_images.get(c, '?')} -> {img}"
+                    for c, img in new_images.items()
+                    if old_images.get(c) != img
+                ]
+                if diffs:
+                    change = "image " + "; ".join(diffs)
+                    containers = (
+                        ((newest.data.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers")
+                    )
+                    for i, c in enumerate(containers or ()):
+                        if old_images.get(str(c.get("name"))) != c.get("image"):
+                            refs.append(ref(newest, f"spec.template.spec.containers.{i}.image", c.get("image")))
+                else:
+                    change = "new pod template (same images: configuration or environment change)"
+            else:
+                change = "image " + ", ".join(new_images.values()) if new_images else "first revision"
+            change = f"revision {_revision(newest)}: {change}" if _revision(newest) else change
+        else:
+            scaling = [e for e in idx.events_for("Deployment", ns, name) if e.data.get("reason") == "ScalingReplicaSet"]
+            scaled = [e for e in scaling if "Scaled up" in str(e.data.get("message") or "")]
+            # a rollout moves replicas between two ReplicaSets; one ReplicaSet scaled up and down is the HPA at work
+            scaled_sets = {m.group(1) for e in scaling if (m := _SCALED_RS.search(str(e.data.get("message") or "")))}
+            if scaled and len(scaled_sets) >= 2:
+                e = max(scaled, key=lambda x: parse_ts(x.data.get("first_ts")) or 0.0)
+                when = parse_ts(e.data.get("first_ts")) or parse_ts(e.data.get("last_ts"))
+                refs.append(ref(e, "message", e.data.get("message")))
+                change = str(e.data.get("message") or "new ReplicaSet scaled up")
+            elif dep is not None:
+                prog = next(
+                    (
+                        c
+                        for c in (dep.data.get("status") or {}).get("conditions") or ()
+                        if c.get("type") == "Progressing"
+                        and c.get("reason") in ("ReplicaSetUpdated", "NewReplicaSetCreated")
+                    ),
+                    None,
+                )
+                if prog:
+                    when = parse_ts(prog.get("lastTransitionTime")) or parse_ts(prog.get("lastUpdateTime"))
+                    refs.append(ref(dep, "status.conditions", (dep.data.get("status") or {}).get("conditions")))
+                    change = str(prog.get("message") or "rollout in progress")
+        if when is None or not refs or (now is not None and when < now - CHANGE_WINDOW_S):
+            continue
+        # a first revision with no predecessor is a new workload, not a change to a running one
+        if owned and len(owned) == 1 and _revision(owned[-1]) <= 1:
+            continue
+        seen.add((ns, name))
+        labels = ((dep.data.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") if dep else None
+        ago = f", {fmt_age(now - when)} before the evidence ends" if now else ""
+        out.append(
+            Finding(
+                analyzer="kubernetes_rollouts_changes",
+                domain=Domain.CHANGES,
+                role="cause",
+                code="recent_deploy",
+                category=Category.CODE_DEFECT,
+                score=DEPLOY_SCORE,
+                ts=when,
+                tags=workload_tags(ns, name, labels),
+                object=f"Deployment {ns}/{name}",
+                title=f"Deployment {ns}/{name} rolled out at {fmt_ts(when)} ({change})",
+                mechanism=f"the rollout of Deployment {ns}/{name} at {fmt_ts(when)}{ago} ({change}) brought "
+                f"a defect that "
+                "makes the new version fail",
+                explains=DEPLOY_EXPLAINS,
+                evidence=refs,
+                actions=[
+                    Action(
+                        description="See what changed between revisions",
+                        command=f"kubectl rollout history deployment/{name} -n {ns}",
+                    ),
+                    Action(
+                        description="Roll back to the previous revision",
+                        kind="write",
+                        command=f"kubectl rollout undo deployment/{name} -n {ns}",
+                    ),
+                ],
+            )
+        )
+    for sts in idx.of_kind("StatefulSet"):
+        ns, name = ns_name(sts)
+        status = sts.data.get("status") or {}
+        cur, upd = status.get("currentRevision"), status.get("updateRevision")
+        if not cur or not upd or cur == upd or (ns, name) in seen:
+            continue
+        out.append(
+            Finding(
+                analyzer="kubernetes_rollouts_changes",
+                domain=Domain.CHANGES,
+                role="cause",
+                code="recent_deploy",
+                category=Category.CODE_DEFECT,
+                score=DEPLOY_SCORE,
+                tags=workload_tags(ns, name, meta(sts).get("labels")),
+                object=f"StatefulSet {ns}/{name}",
+                title=f"StatefulSet {ns}/{name} updating ({cur} -> {upd})",
+                mechanism=f"the update of StatefulSet {ns}/{name} to revision {upd} brought a defect that "
+                f"makes it fail",
+                explains=DEPLOY_EXPLAINS,
+                evidence=[ref(sts, "status.updateRevision", upd)],
+                actions=[
+                    Action(
+                        description="Roll back",
+                        kind="write",
+                        command=f"kubectl rollout undo statefulset/{name} -n {ns}",
+                    )
+                ],
+            )
+        )
+    return out

@@ -1,0 +1,698 @@
+"""From findings to one Diagnosis: hypotheses, causes separated from symptoms, ranking, the written answer.
+
+How it decides (docs/investigations.md says it at more length):
+1. Findings whose every reference is unreal are dropped; references are checked one by one.
+2. Two findings are *linked* when they name a common object (tags reduced to entity names: a pod's name also
+   names its workload, `host:web-1:9100` names `web-1`). A cause *explains* a finding when they are linked, the
+   finding's code is in the cause's `explains` (an alert is explained by any linked cause: it is a symptom of
+   the objects its labels name), and the cause did not begin after it.
+3. A cause candidate explained by another cause is a symptom of it (CPU high because of one query): it is
+   demoted, and what it explained counts for the cause above it.
+4. Remaining causes of one code on linked objects merge into one hypothesis (three pods of one Deployment
+   OOMKilled is one fault). Hypotheses rank by evidence strength, the share of observed symptoms they explain
+   (alerts count double: they are what the operator saw), time order, how many objects show it, and whether the
+   question names their object. A weak candidate (score < 0.5) stands only when it explains an observed symptom.
+5. The top hypothesis is the root cause; other strong ones on unrelated objects are independent faults; the
+   rest are ruled out with the reason. No standing hypothesis: `unknown` when something is failing (saying what
+   evidence is missing), `healthy` when nothing is (saying what was checked).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import (
+    Action,
+    Category,
+    Claim,
+    Diagnosis,
+    Domain,
+    EvidenceRef,
+    Finding,
+    RuledOut,
+)
+from diagnosis.timeline import evidence_now, fmt_age
+
+CAUSE, SYMPTOM, BENIGN = "cause", "symptom", "benign"
+STANDALONE_SCORE = 0.5  # a cause candidate below this needs an observed symptom it explains to stand
+INDEPENDENT_SCORE = 0.55  # an unrelated hypothesis at least this strong is a second fault, not an alternative
+MIN_RANK = 0.4  # below this the best hypothesis does not decide: unknown
+TIME_SLACK_S = 300.0  # clocks and export granularity: a cause may appear to start this much after its symptom
+MAX_CHAIN = 7
+MAX_CLAIMS = 12
+
+# tag types that scope rather than name: sharing only these does not link two findings
+_SCOPE_TAGS = frozenset({"namespace", "ns", "cluster", "region", "zone", "az", "env", "environment", "account"})
+# tag values too generic to link two findings by themselves
+_GENERIC_NAMES = frozenset({"app", "main", "default", "container", "service", "", "-"})
+_POD_OF_DEPLOYMENT = re.compile(r"^(?P<base>.+?)-[a-z0-9]{6,10}-[a-z0-9]{5}$")
+_POD_OF_SET = re.compile(r"^(?P<base>.+?)-(?:[a-z0-9]{5}|\d+)$")
+_PORT = re.compile(r":\d+$")
+_WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
+
+_QUESTION_DOMAINS: dict[Domain, tuple[str, ...]] = {
+    Domain.DATABASE: ("database", "query", "queries", "postgres", "sql", "lock", "db", "rds", "replica", "table"),
+    Domain.KUBERNETES: ("pod", "pods", "deploy", "deployment", "kubernetes", "k8s", "crash", "restart", "node"),
+    Domain.HOST: ("disk", "cpu", "memory", "host", "server", "machine", "load", "filesystem"),
+    Domain.NETWORK: ("timeout", "dns", "tls", "certificate", "upstream", "5xx", "502", "503", "504", "latency"),
+}
+
+
+def workload_of_pod(pod: str) -> str:
+    """checkout-7d9f8b6c5-x2k4p -> checkout; db-0 -> db; a name with no pod suffix is itself."""
+    for rx in (_POD_OF_DEPLOYMENT, _POD_OF_SET):
+        m = rx.match(pod)
+        if m:
+            return m.group("base")
+    return pod
+
+
+def entity_names(f: Finding) -> frozenset[str]:
+    """The objects a finding names, reduced to comparable names (namespace-like scopes excluded)."""
+    out: set[str] = set()
+    for tag in f.tags:
+        typ, sep, val = tag.partition(":")
+        if not sep:
+            typ, val = "", typ
+        typ = typ.strip().lower()
+        val = val.strip().lower()
+        if typ in _SCOPE_TAGS or not val:
+            continue
+        if typ in ("pid", "xid", "query", "fingerprint", "statement"):
+            out.add(f"{typ}:{val}")
+            continue
+        parts = [p for p in val.split("/") if p]
+        if not parts:
+            continue
+        if typ == "container" and len(parts) >= 2:
+            name = parts[-2]  # ns/pod/container: the pod names it, "app" would link everything
+            out.update((name, workload_of_pod(name)))
+            continue
+        name = parts[-1]
+        if typ in ("host", "instance", "node", "endpoint", "upstream", "url"):
+            name = _PORT.sub("", name)
+        if typ in ("pod", ""):
+            out.add(workload_of_pod(name))
+        out.add(name)
+    return frozenset(n for n in out if n not in _GENERIC_NAMES)
+
+
+_UPSTREAM_TAGS = frozenset({"upstream", "dependency", "target", "peer", "tls", "backend", "remote"})
+
+
+def upstream_names(f: Finding) -> frozenset[str]:
+    """The names of what a finding's object depends on (`upstream:payments-api`): a fault there explains it."""
+    out: set[str] = set()
+    for tag in f.tags:
+        typ, sep, val = tag.partition(":")
+        if sep and typ.strip().lower() in _UPSTREAM_TAGS and val.strip():
+            name = _PORT.sub("", val.strip().lower().rstrip("/").rsplit("/", 1)[-1])
+            out.update((name, name.split(".")[0]))
+    return frozenset(n for n in out if n not in _GENERIC_NAMES)
+
+
+def _is_alert(f: Finding) -> bool:
+    return f.code.startswith("alert:") or f.domain == Domain.ALERTS
+
+
+@dataclass(eq=False)
+class _Node:
+    finding: Finding
+    names: frozenset[str]
+    demoted_by: _Node | None = None
+
+
+@dataclass(eq=False)  # identity: hypotheses are compared as objects, never field by field
+class Hypothesis:
+    """One candidate root cause: findings of one code on linked objects, and what they explain."""
+
+    members: list[Finding]
+    names: frozenset[str]
+    explained: list[Finding] = field(default_factory=list)  # symptoms and demoted causes, transitively
+    demoted: list[Finding] = field(default_factory=list)  # causes that turned out to be its symptoms
+    strength: float = 0.0
+    coverage: float = 0.0
+    rank: float = 0.0
+    precedes: bool = False
+
+    @property
+    def lead(self) -> Finding:
+        return max(self.members, key=lambda f: (f.score, len(f.evidence)))
+
+    @property
+    def ts(self) -> float | None:
+        times = [f.ts for f in self.members if f.ts is not None]
+        return min(times) if times else None
+
+
+# ----------------------------------------------------------------------------------------------- links
+
+
+def link_strength(a_names: frozenset[str], b_names: frozenset[str]) -> float:
+    """1 when two findings name a common object, 0.5 when either names none (unscoped), else 0."""
+    if a_names & b_names:
+        return 1.0
+    if not a_names or not b_names:
+        return 0.5
+    return 0.0
+
+
+def _code_in(code: str, explains: Iterable[str]) -> bool:
+    return any(e == code or (e.endswith("*") and code.startswith(e[:-1])) for e in explains)
+
+
+def explains(cause: Finding, cause_names: frozenset[str], other: Finding, other_names: frozenset[str]) -> float:
+    """How strongly `cause` explains `other` (0 when it does not)."""
+    if cause is other:
+        return 0.0
+    if (
+        other.role == CAUSE
+        and other.category == Category.DEPENDENCY_FAILURE
+        and cause.category not in (Category.DEPENDENCY_FAILURE, Category.HEALTHY, Category.UNKNOWN)
+        and cause.domain != Domain.CHANGES
+        and cause_names & upstream_names(other)
+    ):
+        # callers failing on a dependency are explained by what is wrong with the dependency itself
+        if cause.ts is not None and other.ts is not None and cause.ts > other.ts + TIME_SLACK_S:
+            return 0.0
+        return 1.0
+    link = link_strength(cause_names, other_names)
+    if link == 0.0:
+        return 0.0
+    if _is_alert(other):
+        # an alert is a symptom of the objects its labels name: any cause on them explains it, but an alert
+        # that names nothing is only weakly explained by a cause that does not list it
+        if link < 1.0 and not _code_in(other.code, cause.explains):
+            link = 0.5
+    elif not _code_in(other.code, cause.explains):
+        return 0.0
+    if cause.ts is not None and other.ts is not None and cause.ts > other.ts + TIME_SLACK_S:
+        return 0.0  # a cause cannot begin after its effect
+    return link
+
+
+# ----------------------------------------------------------------------------------------------- checks
+
+
+def checked_findings(findings: Iterable[Finding], evidence: EvidenceSet) -> list[Finding]:
+    """Findings with only real references; one whose every reference is unreal is dropped."""
+    out: list[Finding] = []
+    for f in findings:
+        refs = [r for r in f.evidence if evidence.check(r)]
+        if f.evidence and not refs:
+            continue
+        if not f.evidence and f.role != BENIGN:
+            continue  # a claim that cites nothing is not evidence
+        out.append(f if len(refs) == len(f.evidence) else f.model_copy(update={"evidence": refs}))
+    return out
+
+
+RECOVERED_WINDOW_S = (
+    1800.0  # a weak symptom that began this close to a since-resolved alert on its object is that episode
+)
+
+
+def recovered_by_alerts(findings: list[Finding]) -> list[Finding]:
+    """Weak symptoms of an episode that a resolved alert on the same object says is over become benign, unless an
+    alert on that object still fires: the monitoring system has already judged the episode recovered."""
+    resolved = [(f, entity_names(f)) for f in findings if f.role == BENIGN and _is_alert(f)]
+    if not resolved:
+        return findings
+    firing = [entity_names(f) for f in findings if f.role == SYMPTOM and _is_alert(f)]
+    out: list[Finding] = []
+    for f in findings:
+        names = entity_names(f)
+        if f.role != SYMPTOM or _is_alert(f) or f.score >= 0.6 or not names or any(names & n for n in firing):
+            out.append(f)
+            continue
+        cover = next(
+            (
+                a
+                for a, an in resolved
+                if names & an and (f.ts is None or a.ts is None or f.ts <= a.ts + RECOVERED_WINDOW_S)
+            ),
+            None,
+        )
+        if cover is None:
+            out.append(f)
+            continue
+        out.append(
+            f.model_copy(
+                update={
+                    "role": BENIGN,
+                    "category": Category.HEALTHY,
+                    "mechanism": f"a recovered episode: {cover.title}",
+                }
+            )
+        )
+    return out
+
+
+def _real(refs: Iterable[EvidenceRef], evidence: EvidenceSet) -> list[EvidenceRef]:
+    return [r for r in refs if evidence.check(r)]
+
+
+# ----------------------------------------------------------------------------------------------- ranking
+
+
+def _question_bonus(h: Hypothesis, question: str | None) -> float:
+    if not question:
+        return 0.0
+    q = question.lower()
+    words = set(_WORD.findall(q))
+    bonus = 0.0
+    lead = h.lead
+    # the question names what the operator saw, which is as often the victim as the cause: a nudge, not a verdict
+    if any(len(n) >= 3 and (n in words or n in q) for n in h.names):
+        bonus += 0.06
+    elif any(len(w) >= 4 and w in lead.object.lower() for w in words):
+        bonus += 0.03
+    for domain, keys in _QUESTION_DOMAINS.items():
+        if lead.domain == domain and words & set(keys):
+            bonus += 0.03
+            break
+    return bonus
+
+
+def build_hypotheses(findings: list[Finding], question: str | None = None) -> tuple[list[Hypothesis], list[Finding]]:
+    """Hypotheses ranked best first, and the active symptoms (including demoted causes) none of them explain."""
+    nodes = [_Node(f, entity_names(f)) for f in findings if f.role in (CAUSE, SYMPTOM)]
+    causes = [n for n in nodes if n.finding.role == CAUSE]
+
+    # 3. demote causes that another cause explains; mutual explanation goes to the earlier, then the stronger
+    for n in causes:
+        best: tuple[float, _Node] | None = None
+        for m in causes:
+            if m is n:
+                continue
+            w = explains(m.finding, m.names, n.finding, n.names)
+            upstream = bool(m.names & upstream_names(n.finding))
+            if w < 1.0 and not _code_in(n.finding.code, m.finding.explains) and not upstream:
+                continue
+            if w == 0.0:
+                continue
+            back = explains(n.finding, n.names, m.finding, m.names)
+            if back > 0.0 and _earlier_or_stronger(n.finding, m.finding):
+                continue
+            key = (w + m.finding.score, m)
+            if best is None or key[0] > best[0]:
+                best = key
+        if best is not None:
+            n.demoted_by = best[1]
+    # break demotion cycles (a -> b -> a) by keeping the stronger of each cycle as a root
+    for n in causes:
+        seen: set[int] = set()
+        cur: _Node | None = n
+        while cur is not None and cur.demoted_by is not None:
+            if id(cur) in seen:
+                strongest = max((c for c in causes if id(c) in seen), key=lambda c: c.finding.score)
+                strongest.demoted_by = None
+                break
+            seen.add(id(cur))
+            cur = cur.demoted_by
+    roots = [n for n in causes if n.demoted_by is None]
+    effects = [n for n in nodes if n.finding.role == SYMPTOM or n.demoted_by is not None]
+
+    # 4. merge roots of one code on linked objects
+    groups: list[list[_Node]] = []
+    for n in sorted(roots, key=lambda x: -x.finding.score):
+        for g in groups:
+            g0 = g[0].finding
+            if g0.code == n.finding.code and g0.category == n.finding.category and (g[0].names & n.names):
+                g.append(n)
+                break
+        else:
+            groups.append([n])
+
+    observed_weight = sum(2.0 if _is_alert(e.finding) else 1.0 for e in effects)
+    hypotheses: list[Hypothesis] = []
+    explained_ids: set[int] = set()
+    for g in groups:
+        names = frozenset().union(*(n.names for n in g))
+        h = Hypothesis(members=[n.finding for n in g], names=names)
+        # transitive: what a member explains directly, and what its demoted causes explain
+        frontier = list(g)
+        visited: set[int] = {id(n) for n in g}
+        weight = 0.0
+        while frontier:
+            src = frontier.pop()
+            for e in effects:
+                if id(e) in visited:
+                    continue
+                w = 1.0 if e.demoted_by is src else explains(src.finding, src.names, e.finding, e.names)
+                if w == 0.0:
+                    continue
+                visited.add(id(e))
+                h.explained.append(e.finding)
+                if e.demoted_by is not None:
+                    h.demoted.append(e.finding)
+                weight += w * (2.0 if _is_alert(e.finding) else 1.0)
+                frontier.append(e)
+        explained_ids.update(id(f) for f in h.explained)
+        h.strength = max(f.score for f in h.members)
+        h.coverage = weight / observed_weight if observed_weight else 0.0
+        times = [f.ts for f in h.explained if f.ts is not None]
+        h.precedes = bool(times) and h.ts is not None and h.ts <= min(times) + TIME_SLACK_S
+        h.rank = (
+            h.strength
+            + 0.3 * h.coverage
+            + 0.04 * min(len(h.explained), 5)
+            + 0.03 * min(len(h.members) - 1, 3)
+            + (0.03 if h.precedes else 0.0)
+            + _question_bonus(h, question)
+            - (0.15 if h.lead.category == Category.UNKNOWN else 0.0)
+        )
+        hypotheses.append(h)
+    hypotheses.sort(key=lambda h: (-h.rank, h.ts if h.ts is not None else float("inf")))
+    unexplained = [e.finding for e in effects if id(e.finding) not in explained_ids]
+    return hypotheses, unexplained
+
+
+def _earlier_or_stronger(a: Finding, b: Finding) -> bool:
+    """Whether a, rather than b, is the cause when each could explain the other."""
+    if a.ts is not None and b.ts is not None and abs(a.ts - b.ts) > TIME_SLACK_S:
+        return a.ts < b.ts
+    return a.score > b.score
+
+
+def _stands(h: Hypothesis) -> bool:
+    return h.strength >= STANDALONE_SCORE or bool(h.explained)
+
+
+# ----------------------------------------------------------------------------------------------- writing
+
+
+def _dedupe_actions(actions: Iterable[Action]) -> list[Action]:
+    seen: set[str] = set()
+    out: list[Action] = []
+    for a in actions:
+        if a.command in seen:
+            continue
+        seen.add(a.command)
+        out.append(a)
+    return out
+
+
+def _chain(h: Hypothesis, context: list[Finding]) -> list[str]:
+    steps: list[str] = [c.title for c in context]
+    steps.append(h.lead.mechanism or h.lead.title)
+
+    def when(f: Finding) -> float:
+        return f.ts if f.ts is not None else float("inf")
+
+    middle = sorted((f for f in h.explained if not _is_alert(f)), key=when)
+    alerts = sorted((f for f in h.explained if _is_alert(f)), key=when)
+    seen = {s.lower() for s in steps}
+    for f in middle + alerts:
+        if f.title.lower() not in seen:
+            seen.add(f.title.lower())
+            steps.append(f.title)
+    if len(steps) > MAX_CHAIN:  # keep the cause and what the operator saw; drop from the middle
+        steps = [*steps[: MAX_CHAIN - 2], "...", *steps[-1:]]
+    return steps
+
+
+def _claims(findings: Iterable[Finding], evidence: EvidenceSet) -> list[Claim]:
+    claims: list[Claim] = []
+    seen: set[str] = set()
+    for f in findings:
+        refs = _real(f.evidence, evidence)
+        if not refs or f.title in seen:
+            continue
+        seen.add(f.title)
+        claims.append(Claim(claim=f.title, refs=refs[:5]))
+        if len(claims) >= MAX_CLAIMS:
+            break
+    return claims
+
+
+def _ruled_out_entry(f: Finding, why: str, evidence: EvidenceSet) -> RuledOut:
+    return RuledOut(alternative=f.title, why=why, refs=_real(f.evidence, evidence)[:3])
+
+
+def _what_was_checked(evidence: EvidenceSet, findings: list[Finding]) -> list[str]:
+    counts = Counter(item.kind for item in evidence)
+    out = [f"{n} {kind} item{'s' if n != 1 else ''}" for kind, n in sorted(counts.items())]
+    domains = sorted({f.domain.value for f in findings})
+    if domains:
+        out.append("analyzers with findings: " + ", ".join(domains))
+    return out
+
+
+def _changes_before(h: Hypothesis, findings: list[Finding], now: float | None) -> list[Finding]:
+    """Changes (deploys, rollouts) on the hypothesis's objects shortly before it began: context for the chain."""
+    out: list[Finding] = []
+    start = h.ts
+    members = {id(f) for f in h.members}
+    for f in findings:
+        if f.domain != Domain.CHANGES or id(f) in members or f.role == BENIGN:
+            continue
+        if link_strength(entity_names(f), h.names) < 1.0:
+            continue
+        if f.ts is not None and start is not None and f.ts > start + TIME_SLACK_S:
+            continue
+        out.append(f)
+    return sorted(out, key=lambda f: f.ts or 0.0)[:2]
+
+
+def _confidence(top: Hypothesis, rival: Hypothesis | None, unexplained: int) -> float:
+    margin = (top.rank - rival.rank) if rival is not None else 0.4
+    conf = 0.3 + 0.4 * top.strength + 0.15 * top.coverage + 0.5 * min(max(margin, 0.0), 0.3)
+    if unexplained:
+        conf -= min(0.1, 0.03 * unexplained)
+    return round(min(0.97, max(0.1, conf)), 2)
+
+
+def _why_not(h: Hypothesis, top: Hypothesis) -> str:
+    lead = h.lead
+    if not h.explained and h.strength < STANDALONE_SCORE:
+        return f"weak signal (score {lead.score:.2f}) that explains none of the observed symptoms"
+    shared = {id(f) for f in h.explained} & {id(f) for f in top.explained}
+    parts = [
+        f"explains {len(h.explained)} observed symptom(s) against {len(top.explained)} for the root cause",
+        f"evidence strength {h.strength:.2f} against {top.strength:.2f}",
+    ]
+    if top.ts is not None and h.ts is not None and h.ts > top.ts + TIME_SLACK_S:
+        parts.append(f"began {fmt_age(h.ts - top.ts)} after the root cause")
+    if shared:
+        parts.insert(0, "competes for the same symptoms")
+    return "; ".join(parts)
+
+
+def _unread(evidence: EvidenceSet) -> list[str]:
+    out = []
+    for e in evidence.errors[:5]:
+        path, error = e.get("path", "?"), e.get("error", "")
+        if path.startswith("analyzer:"):
+            out.append(f"the findings of {path.removeprefix('analyzer:')}, which failed: {error}")
+        else:
+            out.append(f"a readable copy of {path}: {error}")
+    return out
+
+
+def _why_weak(h: Hypothesis) -> str:
+    """Why a hypothesis did not decide when none did."""
+    lead = h.lead
+    if not h.explained and h.strength < STANDALONE_SCORE:
+        return f"weak signal (score {lead.score:.2f}) that explains none of the observed symptoms"
+    if lead.category == Category.UNKNOWN:
+        return "seen, but the evidence does not say by which mechanism" + (
+            f" (needs: {'; '.join(lead.needs[:2])})" if lead.needs else ""
+        )
+    return f"too weak to decide (score {lead.score:.2f}, explains {len(h.explained)} observed symptom(s))"
+
+
+def _markdown(d: Diagnosis) -> str:
+    lines = [f"**Root cause** ({d.category.value}, confidence {d.confidence:.2f}): {d.root_cause}", ""]
+    if d.other_causes:
+        lines.append("**Also failing, independently:**")
+        lines.extend(f"- {c}" for c in d.other_causes)
+        lines.append("")
+    if d.causal_chain:
+        lines.append("**Causal chain**")
+        lines.extend(f"{i}. {step}" for i, step in enumerate(d.causal_chain, 1))
+        lines.append("")
+    if d.evidence:
+        lines.append("**Evidence**")
+        for c in d.evidence:
+            shown = []
+            for r in c.refs[:3]:
+                where = (
+                    r.item + (f" line {r.line}" if r.line is not None else "") + (f" `{r.field}`" if r.field else "")
+                )
+                shown.append(f"{where}: {str(r.value)[:160]}" if r.value is not None else where)
+            lines.append(f"- {c.claim} — " + "; ".join(shown))
+        lines.append("")
+    if d.ruled_out:
+        lines.append("**Ruled out**")
+        lines.extend(f"- {r.alternative}: {r.why}" for r in d.ruled_out)
+        lines.append("")
+    if d.missing:
+        lines.append("**Missing evidence**")
+        lines.extend(f"- {m}" for m in d.missing)
+        lines.append("")
+    if d.checked and d.category in (Category.HEALTHY, Category.UNKNOWN):
+        lines.append("**Checked**")
+        lines.extend(f"- {c}" for c in d.checked)
+        lines.append("")
+    if d.actions:
+        lines.append("**Actions**")
+        for a in d.actions:
+            tool = f" (tool `{a.tool}`)" if a.tool else ""
+            lines.append(f"- [{a.kind}] {a.description}: `{a.command}`{tool}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ----------------------------------------------------------------------------------------------- entry
+
+
+def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None = None) -> Diagnosis:
+    """The Diagnosis the findings support. Pure; references are checked against `evidence`."""
+    findings = recovered_by_alerts(checked_findings(findings, evidence))
+    now = evidence_now(evidence)
+    benign = [f for f in findings if f.role == BENIGN]
+    active = [f for f in findings if f.role in (CAUSE, SYMPTOM)]
+    hypotheses, unexplained = build_hypotheses(findings, question)
+    standing = [h for h in hypotheses if _stands(h)]
+    checked = _what_was_checked(evidence, findings)
+    base = {
+        "findings": findings,
+        "ignored": list(evidence.ignored),
+        "errors": list(evidence.errors),
+        "checked": checked,
+    }
+    ruled_out = [_ruled_out_entry(f, f.mechanism, evidence) for f in benign]
+
+    if not standing or standing[0].rank < MIN_RANK:
+        weak = [_ruled_out_entry(h.lead, _why_weak(h), evidence) for h in hypotheses]
+        if not active and not len(evidence):
+            d = Diagnosis(
+                category=Category.UNKNOWN,
+                root_cause="No evidence was given, so nothing can be decided.",
+                confidence=0.05,
+                missing=["any evidence: alerts, Kubernetes objects and events, logs, metrics or database sessions"],
+                **base,
+            )
+        else:
+            seen_objects = [f for f in active if f.role == SYMPTOM]
+            seen_objects += [h.lead for h in hypotheses if h.lead.category == Category.UNKNOWN and h.strength >= 0.5]
+            if not seen_objects:  # nothing failing; at most weak candidates that explain nothing
+                benign_note = "; benign: " + "; ".join(dict.fromkeys(f.title for f in benign[:4])) if benign else ""
+                weak_note = f"; {len(weak)} weak signal(s) explain no symptom" if weak else ""
+                unread = [e.get("path", "?") for e in evidence.errors]
+                if unread:  # what could not be read may hold the failure: say so, and be less sure
+                    weak_note += f"; {len(unread)} file(s) could not be read ({', '.join(unread[:3])})"
+                d = Diagnosis(
+                    category=Category.HEALTHY,
+                    root_cause=f"Nothing is failing now: {len(evidence)} evidence item(s) checked{benign_note}"
+                    f"{weak_note}.",
+                    confidence=(0.85 if len(evidence) >= 3 else 0.6)
+                    - (0.1 if weak else 0.0)
+                    - (0.25 if evidence.errors else 0.0),
+                    missing=_unread(evidence),
+                    ruled_out=ruled_out + weak,
+                    evidence=_claims(benign, evidence),
+                    **base,
+                )
+            else:
+                missing: list[str] = []
+                for f in seen_objects:
+                    missing.extend(f.needs or [f"evidence about {f.object} that shows why: {f.title}"])
+                missing = list(dict.fromkeys(missing))[:8]
+                names = "; ".join(dict.fromkeys(f.title for f in seen_objects[:4]))
+                d = Diagnosis(
+                    category=Category.UNKNOWN,
+                    root_cause=f"The evidence does not decide the cause of: {names}; missing: {missing[0]}.",
+                    confidence=0.2,
+                    causal_chain=[f.title for f in seen_objects[:MAX_CHAIN]],
+                    evidence=_claims(seen_objects, evidence),
+                    ruled_out=ruled_out + weak,
+                    missing=missing,
+                    actions=_dedupe_actions(a for f in active for a in f.actions),
+                    **base,
+                )
+        d.text = _markdown(d)
+        return d
+
+    top = standing[0]
+    others = standing[1:]
+    independent: list[Hypothesis] = []
+    alternatives: list[Hypothesis] = []
+    top_effects = {id(f) for f in top.explained if not _is_alert(f)}
+    for h in others:
+        # a second fault: on other objects, or on the same ones through another mechanism that explains none of
+        # the same observed effects (alerts aside: any cause on an object explains its alerts)
+        competing = bool(top_effects & {id(f) for f in h.explained if not _is_alert(f)})
+        unrelated = bool(h.names) and bool(top.names) and not (h.names & top.names)
+        separate = not competing and h.lead.category != top.lead.category
+        if (unrelated or separate) and h.strength >= INDEPENDENT_SCORE and h.lead.category != Category.UNKNOWN:
+            independent.append(h)
+        else:
+            alternatives.append(h)
+    alternatives += [h for h in hypotheses if h not in standing]
+    context = _changes_before(top, findings, now)
+    context_ids = {id(f) for f in context}
+    alternatives = [h for h in alternatives if not any(id(f) in context_ids for f in h.members)]
+    lead = top.lead
+    root = lead.mechanism.rstrip(".")
+    if len(top.members) > 1:
+        root += f" (the same on {len(top.members) - 1} more)"
+    if context and lead.domain != Domain.CHANGES:
+        root += f", after {context[-1].title}"
+    if independent:
+        root += "; independently, " + "; ".join(h.lead.title for h in independent[:2])
+        if len(independent) > 2:
+            root += f" and {len(independent) - 2} more"
+    root += "."
+
+    for f in top.demoted:
+        ruled_out.append(
+            _ruled_out_entry(f, f"a symptom, not the cause: it follows from {lead.object} ({lead.code})", evidence)
+        )
+    rival = alternatives[0] if alternatives else None
+    for h in alternatives:
+        ruled_out.append(_ruled_out_entry(h.lead, _why_not(h, top), evidence))
+    for h in independent:
+        for f in h.demoted:
+            ruled_out.append(
+                _ruled_out_entry(f, f"a symptom of {h.lead.object} ({h.lead.code}), not a cause", evidence)
+            )
+
+    explained_elsewhere = {id(f) for h in independent for f in h.explained}
+    unexplained_now = [f for f in unexplained if id(f) not in explained_elsewhere]
+    claims = _claims([*top.members, *context, *top.explained], evidence)
+    for h in independent:
+        claims += _claims(h.members, evidence)
+    # the lead's actions, then one of each kind from the other objects that show the same fault
+    member_actions = [*top.lead.actions]
+    seen_descriptions = {a.description for a in member_actions}
+    for f in top.members:
+        for a in f.actions:
+            if a.description not in seen_descriptions:
+                seen_descriptions.add(a.description)
+                member_actions.append(a)
+    actions = _dedupe_actions(
+        [*member_actions, *(a for f in context for a in f.actions)] + [a for h in independent for a in h.lead.actions]
+    )
+    missing = list(dict.fromkeys(n for f in top.members for n in f.needs))
+    if unexplained_now:
+        missing.append("not explained by the root cause: " + "; ".join(f.title for f in unexplained_now[:4]))
+    d = Diagnosis(
+        category=lead.category,
+        root_cause=root,
+        confidence=_confidence(top, rival, len(unexplained_now)),
+        causal_chain=_chain(top, context if lead.domain != Domain.CHANGES else []),
+        evidence=claims[:MAX_CLAIMS],
+        ruled_out=ruled_out,
+        actions=actions,
+        other_causes=[f"{h.lead.mechanism.rstrip('.')} ({h.lead.category.value})." for h in independent],
+        missing=missing,
+        **base,
+    )
+    d.text = _markdown(d)
+    return d
