@@ -41,6 +41,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -737,3 +738,133 @@ def load_bundle(path: Any) -> EvidenceSet:
     limits = limits_type() if limits_type is not None else getattr(bundle, "DEFAULT_LIMITS", None)
     result: EvidenceSet = bundle.load_bundle(path, limits)
     return result
+
+
+# --- the ops graph's use: investigations and diagnose requests ---------------------------------------------------
+
+REQUEST_FILE = "request.json"  # {"question", "evidence": [...]} as posted
+ALERTS_FOLDER = "alerts"  # alertmanager.json: the Alertmanager payload (version 4) of the request
+BUNDLE_NAMES = ("bundle", "bundle.tar.gz", "bundle.zip")  # the uploaded archive (or an extracted folder)
+_DIAGNOSE = re.compile(
+    r"\b(why|root[- ]cause|diagnos\w*|what(?:'s| is| went) wrong|what happened|wrong with)\b", re.IGNORECASE
+)
+
+
+def is_diagnose(plan_category: str | None, goal: str) -> bool:
+    """A diagnose request ends in a Diagnosis: the diagnose and triage playbooks, or a question why."""
+    return plan_category in ("diagnose", "triage") or bool(_DIAGNOSE.search(goal or ""))
+
+
+def investigations_root(settings: Settings) -> Path:
+    return (settings.var_dir / "investigations").resolve()
+
+
+def evidence_for_request(folder: Path) -> EvidenceSet:
+    """The evidence an investigation was given: its bundle, its alerts and the evidence items posted."""
+    evidence = EvidenceSet()
+    for name in BUNDLE_NAMES:
+        if (folder / name).exists():
+            merge_evidence(evidence, load_bundle(folder / name), "bundle")
+    if (folder / ALERTS_FOLDER).is_dir():
+        merge_evidence(evidence, load_bundle(folder / ALERTS_FOLDER), "alerts")
+    request = folder / REQUEST_FILE
+    if request.exists():
+        body = json.loads(request.read_text(encoding="utf-8"))
+        merge_evidence(evidence, EvidenceSet(items_from_request(body.get("evidence") or [])), "request")
+    return evidence
+
+
+def _record(ctx: OpsContext, task_id: str, result: InvestigationResult) -> None:
+    from core.types import EventType
+
+    ctx.bus.emit(
+        task_id,
+        EventType.LOG,
+        {
+            "message": f"investigation: {result.diagnosis.category.value} in {result.seconds:.3f}s",
+            "specialists": result.specialists,
+            "requests": result.requests,
+            "source": result.diagnosis.source,
+        },
+    )
+    call = result.llm_call
+    if call is not None:
+        ctx.telemetry.record(
+            "llm",
+            name=str(call["model"])[:64],
+            outcome=call["outcome"],
+            task_id=task_id,
+            run_s=call.get("run_s"),
+            tokens_in=call["tokens_in"],
+            tokens_out=call["tokens_out"],
+        )
+
+
+def investigate_request(ctx: OpsContext, task_id: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """An investigation task: the evidence stored with it under the var dir (never a folder named elsewhere)."""
+    root = investigations_root(ctx.settings)
+    folder = Path(str(spec.get("dir") or "")).resolve()
+    if not folder.is_relative_to(root) or not folder.is_dir():
+        raise InvestigationError(f"the investigation's evidence folder is not under {root}")
+    result = run_investigation(
+        evidence_for_request(folder),
+        BundleSource(),
+        question=spec.get("question"),
+        refiner=DiagnosisRefiner.from_settings(ctx.settings),
+    )
+    _record(ctx, task_id, result)
+    return result.diagnosis.model_dump(mode="json")
+
+
+def investigate_live(ctx: OpsContext, task_id: str, goal: str, *, tenant: str, priority: int) -> dict[str, Any]:
+    """A diagnose request: the live tools' results become evidence; specialists may add plan nodes for more."""
+    from core.types import NodeStatus
+
+    items_from_tool_result = _module("diagnosis.live").items_from_tool_result
+    evidence = EvidenceSet()
+    for node_id, row in ctx.store.latest_attempts(task_id).items():
+        if row.status == NodeStatus.SUCCEEDED.value and row.result:
+            for item in items_from_tool_result(node_id, row.tool, row.result.get("data") or {}):
+                if evidence.get(item.id) is None:
+                    evidence.add(item)
+    result = run_investigation(
+        evidence,
+        LiveSource(ctx, task_id, tenant=tenant, priority=priority),
+        question=goal,
+        refiner=DiagnosisRefiner.from_settings(ctx.settings),
+    )
+    _record(ctx, task_id, result)
+    return result.diagnosis.model_dump(mode="json")
+
+
+def diagnose_answer(diagnosis: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:
+    """The task answer with the Diagnosis: `diagnosis` (JSON), and headline, severity, text and next steps from
+    it; the checks' fields (findings, nodes, failed nodes...) stay as they were."""
+    d = Diagnosis.model_validate(diagnosis)
+    answer: dict[str, Any] = (
+        dict(base)
+        if base
+        else {
+            "findings": [],
+            "failed_nodes": [],
+            "nodes": [],
+            "next_steps": [],
+            "playbook": None,
+            "plan_source": None,
+        }
+    )
+    text = d.text or render_text(d)
+    if base and base.get("nodes"):
+        checks = [f"- {n['node_id']} ({n['tool']}): {n['status']}, {n.get('summary') or ''}" for n in base["nodes"]]
+        text += "\n\nChecks that ran:\n" + "\n".join(checks)
+    answer.update(
+        {
+            "diagnosis": diagnosis,
+            "headline": headline(d),
+            "severity": severity(d),
+            "text": text,
+            "next_steps": [f"[{a.kind}] {a.description}: {a.command}" for a in d.actions]
+            or list(answer.get("next_steps") or []),
+        }
+    )
+    return answer
