@@ -32,6 +32,7 @@ ops graph's parts load only on the paths that use them.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import importlib
 import json
@@ -489,7 +490,9 @@ def run_investigation(
         registry=registry,
     )
     config: RunnableConfig = {"configurable": {"investigation": rt}, "recursion_limit": 50}
-    state = build_investigation_graph().invoke({"findings": [], "requests": []}, config)
+    # an empty context: the investigation is its own run, never a subgraph of the ops graph run that calls it
+    # (which would hand it the ops graph's checkpointer and durability through LangGraph's context variables)
+    state = contextvars.Context().run(build_investigation_graph().invoke, {"findings": [], "requests": []}, config)
     diagnosis: Diagnosis = state["diagnosis"]
     if not diagnosis.ignored and evidence.ignored:
         diagnosis = diagnosis.model_copy(update={"ignored": list(evidence.ignored)})

@@ -47,6 +47,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OpsgraphError)
     async def _opsgraph(_: Request, exc: OpsgraphError) -> JSONResponse:
         status = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 400
+        status = getattr(exc, "http_status", status)  # an error that names its own status (413 for a bundle)
         if isinstance(exc, PlanInvalid | PolicyInvalid):
             return JSONResponse(error_body(exc.code, str(exc), exc.reasons), status_code=422)
         if not isinstance(exc, UserError):

@@ -95,6 +95,7 @@ class InvestigationCreated(BaseModel):
 
 class BundleTooLarge(UserError):
     code = "bundle_too_large"
+    http_status = 413
 
 
 class BadBundle(UserError):
@@ -275,6 +276,8 @@ def _validated(raw: Any) -> InvestigationCreate:
 
 
 class _Invalid(UserError):
+    http_status = 422
+
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code

@@ -1,0 +1,245 @@
+"""Investigations over REST on real parts: an API process on a real Redis and SQLite (or PostgreSQL).
+
+POST /v1/investigations with a JSON alert and evidence items, or a multipart bundle archive; the Alertmanager
+receiver's grouping (one investigation per group and tenant) and resolution; a bundle too large (413) and a bad
+archive (4xx). Investigations run no tool, so no worker is started.
+
+Until diagnosis.bundle and diagnosis.investigate land (other parts of issue 13), the API process gets the LOCAL
+STAND-INS in tests/integration/standins/sitecustomize.py; with the real modules present they do nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import ROOT, RedisServer, Service
+
+pytestmark = pytest.mark.integration
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+MAX_BUNDLE = 300_000
+
+
+@pytest.fixture(scope="module")
+def service(
+    redis_server: RedisServer, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    svc = Service(
+        tmp_path_factory.mktemp("inv"),
+        redis_server.url,
+        database_url,
+        OPSGRAPH_MAX_BUNDLE_BYTES=str(MAX_BUNDLE),
+        PYTHONPATH=os.pathsep.join([str(STANDINS), str(ROOT)]),
+    )
+    svc.redis.flushdb()
+    svc.start_api()
+    yield svc
+    svc.stop()
+
+
+def oom_pod(name: str = "checkout-7d9f5c-x2kq") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "shop", "labels": {"app": "checkout"}},
+        "spec": {"containers": [{"name": "app", "image": "shop/checkout:2.3.1"}]},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "app",
+                    "restartCount": 6,
+                    "ready": False,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+                }
+            ],
+        },
+    }
+
+
+def alert(name: str = "KubePodCrashLooping", status: str = "firing", pod: str = "checkout-7d9f5c-x2kq") -> dict:
+    return {
+        "status": status,
+        "labels": {"alertname": name, "namespace": "shop", "pod": pod, "severity": "warning"},
+        "annotations": {"summary": f"Pod shop/{pod} is crash looping"},
+        "startsAt": "2026-11-23T18:01:00.000Z",
+        "endsAt": "0001-01-01T00:00:00Z" if status == "firing" else "2026-11-23T18:30:00.000Z",
+        "generatorURL": "http://prometheus.monitoring:9090/graph?g0.expr=...",
+        "fingerprint": "5f2c7a8e9b1d3c46",
+    }
+
+
+def webhook(group: str, status: str = "firing", alerts: list[dict] | None = None) -> dict:
+    """An Alertmanager webhook notification (version 4), as Alertmanager sends it."""
+    alerts = alerts or [alert(status=status)]
+    return {
+        "version": "4",
+        "groupKey": f'{{}}/{{severity="warning"}}:{{alertname="{group}"}}',
+        "truncatedAlerts": 0,
+        "status": status,
+        "receiver": "opsgraph",
+        "groupLabels": {"alertname": group},
+        "commonLabels": {"alertname": group, "severity": "warning"},
+        "commonAnnotations": {"summary": f"{group} in shop"},
+        "externalURL": "http://alertmanager.monitoring:9093",
+        "alerts": alerts,
+    }
+
+
+def kubectl_pods(*pods: dict) -> bytes:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(pods), "metadata": {}}).encode()
+
+
+def tar_gz(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def assert_oom_diagnosis(task: dict) -> dict:
+    assert task["status"] == "succeeded", task
+    assert task["source"] == "investigation"
+    answer = task["answer"]
+    d = answer["diagnosis"]
+    assert d["category"] == "resource_exhaustion"
+    assert "checkout-7d9f5c-x2kq" in d["root_cause"] and "oomkilled" in d["root_cause"].lower()
+    assert answer["headline"].startswith("resource_exhaustion")
+    assert d["root_cause"] in answer["text"]
+    assert all(ref["item"] for claim in d["evidence"] for ref in claim["refs"])
+    return d
+
+
+def test_json_alert_and_evidence_items_give_a_diagnosis(service: Service) -> None:
+    body = {
+        "alert": alert(),
+        "evidence": [{"kind": "k8s/Pod", "object": "Pod/shop/checkout-7d9f5c-x2kq", "data": oom_pod()}],
+        "question": "why does checkout keep restarting?",
+    }
+    resp = service.post("/v1/investigations", json=body)
+    assert resp.status_code == 202, resp.text
+    created = resp.json()
+    assert created["source"] == "investigation" and created["links"]["self"] == f"/v1/tasks/{created['id']}"
+    task = service.wait_task(created["id"])
+    d = assert_oom_diagnosis(task)
+    assert d["evidence"][0]["refs"][0]["item"] == "request#0"  # the posted item, cited by its id
+    assert task["goal"] == "why does checkout keep restarting?"
+    # the evidence is stored under the var dir, per task
+    folder = Path(task["inputs"]["investigation"]["dir"])
+    assert folder.is_relative_to(service.workdir / "var" / "investigations")
+    assert json.loads((folder / "alerts" / "alertmanager.json").read_text())["alerts"][0]["labels"]["pod"]
+
+
+def test_multipart_bundle_archive_gives_a_diagnosis(service: Service) -> None:
+    archive = tar_gz({"exports/pods.json": kubectl_pods(oom_pod()), "exports/notes.txt": b"taken at 18:05"})
+    resp = service.post(
+        "/v1/investigations",
+        files={"bundle": ("incident.tar.gz", archive, "application/gzip")},
+        data={"question": "what is wrong with checkout?"},
+    )
+    assert resp.status_code == 202, resp.text
+    task = service.wait_task(resp.json()["id"])
+    d = assert_oom_diagnosis(task)
+    assert any(i["path"].endswith("notes.txt") for i in d["ignored"])
+
+
+def test_a_zip_bundle_in_json_base64_is_accepted(service: Service) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("pods.json", kubectl_pods(oom_pod()))
+    resp = service.post("/v1/investigations", json={"bundle": base64.b64encode(buf.getvalue()).decode()})
+    assert resp.status_code == 202, resp.text
+    assert_oom_diagnosis(service.wait_task(resp.json()["id"]))
+
+
+def test_a_bundle_over_the_limit_is_413(service: Service) -> None:
+    big = tar_gz({"pods.json": os.urandom(MAX_BUNDLE + 10_000)})  # random bytes do not compress
+    resp = service.post("/v1/investigations", files={"bundle": ("big.tar.gz", big, "application/gzip")})
+    assert resp.status_code == 413, resp.text
+    assert resp.json()["error"]["code"] in ("bundle_too_large", "body_too_large")
+    far = os.urandom(MAX_BUNDLE * 2 + 2_000_000)
+    resp = service.post("/v1/investigations", files={"bundle": ("far.tar.gz", far, "application/gzip")})
+    assert resp.status_code == 413 and resp.json()["error"]["code"] == "body_too_large"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"this is not an archive at all", tar_gz({"a.json": b"{}"})[:40], b"PK\x03\x04garbage-that-is-not-a-zip"],
+    ids=["text", "truncated-gzip", "broken-zip"],
+)
+def test_a_bad_archive_is_refused_with_a_clear_4xx(service: Service, data: bytes) -> None:
+    resp = service.post("/v1/investigations", files={"bundle": ("b.tar.gz", data, "application/gzip")})
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["code"] == "bad_bundle"
+
+
+def test_bad_requests_are_refused(service: Service) -> None:
+    resp = service.post("/v1/investigations", json={"question": "why?"})
+    assert resp.status_code == 400 and "alert, evidence items or a bundle" in resp.json()["error"]["message"]
+    resp = service.post("/v1/investigations", json={"evidence": [{"kind": "k8s/Pod"}]})
+    assert resp.status_code == 422 and resp.json()["error"]["code"] == "invalid_request"
+    resp = service.post("/v1/investigations", json={"evidence": [], "tenant": "other"})
+    assert resp.status_code == 422 and resp.json()["error"]["code"] == "unknown_field"
+    resp = service.post("/v1/investigations", content=b"{nope", headers={"content-type": "application/json"})
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid_json"
+
+
+def test_alertmanager_groups_open_one_investigation_and_resolution_closes_it(service: Service) -> None:
+    first = service.post("/v1/alerts/alertmanager", json=webhook("KubePodCrashLooping"))
+    assert first.status_code == 200, first.text
+    assert first.json()["opened"] is True
+    group = first.json()["group"]
+    task_id = group["task_id"]
+    assert group["status"] == "firing" and group["notifications"] == 1 and task_id
+
+    # Alertmanager repeats the notification (repeat_interval) and sends the group again with one more alert
+    again = service.post("/v1/alerts/alertmanager", json=webhook("KubePodCrashLooping"))
+    more = webhook("KubePodCrashLooping", alerts=[alert(), alert(pod="checkout-7d9f5c-9wqpz")])
+    third = service.post("/v1/alerts/alertmanager", json=more)
+    for resp in (again, third):
+        assert resp.status_code == 200 and resp.json()["opened"] is False
+        assert resp.json()["group"]["task_id"] == task_id
+    assert third.json()["group"]["notifications"] == 3
+    assert third.json()["group"]["last_notified_at"] >= group["last_notified_at"]
+
+    other = service.post("/v1/alerts/alertmanager", json=webhook("KubeNodeNotReady"))
+    assert other.json()["opened"] is True and other.json()["group"]["task_id"] != task_id
+
+    task = service.wait_task(task_id)
+    assert task["source"] == "investigation" and task["status"] == "succeeded"
+    assert task["answer"]["diagnosis"]["category"] in [c for c in ("unknown", "healthy", "resource_exhaustion")]
+
+    resolved = service.post("/v1/alerts/alertmanager", json=webhook("KubePodCrashLooping", status="resolved"))
+    assert resolved.status_code == 200 and resolved.json()["opened"] is False
+    assert resolved.json()["group"]["status"] == "resolved" and resolved.json()["group"]["resolved_at"]
+
+    # firing again after it was resolved is a new incident: a new investigation
+    refire = service.post("/v1/alerts/alertmanager", json=webhook("KubePodCrashLooping"))
+    assert refire.json()["opened"] is True
+    assert refire.json()["group"]["task_id"] not in (task_id, None)
+    assert refire.json()["group"]["investigations"] == 2 and refire.json()["group"]["status"] == "firing"
+
+    groups = {g["group_key"]: g for g in service.get("/v1/alerts/groups").json()["groups"]}
+    assert groups[webhook("KubePodCrashLooping")["groupKey"]]["notifications"] == 5
+    assert groups[webhook("KubeNodeNotReady")["groupKey"]]["investigations"] == 1
+
+
+def test_alertmanager_receiver_refuses_what_is_not_a_version_4_notification(service: Service) -> None:
+    old = {**webhook("Old"), "version": "3"}
+    resp = service.post("/v1/alerts/alertmanager", json=old)
+    assert resp.status_code == 422 and resp.json()["error"]["code"] == "unsupported_version"
+    resp = service.post("/v1/alerts/alertmanager", json={"version": "4", "status": "firing", "alerts": []})
+    assert resp.status_code == 422 and resp.json()["error"]["code"] == "invalid_request"
