@@ -803,20 +803,47 @@ def _record(ctx: OpsContext, task_id: str, result: InvestigationResult) -> None:
         )
 
 
+def cited_items(d: Diagnosis, evidence: EvidenceSet, max_chars: int = 4000) -> dict[str, dict[str, Any]]:
+    """The evidence items the Diagnosis cites, so an operator can open each reference: a log item keeps the
+    records around its cited lines, any other item its data (a preview when it is large)."""
+    refs = [r for c in d.evidence for r in c.refs] + [r for x in d.ruled_out for r in x.refs]
+    lines: dict[str, set[int]] = {}
+    for r in refs:
+        lines.setdefault(r.item, set())
+        if r.line is not None:
+            lines[r.item].add(r.line)
+    out: dict[str, dict[str, Any]] = {}
+    for item_id, wanted in lines.items():
+        item = evidence.get(item_id)
+        if item is None:
+            continue
+        data: Any = item.data
+        if item.kind == "log" and wanted:
+            near = [r for r in data.get("records", []) if any(abs((r.get("line") or 0) - n) <= 3 for n in wanted)]
+            data = {**{k: v for k, v in data.items() if k != "records"}, "records": near}
+        text = json.dumps(data, default=str)
+        if len(text) > max_chars:
+            data = {"preview": text[:max_chars] + "...", "truncated": True}
+        out[item_id] = {"id": item.id, "kind": item.kind, "source": item.source, "object": item.object, "data": data}
+    return out
+
+
 def investigate_request(ctx: OpsContext, task_id: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """An investigation task: the evidence stored with it under the var dir (never a folder named elsewhere)."""
+    """An investigation task: the evidence stored with it under the var dir (never a folder named elsewhere).
+    Returns {"diagnosis": Diagnosis JSON, "items": the cited evidence items}."""
     root = investigations_root(ctx.settings)
     folder = Path(str(spec.get("dir") or "")).resolve()
     if not folder.is_relative_to(root) or not folder.is_dir():
         raise InvestigationError(f"the investigation's evidence folder is not under {root}")
+    evidence = evidence_for_request(folder)
     result = run_investigation(
-        evidence_for_request(folder),
+        evidence,
         BundleSource(),
         question=spec.get("question"),
         refiner=DiagnosisRefiner.from_settings(ctx.settings),
     )
     _record(ctx, task_id, result)
-    return result.diagnosis.model_dump(mode="json")
+    return {"diagnosis": result.diagnosis.model_dump(mode="json"), "items": cited_items(result.diagnosis, evidence)}
 
 
 def investigate_live(ctx: OpsContext, task_id: str, goal: str, *, tenant: str, priority: int) -> dict[str, Any]:
@@ -837,12 +864,13 @@ def investigate_live(ctx: OpsContext, task_id: str, goal: str, *, tenant: str, p
         refiner=DiagnosisRefiner.from_settings(ctx.settings),
     )
     _record(ctx, task_id, result)
-    return result.diagnosis.model_dump(mode="json")
+    return {"diagnosis": result.diagnosis.model_dump(mode="json"), "items": cited_items(result.diagnosis, evidence)}
 
 
-def diagnose_answer(diagnosis: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:
-    """The task answer with the Diagnosis: `diagnosis` (JSON), and headline, severity, text and next steps from
-    it; the checks' fields (findings, nodes, failed nodes...) stay as they were."""
+def diagnose_answer(outcome: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:
+    """The task answer with the Diagnosis: `diagnosis` (JSON), `evidence_items` (the items it cites, by id), and
+    headline, severity, text and next steps from it; the checks' fields (findings, nodes...) stay as they were."""
+    diagnosis = outcome["diagnosis"]
     d = Diagnosis.model_validate(diagnosis)
     answer: dict[str, Any] = (
         dict(base)
@@ -863,6 +891,7 @@ def diagnose_answer(diagnosis: dict[str, Any], base: dict[str, Any] | None) -> d
     answer.update(
         {
             "diagnosis": diagnosis,
+            "evidence_items": outcome.get("items") or {},
             "headline": headline(d),
             "severity": severity(d),
             "text": text,

@@ -37,7 +37,7 @@ class OpsState(TypedDict, total=False):
     incidents: list[dict[str, Any]]
     facts: list[dict[str, Any]]
     outcome: str  # accepted | investigation | ended | planned | invalid | cancelled | stopped | finished
-    diagnosis: dict[str, Any] | None  # the investigation's Diagnosis (JSON), for investigations and diagnose requests
+    diagnosis: dict[str, Any] | None  # {"diagnosis": Diagnosis JSON, "items": cited items}: investigations, diagnoses
 
 
 def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
@@ -135,7 +135,7 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
     def synthesize(state: OpsState) -> OpsState:
         task_id = state["task_id"]
         if state.get("outcome") == "investigation":
-            answer = diagnose_answer(state["diagnosis"] or {}, None)
+            answer = diagnose_answer(state["diagnosis"] or {}, None)  # investigate ended the task when it had none
             bus.emit(task_id, EventType.ANSWER, {"headline": answer["headline"], "severity": answer["severity"]})
             store.set_answer(task_id, answer)
             store.set_task_status(task_id, TaskStatus.SUCCEEDED)

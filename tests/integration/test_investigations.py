@@ -2,7 +2,8 @@
 
 POST /v1/investigations with a JSON alert and evidence items, or a multipart bundle archive; the Alertmanager
 receiver's grouping (one investigation per group and tenant) and resolution; a bundle too large (413) and a bad
-archive (4xx). Investigations run no tool, so no worker is started.
+archive (4xx). Investigations run no tool; a diagnose
+request's tools (and the ones the investigation adds) run on one cpu worker.
 
 Until diagnosis.bundle and diagnosis.investigate land (other parts of issue 13), the API process gets the LOCAL
 STAND-INS in tests/integration/standins/sitecustomize.py; with the real modules present they do nothing.
@@ -41,7 +42,9 @@ def service(
         PYTHONPATH=os.pathsep.join([str(STANDINS), str(ROOT)]),
     )
     svc.redis.flushdb()
+    (svc.workdir / "logs").mkdir()
     svc.start_api()
+    svc.start_worker("cpu", "cpu-inv")  # only the diagnose request runs tools
     yield svc
     svc.stop()
 
@@ -136,6 +139,8 @@ def test_json_alert_and_evidence_items_give_a_diagnosis(service: Service) -> Non
     task = service.wait_task(created["id"])
     d = assert_oom_diagnosis(task)
     assert d["evidence"][0]["refs"][0]["item"] == "request#0"  # the posted item, cited by its id
+    # every cited item comes with the answer, so the console can open it
+    assert task["answer"]["evidence_items"]["request#0"]["object"] == "Pod/shop/checkout-7d9f5c-x2kq"
     assert task["goal"] == "why does checkout keep restarting?"
     # the evidence is stored under the var dir, per task
     folder = Path(task["inputs"]["investigation"]["dir"])
@@ -243,3 +248,30 @@ def test_alertmanager_receiver_refuses_what_is_not_a_version_4_notification(serv
     assert resp.status_code == 422 and resp.json()["error"]["code"] == "unsupported_version"
     resp = service.post("/v1/alerts/alertmanager", json={"version": "4", "status": "firing", "alerts": []})
     assert resp.status_code == 422 and resp.json()["error"]["code"] == "invalid_request"
+
+
+def test_a_diagnose_request_concludes_with_a_diagnosis_and_grows_its_plan_for_more_evidence(service: Service) -> None:
+    logs = service.workdir / "logs"
+    (logs / "ledger-api.log").write_text(
+        "ERROR ledger-api: connection refused to ledger-db:5432\n" * 3 + "INFO ledger-api: retrying\n"
+    )
+    (logs / "ledger-db.log").write_text(
+        "LOG: received smart shutdown request\nFATAL: the database system is shutting down\n"
+    )
+    plan = {"nodes": [{"id": "errors", "tool": "log_search", "args": {"path": str(logs / "ledger-api.log")}}]}
+    task = service.wait_task(service.submit("why is ledger-api failing?", plan=plan), timeout=120)
+    assert task["status"] == "succeeded", task
+    answer = task["answer"]
+    d = answer["diagnosis"]
+    # the specialist asked for ledger-db's log: a new plan node, validated and run on a worker like any node
+    added = [n for n in task["plan"]["nodes"] if n["id"].startswith("more-log_search-")]
+    assert len(added) == 1 and added[0]["args"] == {"path": str(logs / "ledger-db.log")}
+    runs = {r["node_id"]: r for r in task["node_runs"]}
+    assert runs[added[0]["id"]]["status"] == "succeeded" and runs[added[0]["id"]]["worker"] == "cpu-inv@test"
+    assert d["category"] == "dependency_failure" and "ledger-db is shutting down" in d["root_cause"]
+    assert d["evidence"][0]["refs"][0]["item"] == f"{added[0]['id']}#0"
+    cited = answer["evidence_items"][f"{added[0]['id']}#0"]
+    assert any("shutting down" in r["msg"] for r in cited["data"]["records"])
+    # the checks' answer fields stay, the headline and text come from the Diagnosis
+    assert answer["headline"].startswith("dependency_failure") and d["root_cause"] in answer["text"]
+    assert {n["node_id"] for n in answer["nodes"]} == {"errors", added[0]["id"]}

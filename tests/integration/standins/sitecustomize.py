@@ -114,6 +114,55 @@ def _install() -> None:
             for i in ev.kind("alert")
         ]
 
+    @ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"}, name="standin_log_chain")
+    def log_chain(ev: EvidenceSet) -> list[Finding]:
+        """Refused connections to ledger-db in the app's log ask for ledger-db's own log; its shutdown is the cause."""
+        out = []
+        for item in ev.kind("log"):
+            for r in item.data.get("records", []):
+                if "connection refused" in r["msg"] and "ledger-db" in r["msg"]:
+                    folder = str(Path(item.object).parent)
+                    out.append(
+                        Finding(
+                            analyzer="standin_log_chain",
+                            domain=Domain.LOGS,
+                            role="symptom",
+                            code="upstream_refused",
+                            category=Category.DEPENDENCY_FAILURE,
+                            title="ledger-api cannot connect to ledger-db",
+                            mechanism="connections to ledger-db are refused",
+                            object=item.object,
+                            evidence=[EvidenceRef(item=item.id, line=r["line"], value=r["msg"])],
+                            needs=[f"logs of {folder}/ledger-db.log"],
+                        )
+                    )
+                    break
+                if "database system is shutting down" in r["msg"]:
+                    out.append(
+                        Finding(
+                            analyzer="standin_log_chain",
+                            domain=Domain.LOGS,
+                            role="cause",
+                            code="db_shutdown",
+                            category=Category.DEPENDENCY_FAILURE,
+                            title="ledger-db is shutting down",
+                            mechanism="ledger-db is shutting down, so ledger-api's connections are refused",
+                            object=item.object,
+                            score=0.8,
+                            evidence=[EvidenceRef(item=item.id, line=r["line"], value=r["msg"])],
+                        )
+                    )
+                    break
+        return out
+
+    def items_from_tool_result(node_id: str, tool: str, data: dict[str, Any]) -> list[EvidenceItem]:
+        if tool != "log_search" or not data.get("path"):
+            return []
+        records = [{"ts": None, "level": None, "msg": m, "line": n} for n, m in enumerate(data.get("samples", []), 1)]
+        return [
+            EvidenceItem(id=f"{node_id}#0", kind="log", source=node_id, object=data["path"], data={"records": records})
+        ]
+
     def analyze_domain(domain: Domain, evidence: EvidenceSet) -> list[Finding]:
         return [f for a in ANALYZERS.for_domain(domain) for f in a.run(evidence)]
 
@@ -141,6 +190,10 @@ def _install() -> None:
 
     if _missing("diagnosis.bundle"):
         sys.modules["diagnosis.bundle"] = types.SimpleNamespace(load_bundle=load_bundle)  # type: ignore[assignment]
+    if _missing("diagnosis.live"):
+        sys.modules["diagnosis.live"] = types.SimpleNamespace(  # type: ignore[assignment]
+            items_from_tool_result=items_from_tool_result
+        )
     sys.modules["diagnosis.investigate"] = types.SimpleNamespace(  # type: ignore[assignment]
         analyze_domain=analyze_domain, conclude=conclude
     )
