@@ -149,8 +149,9 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         outputs = {nid: r.result for nid, r in latest.items() if r.result and r.status == NodeStatus.SUCCEEDED.value}
         # what the task read, compressed within its budget: the context a person or an LLM reads next
         answer["working_memory"] = working_memory(outputs, ctx.settings.working_memory_tokens)
-        if state.get("diagnosis"):
-            answer = diagnose_answer(state["diagnosis"], answer)
+        outcome = state.get("diagnosis")
+        if outcome:
+            answer = diagnose_answer(outcome, answer)
         bus.emit(task_id, EventType.ANSWER, {"headline": answer["headline"], "severity": answer["severity"]})
         ran = [r for r in latest.values() if r.status != NodeStatus.SKIPPED.value]
         all_failed = bool(ran) and all(r.status != NodeStatus.SUCCEEDED.value for r in ran)
