@@ -296,14 +296,17 @@ class Runtime:
     asked: set[str] = field(default_factory=set)
     llm_call: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    _snapshot: EvidenceSet | None = None
 
     def snapshot(self) -> EvidenceSet:
         """The evidence as it stands: analyzers read a snapshot, so specialists analyse in parallel while another
-        one adds what it fetched."""
+        one adds what it fetched. Read-only and shared until something is added (a large bundle is copied once)."""
         with self.lock:
-            snap = EvidenceSet(self.evidence)
-            snap.ignored, snap.errors = list(self.evidence.ignored), list(self.evidence.errors)
-        return snap
+            if self._snapshot is None:
+                snap = EvidenceSet(self.evidence)
+                snap.ignored, snap.errors = list(self.evidence.ignored), list(self.evidence.errors)
+                self._snapshot = snap
+            return self._snapshot
 
     def analyze(self, domains: tuple[Domain, ...]) -> list[Finding]:
         snap = self.snapshot()
@@ -319,6 +322,8 @@ class Runtime:
                     added += 1
             self.evidence.ignored.extend(fetched.ignored)
             self.evidence.errors.extend(fetched.errors)
+            if added or fetched.ignored or fetched.errors:
+                self._snapshot = None
         return added
 
 

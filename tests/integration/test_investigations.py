@@ -15,14 +15,18 @@ import base64
 import io
 import json
 import os
+import shutil
+import subprocess
 import tarfile
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.harness import ROOT, RedisServer, Service
+from tests.harness import ROOT, RedisServer, Service, free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -275,3 +279,76 @@ def test_a_diagnose_request_concludes_with_a_diagnosis_and_grows_its_plan_for_mo
     # the checks' answer fields stay, the headline and text come from the Diagnosis
     assert answer["headline"].startswith("dependency_failure") and d["root_cause"] in answer["text"]
     assert {n["node_id"] for n in answer["nodes"]} == {"errors", added[0]["id"]}
+
+
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+AM_CONFIG = """
+route:
+  receiver: opsgraph
+  group_by: [alertname, namespace]
+  group_wait: 1s
+  group_interval: 2s
+  repeat_interval: 1h
+receivers:
+  - name: opsgraph
+    webhook_configs:
+      - url: {url}/v1/alerts/alertmanager
+        send_resolved: true
+        max_alerts: 0
+        http_config:
+          authorization:
+            type: Bearer
+            credentials: {key}
+"""
+
+
+@pytest.mark.skipif(
+    ALERTMANAGER is None, reason="no Alertmanager binary (Debian: apt-get install prometheus-alertmanager)"
+)
+def test_a_real_alertmanager_opens_one_investigation_per_group_and_resolves_it(
+    service: Service, tmp_path: Path
+) -> None:
+    """The real Alertmanager fires at the receiver: its own grouping, payload and resolved notification."""
+    port = free_port()
+    (tmp_path / "alertmanager.yml").write_text(AM_CONFIG.format(url=service.base, key="opsgraph-test-key"))
+    am = subprocess.Popen(
+        [
+            str(ALERTMANAGER),
+            f"--config.file={tmp_path / 'alertmanager.yml'}",
+            f"--storage.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",  # no gossip: a single test instance
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "alertmanager.log").open("wb"),
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: httpx.get(f"{base}/-/ready", timeout=1).status_code == 200, 30, "Alertmanager")
+        labels = [{"alertname": "RealAMCrashLoop", "namespace": "shop", "pod": f"checkout-{n}"} for n in range(2)]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        firing = [{"labels": lab, "annotations": {"summary": "crash looping"}, "startsAt": now} for lab in labels]
+        assert httpx.post(f"{base}/api/v2/alerts", json=firing, timeout=5).status_code == 200
+
+        def group(status: str) -> dict | None:
+            for g in service.get("/v1/alerts/groups").json()["groups"]:
+                if g["labels"].get("alertname") == "RealAMCrashLoop" and g["status"] == status:
+                    return g
+            return None
+
+        opened = wait_until(lambda: group("firing"), 30, "Alertmanager's first notification")
+        assert opened["investigations"] == 1 and opened["task_id"] and opened["receiver"] == "opsgraph"
+        task = service.wait_task(opened["task_id"])
+        assert task["status"] == "succeeded" and task["answer"]["diagnosis"]["category"]
+        stored = Path(task["inputs"]["investigation"]["dir"]) / "alerts" / "alertmanager.json"
+        assert {a["labels"]["pod"] for a in json.loads(stored.read_text())["alerts"]} == {"checkout-0", "checkout-1"}
+
+        ended = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
+        resolved = [{**a, "endsAt": ended} for a in firing]
+        assert httpx.post(f"{base}/api/v2/alerts", json=resolved, timeout=5).status_code == 200
+        closed = wait_until(lambda: group("resolved"), 30, "Alertmanager's resolved notification")
+        assert closed["task_id"] == opened["task_id"] and closed["investigations"] == 1
+        assert closed["notifications"] >= 2
+    finally:
+        am.terminate()
+        am.wait(10)
