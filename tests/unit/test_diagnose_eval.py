@@ -103,3 +103,38 @@ def test_investigate_cli_refuses_a_missing_path_with_one_line() -> None:
     result = CliRunner().invoke(cli.app, ["investigate", "/no/such/bundle.tar.gz"])
     assert result.exit_code == 2
     assert result.output.strip().count("\n") == 0 and "no such bundle" in result.output
+
+
+def test_investigate_cli_prints_the_diagnosis_as_text_or_one_json_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[Path, str | None]] = []
+
+    def fake(bundle: Path, question: str | None) -> Diagnosis:
+        seen.append((bundle, question))
+        return Diagnosis(
+            category=Category.HEALTHY, root_cause="nothing is failing", confidence=0.9, text="**healthy**: fine"
+        )
+
+    monkeypatch.setattr(cli, "_investigate_bundle", fake)
+    runner = CliRunner()
+    text = runner.invoke(cli.app, ["investigate", str(tmp_path), "--question", "is it ok?"])
+    assert text.exit_code == 0 and text.output.strip() == "**healthy**: fine"
+    assert seen == [(tmp_path, "is it ok?")]
+    body = json.loads(runner.invoke(cli.app, ["investigate", str(tmp_path), "--json"]).output)
+    assert {"category", "root_cause", "confidence", "causal_chain", "evidence", "ruled_out", "actions", "text"} <= set(
+        body
+    )
+    assert "findings" not in body and body["category"] == "healthy"
+
+
+def test_investigate_cli_refuses_a_bad_bundle_with_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(bundle: Path, question: str | None) -> Diagnosis:
+        raise ValueError("entry ../../etc/passwd escapes the bundle\nmore detail")
+
+    monkeypatch.setattr(cli, "_investigate_bundle", refuse)
+    result = CliRunner().invoke(cli.app, ["investigate", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: bundle refused: entry ../../etc/passwd escapes the bundle"

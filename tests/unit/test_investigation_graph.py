@@ -18,8 +18,12 @@ from agents.investigation import (
     BundleSource,
     DiagnosisRefiner,
     EvidenceRequest,
+    cited_items,
+    diagnose_answer,
+    is_diagnose,
     requests_for,
     run_investigation,
+    tool_call_for,
 )
 from diagnosis import Category, Claim, Diagnosis, Domain, EvidenceItem, EvidenceRef, EvidenceSet, Finding
 from diagnosis.analyzers.base import AnalyzerRegistry
@@ -351,3 +355,65 @@ def test_a_failing_llm_keeps_the_rules_answer(llm: DeterministicOpenAIServer, fa
     assert d.category == Category.CODE_DEFECT and d.root_cause == "the container keeps exiting"
     assert result.llm_call["outcome"] == ("error" if failure == "http500" else "unusable")
     assert llm.requests  # the endpoint was asked
+
+
+# --- the ops graph's helpers --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("category", "goal", "expected"),
+    [
+        ("diagnose", "checkout is slow", True),
+        ("triage", "take a look", True),
+        ("health", "why is redis slow?", True),
+        ("health", "What is wrong with orders-api", True),
+        ("health", "check the health of this machine", False),
+        ("request", "crash", False),
+    ],
+)
+def test_diagnose_requests_are_recognised_by_plan_category_or_words(category: str, goal: str, expected: bool) -> None:
+    assert is_diagnose(category, goal) is expected
+
+
+def test_live_requests_map_to_read_tools_and_pod_logs_have_none() -> None:
+    def call(kind: str, obj: str) -> tuple[str, dict] | None:
+        return tool_call_for(EvidenceRequest(kind=kind, object=obj))
+
+    assert call("pg/lock", "pid 4711") == ("postgres_activity", {})
+    assert call("log", "/var/log/app.log") == ("log_search", {"path": "/var/log/app.log"})
+    assert call("host/process", "process/nginx") == ("process_check", {"name": "nginx"})
+    assert call("http/probe", "http://127.0.0.1:8080/healthz") == (
+        "http_probe",
+        {"url": "http://127.0.0.1:8080/healthz"},
+    )
+    assert call("log", "Pod/shop/api-1") is None
+    assert call("any", "the process list") is None
+
+
+def test_the_answer_carries_the_diagnosis_and_its_cited_items_and_keeps_the_checks_fields() -> None:
+    ev = pod_evidence()
+    ev.add(
+        item(
+            "big.log#0",
+            "log",
+            "/var/log/big.log",
+            {"records": [{"ts": None, "level": None, "msg": f"line {n}", "line": n} for n in range(1, 200)]},
+        )
+    )
+    d = Diagnosis(
+        category=Category.RESOURCE_EXHAUSTION,
+        root_cause="pid 4700 holds the lock",
+        confidence=0.8,
+        evidence=[
+            Claim(claim="blocked", refs=[EvidenceRef(item="activity.csv#0", field="blocked_by")]),
+            Claim(claim="logged", refs=[EvidenceRef(item="big.log#0", line=100)]),
+        ],
+    )
+    items = cited_items(d, ev)
+    assert set(items) == {"activity.csv#0", "big.log#0"}
+    assert [r["line"] for r in items["big.log#0"]["data"]["records"]] == [97, 98, 99, 100, 101, 102, 103]
+    base = {"headline": "2 problem(s) found", "severity": "critical", "findings": [1], "nodes": [], "next_steps": []}
+    answer = diagnose_answer({"diagnosis": d.model_dump(mode="json"), "items": items}, base)
+    assert answer["headline"] == "resource_exhaustion: pid 4700 holds the lock"
+    assert answer["diagnosis"]["root_cause"] == "pid 4700 holds the lock" and answer["findings"] == [1]
+    assert answer["evidence_items"] is items and answer["text"].startswith("**resource_exhaustion**")
