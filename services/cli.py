@@ -365,15 +365,24 @@ _DIAGNOSIS_KEYS = (
 )
 
 
+def _load_bundle(path: Any) -> Any:
+    from agents.investigation import load_bundle
+
+    return load_bundle(path)
+
+
+def _diagnose(evidence: Any, question: str | None) -> Any:
+    from agents.investigation import DiagnosisRefiner, run_investigation
+
+    refiner = DiagnosisRefiner.from_settings(get_settings())
+    return run_investigation(evidence, question=question, refiner=refiner).diagnosis
+
+
 def _investigate_bundle(path: Any, question: str | None) -> Any:
     """Load a bundle and run the investigation graph on it, in this process (no API, Redis or workers).
 
     Only langgraph and diagnosis load here: no Celery, FAISS, torch or embedding model."""
-    from agents.investigation import DiagnosisRefiner, load_bundle, run_investigation
-
-    evidence = load_bundle(path)
-    refiner = DiagnosisRefiner.from_settings(get_settings())
-    return run_investigation(evidence, question=question, refiner=refiner).diagnosis
+    return _diagnose(_load_bundle(path), question)
 
 
 @app.command()
@@ -383,22 +392,24 @@ def investigate(
     question: str = typer.Option("", "--question", "-q", help="What the operator asks, e.g. why checkout is slow."),
 ) -> None:
     """Investigate an evidence bundle in-process and print the Diagnosis (post-mortems, CI)."""
-    import tarfile
-    import zipfile
     from pathlib import Path
 
     from agents.investigation import InvestigationError
-    from core.errors import UserError
 
     bundle = Path(path)
     if not bundle.exists():
         fail(f"no such bundle: {path}", 2)
     try:
-        diagnosis = _investigate_bundle(bundle, question or None)
+        evidence = _load_bundle(bundle)
+    except InvestigationError as exc:  # a part of opsgraph is missing, not the bundle's fault
+        fail(str(exc), 1)
+    except Exception as exc:  # whatever load_bundle refuses (limits, escaping entries, a bad archive): one line
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        fail(f"bundle refused: {first}", 2)
+    try:
+        diagnosis = _diagnose(evidence, question or None)
     except InvestigationError as exc:
         fail(str(exc), 1)
-    except (UserError, ValueError, OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
-        fail(f"bundle refused: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", 2)
     if as_json:
         print(json.dumps(diagnosis.model_dump(mode="json", include=set(_DIAGNOSIS_KEYS))))
         return

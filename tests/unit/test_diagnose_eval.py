@@ -116,7 +116,8 @@ def test_investigate_cli_prints_the_diagnosis_as_text_or_one_json_object(
             category=Category.HEALTHY, root_cause="nothing is failing", confidence=0.9, text="**healthy**: fine"
         )
 
-    monkeypatch.setattr(cli, "_investigate_bundle", fake)
+    monkeypatch.setattr(cli, "_load_bundle", lambda path: path)
+    monkeypatch.setattr(cli, "_diagnose", fake)
     runner = CliRunner()
     text = runner.invoke(cli.app, ["investigate", str(tmp_path), "--question", "is it ok?"])
     assert text.exit_code == 0 and text.output.strip() == "**healthy**: fine"
@@ -131,10 +132,13 @@ def test_investigate_cli_prints_the_diagnosis_as_text_or_one_json_object(
 def test_investigate_cli_refuses_a_bad_bundle_with_one_line_and_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(bundle: Path, question: str | None) -> Diagnosis:
-        raise ValueError("entry ../../etc/passwd escapes the bundle\nmore detail")
+    class BundleRefused(Exception):  # whatever load_bundle raises
+        pass
 
-    monkeypatch.setattr(cli, "_investigate_bundle", refuse)
+    def refuse(bundle: Path) -> None:
+        raise BundleRefused("entry ../../etc/passwd escapes the bundle\nmore detail")
+
+    monkeypatch.setattr(cli, "_load_bundle", refuse)
     result = CliRunner().invoke(cli.app, ["investigate", str(tmp_path)])
     assert result.exit_code == 2
     assert result.output.strip() == "error: bundle refused: entry ../../etc/passwd escapes the bundle"
