@@ -142,7 +142,7 @@ def test_json_alert_and_evidence_items_give_a_diagnosis(service: Service) -> Non
     assert created["source"] == "investigation" and created["links"]["self"] == f"/v1/tasks/{created['id']}"
     task = service.wait_task(created["id"])
     d = assert_oom_diagnosis(task)
-    assert d["evidence"][0]["refs"][0]["item"] == "request#0"  # the posted item, cited by its id
+    assert "request#0" in {r["item"] for c in d["evidence"] for r in c["refs"]}  # the posted item, cited by its id
     # every cited item comes with the answer, so the console can open it
     assert task["answer"]["evidence_items"]["request#0"]["object"] == "Pod/shop/checkout-7d9f5c-x2kq"
     assert task["goal"] == "why does checkout keep restarting?"
@@ -153,7 +153,8 @@ def test_json_alert_and_evidence_items_give_a_diagnosis(service: Service) -> Non
 
 
 def test_multipart_bundle_archive_gives_a_diagnosis(service: Service) -> None:
-    archive = tar_gz({"exports/pods.json": kubectl_pods(oom_pod()), "exports/notes.txt": b"taken at 18:05"})
+    screenshot = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4  # in no known format: listed as ignored
+    archive = tar_gz({"exports/pods.json": kubectl_pods(oom_pod()), "exports/screenshot.png": screenshot})
     resp = service.post(
         "/v1/investigations",
         files={"bundle": ("incident.tar.gz", archive, "application/gzip")},
@@ -162,7 +163,7 @@ def test_multipart_bundle_archive_gives_a_diagnosis(service: Service) -> None:
     assert resp.status_code == 202, resp.text
     task = service.wait_task(resp.json()["id"])
     d = assert_oom_diagnosis(task)
-    assert any(i["path"].endswith("notes.txt") for i in d["ignored"])
+    assert any(i["path"].endswith("screenshot.png") for i in d["ignored"])
 
 
 def test_a_zip_bundle_in_json_base64_is_accepted(service: Service) -> None:
@@ -272,10 +273,11 @@ def test_a_diagnose_request_concludes_with_a_diagnosis_and_grows_its_plan_for_mo
     assert len(added) == 1 and added[0]["args"] == {"path": str(logs / "ledger-db.log")}
     runs = {r["node_id"]: r for r in task["node_runs"]}
     assert runs[added[0]["id"]]["status"] == "succeeded" and runs[added[0]["id"]]["worker"] == "cpu-inv@test"
-    assert d["category"] == "dependency_failure" and "ledger-db is shutting down" in d["root_cause"]
-    assert d["evidence"][0]["refs"][0]["item"] == f"{added[0]['id']}#0"
-    cited = answer["evidence_items"][f"{added[0]['id']}#0"]
-    assert any("shutting down" in r["msg"] for r in cited["data"]["records"])
+    assert d["category"] == "dependency_failure" and "ledger-db" in d["root_cause"]
+    # what the added node found is evidence the Diagnosis cites, and the answer carries it
+    from_added = [i for i in answer["evidence_items"] if i.startswith(added[0]["id"])]
+    assert from_added
+    assert any("shutting down" in r["msg"] for i in from_added for r in answer["evidence_items"][i]["data"]["records"])
     # the checks' answer fields stay, the headline and text come from the Diagnosis
     assert answer["headline"].startswith("dependency_failure") and d["root_cause"] in answer["text"]
     assert {n["node_id"] for n in answer["nodes"]} == {"errors", added[0]["id"]}

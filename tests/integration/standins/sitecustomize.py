@@ -3,7 +3,11 @@
 diagnosis.bundle, diagnosis.investigate and diagnosis.live are other parts of issue 13, written on other branches.
 Until they land, this installs the smallest versions that let the investigation's REST path be tested end to end:
 a loader for JSON files (Alertmanager payloads, kubectl Pod lists) and one OOMKilled analyzer. When a real module
-exists, nothing here is installed and the tests run against the real one.
+exists, its stand-in is not installed and the tests run against the real one.
+
+`test_log_chain` is always registered: a test analyzer that asks for ledger-db's log when ledger-api's log shows
+refused connections to it, so the diagnose-request test can watch an investigation grow a live plan whatever the
+real analyzers conclude.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ def _missing(name: str) -> bool:
         return True
 
 
-def _install() -> None:
+def _install(full: bool) -> None:
     from diagnosis import Category, Claim, Diagnosis, Domain, EvidenceItem, EvidenceRef, EvidenceSet, Finding
     from diagnosis.analyzers import ANALYZERS
 
@@ -72,7 +76,6 @@ def _install() -> None:
                 ev.add(i)
         return ev
 
-    @ANALYZERS.analyzer(domain=Domain.KUBERNETES, reads={"k8s/Pod"}, name="standin_oom")
     def oom(ev: EvidenceSet) -> list[Finding]:
         out = []
         for item in ev.kind("k8s/Pod"):
@@ -97,7 +100,6 @@ def _install() -> None:
                     )
         return out
 
-    @ANALYZERS.analyzer(domain=Domain.ALERTS, reads={"alert"}, name="standin_alerts")
     def alerts(ev: EvidenceSet) -> list[Finding]:
         return [
             Finding(
@@ -114,7 +116,7 @@ def _install() -> None:
             for i in ev.kind("alert")
         ]
 
-    @ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"}, name="standin_log_chain")
+    @ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"}, name="test_log_chain")
     def log_chain(ev: EvidenceSet) -> list[Finding]:
         """Refused connections to ledger-db in the app's log ask for ledger-db's own log; its shutdown is the cause."""
         out = []
@@ -124,7 +126,7 @@ def _install() -> None:
                     folder = str(Path(item.object).parent)
                     out.append(
                         Finding(
-                            analyzer="standin_log_chain",
+                            analyzer="test_log_chain",
                             domain=Domain.LOGS,
                             role="symptom",
                             code="upstream_refused",
@@ -140,7 +142,7 @@ def _install() -> None:
                 if "database system is shutting down" in r["msg"]:
                     out.append(
                         Finding(
-                            analyzer="standin_log_chain",
+                            analyzer="test_log_chain",
                             domain=Domain.LOGS,
                             role="cause",
                             code="db_shutdown",
@@ -188,6 +190,10 @@ def _install() -> None:
             text=f"**{top.category.value}**: {top.mechanism}",
         )
 
+    if not full:
+        return
+    ANALYZERS.analyzer(domain=Domain.KUBERNETES, reads={"k8s/Pod"}, name="standin_oom")(oom)
+    ANALYZERS.analyzer(domain=Domain.ALERTS, reads={"alert"}, name="standin_alerts")(alerts)
     if _missing("diagnosis.bundle"):
         sys.modules["diagnosis.bundle"] = types.SimpleNamespace(load_bundle=load_bundle)  # type: ignore[assignment]
     if _missing("diagnosis.live"):
@@ -199,5 +205,4 @@ def _install() -> None:
     )
 
 
-if _missing("diagnosis.investigate"):
-    _install()
+_install(full=_missing("diagnosis.investigate"))
