@@ -40,6 +40,7 @@ import operator
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -55,6 +56,7 @@ from diagnosis.model import Category, Claim, Diagnosis, Domain, EvidenceItem, Fi
 
 if TYPE_CHECKING:
     from agents.context import OpsContext
+    from core.policy import LLMPolicy
     from core.settings import Settings
 
 SPECIALISTS: dict[str, tuple[Domain, ...]] = {
@@ -600,20 +602,25 @@ def check_refined(raw: _LLMDiagnosis, rules: Diagnosis, evidence: EvidenceSet) -
 class DiagnosisRefiner:
     """Asks an OpenAI-compatible endpoint to refine the rules' Diagnosis, and keeps only what the evidence holds."""
 
-    def __init__(self, client: Any, model: str, *, max_items: int = 60) -> None:
+    def __init__(
+        self, client: Any, model: str, *, max_items: int = 60, serving: Callable[[], LLMPolicy] | None = None
+    ) -> None:
         self.client = client
         self.model = model
         self.max_items = max_items
+        self.serving = serving  # the serving policy's LLM part: model, prices, budget per task
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> DiagnosisRefiner | None:
+    def from_settings(
+        cls, settings: Settings, serving: Callable[[], LLMPolicy] | None = None
+    ) -> DiagnosisRefiner | None:
         if not settings.llm_base_url:
             return None
         from openai import OpenAI
 
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
         client = OpenAI(base_url=settings.llm_base_url, api_key=key, timeout=settings.llm_timeout_s, max_retries=1)
-        return cls(client, settings.llm_model)
+        return cls(client, settings.llm_model, serving=serving)
 
     def _messages(self, rules: Diagnosis, evidence: EvidenceSet, question: str | None) -> list[dict[str, str]]:
         cited = {r.item for c in rules.evidence for r in c.refs} | {r.item for f in rules.findings for r in f.evidence}
@@ -643,12 +650,21 @@ class DiagnosisRefiner:
     def refine(
         self, rules: Diagnosis, evidence: EvidenceSet, question: str | None = None
     ) -> tuple[Diagnosis, dict[str, Any]]:
-        call: dict[str, Any] = {"model": self.model, "outcome": "ok", "tokens_in": 0, "tokens_out": 0, "dropped": []}
+        policy = self.serving() if self.serving is not None else None
+        model = (policy.model if policy is not None else "") or self.model
+        call: dict[str, Any] = {"model": model, "outcome": "ok", "tokens_in": 0, "tokens_out": 0, "dropped": []}
+        messages = self._messages(rules, evidence, question)
+        if policy is not None:
+            # a prompt's tokens are about its characters / 4: over the task's budget, the rules' answer stands
+            expected = policy.cost(sum(len(m["content"]) for m in messages) // 4, 1500)
+            if expected > policy.max_cost_per_task:
+                call.update(outcome="skipped", cost=0.0, run_s=0.0, error=f"expected ${expected:.4f} over budget")
+                return rules, call
         started = time.monotonic()
         try:
             resp = self.client.chat.completions.create(
-                model=self.model,
-                messages=self._messages(rules, evidence, question),
+                model=model,
+                messages=messages,
                 response_format={
                     "type": "json_schema",
                     "json_schema": {"name": "diagnosis", "schema": llm_json_schema(), "strict": False},
@@ -670,6 +686,8 @@ class DiagnosisRefiner:
             return rules, call
         finally:
             call["run_s"] = time.monotonic() - started
+            if policy is not None:
+                call["cost"] = policy.cost(call["tokens_in"], call["tokens_out"])
 
 
 def render_text(d: Diagnosis) -> str:
@@ -805,6 +823,7 @@ def _record(ctx: OpsContext, task_id: str, result: InvestigationResult) -> None:
             run_s=call.get("run_s"),
             tokens_in=call["tokens_in"],
             tokens_out=call["tokens_out"],
+            cost=call.get("cost"),
         )
 
 
@@ -845,7 +864,7 @@ def investigate_request(ctx: OpsContext, task_id: str, spec: dict[str, Any]) -> 
         evidence,
         BundleSource(),
         question=spec.get("question"),
-        refiner=DiagnosisRefiner.from_settings(ctx.settings),
+        refiner=DiagnosisRefiner.from_settings(ctx.settings, serving=lambda: ctx.policies.current().serving.llm),
     )
     _record(ctx, task_id, result)
     return {"diagnosis": result.diagnosis.model_dump(mode="json"), "items": cited_items(result.diagnosis, evidence)}
@@ -866,7 +885,7 @@ def investigate_live(ctx: OpsContext, task_id: str, goal: str, *, tenant: str, p
         evidence,
         LiveSource(ctx, task_id, tenant=tenant, priority=priority),
         question=goal,
-        refiner=DiagnosisRefiner.from_settings(ctx.settings),
+        refiner=DiagnosisRefiner.from_settings(ctx.settings, serving=lambda: ctx.policies.current().serving.llm),
     )
     _record(ctx, task_id, result)
     return {"diagnosis": result.diagnosis.model_dump(mode="json"), "items": cited_items(result.diagnosis, evidence)}

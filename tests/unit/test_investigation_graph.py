@@ -417,3 +417,19 @@ def test_the_answer_carries_the_diagnosis_and_its_cited_items_and_keeps_the_chec
     assert answer["headline"] == "resource_exhaustion: pid 4700 holds the lock"
     assert answer["diagnosis"]["root_cause"] == "pid 4700 holds the lock" and answer["findings"] == [1]
     assert answer["evidence_items"] is items and answer["text"].startswith("**resource_exhaustion**")
+
+
+def test_the_llm_budget_of_the_serving_policy_is_kept(llm: DeterministicOpenAIServer) -> None:
+    from openai import OpenAI
+
+    from core.policy import LLMPolicy
+
+    client = OpenAI(base_url=llm.base_url, api_key="test", max_retries=0, timeout=10)
+    broke = DiagnosisRefiner(client, "test-model", serving=lambda: LLMPolicy(max_cost_per_task=0.0))
+    result, _ = _rules_run(broke)
+    assert result.llm_call["outcome"] == "skipped" and not llm.requests  # never called over the budget
+    assert result.diagnosis.source == "rules"
+    routed = DiagnosisRefiner(client, "test-model", serving=lambda: LLMPolicy(model="big-model"))
+    llm.content = "not json"
+    result, _ = _rules_run(routed)
+    assert llm.requests[0]["body"]["model"] == "big-model" and result.llm_call["cost"] > 0
