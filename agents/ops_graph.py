@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from agents.context import OpsContext
 from agents.errors import PlanInvalid
+from agents.investigation import diagnose_answer, investigate_live, investigate_request, is_diagnose
 from agents.planner import PlanOutcome
 from agents.recall import recall, remember
 from agents.synthesis import failure_answer, synthesize_answer
@@ -35,7 +36,8 @@ class OpsState(TypedDict, total=False):
     reuse: dict[str, Any] | None  # {"plan", "source": cache | episode, "note"}
     incidents: list[dict[str, Any]]
     facts: list[dict[str, Any]]
-    outcome: str  # accepted | ended | planned | invalid | cancelled | stopped | finished
+    outcome: str  # accepted | investigation | ended | planned | invalid | cancelled | stopped | finished
+    diagnosis: dict[str, Any] | None  # {"diagnosis": Diagnosis JSON, "items": cited items}: investigations, diagnoses
 
 
 def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
@@ -48,7 +50,10 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
             bus.announce(task.id)
             return {"outcome": "ended"}
         store.set_task_status(task.id, TaskStatus.PLANNING)
-        return {"goal": task.goal[:_MAX_GOAL_CHARS], "inputs": task.inputs or {}, "outcome": "accepted"}
+        inputs = task.inputs or {}
+        # an investigation (POST /v1/investigations, an Alertmanager group) has its evidence: no plan to run
+        outcome = "investigation" if isinstance(inputs.get("investigation"), dict) else "accepted"
+        return {"goal": task.goal[:_MAX_GOAL_CHARS], "inputs": inputs, "outcome": outcome}
 
     def plan(state: OpsState) -> OpsState:
         task_id = state["task_id"]
@@ -100,8 +105,41 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
             return {"done": True, "outcome": "stopped" if progress.stopped else "finished"}
         return {"done": False}
 
+    def investigate(state: OpsState) -> OpsState:
+        """Investigations and diagnose requests end in a Diagnosis: the evidence of the request (a bundle, alerts,
+        evidence items) or of the live tools that ran, grown on request by new plan nodes."""
+        task_id = state["task_id"]
+        if state.get("outcome") == "investigation":
+            try:
+                diagnosis = investigate_request(ctx, task_id, state["inputs"]["investigation"])
+            except Exception as exc:  # a refused bundle, a missing part: the task fails with the reason
+                message = f"investigation failed: {type(exc).__name__}: {exc}"
+                store.set_answer(task_id, failure_answer(message))
+                store.set_task_status(task_id, TaskStatus.FAILED, error=message)
+                return {"diagnosis": None, "outcome": "ended"}
+            return {"diagnosis": diagnosis}
+        plan_obj = store.latest_plan(task_id) or Plan.model_validate(state["plan"])
+        if state.get("outcome") == "cancelled" or not is_diagnose(plan_obj.category, state["goal"]):
+            return {"diagnosis": None}
+        task = store.get_task(task_id)
+        try:
+            return {
+                "diagnosis": investigate_live(ctx, task_id, state["goal"], tenant=task.tenant, priority=task.priority)
+            }
+        except Exception as exc:  # the checks' own answer still stands
+            bus.emit(
+                task_id, EventType.LOG, {"level": "warning", "message": f"no diagnosis: {type(exc).__name__}: {exc}"}
+            )
+            return {"diagnosis": None}
+
     def synthesize(state: OpsState) -> OpsState:
         task_id = state["task_id"]
+        if state.get("outcome") == "investigation":
+            answer = diagnose_answer(state["diagnosis"] or {}, None)  # investigate ended the task when it had none
+            bus.emit(task_id, EventType.ANSWER, {"headline": answer["headline"], "severity": answer["severity"]})
+            store.set_answer(task_id, answer)
+            store.set_task_status(task_id, TaskStatus.SUCCEEDED)
+            return {}
         plan_obj = store.latest_plan(task_id) or Plan.model_validate(state["plan"])
         runs = store.node_runs(task_id)
         latest = store.latest_attempts(task_id)
@@ -111,6 +149,9 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         outputs = {nid: r.result for nid, r in latest.items() if r.result and r.status == NodeStatus.SUCCEEDED.value}
         # what the task read, compressed within its budget: the context a person or an LLM reads next
         answer["working_memory"] = working_memory(outputs, ctx.settings.working_memory_tokens)
+        outcome = state.get("diagnosis")
+        if outcome:
+            answer = diagnose_answer(outcome, answer)
         bus.emit(task_id, EventType.ANSWER, {"headline": answer["headline"], "severity": answer["severity"]})
         ran = [r for r in latest.values() if r.status != NodeStatus.SKIPPED.value]
         all_failed = bool(ran) and all(r.status != NodeStatus.SUCCEEDED.value for r in ran)
@@ -131,7 +172,7 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         return {}
 
     def after_intake(state: OpsState) -> str:
-        return "recall" if state.get("outcome") == "accepted" else END
+        return {"accepted": "recall", "investigation": "investigate"}.get(state.get("outcome") or "", END)
 
     def after_recall(state: OpsState) -> str:
         return END if state.get("outcome") == "cached" else "plan"
@@ -140,21 +181,30 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         return "dispatch" if state.get("outcome") == "planned" else END
 
     def after_dispatch(state: OpsState) -> str:
-        return "synthesize" if state.get("done") else "dispatch"
+        return "investigate" if state.get("done") else "dispatch"
+
+    def after_investigate(state: OpsState) -> str:
+        return END if state.get("outcome") == "ended" else "synthesize"
+
+    def after_synthesize(state: OpsState) -> str:
+        # an investigation's answer is about its own evidence: no episode or cached answer for a goal's words
+        return END if state.get("outcome") == "investigation" else "remember"
 
     graph = StateGraph(OpsState)
     graph.add_node("intake", intake)
     graph.add_node("plan", plan)
     graph.add_node("dispatch", dispatch)
+    graph.add_node("investigate", investigate)
     graph.add_node("synthesize", synthesize)
     graph.add_node("recall", recall_step)
     graph.add_node("remember", remember_step)
     graph.add_edge(START, "intake")
-    graph.add_conditional_edges("intake", after_intake, ["recall", END])
+    graph.add_conditional_edges("intake", after_intake, ["recall", "investigate", END])
     graph.add_conditional_edges("recall", after_recall, ["plan", END])
     graph.add_conditional_edges("plan", after_plan, ["dispatch", END])
-    graph.add_conditional_edges("dispatch", after_dispatch, ["dispatch", "synthesize"])
-    graph.add_edge("synthesize", "remember")
+    graph.add_conditional_edges("dispatch", after_dispatch, ["dispatch", "investigate"])
+    graph.add_conditional_edges("investigate", after_investigate, ["synthesize", END])
+    graph.add_conditional_edges("synthesize", after_synthesize, ["remember", END])
     graph.add_edge("remember", END)
     return graph.compile(checkpointer=ctx.checkpointer)
 

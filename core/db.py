@@ -122,6 +122,30 @@ class EventRow(Base):
         return Event(task_id=self.task_id, seq=self.seq, ts=self.ts, type=self.type, data=self.data)
 
 
+class AlertGroupRow(Base):
+    """An Alertmanager alert group of a tenant and the investigation it opened (core/alert_groups.py).
+
+    One row per (tenant, group): a repeated notification while it fires is counted on it; a resolved one marks it
+    resolved; firing again after that opens a new investigation on the same row."""
+
+    __tablename__ = "alert_groups"
+    __table_args__ = (sa.UniqueConstraint("tenant", "key_hash"),)
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(sa.String(64), index=True)
+    key_hash: Mapped[str] = mapped_column(sa.String(64))  # sha256 of groupKey: group keys have no length bound
+    group_key: Mapped[str] = mapped_column(sa.Text)
+    receiver: Mapped[str] = mapped_column(sa.String(255), default="")
+    status: Mapped[str] = mapped_column(sa.String(16))  # firing | resolved
+    task_id: Mapped[str | None] = mapped_column(sa.String(36), nullable=True)  # the open (or last) investigation
+    labels: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)  # the group's commonLabels
+    notifications: Mapped[int] = mapped_column(sa.Integer, default=0)
+    investigations: Mapped[int] = mapped_column(sa.Integer, default=0)
+    created_at: Mapped[float] = mapped_column(sa.Double)
+    last_notified_at: Mapped[float] = mapped_column(sa.Double)
+    resolved_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+
+
 class TelemetryRow(Base):
     """One measured action (kind: task, node, llm, cache, policy, tuning): typed columns, so aggregates are SQL
     and rollups are cheap. Raw rows live `TELEMETRY_RAW_RETENTION_S`, then become per-minute rollups."""

@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, description="Port the API listens on.")
     api_url: str = Field("", description="Base URL the CLI talks to; empty means http://API_HOST:API_PORT.")
     max_body_bytes: int = Field(64 * 1024, description="Largest request body the API accepts.")
+    max_bundle_bytes: int = Field(
+        50 * 1024 * 1024,
+        description="Largest evidence bundle (POST /v1/investigations) or Alertmanager notification accepted.",
+    )
     max_running_tasks: int = Field(8, description="Tasks the API orchestrates at once; more wait queued.")
 
     # pools

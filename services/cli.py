@@ -6,14 +6,16 @@ import json
 import os
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from core.settings import get_settings
+
+if TYPE_CHECKING:  # httpx loads only for the commands that talk to the API (investigate starts faster)
+    import httpx
 
 app = typer.Typer(
     help="opsgraph: ask for ops work; agents plan it as a DAG of tool calls on CPU/GPU pools.",
@@ -30,10 +32,14 @@ def fail(message: str, code: int = 1) -> None:
 
 
 def _client() -> httpx.Client:
+    import httpx
+
     return httpx.Client(base_url=get_settings().base_api_url, timeout=30)
 
 
 def _request(method: str, path: str, **kw: Any) -> dict[str, Any]:
+    import httpx
+
     try:
         with _client() as c:
             resp = c.request(method, path, **kw)
@@ -131,6 +137,8 @@ def _parse_inputs(pairs: list[str]) -> dict[str, Any]:
 
 def follow_task(task_id: str) -> dict[str, Any]:
     """Follow a task's events with a progress bar until it ends; return the finished task."""
+    import httpx
+
     settings = get_settings()
     total, finished = 0, set()
     with Progress(
@@ -381,6 +389,122 @@ def simulate(
     )
     util = ", ".join(f"{k} {v:.1%}" for k, v in summary["utilisation"].items())
     out.print(f"makespan {summary['makespan']:.1f} s; utilisation {util}; hedges {summary['hedges']}", highlight=False)
+
+
+_DIAGNOSIS_KEYS = (
+    "category",
+    "root_cause",
+    "confidence",
+    "causal_chain",
+    "evidence",
+    "ruled_out",
+    "actions",
+    "text",
+    "other_causes",
+    "missing",
+    "checked",
+    "ignored",
+    "errors",
+    "source",
+)
+
+
+def _load_bundle(path: Any) -> Any:
+    from agents.investigation import load_bundle
+
+    return load_bundle(path)
+
+
+def _diagnose(evidence: Any, question: str | None) -> Any:
+    from agents.investigation import DiagnosisRefiner, run_investigation
+
+    refiner = DiagnosisRefiner.from_settings(get_settings())
+    return run_investigation(evidence, question=question, refiner=refiner).diagnosis
+
+
+def _investigate_bundle(path: Any, question: str | None) -> Any:
+    """Load a bundle and run the investigation graph on it, in this process (no API, Redis or workers).
+
+    Only langgraph and diagnosis load here: no Celery, FAISS, torch or embedding model."""
+    return _diagnose(_load_bundle(path), question)
+
+
+@app.command()
+def investigate(
+    path: str = typer.Argument(..., help="An evidence bundle: a folder, .tar.gz or .zip of exports."),
+    as_json: bool = typer.Option(False, "--json", help="Print the Diagnosis as one JSON object."),
+    question: str = typer.Option("", "--question", "-q", help="What the operator asks, e.g. why checkout is slow."),
+) -> None:
+    """Investigate an evidence bundle in-process and print the Diagnosis (post-mortems, CI)."""
+    from pathlib import Path
+
+    from agents.investigation import InvestigationError
+
+    bundle = Path(path)
+    if not bundle.exists():
+        fail(f"no such bundle: {path}", 2)
+    try:
+        evidence = _load_bundle(bundle)
+    except InvestigationError as exc:  # a part of opsgraph is missing, not the bundle's fault
+        fail(str(exc), 1)
+    except Exception as exc:  # whatever load_bundle refuses (limits, escaping entries, a bad archive): one line
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        fail(f"bundle refused: {first}", 2)
+    try:
+        diagnosis = _diagnose(evidence, question or None)
+    except InvestigationError as exc:
+        fail(str(exc), 1)
+    if as_json:
+        print(json.dumps(diagnosis.model_dump(mode="json", include=set(_DIAGNOSIS_KEYS))))
+        return
+    out.print(diagnosis.text, markup=False, highlight=False)
+
+
+@app.command("diagnose-eval")
+def diagnose_eval(
+    folder: str = typer.Argument(..., help="A corpus: tests/data/incidents, or its dev/ or test/ split."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Investigate every scenario (a folder with answer.yaml) and score the diagnoses: accuracy, keyword recall,
+    forbidden categories, time per investigation."""
+    from pathlib import Path
+
+    from diagnosis.evaluation import CorpusError, evaluate
+
+    try:
+        report = evaluate(Path(folder), _investigate_bundle)
+    except CorpusError as exc:
+        fail(str(exc), 2)
+    if as_json:
+        print(json.dumps(report))
+        return
+    for r in report["results"]:
+        mark = "pass" if r["passed"] else "FAIL"
+        line = f"{mark} {r['name']:<48} expected {r['expected']:<20} got {r['got'] or '-':<20} {r['seconds']:.3f}s"
+        if r["forbidden"]:
+            line += "  FORBIDDEN"
+        if r["keywords_missing"]:
+            line += f"  missing: {', '.join(r['keywords_missing'])}"
+        if r["error"]:
+            line += f"  error: {r['error']}"
+        out.print(line, markup=False, highlight=False)
+
+    def row(name: str, s: dict[str, Any]) -> str:
+        recall = "-" if s["keyword_recall"] is None else f"{s['keyword_recall']:.1%}"
+        return (
+            f"{name:<24} {s['passed']:>4}/{s['scenarios']:<4} {s['accuracy']:>7.1%} {recall:>8} "
+            f"{s['forbidden']:>9} {s['seconds_p50']:>8.3f} {s['seconds_p95']:>8.3f}"
+        )
+
+    out.print("", highlight=False)
+    out.print(
+        f"{'group':<24} {'passed':>9} {'accuracy':>7} {'kw recall':>8} {'forbidden':>9} {'p50 s':>8} {'p95 s':>8}",
+        highlight=False,
+    )
+    out.print(row("overall", report["overall"]), markup=False, highlight=False)
+    for title, key in (("split", "per_split"), ("category", "per_category"), ("difficulty", "per_difficulty")):
+        for name, s in report.get(key, {}).items():
+            out.print(row(f"{title} {name}", s), markup=False, highlight=False)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from core.periodic import Periodic
 from core.settings import Settings, get_settings
 from memory.consolidation import Consolidator
 from services.api.errors import BodyLimitMiddleware, install_error_handlers
-from services.api.routes import memory, policies, schedules, system, tasks, telemetry, tuning
+from services.api.routes import investigations, memory, policies, schedules, system, tasks, telemetry, tuning
 from workers.celery_app import make_celery
 
 CONSOLE = Path(__file__).resolve().parent.parent / "console" / "index.html"
@@ -77,7 +77,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # a bundle travels as a file part or base64 in JSON (4/3 of its size), plus room for the other fields
+    bundle_body = settings.max_bundle_bytes * 4 // 3 + 1024 * 1024
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        overrides={"/v1/investigations": bundle_body, "/v1/alerts/alertmanager": bundle_body},
+    )
     app.include_router(tasks.router)
     app.include_router(system.router)
     app.include_router(memory.router)
@@ -85,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(policies.router)
     app.include_router(tuning.router)
     app.include_router(schedules.router)
+    app.include_router(investigations.router)
 
     @app.get("/", include_in_schema=False)
     def console() -> FileResponse:

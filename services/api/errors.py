@@ -47,6 +47,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OpsgraphError)
     async def _opsgraph(_: Request, exc: OpsgraphError) -> JSONResponse:
         status = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 400
+        status = getattr(exc, "http_status", status)  # an error that names its own status (413 for a bundle)
         if isinstance(exc, PlanInvalid | PolicyInvalid):
             return JSONResponse(error_body(exc.code, str(exc), exc.reasons), status_code=422)
         if not isinstance(exc, UserError):
@@ -60,19 +61,22 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 class BodyLimitMiddleware:
-    """Refuses bodies above the limit with 413 before any handler reads them (also for chunked bodies)."""
+    """Refuses bodies above the limit with 413 before any handler reads them (also for chunked bodies).
+    `overrides` gives some paths their own limit (an evidence bundle upload is larger than any JSON request)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, overrides: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.overrides = overrides or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.overrides.get(scope.get("path", ""), self.max_bytes)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            await self._refuse(send, max_bytes)
             return
         seen = 0
         too_large = False
@@ -82,7 +86,7 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > max_bytes:
                     too_large = True
                     raise _TooLarge
             return message
@@ -90,12 +94,12 @@ class BodyLimitMiddleware:
         try:
             await self.app(scope, limited, send)
         except _TooLarge:
-            await self._refuse(send)
+            await self._refuse(send, max_bytes)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, max_bytes: int) -> None:
         import json
 
-        body = json.dumps(error_body("body_too_large", f"request body over {self.max_bytes} bytes")).encode()
+        body = json.dumps(error_body("body_too_large", f"request body over {max_bytes} bytes")).encode()
         await send(
             {
                 "type": "http.response.start",

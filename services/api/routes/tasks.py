@@ -93,6 +93,8 @@ def create_task(body: TaskCreate, ctx: Ctx, runner: Runner) -> TaskCreated:
     if len(json.dumps(body.inputs)) > ctx.settings.max_arg_bytes:
         raise UserError(f"inputs are larger than {ctx.settings.max_arg_bytes} bytes")
     inputs = dict(body.inputs)
+    if "investigation" in inputs:  # its evidence folder is the API's to write (POST /v1/investigations)
+        raise UserError("inputs.investigation is reserved: post evidence to /v1/investigations")
     if body.cache == "skip":
         inputs["cache"] = "skip"
     if body.plan is not None:

@@ -1,0 +1,196 @@
+"""diagnose-eval: run every scenario of an incident corpus and score the diagnoses.
+
+A scenario is a folder with `answer.yaml` (category, must_contain, must_not, difficulty, domains, question?,
+summary) and its evidence bundle: the folder's `bundle/` (a folder, bundle.tar.gz or bundle.zip) when there is
+one, else the folder itself (answer.yaml is then not evidence and never shown to the investigation as such).
+
+Scores:
+- a scenario passes when the category is the expected one (accuracy = passed / scenarios);
+- keyword recall: must_contain words found, case-insensitively, in root_cause + causal_chain, over all words;
+- forbidden: the category given is one the scenario's must_not lists (should be 0);
+- time per investigation, p50 and p95 (in-process, loading the bundle included).
+Grouped overall, per expected category, per difficulty, and per split (the first folder under DIR when DIR holds
+dev/ and test/, or DIR's own name when it is one of them).
+
+Pure: the investigation is a callable given by the caller; this module reads only the answer files.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from diagnosis.model import Category, Diagnosis
+
+ANSWER_FILE = "answer.yaml"
+SPLITS = ("dev", "test")
+Investigate = Callable[[Path, str | None], Diagnosis]
+
+
+class CorpusError(ValueError):
+    """The corpus folder or an answer file cannot be used."""
+
+
+@dataclass
+class Expected:
+    category: Category
+    must_contain: list[str] = field(default_factory=list)
+    must_not: list[Category] = field(default_factory=list)
+    difficulty: str = "unknown"
+    domains: list[str] = field(default_factory=list)
+    question: str | None = None
+    summary: str = ""
+
+
+@dataclass
+class Scenario:
+    name: str  # the path under DIR: "test/pg-idle-in-transaction"
+    split: str  # dev | test | "" (a corpus without splits)
+    path: Path  # the scenario folder
+    bundle: Path  # what load_bundle reads
+    expected: Expected
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    split: str
+    difficulty: str
+    expected: str
+    got: str | None
+    passed: bool
+    forbidden: bool
+    keywords_found: list[str]
+    keywords_missing: list[str]
+    seconds: float
+    root_cause: str = ""
+    error: str | None = None
+
+
+def load_expected(path: Path) -> Expected:
+    try:
+        body = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CorpusError(f"{path}: cannot read ({exc})") from None
+    if not isinstance(body, dict) or "category" not in body:
+        raise CorpusError(f"{path}: an answer file needs at least `category`")
+    try:
+        return Expected(
+            category=Category(body["category"]),
+            must_contain=[str(w) for w in body.get("must_contain") or []],
+            must_not=[Category(c) for c in body.get("must_not") or []],
+            difficulty=str(body.get("difficulty") or "unknown"),
+            domains=[str(d) for d in body.get("domains") or []],
+            question=body.get("question"),
+            summary=str(body.get("summary") or ""),
+        )
+    except ValueError as exc:
+        raise CorpusError(f"{path}: {exc}") from None
+
+
+def _bundle_of(folder: Path) -> Path:
+    for name in ("bundle", "bundle.tar.gz", "bundle.tgz", "bundle.zip"):
+        if (folder / name).exists():
+            return folder / name
+    return folder
+
+
+def discover(root: Path) -> list[Scenario]:
+    """Every folder under `root` with an answer file, in name order."""
+    if not root.is_dir():
+        raise CorpusError(f"no such folder: {root}")
+    scenarios = []
+    for answer in sorted(root.rglob(ANSWER_FILE)):
+        folder = answer.parent
+        rel = folder.relative_to(root)
+        first = rel.parts[0] if rel.parts else ""
+        split = first if first in SPLITS and len(rel.parts) > 1 else (root.name if root.name in SPLITS else "")
+        scenarios.append(Scenario(str(rel), split, folder, _bundle_of(folder), load_expected(answer)))
+    if not scenarios:
+        raise CorpusError(f"no scenarios under {root} (folders with {ANSWER_FILE})")
+    return scenarios
+
+
+def score(scenario: Scenario, diagnosis: Diagnosis | None, seconds: float, error: str | None = None) -> ScenarioResult:
+    exp = scenario.expected
+    text = " ".join([diagnosis.root_cause, *diagnosis.causal_chain]).lower() if diagnosis else ""
+    found = [w for w in exp.must_contain if w.lower() in text]
+    got = diagnosis.category if diagnosis else None
+    return ScenarioResult(
+        name=scenario.name,
+        split=scenario.split,
+        difficulty=exp.difficulty,
+        expected=exp.category.value,
+        got=got.value if got else None,
+        passed=got == exp.category,
+        forbidden=got in exp.must_not if got else False,
+        keywords_found=found,
+        keywords_missing=[w for w in exp.must_contain if w not in found],
+        seconds=seconds,
+        root_cause=diagnosis.root_cause if diagnosis else "",
+        error=error,
+    )
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def summarize(results: list[ScenarioResult]) -> dict[str, Any]:
+    n = len(results)
+    words = sum(len(r.keywords_found) + len(r.keywords_missing) for r in results)
+    times = [r.seconds for r in results]
+    return {
+        "scenarios": n,
+        "passed": sum(r.passed for r in results),
+        "accuracy": round(sum(r.passed for r in results) / n, 4) if n else None,
+        "keyword_recall": round(sum(len(r.keywords_found) for r in results) / words, 4) if words else None,
+        "forbidden": sum(r.forbidden for r in results),
+        "errors": sum(r.error is not None for r in results),
+        "seconds_p50": round(_percentile(times, 0.5), 4),
+        "seconds_p95": round(_percentile(times, 0.95), 4),
+    }
+
+
+def _grouped(results: list[ScenarioResult], key: Callable[[ScenarioResult], str]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[ScenarioResult]] = {}
+    for r in results:
+        groups.setdefault(key(r), []).append(r)
+    return {k: summarize(v) for k, v in sorted(groups.items())}
+
+
+def report(results: list[ScenarioResult]) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "overall": summarize(results),
+        "per_category": _grouped(results, lambda r: r.expected),
+        "per_difficulty": _grouped(results, lambda r: r.difficulty),
+        "results": [asdict(r) for r in results],
+    }
+    if any(r.split for r in results):
+        body["per_split"] = _grouped(results, lambda r: r.split or "-")
+    return body
+
+
+def evaluate(root: Path, investigate: Investigate) -> dict[str, Any]:
+    """Runs `investigate(bundle, question)` on every scenario under `root` and scores it; an investigation that
+    raises is a failed scenario with its error, never the end of the run."""
+    results = []
+    for scenario in discover(root):
+        started = time.perf_counter()
+        try:
+            diagnosis = investigate(scenario.bundle, scenario.expected.question)
+            error = None
+        except Exception as exc:
+            diagnosis, error = None, f"{type(exc).__name__}: {exc}"
+        results.append(score(scenario, diagnosis, time.perf_counter() - started, error))
+    return report(results)
