@@ -12,12 +12,16 @@ from fastapi.responses import FileResponse
 
 from agents import OpsContext, TaskRunner, TuningRunner, build_context
 from core import keys
+from core.apikeys import KeyBook
 from core.logging import configure_logging
 from core.periodic import Periodic
 from core.settings import Settings, get_settings
 from memory.consolidation import Consolidator
+from services.api.auth import Authenticator
 from services.api.errors import BodyLimitMiddleware, install_error_handlers
-from services.api.routes import memory, policies, schedules, system, tasks, telemetry, tuning
+from services.api.routes import audit, memory, policies, schedules, system, tasks, telemetry, tuning
+from services.api.routes import keys as keys_routes
+from services.api.security import BrowserDefenceMiddleware
 from workers.celery_app import make_celery
 
 CONSOLE = Path(__file__).resolve().parent.parent / "console" / "index.html"
@@ -52,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ctx.cache, ctx.episodes, ctx.facts, settings.consolidate_every_s, reembedded_at=lambda: _reembedded_at(ctx)
         )
         app.state.ctx = ctx
+        app.state.authenticator = Authenticator(settings, KeyBook(ctx.store))
         app.state.runner = runner
         app.state.consolidator = consolidator
         app.state.tuner = tuner
@@ -78,6 +83,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # outermost: a foreign Host is refused before anything else runs; no CORSMiddleware, on purpose
+    app.add_middleware(BrowserDefenceMiddleware, allowed_hosts=settings.host_allowlist)
     app.include_router(tasks.router)
     app.include_router(system.router)
     app.include_router(memory.router)
@@ -85,9 +92,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(policies.router)
     app.include_router(tuning.router)
     app.include_router(schedules.router)
+    app.include_router(keys_routes.router)
+    app.include_router(audit.router)
 
     @app.get("/", include_in_schema=False)
     def console() -> FileResponse:
-        return FileResponse(CONSOLE, media_type="text/html")
+        # the page holds no data: it asks the API with the bearer token it is given (docs/security.md)
+        return FileResponse(CONSOLE, media_type="text/html", headers={"Cache-Control": "no-store"})
 
     return app

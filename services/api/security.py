@@ -1,0 +1,67 @@
+"""Browser-facing defences: a Host allowlist (a DNS-rebinding page reaches 127.0.0.1 under its own name, and is
+refused) and security headers on every answer. Credentials travel only in the Authorization header, which a
+page on another origin cannot make a browser send without a CORS preflight, and opsgraph answers no CORS."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.api.errors import error_body
+
+SECURITY_HEADERS = [
+    # the console is one self-contained page: its own inline script and style, fetches to its own origin
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+        b"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+]
+
+
+def host_name(header: str) -> str:
+    """The host of a Host header, without its port: 'example.com:8000' -> 'example.com', '[::1]:8000' -> '::1'."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class BrowserDefenceMiddleware:
+    def __init__(self, app: ASGIApp, allowed_hosts: set[str]) -> None:
+        self.app = app
+        self.any_host = "*" in allowed_hosts
+        self.allowed = {host_name(h) for h in allowed_hosts if h != "*"}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        if not self.any_host and host_name(host) not in self.allowed:
+            await self._refuse(send, host)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *[(k, v) for k, v in SECURITY_HEADERS if k not in present],
+                ]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+    async def _refuse(self, send: Send, host: str) -> None:
+        message = f"Host {host[:100]!r} is not served here; add it to OPSGRAPH_ALLOWED_HOSTS if it is yours"
+        body = json.dumps(error_body("host_not_allowed", message)).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 400, "headers": [*headers, *SECURITY_HEADERS]})
+        await send({"type": "http.response.body", "body": body})
