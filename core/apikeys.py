@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import re
 import secrets
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,7 +25,7 @@ import sqlalchemy as sa
 from core.db import ApiKeyRow, Store, _changed
 from core.errors import NotFound, UserError
 
-__all__ = ["KEY_PREFIX", "SCOPES", "IssuedKey", "KeyBook", "key_view", "parse_key"]
+__all__ = ["KEY_PREFIX", "SCOPES", "IssuedKey", "KeyBook", "key_view", "parse_key", "write_secret_file"]
 
 KEY_PREFIX = "og"
 SCOPES = ("read", "operate", "approve", "admin")
@@ -157,3 +159,12 @@ class KeyBook:
         if not changed and row.revoked_at is None:  # pragma: no cover - a concurrent un-revoke does not exist
             raise NotFound(f"no API key with id {key_id!r}")
         return row
+
+
+def write_secret_file(path: Path, text: str) -> None:
+    """Write a file only its owner may read: created 0600, so it is never readable by others for an instant."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+    os.chmod(path, 0o600)  # an existing file keeps its old mode through O_CREAT

@@ -21,7 +21,7 @@ from services.api.auth import Authenticator
 from services.api.errors import BodyLimitMiddleware, install_error_handlers
 from services.api.routes import audit, memory, policies, schedules, system, tasks, telemetry, tuning
 from services.api.routes import keys as keys_routes
-from services.api.security import BrowserDefenceMiddleware
+from services.api.security import BrowserDefenceMiddleware, console_csp
 from workers.celery_app import make_celery
 
 CONSOLE = Path(__file__).resolve().parent.parent / "console" / "index.html"
@@ -95,9 +95,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(keys_routes.router)
     app.include_router(audit.router)
 
+    csp = console_csp(CONSOLE.read_text())
+
     @app.get("/", include_in_schema=False)
     def console() -> FileResponse:
         # the page holds no data: it asks the API with the bearer token it is given (docs/security.md)
-        return FileResponse(CONSOLE, media_type="text/html", headers={"Cache-Control": "no-store"})
+        headers = {"Cache-Control": "no-store", "Content-Security-Policy": csp}
+        return FileResponse(CONSOLE, media_type="text/html", headers=headers)
 
     return app

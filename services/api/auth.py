@@ -109,9 +109,7 @@ class Authenticator:
             row = self.keys.verify(token)
             if row is None:
                 raise Unauthenticated("the API key is unknown, revoked or expired")
-            return Principal(
-                id=row.id, name=row.name, tenant=row.tenant, scopes=frozenset(row.scopes), via="key"
-            )
+            return Principal(id=row.id, name=row.name, tenant=row.tenant, scopes=frozenset(row.scopes), via="key")
         if self.oidc is None:
             raise Unauthenticated("not an opsgraph API key (og_...), and OIDC is not configured")
         return self.oidc.verify(token)

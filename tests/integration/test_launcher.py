@@ -45,6 +45,14 @@ def test_run_starts_everything_and_ctrl_c_stops_everything(tmp_path: Path) -> No
         names = " ".join(" ".join(psutil.Process(p).cmdline()) for p in children if psutil.pid_exists(p))
         assert "redis-server" in names and "scheduler" in names
         assert "--pool cpu" in names and "--pool gpu" in names and " api" in names
+        # first run: an admin key, kept 0600 in the var folder, printed in the console URL
+        key_file = tmp_path / "var" / "admin.key"
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        token = key_file.read_text().strip()
+        assert f"{base}/#token={token}" in (tmp_path / "run.log").read_text()
+        assert httpx.get(f"{base}/v1/tasks", timeout=5).status_code == 401
+        ok = httpx.get(f"{base}/v1/tasks", headers={"Authorization": f"Bearer {token}"}, timeout=5)
+        assert ok.status_code == 200
         submit = subprocess.run(
             [
                 sys.executable,

@@ -40,9 +40,7 @@ def _settings_entries(ctx: Ctx, tenant: str) -> list[dict[str, Any]]:
 
 
 @router.post("", status_code=201)
-def create_schedule(
-    ctx: Ctx, body: ScheduleCreate, principal: Admin, acting: Tenant, request: Request
-) -> JSONResponse:
+def create_schedule(ctx: Ctx, body: ScheduleCreate, principal: Admin, acting: Tenant, request: Request) -> JSONResponse:
     """Validated at once: the cron fields (Celery's parser), the timezone, the task body. The scheduler picks a
     new schedule up within seconds. Its tasks run for the tenant the request acts for."""
     tenant = tenant_for(principal, body.task.tenant) if body.task.tenant else acting
