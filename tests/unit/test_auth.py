@@ -188,6 +188,10 @@ def test_a_foreign_host_is_refused_and_every_answer_has_the_security_headers(set
         assert r.headers["referrer-policy"] == "no-referrer"
         assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
         assert "access-control-allow-origin" not in r.headers
+    # FastAPI's docs page may load its script from its CDN, and is still never framed
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "https://cdn.jsdelivr.net" in docs.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]
     # no CORS: a preflight from a web page gets no permission
     r = client.options("/read", headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"})
     assert "access-control-allow-origin" not in r.headers
