@@ -31,7 +31,7 @@ class Rollback(BaseModel):
 
 @router.get("/v1/policies/current")
 def current_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
-    version, _ = ctx.policies.current_version()
+    version, _document = ctx.policies.current_version()
     return version_view(ctx.policies.get(version))
 
 
