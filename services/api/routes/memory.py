@@ -81,9 +81,16 @@ def list_facts(
 
 
 @router.post("/v1/memory/consolidate")
-async def consolidate_now(request: Request, _: Admin) -> dict[str, Any]:
+async def consolidate_now(request: Request, principal: Admin) -> dict[str, Any]:
     """Run consolidation now: expiry, pending hit counts, index files, episode merges, playbook candidates."""
-    return await run_in_threadpool(request.app.state.consolidator.run_now)  # type: ignore[no-any-return]
+    report: dict[str, Any] = await run_in_threadpool(request.app.state.consolidator.run_now)
+    await run_in_threadpool(audit, request, principal, "memory.consolidate", target="*", details=_counts(report))
+    return report
+
+
+def _counts(report: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of a consolidation report (what changed), for the audit log."""
+    return {k: v for k, v in report.items() if isinstance(v, int | float)}
 
 
 @router.get("/v1/memory/search")
