@@ -25,9 +25,9 @@ def issuer() -> Iterator[LocalIssuer]:
 
 @pytest.fixture(scope="module")
 def service(
-    redis_server: RedisServer, issuer: LocalIssuer, tmp_path_factory: pytest.TempPathFactory
+    redis_server: RedisServer, database_url: str, issuer: LocalIssuer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Service]:
-    svc = Service(tmp_path_factory.mktemp("auth"), redis_server.url, **issuer.env())
+    svc = Service(tmp_path_factory.mktemp("auth"), redis_server.url, database_url, **issuer.env())
     svc.redis.flushdb()
     svc.start_api()
     yield svc

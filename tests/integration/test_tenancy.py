@@ -43,8 +43,10 @@ LIST_QUERIES: dict[str, list[dict[str, str]]] = {
 
 
 @pytest.fixture(scope="module")
-def service(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    svc = Service(tmp_path_factory.mktemp("tenancy"), redis_server.url)
+def service(
+    redis_server: RedisServer, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    svc = Service(tmp_path_factory.mktemp("tenancy"), redis_server.url, database_url)
     svc.redis.flushdb()
     svc.start_api()
     svc.start_worker("cpu", "cpu-a")
