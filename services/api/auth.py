@@ -1,11 +1,11 @@
 """Who is calling: a credential (API key or OIDC bearer token) becomes a Principal with a tenant and scopes.
 
-CONTRACT (the security issue fills in the implementation; routes already depend on this shape):
+The contract routes rely on (docs/security.md):
 - every route except /healthz, /readyz (and /metrics when configured open) takes one of the aliases in
   services/api/deps.py (`Reader`, `Operator`, `Approver`, `Admin`), which authenticate the caller and check
   the scope (401 `unauthenticated`, 403 `forbidden`);
 - the tenant a route acts for is `principal.tenant`, never the request body; an admin may name another tenant
-  explicitly (`acting_tenant`).
+  explicitly (`Tenant` / `acting_tenant` in deps.py).
 """
 
 from __future__ import annotations
