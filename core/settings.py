@@ -6,6 +6,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -36,8 +37,8 @@ class Settings(BaseSettings):
     )
     allowed_hosts: list[str] = Field(
         [],
-        description="Host header values the API answers (DNS rebinding defence); empty means the loopback names "
-        "and API_HOST. '*' allows any (behind a proxy that checks Host itself).",
+        description="Host header values the API answers (DNS rebinding defence); empty means the loopback names, "
+        "API_HOST and the host of API_URL. '*' allows any (behind a proxy that checks Host itself).",
     )
     metrics_open: bool = Field(False, description="Serve /metrics without a credential (a scraper on a private net).")
     oidc_issuer: str = Field("", description="OIDC issuer (the token's iss); empty turns OIDC bearer tokens off.")
@@ -174,7 +175,12 @@ class Settings(BaseSettings):
 
     @property
     def host_allowlist(self) -> set[str]:
-        return set(self.allowed_hosts) or {"127.0.0.1", "localhost", "::1", "[::1]", self.api_host}
+        if self.allowed_hosts:
+            return set(self.allowed_hosts)
+        hosts = {"127.0.0.1", "localhost", "::1", self.api_host}
+        if self.api_url:  # the address the CLI and the console URL use
+            hosts.add(urlsplit(self.api_url).hostname or "")
+        return hosts - {""}
 
     @property
     def oidc_enabled(self) -> bool:
