@@ -88,22 +88,25 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
         "OPSGRAPH_API_URL": f"http://127.0.0.1:{free_port()}",
     }
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "services.cli", *args],
-            env=env,
+            env={**env, **extra},
             cwd=ROOT,
             capture_output=True,
             text=True,
             timeout=60,
         )
 
-    for args, expected in [
-        (("worker", "--pool", "tpu"), "error: unknown pool 'tpu'"),
-        (("submit", "hello"), "error: cannot reach the API"),
-        (("submit", "hello", "--input", "novalue"), "error: --input 'novalue' must be KEY=VALUE"),
+    key = {"OPSGRAPH_API_KEY": "og_0123456789abcdef_" + "A" * 43}
+    for args, extra, expected in [
+        (("worker", "--pool", "tpu"), {}, "error: unknown pool 'tpu'"),
+        (("submit", "hello"), {}, "error: no API key: set OPSGRAPH_API_KEY"),
+        (("submit", "hello"), key, "error: cannot reach the API"),
+        (("submit", "hello", "--input", "novalue"), key, "error: --input 'novalue' must be KEY=VALUE"),
+        (("keys", "revoke", "0123456789abcdef"), {}, "error: no API key with id '0123456789abcdef'"),
     ]:
-        r = cli(*args)
+        r = cli(*args, **extra)
         assert r.returncode == 1, r
         assert r.stderr.strip().startswith(expected) and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
