@@ -221,6 +221,8 @@ class ScheduleRow(Base):
     __tablename__ = "schedules"
 
     name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    # the tenant its tasks run for (and the only tenant that sees it); names stay unique across tenants
+    tenant: Mapped[str] = mapped_column(sa.String(64), default="default", server_default="default", index=True)
     cron: Mapped[str] = mapped_column(sa.String(128))
     timezone: Mapped[str] = mapped_column(sa.String(64), default="UTC")
     body: Mapped[dict[str, Any]] = mapped_column(JsonType)
@@ -241,6 +243,43 @@ class ScheduleRunRow(Base):
     slot: Mapped[int] = mapped_column(sa.BigInteger)
     ref: Mapped[str | None] = mapped_column(sa.String(36), nullable=True)  # the task or tuning run it made
     fired_at: Mapped[float] = mapped_column(sa.Double)
+
+
+class ApiKeyRow(Base):
+    """An API key: `og_<id>_<secret>`; only the SHA-256 of the secret is kept (see core/apikeys.py)."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    secret_sha256: Mapped[str] = mapped_column(sa.String(64))
+    tenant: Mapped[str] = mapped_column(sa.String(64), index=True)
+    scopes: Mapped[list[str]] = mapped_column(JsonType)
+    name: Mapped[str] = mapped_column(sa.String(200), default="")
+    created_by: Mapped[str] = mapped_column(sa.String(64), default="")  # a key id, or cli / first-run
+    created_at: Mapped[float] = mapped_column(sa.Double)
+    expires_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    revoked_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    last_used_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+
+
+class AuditRow(Base):
+    """One change made by someone: who (key id and name), for which tenant, when, from where, what, to what."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (sa.Index("ix_audit_log_ts", "ts"),)
+
+    id: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    ts: Mapped[float] = mapped_column(sa.Double)
+    actor_id: Mapped[str] = mapped_column(sa.String(200))
+    actor_name: Mapped[str] = mapped_column(sa.String(200), default="")
+    via: Mapped[str] = mapped_column(sa.String(16), default="")  # key | oidc | cli
+    tenant: Mapped[str] = mapped_column(sa.String(64), index=True)
+    client: Mapped[str] = mapped_column(sa.String(64), default="")  # the peer address, or "local" for the CLI
+    action: Mapped[str] = mapped_column(sa.String(64), index=True)  # policy.put, key.revoke, cache.clear ...
+    target: Mapped[str] = mapped_column(sa.String(200), default="")
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
 
 
 class TuningRunRow(Base):
@@ -400,10 +439,12 @@ class Store:
         self.append_event(row.id, EventType.TASK_CREATED, {"goal": row.goal, "tenant": tenant, "source": source})
         return row
 
-    def get_task(self, task_id: str) -> TaskRow:
+    def get_task(self, task_id: str, *, tenant: str | None = None) -> TaskRow:
+        """The task; with `tenant`, only if it is that tenant's (another tenant's task answers as a missing one:
+        its existence is not disclosed)."""
         with self.session() as s:
             row = s.get(TaskRow, task_id)
-            if row is None:
+            if row is None or (tenant is not None and row.tenant != tenant):
                 raise NotFound(f"no task with id {task_id!r}")
             return row
 

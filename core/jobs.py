@@ -50,6 +50,7 @@ def slot_of(fired_at: float, period_s: float) -> int:
 def schedule_view(row: ScheduleRow) -> dict[str, Any]:
     return {
         "name": row.name,
+        "tenant": row.tenant,
         "cron": row.cron,
         "timezone": row.timezone,
         "task": row.body,
@@ -63,12 +64,21 @@ class ScheduleBook:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def create(self, name: str, cron: str, timezone: str, body: dict[str, Any]) -> ScheduleRow:
+    def create(
+        self, name: str, cron: str, timezone: str, body: dict[str, Any], *, tenant: str = "default"
+    ) -> ScheduleRow:
         parse_cron(cron)
         check_timezone(timezone)
         now = time.time()
         row = ScheduleRow(
-            name=name, cron=cron, timezone=timezone, body=body, paused=False, created_at=now, updated_at=now
+            name=name,
+            tenant=tenant,
+            cron=cron,
+            timezone=timezone,
+            body=body,
+            paused=False,
+            created_at=now,
+            updated_at=now,
         )
         try:
             with self.store.session() as s:
@@ -77,27 +87,36 @@ class ScheduleBook:
             raise Conflict(f"a schedule named {name!r} exists; delete it first or choose another name") from None
         return row
 
-    def all(self) -> list[ScheduleRow]:
+    def all(self, *, tenant: str | None = None) -> list[ScheduleRow]:
+        stmt = sa.select(ScheduleRow).order_by(ScheduleRow.name)
+        if tenant is not None:
+            stmt = stmt.where(ScheduleRow.tenant == tenant)
         with self.store.session() as s:
-            return list(s.scalars(sa.select(ScheduleRow).order_by(ScheduleRow.name)))
+            return list(s.scalars(stmt))
 
-    def get(self, name: str) -> ScheduleRow:
+    def get(self, name: str, *, tenant: str | None = None) -> ScheduleRow:
+        """The schedule; with `tenant`, only that tenant's (another's answers as a missing one)."""
         with self.store.session() as s:
             row = s.get(ScheduleRow, name)
-        if row is None:
+        if row is None or (tenant is not None and row.tenant != tenant):
             raise NotFound(f"no schedule named {name!r}")
         return row
 
-    def set_paused(self, name: str, paused: bool) -> ScheduleRow:
+    @staticmethod
+    def _named(name: str, tenant: str | None) -> Any:
+        cond = ScheduleRow.name == name
+        return cond if tenant is None else sa.and_(cond, ScheduleRow.tenant == tenant)
+
+    def set_paused(self, name: str, paused: bool, *, tenant: str | None = None) -> ScheduleRow:
         with self.store.session() as s:
-            stmt = sa.update(ScheduleRow).where(ScheduleRow.name == name).values(paused=paused, updated_at=time.time())
+            stmt = sa.update(ScheduleRow).where(self._named(name, tenant)).values(paused=paused, updated_at=time.time())
             if not _changed(s.execute(stmt)):
                 raise NotFound(f"no schedule named {name!r}")
         return self.get(name)
 
-    def delete(self, name: str) -> None:
+    def delete(self, name: str, *, tenant: str | None = None) -> None:
         with self.store.session() as s:
-            if not _changed(s.execute(sa.delete(ScheduleRow).where(ScheduleRow.name == name))):
+            if not _changed(s.execute(sa.delete(ScheduleRow).where(self._named(name, tenant)))):
                 raise NotFound(f"no schedule named {name!r}")
 
     def runs(self, schedule: str, limit: int = 50) -> list[ScheduleRunRow]:

@@ -6,6 +6,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -33,6 +34,24 @@ class Settings(BaseSettings):
         description="Largest evidence bundle (POST /v1/investigations) or Alertmanager notification accepted.",
     )
     max_running_tasks: int = Field(8, description="Tasks the API orchestrates at once; more wait queued.")
+
+    # who may call (docs/security.md)
+    api_key: SecretStr | None = Field(
+        None, description="Key the CLI sends; unset means VAR_DIR/cli.key, then VAR_DIR/admin.key (first run)."
+    )
+    allowed_hosts: list[str] = Field(
+        [],
+        description="Host header values the API answers (DNS rebinding defence); empty means the loopback names, "
+        "API_HOST and the host of API_URL. '*' allows any (behind a proxy that checks Host itself).",
+    )
+    metrics_open: bool = Field(False, description="Serve /metrics without a credential (a scraper on a private net).")
+    oidc_issuer: str = Field("", description="OIDC issuer (the token's iss); empty turns OIDC bearer tokens off.")
+    oidc_audience: str = Field("", description="Audience (aud) the tokens must name.")
+    oidc_jwks_url: str = Field("", description="JWKS URL of the issuer's signing keys.")
+    oidc_tenant_claim: str = Field("tenant", description="Claim holding the caller's tenant.")
+    oidc_scopes_claim: str = Field("scope", description="Claim holding scopes (a space-separated string or a list).")
+    oidc_algorithms: list[str] = Field(["RS256", "ES256"], description="Signature algorithms accepted.")
+    oidc_leeway_s: float = Field(30, ge=0, le=300, description="Clock skew allowed on exp/nbf/iat.")
 
     # pools
     pools: list[str] = Field(["cpu", "gpu"], description="Declared pools; each is a Celery queue of that name.")
@@ -150,6 +169,29 @@ class Settings(BaseSettings):
     @property
     def base_api_url(self) -> str:
         return self.api_url or f"http://{self.api_host}:{self.api_port}"
+
+    @property
+    def admin_key_file(self) -> Path:
+        """The first-run admin key (mode 0600), printed in the console URL at every start."""
+        return self.var_dir / "admin.key"
+
+    @property
+    def cli_key_file(self) -> Path:
+        """The key `opsgraph login` keeps for the CLI (mode 0600)."""
+        return self.var_dir / "cli.key"
+
+    @property
+    def host_allowlist(self) -> set[str]:
+        if self.allowed_hosts:
+            return set(self.allowed_hosts)
+        hosts = {"127.0.0.1", "localhost", "::1", self.api_host}
+        if self.api_url:  # the address the CLI and the console URL use
+            hosts.add(urlsplit(self.api_url).hostname or "")
+        return hosts - {""}
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return bool(self.oidc_issuer and self.oidc_jwks_url and self.oidc_audience)
 
     def ensure_dirs(self) -> None:
         self.var_dir.mkdir(parents=True, exist_ok=True)

@@ -152,20 +152,30 @@ class Telemetry:
             return list(s.scalars(stmt))
 
     def summary(
-        self, window_s: float, *, end: float | None = None, prices: dict[str, float] | None = None
+        self,
+        window_s: float,
+        *,
+        end: float | None = None,
+        prices: dict[str, float] | None = None,
+        tenant: str | None = None,
     ) -> dict[str, Any]:
         """Aggregates of [end - window_s, end): the console's and the tuner's view. `prices` (USD per busy second
-        by pool or kind) turn compute into cost; LLM cost is recorded with each call."""
+        by pool or kind) turn compute into cost; LLM cost is recorded with each call. With `tenant`, only that
+        tenant's raw rows: per-minute rollups mix tenants, so a tenant's view reaches back the raw retention."""
         end = time.time() if end is None else end
         start = end - window_s
         prices = prices or {}
         acc = _Aggregates()
         with self.store.session() as s:
-            raw = s.scalars(sa.select(TelemetryRow).where(TelemetryRow.ts >= start, TelemetryRow.ts < end)).all()
+            stmt = sa.select(TelemetryRow).where(TelemetryRow.ts >= start, TelemetryRow.ts < end)
+            if tenant is not None:
+                stmt = stmt.where(TelemetryRow.tenant == tenant)
+            raw = s.scalars(stmt).all()
         for row in raw:
             acc.add_raw(row)
-        for m in self._minutes(start, end):
-            acc.add_minute(m)
+        if tenant is None:
+            for m in self._minutes(start, end):
+                acc.add_minute(m)
         out = acc.result(prices)
         out["window"] = {"start": round(start, 3), "end": round(end, 3), "seconds": window_s}
         return out

@@ -31,10 +31,42 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def api_key() -> str:
+    """The key the CLI sends: OPSGRAPH_API_KEY, else the one `opsgraph login` kept (VAR_DIR/cli.key), else the
+    first-run admin key (VAR_DIR/admin.key) when the CLI runs beside the service."""
+    settings = get_settings()
+    if settings.api_key is not None:
+        return settings.api_key.get_secret_value().strip()
+    for path in (settings.cli_key_file, settings.admin_key_file):
+        try:
+            return path.read_text().strip()
+        except OSError:
+            continue
+    fail(
+        "no API key: set OPSGRAPH_API_KEY, run `opsgraph login KEY`, or create one with "
+        "`opsgraph keys create --tenant NAME --scope read`"
+    )
+    raise AssertionError  # unreachable: fail exits
+
+
+def _auth_headers() -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key()}"}
+
+
 def _client() -> httpx.Client:
     import httpx
 
-    return httpx.Client(base_url=get_settings().base_api_url, timeout=30)
+    return httpx.Client(base_url=get_settings().base_api_url, timeout=30, headers=_auth_headers())
+
+
+def _refused(resp: httpx.Response, body: dict[str, Any]) -> None:
+    e = body.get("error", {})
+    if resp.status_code == 401:
+        fail(
+            f"the API refused the key ({e.get('message', 'unauthenticated')}); "
+            "check OPSGRAPH_API_KEY or `opsgraph login`"
+        )
+    fail(f"{e.get('code', resp.status_code)}: {e.get('message', resp.text[:200])}")
 
 
 def _request(method: str, path: str, **kw: Any) -> dict[str, Any]:
@@ -47,9 +79,109 @@ def _request(method: str, path: str, **kw: Any) -> dict[str, Any]:
         fail(f"cannot reach the API at {get_settings().base_api_url} ({type(exc).__name__}); start it with `make run`")
     body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
     if resp.status_code >= 400:
-        e = body.get("error", {})
-        fail(f"{e.get('code', resp.status_code)}: {e.get('message', resp.text[:200])}")
+        _refused(resp, body)
     return body  # type: ignore[no-any-return]
+
+
+keys_app = typer.Typer(help="API keys, on the database directly (no API needed): create, list, revoke.")
+app.add_typer(keys_app, name="keys")
+
+
+def _key_book():  # type: ignore[no-untyped-def]
+    from core.apikeys import KeyBook
+    from core.db import Store
+
+    return KeyBook(Store.from_settings(get_settings()))
+
+
+def _cli_audit(action: str, tenant: str, target: str, details: dict[str, Any]) -> None:
+    import getpass
+
+    from core.audit import Actor, record
+
+    book = _key_book()
+    record(book.store, Actor(f"cli:{getpass.getuser()}", "opsgraph keys", "cli", "local"), action, tenant=tenant,
+           target=target, details=details)  # fmt: skip
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: str = typer.Option(..., "--tenant", help="The tenant the key acts for."),
+    scope: list[str] = typer.Option(..., "--scope", help="read, operate, approve or admin; repeat for more."),
+    name: str = typer.Option("", "--name", help="What the key is for."),
+    expires_in: float = typer.Option(0, "--expires-in", min=0, help="Days until it expires (0: never)."),
+) -> None:
+    """Issue a key; the key itself is the last line of the output, shown this once (only its hash is kept)."""
+    from core.errors import UserError
+
+    try:
+        issued = _key_book().create(
+            tenant, scope, name=name, expires_in_s=expires_in * 86_400 if expires_in else None, created_by="cli"
+        )
+    except UserError as exc:
+        fail(str(exc))
+    row = issued.row
+    _cli_audit(
+        "key.create", row.tenant, row.id, {"scopes": list(row.scopes), "name": name, "expires_at": row.expires_at}
+    )
+    err.print(
+        f"key {row.id} for tenant {row.tenant}, scopes {' '.join(row.scopes)}; it is shown once:", highlight=False
+    )
+    print(issued.token)
+
+
+@keys_app.command("list")
+def keys_list(
+    tenant: str = typer.Option("", "--tenant", help="Only this tenant's keys."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Every key (never the secret): id, tenant, scopes, state, name, last use."""
+    from core.apikeys import key_view
+
+    rows = [key_view(r) for r in _key_book().list(tenant=tenant or None)]
+    if as_json:
+        print(json.dumps(rows))
+        return
+    for r in rows:
+        out.print(
+            f"{r['id']}  {r['tenant']:<16} {','.join(r['scopes']):<22} {r['state']:<8} {r['name']}",
+            highlight=False,
+            markup=False,
+        )
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (opsgraph keys list).")) -> None:
+    """Revoke a key: refused from its next request on."""
+    from core.errors import NotFound
+
+    try:
+        row = _key_book().revoke(key_id)
+    except NotFound as exc:
+        fail(str(exc))
+    _cli_audit("key.revoke", row.tenant, row.id, {"name": row.name})
+    out.print(f"revoked {row.id} ({row.tenant})", highlight=False)
+
+
+@app.command()
+def login(key: str = typer.Argument("", help="An API key (og_...); read from stdin when left out.")) -> None:
+    """Keep a key for the CLI in VAR_DIR/cli.key (mode 0600), checked against the API first."""
+    import httpx
+
+    from core.apikeys import parse_key, write_secret_file
+
+    key = (key or sys.stdin.readline()).strip()
+    if parse_key(key) is None:
+        fail("that is not an opsgraph API key (og_<id>_<secret>)")
+    settings = get_settings()
+    try:
+        resp = httpx.get(f"{settings.base_api_url}/v1/tools", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach the API at {settings.base_api_url} ({type(exc).__name__}); start it with `make run`")
+    if resp.status_code == 401:
+        fail("the API refused that key (unknown, revoked or expired)")
+    write_secret_file(settings.cli_key_file, key)
+    out.print(f"saved to {settings.cli_key_file}", highlight=False)
 
 
 @app.command()
@@ -156,7 +288,7 @@ def follow_task(task_id: str) -> dict[str, Any]:
                 with httpx.stream(
                     "GET",
                     f"{settings.base_api_url}/v1/tasks/{task_id}/events",
-                    headers={"Last-Event-ID": str(last)},
+                    headers={"Last-Event-ID": str(last), **_auth_headers()},
                     timeout=httpx.Timeout(30, read=60),
                 ) as resp:
                     if resp.status_code >= 400:

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 import httpx
 import redis
 
+from core.apikeys import KeyBook, write_secret_file
+from core.db import Store
 from core.settings import Settings, subprocess_env
 
 Say = Callable[[str], None]
@@ -87,6 +89,31 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
+def ensure_admin_key(settings: Settings, say: Say = print) -> str:
+    """The first-run admin key: made when VAR_DIR/admin.key is missing (or holds a key the database no longer
+    honours: revoked, or a fresh database), kept there with mode 0600, and returned at every start."""
+    path = settings.admin_key_file
+    book = KeyBook(Store.from_settings(settings))
+    try:
+        kept = path.read_text().strip()
+    except OSError:
+        kept = ""
+    if kept and book.verify(kept) is not None:
+        os.chmod(path, 0o600)
+        return kept
+    issued = book.create("default", ["admin"], name="first-run admin", created_by="first-run")
+    write_secret_file(path, issued.token)
+    why = "first run" if not kept else "the kept key is no longer valid"
+    say(f"{why}: created admin key {issued.row.id} (tenant default), kept in {path} (mode 0600)")
+    return issued.token
+
+
+def console_url(settings: Settings, token: str) -> str:
+    """The console with its token in the fragment, as Jupyter does: a fragment never reaches the server or a
+    Referer, and the page moves it to its session storage and out of the address bar."""
+    return f"{settings.base_api_url}/#token={token}"
+
+
 @dataclass
 class Child:
     name: str
@@ -110,6 +137,7 @@ class Supervisor:
         self.say = say
         self.children = child_commands(settings)
         self.redis_proc: subprocess.Popen[bytes] | None = None
+        self.admin_key = ""
         self._stopping = False
 
     def _spawn(self, child: Child) -> None:
@@ -125,6 +153,7 @@ class Supervisor:
                 f"port {self.settings.api_port} on {self.settings.api_host} is in use (another opsgraph?); "
                 "stop it or set OPSGRAPH_API_PORT"
             )
+        self.admin_key = ensure_admin_key(self.settings, self.say)
         self.redis_proc = ensure_redis(self.settings, self.say)
         for child in self.children:
             self._spawn(child)
@@ -192,7 +221,8 @@ def run_service(settings: Settings, say: Say = print) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         ready_s = sup.start()
-        say(f"opsgraph is ready in {ready_s:.1f}s: console at {settings.base_api_url}/  (Ctrl-C stops everything)")
+        say(f"opsgraph is ready in {ready_s:.1f}s (Ctrl-C stops everything); the console, signed in as admin:")
+        say(f"    {console_url(settings, sup.admin_key)}")
         sup.supervise()
         return 0
     except KeyboardInterrupt:

@@ -81,7 +81,7 @@ def beat_schedule(settings: Settings, store: Store | None = None) -> dict[str, d
                 "task": SCHEDULED_TASK,
                 "schedule": _cron(row.cron, row.timezone),
                 "args": [row.name, body["goal"], body.get("inputs") or {}],
-                "kwargs": {"tenant": body.get("tenant", "default"), "priority": body.get("priority", 5)},
+                "kwargs": {"tenant": row.tenant, "priority": body.get("priority", 5)},
                 "options": {"queue": "cpu"},
             }
     if settings.tuning_enabled:

@@ -114,6 +114,42 @@ class Service:
         self.api: subprocess.Popen[bytes] | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.redis = redis.Redis.from_url(redis_url)
+        # an admin key of tenant "default", made the way an operator would (the keys CLI, on the database)
+        self.admin_key = self.cli_create_key("default", ["admin"], name="test harness")
+        self.headers = {"Authorization": f"Bearer {self.admin_key}"}
+        # the tenant of each task submitted here: REST helpers act for it when a path names the task
+        self.tenant_of: dict[str, str] = {}
+
+    def cli_create_key(self, tenant: str, scopes: list[str], name: str = "") -> str:
+        argv = [sys.executable, "-m", "services.cli", "keys", "create", "--tenant", tenant, "--name", name]
+        for scope in scopes:
+            argv += ["--scope", scope]
+        done = subprocess.run(argv, env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    def create_key(self, tenant: str, scopes: list[str], name: str = "", **body: Any) -> str:
+        """A key made over REST by the harness's admin; returns the key itself."""
+        resp = self.post("/v1/keys", json={"tenant": tenant, "scopes": scopes, "name": name, **body})
+        assert resp.status_code == 201, resp.text
+        return str(resp.json()["token"])
+
+    @staticmethod
+    def bearer(key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    def _kw(self, path: str, kw: dict[str, Any]) -> dict[str, Any]:
+        """The admin's credential unless the call sends its own, acting for the tenant of a task the path names."""
+        headers = {**self.headers, **(kw.pop("headers", None) or {})}
+        if not any(h.lower() == "x-opsgraph-tenant" for h in headers):
+            for task_id, tenant in self.tenant_of.items():
+                if task_id in path:
+                    headers["X-Opsgraph-Tenant"] = tenant
+                    break
+        return {"timeout": 30, **kw, "headers": headers}
+
+    def headers_for(self, task_id: str) -> dict[str, str]:
+        return self._kw(f"/v1/tasks/{task_id}", {})["headers"]  # type: ignore[no-any-return]
 
     def _spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("ab")
@@ -160,24 +196,35 @@ class Service:
                 os.killpg(p.pid, signal.SIGKILL)
 
     # REST helpers
+    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        return httpx.request(method, self.base + path, **self._kw(path, kw))
+
     def post(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.post(self.base + path, timeout=30, **kw)
+        return self.request("POST", path, **kw)
 
     def client_put(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.put(self.base + path, timeout=30, **kw)
+        return self.request("PUT", path, **kw)
 
     def client_delete(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.delete(self.base + path, timeout=30, **kw)
+        return self.request("DELETE", path, **kw)
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.get(self.base + path, timeout=30, **kw)
+        return self.request("GET", path, **kw)
+
+    def stream(self, path: str, **kw: Any) -> Any:
+        """httpx.stream over GET with the harness's credential (a context manager)."""
+        return httpx.stream("GET", self.base + path, **self._kw(path, kw))
 
     def submit(self, goal: str, **body: Any) -> str:
-        """Each call is its own tenant unless the test names one: the semantic cache never links tests."""
+        """Each call is its own tenant unless the test names one (the admin key acts for it): the semantic cache
+        never links tests."""
         body.setdefault("tenant", f"t-{uuid.uuid4().hex[:10]}")
         resp = self.post("/v1/tasks", json={"goal": goal, **body})
         assert resp.status_code == 202, resp.text
-        return str(resp.json()["id"])
+        task_id = str(resp.json()["id"])
+        if body["tenant"]:
+            self.tenant_of[task_id] = body["tenant"]
+        return task_id
 
     def task(self, task_id: str) -> dict[str, Any]:
         resp = self.get(f"/v1/tasks/{task_id}")

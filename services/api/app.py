@@ -12,12 +12,16 @@ from fastapi.responses import FileResponse
 
 from agents import OpsContext, TaskRunner, TuningRunner, build_context
 from core import keys
+from core.apikeys import KeyBook
 from core.logging import configure_logging
 from core.periodic import Periodic
 from core.settings import Settings, get_settings
 from memory.consolidation import Consolidator
+from services.api.auth import Authenticator
 from services.api.errors import BodyLimitMiddleware, install_error_handlers
-from services.api.routes import investigations, memory, policies, schedules, system, tasks, telemetry, tuning
+from services.api.routes import audit, investigations, memory, policies, schedules, system, tasks, telemetry, tuning
+from services.api.routes import keys as keys_routes
+from services.api.security import BrowserDefenceMiddleware, console_csp
 from workers.celery_app import make_celery
 
 CONSOLE = Path(__file__).resolve().parent.parent / "console" / "index.html"
@@ -52,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ctx.cache, ctx.episodes, ctx.facts, settings.consolidate_every_s, reembedded_at=lambda: _reembedded_at(ctx)
         )
         app.state.ctx = ctx
+        app.state.authenticator = Authenticator(settings, KeyBook(ctx.store))
         app.state.runner = runner
         app.state.consolidator = consolidator
         app.state.tuner = tuner
@@ -84,6 +89,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_bytes=settings.max_body_bytes,
         overrides={"/v1/investigations": bundle_body, "/v1/alerts/alertmanager": bundle_body},
     )
+    # outermost: a foreign Host is refused before anything else runs; no CORSMiddleware, on purpose
+    app.add_middleware(BrowserDefenceMiddleware, allowed_hosts=settings.host_allowlist)
     app.include_router(tasks.router)
     app.include_router(system.router)
     app.include_router(memory.router)
@@ -92,9 +99,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tuning.router)
     app.include_router(schedules.router)
     app.include_router(investigations.router)
+    app.include_router(keys_routes.router)
+    app.include_router(audit.router)
+
+    csp = console_csp(CONSOLE.read_text())
 
     @app.get("/", include_in_schema=False)
     def console() -> FileResponse:
-        return FileResponse(CONSOLE, media_type="text/html")
+        # the page holds no data: it asks the API with the bearer token it is given (docs/security.md)
+        headers = {"Cache-Control": "no-store", "Content-Security-Policy": csp}
+        return FileResponse(CONSOLE, media_type="text/html", headers=headers)
 
     return app

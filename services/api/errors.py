@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agents.errors import PlanInvalid
 from core.errors import Conflict, NotFound, OpsgraphError, UserError
 from core.policies import PolicyInvalid
+from services.api.auth import Forbidden, Unauthenticated
 
 _STATUS_CODES = {
     404: "not_found",
@@ -43,6 +44,15 @@ def install_error_handlers(app: FastAPI) -> None:
         first = details[0] if details else {"loc": [], "msg": "invalid"}
         msg = f"{'.'.join(first['loc'][1:]) or 'body'}: {first['msg']}"
         return JSONResponse(error_body(code, msg, details), status_code=422)
+
+    @app.exception_handler(Unauthenticated)
+    async def _unauthenticated(_: Request, exc: Unauthenticated) -> JSONResponse:
+        headers = {"WWW-Authenticate": 'Bearer realm="opsgraph"'}
+        return JSONResponse(error_body("unauthenticated", str(exc)), status_code=401, headers=headers)
+
+    @app.exception_handler(Forbidden)
+    async def _forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        return JSONResponse(error_body("forbidden", str(exc)), status_code=403)
 
     @app.exception_handler(OpsgraphError)
     async def _opsgraph(_: Request, exc: OpsgraphError) -> JSONResponse:

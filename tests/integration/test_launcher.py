@@ -45,6 +45,14 @@ def test_run_starts_everything_and_ctrl_c_stops_everything(tmp_path: Path) -> No
         names = " ".join(" ".join(psutil.Process(p).cmdline()) for p in children if psutil.pid_exists(p))
         assert "redis-server" in names and "scheduler" in names
         assert "--pool cpu" in names and "--pool gpu" in names and " api" in names
+        # first run: an admin key, kept 0600 in the var folder, printed in the console URL
+        key_file = tmp_path / "var" / "admin.key"
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        token = key_file.read_text().strip()
+        assert f"{base}/#token={token}" in (tmp_path / "run.log").read_text()
+        assert httpx.get(f"{base}/v1/tasks", timeout=5).status_code == 401
+        ok = httpx.get(f"{base}/v1/tasks", headers={"Authorization": f"Bearer {token}"}, timeout=5)
+        assert ok.status_code == 200
         submit = subprocess.run(
             [
                 sys.executable,
@@ -80,22 +88,25 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
         "OPSGRAPH_API_URL": f"http://127.0.0.1:{free_port()}",
     }
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "services.cli", *args],
-            env=env,
+            env={**env, **extra},
             cwd=ROOT,
             capture_output=True,
             text=True,
             timeout=60,
         )
 
-    for args, expected in [
-        (("worker", "--pool", "tpu"), "error: unknown pool 'tpu'"),
-        (("submit", "hello"), "error: cannot reach the API"),
-        (("submit", "hello", "--input", "novalue"), "error: --input 'novalue' must be KEY=VALUE"),
+    key = {"OPSGRAPH_API_KEY": "og_0123456789abcdef_" + "A" * 43}
+    for args, extra, expected in [
+        (("worker", "--pool", "tpu"), {}, "error: unknown pool 'tpu'"),
+        (("submit", "hello"), {}, "error: no API key: set OPSGRAPH_API_KEY"),
+        (("submit", "hello"), key, "error: cannot reach the API"),
+        (("submit", "hello", "--input", "novalue"), key, "error: --input 'novalue' must be KEY=VALUE"),
+        (("keys", "revoke", "0123456789abcdef"), {}, "error: no API key with id '0123456789abcdef'"),
     ]:
-        r = cli(*args)
+        r = cli(*args, **extra)
         assert r.returncode == 1, r
         assert r.stderr.strip().startswith(expected) and len(r.stderr.strip().splitlines()) == 1, r.stderr
 

@@ -9,7 +9,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.harness import RedisServer, Service, wait_until
@@ -72,7 +71,7 @@ def test_example_request_runs_on_cpu_and_gpu_pools_and_answers_with_evidence(ser
 def test_events_are_stored_in_order_and_the_stream_resumes_after_last_event_id(service: Service) -> None:
     task_id = service.submit("is redis ok")
     service.wait_task(task_id)
-    with httpx.stream("GET", f"{service.base}/v1/tasks/{task_id}/events", timeout=30) as resp:
+    with service.stream(f"/v1/tasks/{task_id}/events") as resp:
         assert resp.headers["content-type"].startswith("text/event-stream")
         text = "".join(resp.iter_text())
     ids = [int(line[4:]) for line in text.splitlines() if line.startswith("id: ")]
@@ -86,12 +85,7 @@ def test_events_are_stored_in_order_and_the_stream_resumes_after_last_event_id(s
         order = [e["type"] for e in per_node if e["data"].get("node_id") == node_id]
         assert order == ["node.ready", "node.queued", "node.started", "node.finished"], order
     resumed_from = ids[len(ids) // 2]
-    with httpx.stream(
-        "GET",
-        f"{service.base}/v1/tasks/{task_id}/events",
-        headers={"Last-Event-ID": str(resumed_from)},
-        timeout=30,
-    ) as resp:
+    with service.stream(f"/v1/tasks/{task_id}/events", headers={"Last-Event-ID": str(resumed_from)}) as resp:
         again = [int(line[4:]) for line in "".join(resp.iter_text()).splitlines() if line.startswith("id: ")]
     assert again == ids[ids.index(resumed_from) + 1 :]
 
@@ -248,7 +242,7 @@ def test_a_task_without_a_valid_plan_fails_with_an_answer_and_its_stream_ends(se
     task = service.wait_task(task_id)
     assert task["status"] == "failed" and task["node_runs"] == []
     assert task["answer"]["headline"] == "no valid plan: unknown playbook 'no-such-playbook'"
-    with httpx.stream("GET", f"{service.base}/v1/tasks/{task_id}/events", timeout=30) as resp:
+    with service.stream(f"/v1/tasks/{task_id}/events") as resp:
         types = [line[7:] for line in "".join(resp.iter_text()).splitlines() if line.startswith("event: ")]
     assert "plan.rejected" in types and types[-1] == "end"
 
@@ -275,7 +269,7 @@ def test_a_repeated_request_is_served_from_the_cache_with_the_hit_in_its_events(
     assert r.status_code == 200 and r.json()["removed"] == 4  # the answer, the plan and both tool results
     again = service.wait_task(service.submit("is redis ok", tenant="cache-a"))
     assert again["node_runs"] and "from_cache" not in again["answer"]
-    r = service.client_delete("/v1/cache")
+    r = service.client_delete("/v1/cache", params={"tenant": "not a tenant"})
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
 
 

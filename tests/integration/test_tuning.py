@@ -46,6 +46,8 @@ def test_a_policy_change_over_rest_is_validated_versioned_live_at_once_and_rolle
     body = {"scheduling": {"tools": {"chaos_sleep": {"soft_timeout_s": 0.5, "retries": 0}}}}
     changed = service.client_put("/v1/policies", json={"policy": body, "reason": "sleepers are stuck", "actor": "ana"})
     assert changed.status_code == 200, changed.text
+    (audited,) = service.get("/v1/audit", params={"action": "policy.put"}).json()["entries"]
+    assert audited["target"] == str(changed.json()["version"]) and audited["details"]["reason"] == "sleepers are stuck"
     v = changed.json()["version"]
     # the release loop in the running API reads the new version: the node times out at 0.5 s, no restart
     plan = {"nodes": [{"id": "s", "tool": "chaos_sleep", "args": {"seconds": 20}}]}
@@ -63,7 +65,7 @@ def test_a_policy_change_over_rest_is_validated_versioned_live_at_once_and_rolle
 def test_metrics_and_the_summary_show_what_ran(service: Service) -> None:
     plan = {"nodes": [{"id": "a", "tool": "chaos_sleep", "args": {"seconds": 0.1}}]}
     assert service.wait_task(service.submit("a short sleep", plan=plan))["status"] == "succeeded"
-    summary = service.get("/v1/telemetry/summary?window=600").json()
+    summary = service.get("/v1/telemetry/summary?window=600&all_tenants=true").json()
     sleeps = [t for t in summary["tools"] if t["tool"] == "chaos_sleep" and t["pool"] == "cpu"]
     assert sleeps and sleeps[0]["outcomes"].get("succeeded", 0) >= 1 and sleeps[0]["run_s"]["p95"] is not None
     assert summary["tasks"]["count"] >= 1 and summary["pools"]["cpu"]["queue_wait_s"]["count"] >= 1
@@ -100,7 +102,7 @@ def test_a_tuning_run_over_rest_reports_its_findings_and_decision(service: Servi
 
 
 def test_schedules_are_created_validated_paused_and_deleted(service: Service) -> None:
-    task = {"goal": "nightly capacity report", "tenant": "ops"}
+    task = {"goal": "nightly capacity report"}
     bad_cron = service.post("/v1/schedules", json={"name": "n", "cron": "61 * * * *", "task": task})
     assert bad_cron.status_code == 400 and "cron" in bad_cron.json()["error"]["message"]
     bad_tz = service.post(
@@ -121,6 +123,16 @@ def test_schedules_are_created_validated_paused_and_deleted(service: Service) ->
     assert service.post("/v1/schedules/nightly-ops/resume").json()["paused"] is False
     assert service.client_delete("/v1/schedules/nightly-ops").status_code == 204
     assert service.get("/v1/schedules/nightly-ops").status_code == 404
+    # every change is in the audit log, newest first, with who did it and from where
+    entries = service.get("/v1/audit", params={"action": "schedule."}).json()["entries"]
+    assert [e["action"] for e in entries] == [
+        "schedule.delete",
+        "schedule.resume",
+        "schedule.pause",
+        "schedule.create",
+    ]
+    assert {e["target"] for e in entries} == {"nightly-ops"} and {e["tenant"] for e in entries} == {"default"}
+    assert entries[0]["actor"]["name"] == "test harness" and entries[0]["client"] == "127.0.0.1"
 
 
 def test_two_schedulers_fire_the_tuner_once_per_interval(service: Service) -> None:

@@ -43,7 +43,8 @@ def test_users_schedules_and_the_tuner_become_entries_and_a_paused_one_does_not(
     settings = Settings(var_dir=tmp_path, tuning_interval_s=90)
     store = Store.from_settings(settings)
     book = ScheduleBook(store)
-    book.create("berlin-2am", "0 2 * * *", "Europe/Berlin", {"goal": "capacity report", "tenant": "ops", "priority": 3})
+    # the tenant is the schedule's own (the one its creator acted for), never the body's
+    book.create("berlin-2am", "0 2 * * *", "Europe/Berlin", {"goal": "capacity report", "priority": 3}, tenant="ops")
     book.create("paused", "*/5 * * * *", "UTC", {"goal": "x"})
     book.set_paused("paused", True)
     entries = beat_schedule(settings, store)

@@ -10,10 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import Conflict
 from memory.cache import SemanticCache
-from services.api.deps import Ctx
+from services.api.deps import TENANT_PATTERN, Admin, Ctx, Operator, Reader, Tenant, audit, tenant_for
 
 router = APIRouter(tags=["memory"])
-Tenant = Annotated[str, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
 def _cache(ctx: Ctx) -> SemanticCache:
@@ -23,21 +22,26 @@ def _cache(ctx: Ctx) -> SemanticCache:
 
 
 @router.get("/v1/cache/stats")
-def cache_stats(ctx: Ctx, tenant: Tenant | None = None) -> dict[str, Any]:
-    """Per category: lookups, hits, misses, hit rate, verifier rejects, evictions, expirations, entries, latency."""
+def cache_stats(ctx: Ctx, _: Admin, tenant: Tenant) -> dict[str, Any]:
+    """Per category: the tenant's entries; lookups, hits, misses, hit rate, verifier rejects, evictions,
+    expirations and latency of this API process (all tenants: counters are kept per category)."""
     return {"tenant": tenant, "categories": _cache(ctx).stats(tenant)}
 
 
 @router.delete("/v1/cache")
 def clear_cache(
     ctx: Ctx,
+    principal: Admin,
     tenant: Tenant,
+    request: Request,
     category: Annotated[str | None, Query(max_length=32)] = None,
     entity: Annotated[str | None, Query(max_length=200)] = None,
     kind: Literal["plan", "answer", "tool_result"] | None = None,
 ) -> dict[str, Any]:
     """Drop a tenant's entries, narrowed to a category, a kind, or those naming an entity (a service, URL...)."""
     removed = _cache(ctx).invalidate(tenant, category=category, entity=entity, kind=kind)
+    details = {"category": category, "entity": entity, "kind": kind, "removed": removed}
+    audit(request, principal, "cache.clear", tenant=tenant, target=category or "*", details=details)
     return {"tenant": tenant, "removed": removed}
 
 
@@ -49,14 +53,17 @@ class FactIn(BaseModel):
     object: str = Field(min_length=1, max_length=500, description="postgres-main")
     source: str = Field("person:api", min_length=1, max_length=200, description="Provenance: person:NAME ...")
     valid_until: float | None = Field(None, description="Unix time after which the fact no longer holds.")
-    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    tenant: str | None = Field(
+        None, min_length=1, max_length=64, pattern=TENANT_PATTERN, description="Admins only: as for tasks."
+    )
 
 
 @router.post("/v1/memory/facts", status_code=201)
-def add_fact(body: FactIn, ctx: Ctx) -> dict[str, Any]:
+def add_fact(body: FactIn, ctx: Ctx, principal: Operator, acting: Tenant) -> dict[str, Any]:
     """Record a fact; a fact with the same subject and predicate but another object is closed, not deleted."""
+    tenant = tenant_for(principal, body.tenant) if body.tenant else acting
     fact, closed = ctx.facts.assert_fact(
-        body.tenant, body.subject, body.predicate, body.object, source=body.source, valid_until=body.valid_until
+        tenant, body.subject, body.predicate, body.object, source=body.source, valid_until=body.valid_until
     )
     return {"fact": fact.view(), "closed": [c.view() for c in closed]}
 
@@ -64,8 +71,9 @@ def add_fact(body: FactIn, ctx: Ctx) -> dict[str, Any]:
 @router.get("/v1/memory/facts")
 def list_facts(
     ctx: Ctx,
+    _: Reader,
+    tenant: Tenant,
     subject: Annotated[str, Query(min_length=1, max_length=200)],
-    tenant: Tenant = "default",
     predicate: Annotated[str | None, Query(max_length=100)] = None,
 ) -> dict[str, Any]:
     """Every fact about a subject, current and closed, oldest first."""
@@ -73,16 +81,24 @@ def list_facts(
 
 
 @router.post("/v1/memory/consolidate")
-async def consolidate_now(request: Request) -> dict[str, Any]:
+async def consolidate_now(request: Request, principal: Admin) -> dict[str, Any]:
     """Run consolidation now: expiry, pending hit counts, index files, episode merges, playbook candidates."""
-    return await run_in_threadpool(request.app.state.consolidator.run_now)  # type: ignore[no-any-return]
+    report: dict[str, Any] = await run_in_threadpool(request.app.state.consolidator.run_now)
+    await run_in_threadpool(audit, request, principal, "memory.consolidate", target="*", details=_counts(report))
+    return report
+
+
+def _counts(report: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of a consolidation report (what changed), for the audit log."""
+    return {k: v for k, v in report.items() if isinstance(v, int | float)}
 
 
 @router.get("/v1/memory/search")
 async def memory_search(
     ctx: Ctx,
+    _: Reader,
+    tenant: Tenant,
     q: Annotated[str, Query(min_length=1, max_length=2000)],
-    tenant: Tenant = "default",
     layer: Literal["semantic", "episodic", "cache"] = "semantic",
     k: Annotated[int, Query(ge=1, le=50)] = 10,
 ) -> dict[str, Any]:

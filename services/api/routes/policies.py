@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.policies import version_view
-from services.api.deps import Ctx
+from services.api.deps import Admin, Ctx, audit
 
 router = APIRouter(tags=["policies"])
 
@@ -19,7 +19,7 @@ class PolicyChange(BaseModel):
 
     policy: dict[str, Any] = Field(description="The whole document: {scheduling, serving}; unset keys take defaults.")
     reason: str = Field(min_length=1, max_length=2000, description="Why: kept with the version.")
-    actor: str = Field("", max_length=64, description="Who made the change.")
+    actor: str = Field("", max_length=64, description="Who made the change; default: the credential's name.")
 
 
 class Rollback(BaseModel):
@@ -30,34 +30,38 @@ class Rollback(BaseModel):
 
 
 @router.get("/v1/policies/current")
-def current_policy(ctx: Ctx) -> dict[str, Any]:
-    version, _ = ctx.policies.current_version()
+def current_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
+    version, _document = ctx.policies.current_version()
     return version_view(ctx.policies.get(version))
 
 
 @router.get("/v1/policies/history")
-def policy_history(ctx: Ctx, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
+def policy_history(ctx: Ctx, _: Admin, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
     return {"versions": [version_view(r, body=False) for r in ctx.policies.history(limit)]}
 
 
 @router.get("/v1/policies/{version}")
-def policy_version(ctx: Ctx, version: Annotated[int, Path(ge=1)]) -> dict[str, Any]:
+def policy_version(ctx: Ctx, _: Admin, version: Annotated[int, Path(ge=1)]) -> dict[str, Any]:
     return version_view(ctx.policies.get(version))
 
 
 @router.put("/v1/policies")
-async def put_policy(ctx: Ctx, change: PolicyChange) -> dict[str, Any]:
+async def put_policy(ctx: Ctx, change: PolicyChange, principal: Admin, request: Request) -> dict[str, Any]:
     """A person's change: validated (types, ranges, no unknown keys); 422 `policy_invalid` lists every problem."""
-    row = await run_in_threadpool(
-        ctx.policies.put, change.policy, author="person", reason=change.reason, actor=change.actor
-    )
+    who = change.actor or principal.name or principal.id
+    row = await run_in_threadpool(ctx.policies.put, change.policy, author="person", reason=change.reason, actor=who)
+    details = {"version": row.version, "reason": change.reason}
+    await run_in_threadpool(audit, request, principal, "policy.put", target=str(row.version), details=details)
     return version_view(row)
 
 
 @router.post("/v1/policies/rollback/{version}")
 async def rollback_policy(
-    ctx: Ctx, version: Annotated[int, Path(ge=1)], body: Rollback | None = None
+    ctx: Ctx, principal: Admin, request: Request, version: Annotated[int, Path(ge=1)], body: Rollback | None = None
 ) -> dict[str, Any]:
     body = body or Rollback()
-    row = await run_in_threadpool(ctx.policies.rollback, version, author="person", reason=body.reason, actor=body.actor)
+    who = body.actor or principal.name or principal.id
+    row = await run_in_threadpool(ctx.policies.rollback, version, author="person", reason=body.reason, actor=who)
+    details = {"version": row.version, "restores": version, "reason": body.reason}
+    await run_in_threadpool(audit, request, principal, "policy.rollback", target=str(row.version), details=details)
     return version_view(row)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.jobs import ScheduleBook, schedule_view
-from services.api.deps import Ctx
+from services.api.deps import Admin, Ctx, Tenant, audit, tenant_for
 from services.api.routes.tasks import TaskCreate
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
@@ -29,46 +29,57 @@ class ScheduleCreate(BaseModel):
     task: ScheduledTask
 
 
-def _settings_entries(ctx: Ctx) -> list[dict[str, Any]]:
+def _settings_entries(ctx: Ctx, tenant: str) -> list[dict[str, Any]]:
+    if tenant != "default":  # schedules from the settings run for the default tenant
+        return []
     return [
-        {"name": e.get("name"), "cron": e.get("cron"), "timezone": "UTC", "task": {"goal": e.get("goal"),
-         "inputs": e.get("inputs") or {}}, "paused": False, "source": "settings"}
+        {"name": e.get("name"), "tenant": "default", "cron": e.get("cron"), "timezone": "UTC",
+         "task": {"goal": e.get("goal"), "inputs": e.get("inputs") or {}}, "paused": False, "source": "settings"}
         for e in ctx.settings.schedules
     ]  # fmt: skip
 
 
 @router.post("", status_code=201)
-def create_schedule(ctx: Ctx, body: ScheduleCreate) -> JSONResponse:
+def create_schedule(ctx: Ctx, body: ScheduleCreate, principal: Admin, acting: Tenant, request: Request) -> JSONResponse:
     """Validated at once: the cron fields (Celery's parser), the timezone, the task body. The scheduler picks a
-    new schedule up within seconds."""
-    task = body.task.model_dump(exclude={"plan"})
-    row = ScheduleBook(ctx.store).create(body.name, body.cron, body.timezone, task)
+    new schedule up within seconds. Its tasks run for the tenant the request acts for."""
+    tenant = tenant_for(principal, body.task.tenant) if body.task.tenant else acting
+    task = body.task.model_dump(exclude={"plan", "tenant"})
+    row = ScheduleBook(ctx.store).create(body.name, body.cron, body.timezone, task, tenant=tenant)
+    audit(request, principal, "schedule.create", tenant=tenant, target=body.name,
+          details={"cron": body.cron, "timezone": body.timezone, "goal": body.task.goal})  # fmt: skip
     return JSONResponse({**schedule_view(row), "source": "api"}, status_code=201)
 
 
 @router.get("")
-def list_schedules(ctx: Ctx) -> dict[str, Any]:
-    mine = [{**schedule_view(r), "source": "api"} for r in ScheduleBook(ctx.store).all()]
-    return {"schedules": [*_settings_entries(ctx), *mine]}
+def list_schedules(ctx: Ctx, _: Admin, tenant: Tenant) -> dict[str, Any]:
+    mine = [{**schedule_view(r), "source": "api"} for r in ScheduleBook(ctx.store).all(tenant=tenant)]
+    return {"schedules": [*_settings_entries(ctx, tenant), *mine]}
 
 
 @router.get("/{name}")
-def get_schedule(ctx: Ctx, name: Name) -> dict[str, Any]:
+def get_schedule(ctx: Ctx, name: Name, _: Admin, tenant: Tenant) -> dict[str, Any]:
     book = ScheduleBook(ctx.store)
+    row = book.get(name, tenant=tenant)
     runs = [{"slot": r.slot, "task_id": r.ref, "fired_at": r.fired_at} for r in book.runs(name, 20)]
-    return {**schedule_view(book.get(name)), "source": "api", "runs": runs}
+    return {**schedule_view(row), "source": "api", "runs": runs}
 
 
 @router.post("/{name}/pause")
-def pause_schedule(ctx: Ctx, name: Name) -> dict[str, Any]:
-    return schedule_view(ScheduleBook(ctx.store).set_paused(name, True))
+def pause_schedule(ctx: Ctx, name: Name, principal: Admin, tenant: Tenant, request: Request) -> dict[str, Any]:
+    row = ScheduleBook(ctx.store).set_paused(name, True, tenant=tenant)
+    audit(request, principal, "schedule.pause", tenant=tenant, target=name)
+    return schedule_view(row)
 
 
 @router.post("/{name}/resume")
-def resume_schedule(ctx: Ctx, name: Name) -> dict[str, Any]:
-    return schedule_view(ScheduleBook(ctx.store).set_paused(name, False))
+def resume_schedule(ctx: Ctx, name: Name, principal: Admin, tenant: Tenant, request: Request) -> dict[str, Any]:
+    row = ScheduleBook(ctx.store).set_paused(name, False, tenant=tenant)
+    audit(request, principal, "schedule.resume", tenant=tenant, target=name)
+    return schedule_view(row)
 
 
 @router.delete("/{name}", status_code=204)
-def delete_schedule(ctx: Ctx, name: Name) -> None:
-    ScheduleBook(ctx.store).delete(name)
+def delete_schedule(ctx: Ctx, name: Name, principal: Admin, tenant: Tenant, request: Request) -> None:
+    ScheduleBook(ctx.store).delete(name, tenant=tenant)
+    audit(request, principal, "schedule.delete", tenant=tenant, target=name)

@@ -8,13 +8,13 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from core.heartbeats import live_workers, queue_depth
-from services.api.deps import Ctx
+from services.api.deps import Ctx, Reader
 
 router = APIRouter(tags=["system"])
 
 
 @router.get("/v1/tools")
-def list_tools(ctx: Ctx) -> dict[str, Any]:
+def list_tools(ctx: Ctx, _: Reader) -> dict[str, Any]:
     return {"tools": [t.describe(ctx.settings) for t in ctx.toolset]}
 
 

@@ -18,7 +18,7 @@ from core import keys
 from core.db import NodeRunRow, TaskRow
 from core.errors import Conflict, UserError
 from core.types import TaskStatus
-from services.api.deps import Ctx, Runner
+from services.api.deps import TENANT_PATTERN, Ctx, Operator, Reader, Runner, Tenant, tenant_for
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
@@ -29,7 +29,14 @@ class TaskCreate(BaseModel):
     goal: str = Field(min_length=1, max_length=4000, description="What to do, in plain words.")
     inputs: dict[str, Any] = Field(default_factory=dict, description="Structured inputs: urls, service, log_path ...")
     priority: int = Field(5, ge=0, le=9, description="0 is most urgent.")
-    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    tenant: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        pattern=TENANT_PATTERN,
+        description="Only for admins acting for a tenant; anyone else may leave it out or name their own tenant "
+        "(another answers 403). The tenant is the credential's by default.",
+    )
     plan: dict[str, Any] | None = Field(
         None,
         description="A plan to run as given ({nodes: [...]}); validated like any planner's, planner skipped.",
@@ -89,7 +96,7 @@ def task_view(t: TaskRow) -> dict[str, Any]:
 
 
 @router.post("", status_code=202, response_model=TaskCreated)
-def create_task(body: TaskCreate, ctx: Ctx, runner: Runner) -> TaskCreated:
+def create_task(body: TaskCreate, ctx: Ctx, runner: Runner, principal: Operator, acting: Tenant) -> TaskCreated:
     if len(json.dumps(body.inputs)) > ctx.settings.max_arg_bytes:
         raise UserError(f"inputs are larger than {ctx.settings.max_arg_bytes} bytes")
     inputs = dict(body.inputs)
@@ -100,7 +107,8 @@ def create_task(body: TaskCreate, ctx: Ctx, runner: Runner) -> TaskCreated:
     if body.plan is not None:
         request_plan(ctx, body.goal, body.plan)  # 422 plan_invalid now, not a failed task later
         inputs["plan"] = body.plan
-    task = ctx.store.create_task(body.goal, tenant=body.tenant, inputs=inputs, priority=body.priority, source="api")
+    tenant = tenant_for(principal, body.tenant) if body.tenant else acting
+    task = ctx.store.create_task(body.goal, tenant=tenant, inputs=inputs, priority=body.priority, source="api")
     runner.submit(task.id)
     return TaskCreated(
         id=task.id,
@@ -110,13 +118,13 @@ def create_task(body: TaskCreate, ctx: Ctx, runner: Runner) -> TaskCreated:
 
 
 @router.get("")
-def list_tasks(ctx: Ctx, tenant: str | None = None, limit: int = Query(20, ge=1, le=200)) -> dict[str, Any]:
+def list_tasks(ctx: Ctx, _: Reader, tenant: Tenant, limit: int = Query(20, ge=1, le=200)) -> dict[str, Any]:
     return {"tasks": [task_view(t) for t in ctx.store.list_tasks(tenant=tenant, limit=limit)]}
 
 
 @router.get("/{task_id}")
-def get_task(task_id: str, ctx: Ctx) -> dict[str, Any]:
-    task = ctx.store.get_task(task_id)
+def get_task(task_id: str, ctx: Ctx, _: Reader, tenant: Tenant) -> dict[str, Any]:
+    task = ctx.store.get_task(task_id, tenant=tenant)
     plan = ctx.store.latest_plan(task_id)
     return {
         **task_view(task),
@@ -127,8 +135,8 @@ def get_task(task_id: str, ctx: Ctx) -> dict[str, Any]:
 
 
 @router.post("/{task_id}/cancel", status_code=202)
-def cancel_task(task_id: str, ctx: Ctx) -> dict[str, Any]:
-    task = ctx.store.get_task(task_id)
+def cancel_task(task_id: str, ctx: Ctx, _: Operator, tenant: Tenant) -> dict[str, Any]:
+    task = ctx.store.get_task(task_id, tenant=tenant)
     if TaskStatus(task.status).terminal:
         raise Conflict(f"task {task_id} already ended ({task.status})")
     ctx.store.set_task_status(task_id, TaskStatus.CANCELLED, error="cancelled by request")
@@ -145,9 +153,9 @@ class Feedback(BaseModel):
 
 
 @router.post("/{task_id}/feedback")
-def task_feedback(task_id: str, body: Feedback, ctx: Ctx) -> dict[str, Any]:
+def task_feedback(task_id: str, body: Feedback, ctx: Ctx, _: Operator, tenant: Tenant) -> dict[str, Any]:
     """Was the answer helpful? Stored on the task's episode; recall weighs helpful episodes up."""
-    task = ctx.store.get_task(task_id)
+    task = ctx.store.get_task(task_id, tenant=tenant)
     if not ctx.episodes.feedback(task_id, body.helpful, body.note):
         raise Conflict(f"task {task_id} has no episode to rate ({task.status}; answers served from cache have none)")
     return {"id": task_id, "feedback": body.model_dump()}
@@ -157,10 +165,12 @@ def task_feedback(task_id: str, body: Feedback, ctx: Ctx) -> dict[str, Any]:
 async def task_events(
     task_id: str,
     ctx: Ctx,
+    _: Reader,
+    tenant: Tenant,
     last_event_id: str | None = Header(None, alias="Last-Event-ID"),
     after: int = Query(0, ge=0, description="Resume after this sequence number (as Last-Event-ID)."),
 ) -> StreamingResponse:
-    await run_in_threadpool(ctx.store.get_task, task_id)  # 404 before the stream opens
+    await run_in_threadpool(lambda: ctx.store.get_task(task_id, tenant=tenant))  # 404 before the stream opens
     start = after
     if last_event_id:
         if not last_event_id.isdigit():

@@ -5,19 +5,20 @@ from __future__ import annotations
 import contextlib
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from core.jobs import TUNING_CHANNEL, get_tuning_run, queue_tuning_run, tuning_run_view, tuning_runs
-from services.api.deps import Ctx
+from services.api.deps import Admin, Ctx, audit
 
 router = APIRouter(prefix="/v1/tuning", tags=["tuning"])
 
 
 @router.post("/run", status_code=202)
-def run_tuning_now(ctx: Ctx) -> JSONResponse:
+def run_tuning_now(ctx: Ctx, principal: Admin, request: Request) -> JSONResponse:
     """Queue a tuning run; the API's tuning runner takes it within seconds."""
     row = queue_tuning_run(ctx.store, "api")
+    audit(request, principal, "tuning.run", target=row.id)
     with contextlib.suppress(Exception):  # the runner also polls
         ctx.redis.publish(TUNING_CHANNEL, row.id)
     body = {"id": row.id, "status": row.status, "links": {"self": f"/v1/tuning/runs/{row.id}"}}
@@ -25,10 +26,10 @@ def run_tuning_now(ctx: Ctx) -> JSONResponse:
 
 
 @router.get("/runs")
-def list_tuning_runs(ctx: Ctx, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
+def list_tuning_runs(ctx: Ctx, _: Admin, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
     return {"runs": [tuning_run_view(r, report=False) for r in tuning_runs(ctx.store, limit=limit)]}
 
 
 @router.get("/runs/{run_id}")
-def tuning_run(ctx: Ctx, run_id: str) -> dict[str, Any]:
+def tuning_run(ctx: Ctx, _: Admin, run_id: str) -> dict[str, Any]:
     return tuning_run_view(get_tuning_run(ctx.store, run_id))
