@@ -17,7 +17,7 @@ Point = tuple[float, float]
 # 1.4826 * MAD estimates the standard deviation of normally distributed data; robust z-scores use it.
 MAD_TO_SIGMA = 1.4826
 # longest series the O(n^2) helpers (step search) look at; longer ones are bucketed by median first
-MAX_POINTS = 240
+MAX_POINTS = 120
 
 
 def points_of(raw: Sequence[Sequence[float]] | None) -> list[Point]:
@@ -69,25 +69,33 @@ def robust_baseline(values: Sequence[float], floor_fraction: float = 0.05) -> Ba
     return Baseline(med, m, scale)
 
 
+def _lower_median(xs: Sequence[float]) -> float:
+    """torch.median's median: the lower middle value of an even count."""
+    s = sorted(xs)
+    return s[(len(s) - 1) // 2]
+
+
 def robust_scores(values: Sequence[float], window: int = 20) -> list[float]:
     """|x - rolling median| / (1.4826 * rolling MAD), each point against its trailing window.
 
-    The same algorithm as the metric_anomalies tool (tools/anomalies.py, batched there in torch): the start of
-    the series is reflected, so the first points are compared with real neighbours rather than copies of
-    themselves, and the scale has a floor of 5% of the series' largest magnitude (or its global MAD).
+    The same algorithm as the metric_anomalies tool (tools/anomalies.py, batched there in torch, whose median of
+    an even count is the lower middle value, as here): the start of the series is reflected, so the first
+    points are compared with real neighbours rather than copies of themselves, and the scale has a floor of 5%
+    of the series' largest magnitude (or its global MAD).
     """
     n = len(values)
     if n == 0:
         return []
     w = min(window, n)
     padded = list(reversed(values[1:w])) + list(values)
-    global_mad = mad(values)
+    gmed = _lower_median(values)
+    global_mad = _lower_median([abs(v - gmed) for v in values])
     floor = max(global_mad, 0.05 * max(abs(v) for v in values), 1e-6)
     out = []
     for i in range(n):
         win = padded[i : i + w]
-        med = median(win)
-        scale = MAD_TO_SIGMA * max(mad(win, med), floor)
+        med = _lower_median(win)
+        scale = MAD_TO_SIGMA * max(_lower_median([abs(x - med) for x in win]), floor)
         out.append(abs(values[i] - med) / scale)
     return out
 
@@ -161,20 +169,24 @@ def step_change(
         return None
     values = [v for _, v in pts]
     magnitude = max(abs(v) for v in values) or 1.0
-    best: StepChange | None = None
+    # the split that best explains the series as two flat levels (least absolute deviation from each
+    # segment's median), then whether that shift is large, lasting and beyond the noise
+    best_k, best_cost = -1, math.inf
     for k in range(min_segment, n - min_segment + 1):
-        before, after = values[:k], values[k:]
-        mb, ma = median(before), median(after)
-        noise = max(mad(before, mb), mad(after, ma), 0.02 * magnitude)
-        z = abs(ma - mb) / (MAD_TO_SIGMA * noise)
-        if z < min_z or abs(ma - mb) < min_relative * max(abs(mb), 0.05 * magnitude):
-            continue
-        back = sum(1 for v in after if abs(v - mb) <= 3 * MAD_TO_SIGMA * noise)
-        if back > len(after) / 5:
-            continue
-        if best is None or z > best.z:
-            best = StepChange(pts[k][0], k, mb, ma, round(z, 1))
-    return best
+        mb, ma = median(values[:k]), median(values[k:])
+        cost = sum(abs(v - mb) for v in values[:k]) + sum(abs(v - ma) for v in values[k:])
+        if cost < best_cost:
+            best_k, best_cost = k, cost
+    before, after = values[:best_k], values[best_k:]
+    mb, ma = median(before), median(after)
+    noise = max(mad(before, mb), mad(after, ma), 0.02 * magnitude)
+    z = abs(ma - mb) / (MAD_TO_SIGMA * noise)
+    if z < min_z or abs(ma - mb) < min_relative * max(abs(mb), 0.05 * magnitude):
+        return None
+    back = sum(1 for v in after if abs(v - mb) <= 3 * MAD_TO_SIGMA * noise)
+    if back > len(after) / 5:
+        return None
+    return StepChange(pts[best_k][0], best_k, mb, ma, round(z, 1))
 
 
 @dataclass(frozen=True)
