@@ -169,14 +169,18 @@ def step_change(
         return None
     values = [v for _, v in pts]
     magnitude = max(abs(v) for v in values) or 1.0
-    # the split that best explains the series as two flat levels (least absolute deviation from each
-    # segment's median), then whether that shift is large, lasting and beyond the noise
-    best_k, best_cost = -1, math.inf
-    for k in range(min_segment, n - min_segment + 1):
-        mb, ma = median(values[:k]), median(values[k:])
-        cost = sum(abs(v - mb) for v in values[:k]) + sum(abs(v - ma) for v in values[k:])
-        if cost < best_cost:
-            best_k, best_cost = k, cost
+    # the split that best explains the series as two flat levels (least squares, from prefix sums: O(n)), then
+    # whether that shift is large, lasting and beyond the noise, judged robustly (medians and MADs)
+    prefix, prefix_sq = [0.0], [0.0]
+    for v in values:
+        prefix.append(prefix[-1] + v)
+        prefix_sq.append(prefix_sq[-1] + v * v)
+
+    def sse(i: int, j: int) -> float:
+        s, q, m = prefix[j] - prefix[i], prefix_sq[j] - prefix_sq[i], j - i
+        return q - s * s / m
+
+    best_k = min(range(min_segment, n - min_segment + 1), key=lambda k: sse(0, k) + sse(k, n))
     before, after = values[:best_k], values[best_k:]
     mb, ma = median(before), median(after)
     noise = max(mad(before, mb), mad(after, ma), 0.02 * magnitude)

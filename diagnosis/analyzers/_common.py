@@ -329,6 +329,52 @@ HOST_HW = re.compile(
 HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW)
 
 
+# Lower-case fragments at least one of which every signature above contains: a record without any of them is
+# skipped with a few substring tests instead of a dozen regular expressions (bundles carry 500,000 lines).
+_TRIGGERS = (
+    "time", "deadline", "refused", "reset", "broken pipe", "prematurely", "eof", "upstream", "closed the connection",
+    "no such host", "nxdomain", "not known", "servname", "resolv", "unknownhost", "enotfound", "translate host",
+    "unknown host", "eai_again", "misbehaving", "servfail", "certificat", "x509", "ssl", "tls", "pkix", ":53",
+    "backend", "returned 5", "responded with 5", "status 5", "status=5", "status: 5", "status code 5", "http 5", "client", "connection", "max_conn", "sorry", "could not",
+    "no space", "storage", "deadlock", "lock", "idle-in-transaction", "checkpoint", "vacuum", "wraparound",
+    "database system", "administrator command", "crash", "out of memory", "oom", "memory cgroup", "signal 9",
+    "open files", "emfile", "enfile", "file-max", "enospc", "quota", "filesystem full", "i/o error", "ext4-fs",
+    "xfs", "read-only", "blocked for more than", "hardware error", "machine check", "nmi", "lockup",
+)
+
+
+# Informational records carry few signatures (postgres logs checkpoints, vacuums and lock waits at LOG level;
+# some kernels log OOM kills as info): they are checked against these only, which keeps the common case cheap.
+_INFO_TRIGGERS = ("checkpoint", "vacuum", "waiting for", "kill", "oom", "out of memory", "failover", "no space")
+_QUIET_LEVELS = {"info", "debug", "trace", "notice", "log"}
+
+
+def may_carry_signature(msg: str, level: object = None) -> bool:
+    low = msg.lower()
+    if isinstance(level, str) and level.lower() in _QUIET_LEVELS:
+        return any(t in low for t in _INFO_TRIGGERS)
+    return any(t in low for t in _TRIGGERS)
+
+
+_SIG_CACHE: weakref.WeakKeyDictionary[EvidenceSet, tuple[int, list[Rec]]] = weakref.WeakKeyDictionary()
+
+
+def signature_records(evidence: EvidenceSet) -> list[Rec]:
+    """The log records that may carry a network, database or host signature (computed once per evidence set;
+    each analyzer then runs its own expressions on these only)."""
+    cached = _SIG_CACHE.get(evidence)
+    if cached is not None and cached[0] == len(evidence):
+        return cached[1]
+    out: list[Rec] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if may_carry_signature(msg, r.get("level")):
+                out.append(Rec(item, r.get("ts"), msg, r.get("line"), level_of(r)))
+    _SIG_CACHE[evidence] = (len(evidence), out)
+    return out
+
+
 def claimed_elsewhere(msg: str) -> bool:
     """Whether a network, database or host analyzer names the mechanism behind this message."""
     return any(rx.search(msg) for rx in (*NETWORK_SIGNATURES, *DB_SIGNATURES, *HOST_SIGNATURES, UPSTREAM_5XX))

@@ -30,7 +30,9 @@ class Analyzer:
 class AnalyzerRegistry:
     _analyzers: dict[str, Analyzer] = field(default_factory=dict)
 
-    def analyzer(self, *, domain: Domain, reads: set[str] | list[str], name: str | None = None) -> Callable[[AnalyzerFn], AnalyzerFn]:
+    def analyzer(
+        self, *, domain: Domain, reads: set[str] | list[str], name: str | None = None
+    ) -> Callable[[AnalyzerFn], AnalyzerFn]:
         def register(fn: AnalyzerFn) -> AnalyzerFn:
             a = Analyzer(name or fn.__name__, domain, frozenset(reads), fn)
             if a.name in self._analyzers:

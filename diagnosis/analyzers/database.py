@@ -31,7 +31,7 @@ from diagnosis.analyzers._common import (
     Rec,
     fmt_ts,
     is_db_storage_line,
-    log_records,
+    signature_records,
     now_of,
     ref_of,
     service_of,
@@ -132,7 +132,7 @@ class _Context:
         self.pi = evidence.kind("pi/sql")
         self.events = evidence.kind("rds/event")
         self.metrics = [m for m in evidence.kind("metric") if is_db_metric(m)]
-        self.logs = [r for r in log_records(evidence) if _db_relevant(r.msg) or is_db_storage_line(r)]
+        self.logs = [r for r in signature_records(evidence) if _db_relevant(r.msg) or is_db_storage_line(r)]
         self.lock_pids: set[int] = set()  # set by _locks: waiters, so connection counting can tell
 
     @property
@@ -878,7 +878,7 @@ def _storage(ctx: _Context) -> list[Finding]:
     if out:
         return out
     # no storage metric (or it does not show it): the database's own words and RDS events still do
-    lines = [r for r in log_records(ctx.evidence) if is_db_storage_line(r)]
+    lines = [r for r in signature_records(ctx.evidence) if is_db_storage_line(r)]
     events = [
         e
         for e in ctx.events

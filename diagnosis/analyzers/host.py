@@ -17,7 +17,7 @@ from diagnosis.analyzers._common import (
     HOST_OOM,
     Rec,
     is_db_storage_line,
-    log_records,
+    signature_records,
     now_of,
     ref_of,
     service_of,
@@ -294,7 +294,7 @@ def _process(proc: EvidenceItem, killed: set[str]) -> list[Finding]:
 
 def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
     kills: dict[str, list[tuple[Rec, str, str | None]]] = defaultdict(list)  # process name -> (rec, pid, rss kB)
-    for rec in log_records(evidence):
+    for rec in signature_records(evidence):
         if not HOST_OOM.search(rec.msg):
             continue
         m = _OOM_KILLED.search(rec.msg)
@@ -373,7 +373,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
     fds: dict[str, list[Rec]] = defaultdict(list)
     disk: dict[str, list[Rec]] = defaultdict(list)
     hw: dict[str, list[Rec]] = defaultdict(list)
-    for rec in log_records(evidence):
+    for rec in signature_records(evidence):
         if HOST_FDS.search(rec.msg):
             fds[service_of(rec.item) or rec.item.object].append(rec)
         elif HOST_DISK.search(rec.msg) and not is_db_storage_line(rec):

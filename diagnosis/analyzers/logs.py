@@ -14,6 +14,7 @@ from datetime import datetime
 from diagnosis.analyzers._common import (
     Rec,
     Template,
+    level_of,
     claimed_elsewhere,
     fmt_ts,
     group_templates,
@@ -74,27 +75,41 @@ def log_errors(evidence: EvidenceSet) -> list[Finding]:
     return findings
 
 
-def _records(item: EvidenceItem) -> list[Rec]:
-    from diagnosis.analyzers._common import level_of
+_ERROR_LEVELS = {"error", "fatal", "critical", "crit", "err", "panic", "emerg", "alert"}
 
-    return [
-        Rec(item, r.get("ts"), str(r.get("msg") or ""), r.get("line"), level_of(r))
-        for r in item.data.get("records") or ()
-    ]
+
+def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float | None]:
+    """The source's error records (by level, or by an exception in an unlevelled line), and its time span."""
+    errors: list[Rec] = []
+    first: float | None = None
+    last: float | None = None
+    for r in item.data.get("records") or ():
+        ts = r.get("ts")
+        if isinstance(ts, int | float):
+            first = ts if first is None or ts < first else first
+            last = ts if last is None or ts > last else last
+        lvl = r.get("level")
+        if isinstance(lvl, str) and lvl:
+            if lvl.lower() not in _ERROR_LEVELS:
+                continue
+            level: str | None = "error"
+        else:
+            level = level_of(r)
+        msg = str(r.get("msg") or "")
+        if level in ("error", "fatal") or (level is None and (EXCEPTION.search(msg) or APP_OOM.search(msg))):
+            errors.append(Rec(item, ts, msg, r.get("line"), level or "error"))
+    return errors, first, last
 
 
 def _analyze_source(
     item: EvidenceItem, now: float | None, deploys: list[tuple[float, str, EvidenceRef]]
 ) -> list[Finding]:
-    records = _records(item)
-    errors = [r for r in records if r.level in ("error", "fatal") or _is_unlevelled_error(r)]
+    errors, log_first, log_last = _error_records(item)
     if not errors:
         return []
     service = service_of(item)
     tags = object_tags(item, service)
     who = service or item.object
-    stamps = [r.ts for r in records if r.ts is not None]
-    log_first, log_last = (min(stamps), max(stamps)) if stamps else (None, None)
     findings: list[Finding] = []
     active: list[Template] = []
     for tpl in group_templates(errors):
@@ -111,11 +126,6 @@ def _analyze_source(
             findings.append(cause)
     findings.append(_errors_symptom(item, active, who, tags))
     return findings
-
-
-def _is_unlevelled_error(rec: Rec) -> bool:
-    # a stack trace's frames and an exception line often come without a level
-    return rec.level is None and bool(EXCEPTION.search(rec.msg) or APP_OOM.search(rec.msg))
 
 
 def _quiet_verdict(tpl: Template, log_first: float | None, log_last: float | None, now: float | None) -> str | None:

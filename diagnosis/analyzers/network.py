@@ -20,7 +20,7 @@ from diagnosis.analyzers._common import (
     UPSTREAM_5XX,
     Rec,
     fmt_ts,
-    log_records,
+    signature_records,
     now_of,
     ref_of,
     service_of,
@@ -118,22 +118,34 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     dns_nx: dict[str, Failures] = {}
     dns_tmp: dict[str, Failures] = {}
     tls: dict[str, Failures] = {}
+    services: dict[str, str | None] = {}
+
+    def caller_of(rec: Rec) -> str | None:
+        m = _CALLER.search(rec.msg)
+        if m and m.group(1).lower() not in _LEVEL_WORDS:
+            return m.group(1)
+        if rec.item.kind != "log":
+            return rec.item.object
+        if rec.item.id not in services:
+            services[rec.item.id] = service_of(rec.item)
+        return services[rec.item.id]
+
     for rec in _records_with_events(evidence):
         msg = rec.msg
-        caller = _caller(rec)
         if TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg):
             kind = "expired" if TLS_EXPIRED.search(msg) else "invalid"
-            _add(tls, _target(msg) or "unknown host", kind, rec, caller)
+            _add(tls, _target(msg) or "unknown host", kind, rec, caller_of(rec))
         elif DNS_TEMPORARY.search(msg):
             m = _RESOLVER.search(msg)
-            _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller, name=_target(msg))
+            _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=_target(msg))
         elif DNS_NXDOMAIN.search(msg):
             name = _dns_name(msg)
-            _add(dns_nx, name or "unknown name", "nxdomain", rec, caller)
+            _add(dns_nx, name or "unknown name", "nxdomain", rec, caller_of(rec))
         else:
             kind = _call_failure(msg)
             if kind is None:
                 continue
+            caller = caller_of(rec)
             target = _target(msg)
             if not target or _base(target) == caller:
                 continue
@@ -159,7 +171,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
 
 
 def _records_with_events(evidence: EvidenceSet) -> Iterable[Rec]:
-    yield from log_records(evidence)
+    yield from signature_records(evidence)
     for ev in evidence.kind("k8s/Event"):
         d = ev.data
         msg = str(d.get("message") or "")
@@ -202,13 +214,6 @@ def _dns_name(msg: str) -> str | None:
     if m:
         return m.group(1).split(":")[0]
     return _target(msg)
-
-
-def _caller(rec: Rec) -> str | None:
-    m = _CALLER.search(rec.msg)
-    if m and m.group(1).lower() not in _LEVEL_WORDS:
-        return m.group(1)
-    return service_of(rec.item) if rec.item.kind == "log" else rec.item.object
 
 
 def _base(target: str) -> str:
@@ -608,6 +613,8 @@ def _access_log_5xx(evidence: EvidenceSet, now: float | None) -> list[Finding]:
         statuses: dict[str, int] = {}
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
+            if "HTTP/" not in msg and "status" not in msg and "code" not in msg:
+                continue
             m = _ACCESS_STATUS.search(msg)
             if not m:
                 continue
