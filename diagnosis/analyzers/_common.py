@@ -248,6 +248,8 @@ def span_text(first: float | None, last: float | None) -> str:
 
     if first is None or last is None:
         return ""
+    if last - first < 1:
+        return f"at {fmt_ts(first)}"
     return f"from {fmt_ts(first)} to {fmt_ts(last)} ({human_duration(last - first)})"
 
 
@@ -316,7 +318,7 @@ DB_SIGNATURES = (PG_TOO_MANY, PG_STORAGE, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_
 
 HOST_OOM = re.compile(
     r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|invoked oom-killer|oom_reaper|"
-    r"was terminated by signal 9",
+    r"was terminated by signal 9|killed by the OOM killer|result 'oom-kill'",
     re.I,
 )
 HOST_FDS = re.compile(r"Too many open files|EMFILE|ENFILE|file-max limit", re.I)
@@ -332,14 +334,77 @@ HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW)
 # Lower-case fragments at least one of which every signature above contains: a record without any of them is
 # skipped with a few substring tests instead of a dozen regular expressions (bundles carry 500,000 lines).
 _TRIGGERS = (
-    "time", "deadline", "refused", "reset", "broken pipe", "prematurely", "eof", "upstream", "closed the connection",
-    "no such host", "nxdomain", "not known", "servname", "resolv", "unknownhost", "enotfound", "translate host",
-    "unknown host", "eai_again", "misbehaving", "servfail", "certificat", "x509", "ssl", "tls", "pkix", ":53",
-    "backend", "returned 5", "responded with 5", "status 5", "status=5", "status: 5", "status code 5", "http 5", "client", "connection", "max_conn", "sorry", "could not",
-    "no space", "storage", "deadlock", "lock", "idle-in-transaction", "checkpoint", "vacuum", "wraparound",
-    "database system", "administrator command", "crash", "out of memory", "oom", "memory cgroup", "signal 9",
-    "open files", "emfile", "enfile", "file-max", "enospc", "quota", "filesystem full", "i/o error", "ext4-fs",
-    "xfs", "read-only", "blocked for more than", "hardware error", "machine check", "nmi", "lockup",
+    "time",
+    "deadline",
+    "refused",
+    "reset",
+    "broken pipe",
+    "prematurely",
+    "eof",
+    "upstream",
+    "closed the connection",
+    "no such host",
+    "nxdomain",
+    "not known",
+    "servname",
+    "resolv",
+    "unknownhost",
+    "enotfound",
+    "translate host",
+    "unknown host",
+    "eai_again",
+    "misbehaving",
+    "servfail",
+    "certificat",
+    "x509",
+    "ssl",
+    "tls",
+    "pkix",
+    ":53",
+    "backend",
+    "returned 5",
+    "responded with 5",
+    "status 5",
+    "status=5",
+    "status: 5",
+    "status code 5",
+    "http 5",
+    "client",
+    "connection",
+    "max_conn",
+    "sorry",
+    "could not",
+    "no space",
+    "storage",
+    "deadlock",
+    "lock",
+    "idle-in-transaction",
+    "checkpoint",
+    "vacuum",
+    "wraparound",
+    "database system",
+    "administrator command",
+    "crash",
+    "out of memory",
+    "oom",
+    "memory cgroup",
+    "signal 9",
+    "open files",
+    "emfile",
+    "enfile",
+    "file-max",
+    "enospc",
+    "quota",
+    "filesystem full",
+    "i/o error",
+    "ext4-fs",
+    "xfs",
+    "read-only",
+    "blocked for more than",
+    "hardware error",
+    "machine check",
+    "nmi",
+    "lockup",
 )
 
 

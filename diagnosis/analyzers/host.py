@@ -49,10 +49,32 @@ _OOM_KILLED = re.compile(
 )
 _OOM_KILL_LINE = re.compile(r"oom-kill:.*?task=([^,\s]+),pid=(\d+)", re.I)
 _OOM_MEMCG = re.compile(r"CONSTRAINT_MEMCG|Memory cgroup out of memory|oom_memcg=(\S+)", re.I)
+# systemd: "search-indexer.service: A process of this unit has been killed by the OOM killer."
+_SYSTEMD_OOM = re.compile(
+    r"([\w@.\-]+)\.service: (?:A process of this unit has been killed by the OOM killer|Failed with result 'oom-kill')",
+    re.I,
+)
 _PG_SIGNAL9 = re.compile(r"server process \(PID (\d+)\) was terminated by signal 9", re.I)
 _MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs)[\s:=]+\"?(/[\w./\-]*)", re.I)
 _PATH = re.compile(r"(/(?:var|data|tmp|home|srv|opt|mnt|usr|log)[\w./\-]*)")
 _DEVICE = re.compile(r"dev (\w+)|\((\w+)\)|EXT4-fs error \(device (\w+)\)", re.I)
+
+
+# what a process or host that went away explains: its own absence and what its clients saw
+_DOWN_EFFECTS = [
+    "process_down",
+    "pod_restarts",
+    "crash_loop",
+    "errors",
+    "exception",
+    "db_connection_errors",
+    "connection_refused",
+    "upstream_reset",
+    "upstream_timeout",
+    "upstream_5xx",
+    "http_5xx",
+    "latency",
+]
 
 
 @ANALYZERS.analyzer(domain=Domain.HOST, reads={"host/snapshot", "host/process", "log"})
@@ -294,6 +316,7 @@ def _process(proc: EvidenceItem, killed: set[str]) -> list[Finding]:
 
 def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
     kills: dict[str, list[tuple[Rec, str, str | None]]] = defaultdict(list)  # process name -> (rec, pid, rss kB)
+    units: dict[str, list[Rec]] = defaultdict(list)  # systemd unit -> its "killed by the OOM killer" lines
     for rec in signature_records(evidence):
         if not HOST_OOM.search(rec.msg):
             continue
@@ -308,10 +331,30 @@ def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
         m3 = _PG_SIGNAL9.search(rec.msg)
         if m3:
             kills["postgres"].append((rec, m3.group(1), None))
+            continue
+        m4 = _SYSTEMD_OOM.search(rec.msg)
+        if m4:
+            units[m4.group(1)].append(rec)
+    # a kill the kernel logged names the process ("java"); systemd names the unit that ran it ("search-indexer"):
+    # the unit is the service an operator knows, so it names the finding when the kernel's memcg line ties them
+    unit_of: dict[str, str] = {}
+    for name, hits in kills.items():
+        for rec, _, _ in hits:
+            mu = re.search(r"task_memcg=/[\w.\-/]*?([\w@.\-]+)\.service", rec.msg)
+            if mu:
+                unit_of[name] = mu.group(1)
+    if len(units) == 1 and kills and not unit_of:
+        unit_of = {name: next(iter(units)) for name in kills}
+    for unit, recs in units.items():
+        if unit not in unit_of.values():
+            kills[unit] = [(r, "?", None) for r in recs]
     out = []
     for name, hits in kills.items():
+        unit = unit_of.get(name)
+        if unit:
+            hits = hits + [(r, pid, None) for r in units.get(unit, []) for pid in ([hits[0][1]] if hits else ["?"])]
         # "oom-kill:" and "Killed process" lines describe the same kill: count distinct pids
-        pids = list(dict.fromkeys(pid for _, pid, _ in hits))
+        pids = list(dict.fromkeys(pid for _, pid, _ in hits if pid != "?")) or ["?"]
         recs = sorted((r for r, _, _ in hits), key=lambda r: r.ts or 0)
         last = recs[-1].ts
         host = _host_of(recs[0])
@@ -319,7 +362,11 @@ def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
         rss = next((int(kb) for _, _, kb in hits if kb), None)
         stale = now is not None and last is not None and now - last >= STALE_AFTER_S
         where = "its container's memory limit (cgroup)" if memcg else f"{host or 'the host'}'s memory"
-        tags = [f"process:{name}", f"service:{name}", *(f"pid:{p}" for p in pids[:10])]
+        who = f"{unit} ({name})" if unit else name
+        n_kills = len(pids) if pids != ["?"] else len(recs)
+        tags = [f"process:{name}", f"service:{name}", *(f"pid:{p}" for p in pids[:10] if p != "?")]
+        if unit:
+            tags += [f"service:{unit}", f"process:{unit}"]
         if host:
             tags.append(f"host:{host}")
         out.append(
@@ -329,30 +376,19 @@ def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 role="benign" if stale else "cause",
                 code="kernel_oom_kill_old" if stale else "kernel_oom_kill",
                 category=Category.HEALTHY if stale else Category.RESOURCE_EXHAUSTION,
-                title=f"kernel OOM killer killed {name} (pid {', '.join(pids[:3])}) {len(pids)}x",
+                title=f"kernel oom-killer killed {who} (pid {', '.join(pids[:3])})",
                 mechanism=(
-                    f"the kernel OOM killer killed {name} (pid {', '.join(pids[:5])}) {len(pids)}x {span_text(recs[0].ts, last)}: "
+                    f"the kernel's oom-killer killed {who} (pid {', '.join(pids[:5])}) {n_kills} time(s) {span_text(recs[0].ts, last)}: "
                     f"it exhausted {where}"
                     + (f" at {rss / 1024:.0f} MiB resident" if rss else "")
                     + "."
                     + (" That was long before the newest evidence: history." if stale else "")
                 ),
-                object=f"process {name} (pid {pids[0]})" + (f" on {host}" if host else ""),
+                object=f"process {who} (pid {pids[0]})" + (f" on {host}" if host else ""),
                 score=0.2 if stale else 0.9,
                 ts=recs[0].ts,
                 tags=tags,
-                explains=[]
-                if stale
-                else [
-                    "process_down",
-                    "pod_restarts",
-                    "errors",
-                    "db_connection_errors",
-                    "memory_high",
-                    "crash_loop",
-                    "connection_refused",
-                    "http_5xx",
-                ],
+                explains=[] if stale else [*_DOWN_EFFECTS, "memory_high"],
                 evidence=[ref_of(r) for r in recs[:2]],
                 actions=[
                     Action(
@@ -399,7 +435,15 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 score=0.85,
                 ts=recs[0].ts,
                 tags=[f"service:{svc}"],
-                explains=["errors", "connection_refused", "http_5xx", "latency", "upstream_timeout"],
+                explains=[
+                    "errors",
+                    "exception",
+                    "connection_refused",
+                    "upstream_reset",
+                    "http_5xx",
+                    "latency",
+                    "upstream_timeout",
+                ],
                 evidence=[ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])],
                 actions=_fd_actions(svc),
             )
@@ -427,7 +471,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     *([f"host:{host}"] if host else []),
                     *{f"service:{s}" for s in (service_of(r.item) for r in recs) if s},
                 ],
-                explains=["errors", "disk_full", "pod_restarts", "http_5xx", "process_down"],
+                explains=["errors", "exception", "disk_full", "pod_restarts", "crash_loop", "http_5xx", "process_down"],
                 evidence=[ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])],
                 actions=_disk_actions(mount if mount != "?" else "/", "space"),
             )
@@ -448,7 +492,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 score=0.7,
                 ts=recs[0].ts,
                 tags=[f"device:{dev}", *([f"host:{_host_of(recs[0])}"] if _host_of(recs[0]) else [])],
-                explains=["errors", "latency", "process_down", "io_high"],
+                explains=[*_DOWN_EFFECTS, "io_high"],
                 evidence=[ref_of(recs[0])],
                 actions=[
                     Action(

@@ -57,6 +57,12 @@ EXCEPTION = re.compile(
     r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range",
     re.I,
 )
+# Exceptions a client raises when the other side failed (the server answered 5xx, refused, timed out): the
+# dependency failed; the error count stays this service's `errors` symptom.
+REMOTE_FAILURE = re.compile(
+    r"\b\w*(?:Transport|Connection|Connect|Timeout|Unavailable|Remote|Rpc|Grpc|Http|Network|Socket|Upstream|Gateway|"
+    r"ServiceUnavailable|Throttl)\w*(?:Error|Exception)\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b",
+)
 APP_OOM = re.compile(
     r"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|\bMemoryError\b|fatal error: runtime: out of memory|"
     r"Cannot allocate memory|std::bad_alloc",
@@ -241,8 +247,8 @@ def _cause_of(
             ],
         )
     exc = EXCEPTION.search(msg)
-    if not exc:
-        return None
+    if not exc or REMOTE_FAILURE.search(msg):
+        return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
     exc_name = exc.group(1) or exc.group(0).strip()
     # one cause per source for exceptions: the most frequent; the others are listed in its mechanism
     first_exc = next(
@@ -254,6 +260,7 @@ def _cause_of(
             and not claimed_elsewhere(t.sample.msg)
             and not BAD_DATA.search(t.sample.msg)
             and not APP_OOM.search(t.sample.msg)
+            and not REMOTE_FAILURE.search(t.sample.msg)
         ),
         None,
     )

@@ -83,10 +83,151 @@ def metric_series(evidence: EvidenceSet) -> list[Finding]:
     limits = [s for s in series if _LIMIT.search(s.name) and s.points]
     out: list[Finding] = []
     for s in series:
-        if s in limits or len(s.points) < 3:
+        if s in limits or not s.points:
+            continue
+        health = _health(s)
+        if health is not None:
+            out += health
+            continue
+        if len(s.points) < 3:
             continue
         out += _analyze(s, limits)
     return out
+
+
+# ---------------------------------------------------------------- health indicators
+# Series whose value is a verdict, not a quantity: AWS status checks (1 = failed), an exporter's health colour
+# (1 on the series labelled red), Prometheus' `up` (0 = the target does not answer its scrape).
+_STATUS_CHECK = re.compile(r"^StatusCheckFailed(?:_(System|Instance|AttachedEBS))?$")
+_HEALTH_NAME = re.compile(r"health|status", re.I)
+_BAD_LABEL_VALUES = {"red", "failed", "failure", "down", "unhealthy", "critical", "error"}
+
+
+def _health(s: _Series) -> list[Finding] | None:
+    """Findings for a health-indicator series (an empty list when it is healthy), None when it is not one."""
+    m = _STATUS_CHECK.match(s.name)
+    bad_label = next((k for k, v in s.labels.items() if v.lower() in _BAD_LABEL_VALUES), None)
+    if m:
+        failing = s.points[-1][1] >= 1
+        kind = m.group(1) or "System"
+    elif bad_label and _HEALTH_NAME.search(s.name):
+        failing = s.points[-1][1] >= 1
+        kind = "health"
+    elif s.name == "up":
+        failing = s.points[-1][1] == 0
+        kind = "up"
+    else:
+        return None
+    if not failing:
+        return []
+    since = s.points[-1][0]
+    for ts, v in reversed(s.points):
+        if (v == 0) if kind == "up" else (v < 1):
+            break
+        since = ts
+    ref = _ref(s, len(s.points) - 1, s.points[-1][1])
+    lb = s.labels
+    if kind in ("System", "Instance", "AttachedEBS"):
+        inst = lb.get("InstanceId") or lb.get("instance") or s.item.object
+        what = {
+            "System": "the AWS host or network under it failed (system status check): the instance is unreachable until it is moved to healthy hardware",
+            "Instance": "the instance itself stopped answering (instance status check: a hung or crashed OS, exhausted memory, a broken network configuration)",
+            "AttachedEBS": "its attached EBS volumes stopped answering I/O (attached-EBS status check)",
+        }[kind]
+        return [
+            Finding(
+                analyzer="metric_series",
+                domain=Domain.METRICS,
+                role="cause",
+                code=f"ec2_status_check_{kind.lower()}",
+                category=Category.INFRASTRUCTURE,
+                title=f"EC2 {inst} failing {s.name} since {fmt_ts(since)}",
+                mechanism=f"EC2 instance {inst} has failed {s.name} since {fmt_ts(since)}: {what}.",
+                object=f"EC2 instance {inst}",
+                score=0.9 if kind == "System" else 0.75,
+                ts=since,
+                tags=[*_tags(s), f"host:{inst}", f"instance:{inst}"],
+                # a system check failure takes the instance (and its OS check) down with it
+                explains=[
+                    "process_down",
+                    "target_down",
+                    "errors",
+                    "latency",
+                    "connection_refused",
+                    "upstream_timeout",
+                    "upstream_reset",
+                    "pod_restarts",
+                    "node_not_ready",
+                    "ec2_status_check_instance",
+                    "ec2_status_check_attachedebs",
+                    "metric_shift",
+                ],
+                evidence=[ref],
+                actions=[
+                    Action(
+                        description="The instance's status checks and scheduled events",
+                        command=f"aws ec2 describe-instance-status --instance-ids {inst} --include-all-instances",
+                    ),
+                    Action(
+                        description="Stop and start it onto healthy hardware (EBS-backed; a reboot is not enough)",
+                        command=f"aws ec2 stop-instances --instance-ids {inst} && aws ec2 wait instance-stopped --instance-ids {inst} && aws ec2 start-instances --instance-ids {inst}",
+                        kind="write",
+                    ),
+                ],
+            )
+        ]
+    if kind == "health":
+        entity = lb.get("cluster") or lb.get("service") or lb.get("job") or lb.get("instance") or s.name
+        return [
+            Finding(
+                analyzer="metric_series",
+                domain=Domain.METRICS,
+                role="cause",
+                code="dependency_unhealthy",
+                category=Category.DEPENDENCY_FAILURE,
+                title=f"{entity} health {bad_label}={lb[bad_label or '']} since {fmt_ts(since)}",
+                mechanism=f'{entity} reports itself unhealthy ({s.name}{{{bad_label}="{lb[bad_label or ""]}"}} = 1 since {fmt_ts(since)}): its clients\' requests to it fail.',
+                object=str(entity),
+                score=0.8,
+                ts=since,
+                tags=[*_tags(s), f"service:{entity}", f"upstream:{entity}"],
+                explains=[
+                    "errors",
+                    "exception",
+                    "http_5xx",
+                    "latency",
+                    "upstream_timeout",
+                    "upstream_5xx",
+                    "upstream_reset",
+                    "metric_shift",
+                ],
+                evidence=[ref],
+                actions=[
+                    Action(
+                        description=f"{entity}'s own health detail",
+                        command=f"curl -s http://{lb.get('instance', entity)}/_cluster/health?pretty  # or the service's health endpoint",
+                    )
+                ],
+            )
+        ]
+    target = lb.get("instance") or lb.get("job") or s.item.object
+    return [
+        Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="symptom",
+            code="target_down",
+            category=Category.UNKNOWN,
+            title=f"scrape target {target} down since {fmt_ts(since)}",
+            mechanism=f"Prometheus cannot scrape {target} (up = 0 since {fmt_ts(since)}): the process, its host or the network path to it is down.",
+            object=f"target {target}",
+            score=0.55,
+            ts=since,
+            tags=_tags(s),
+            evidence=[ref],
+            needs=[f"logs and host state of {target}"],
+        )
+    ]
 
 
 def _kind(name: str, labels: dict[str, str]) -> str:

@@ -83,11 +83,16 @@ _TARGET_PATTERNS = [
     re.compile(r"\b([A-Za-z][A-Za-z0-9_.\-]*:\d{2,5}|(?:\d{1,3}\.){3}\d{1,3}:\d{2,5})\b"),
 ]
 # the caller, when the message names it before the upstream ("ERROR orders-api upstream payments-api ...")
-_CALLER = re.compile(r"([a-z][a-z0-9\-]{2,})\s+(?:->\s*)?(?:upstream|calling|call to|request to)\s", re.I)
+_CALLER = re.compile(
+    r"([a-z][a-z0-9\-]{2,})\s+(?:->\s*)?(?:upstream|calling|call to|request to)\s|"
+    r"^(?:\S+\s+)?(?:ERROR|WARN(?:ING)?|FATAL|CRIT(?:ICAL)?)\s+([a-z][a-z0-9\-]{2,}):\s",
+    re.I,
+)
 _RESOLVER = re.compile(r"\bon ((?:\d{1,3}\.){3}\d{1,3}):53\b")
 _ACCESS_STATUS = re.compile(
     r"\"\s*[A-Z]+ \S+ HTTP/[\d.]+\"\s+(\d{3})\b|\bstatus[\"'=:\s]+(\d{3})\b|\bcode[=:](\d{3})\b"
 )
+_OUTBOUND = re.compile(r"upstream|backend|dependency|calling|call to|request to|from|://", re.I)
 _DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
 _LEVEL_WORDS = {"error", "warn", "warning", "info", "debug", "fatal", "err"}
 
@@ -122,8 +127,9 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
 
     def caller_of(rec: Rec) -> str | None:
         m = _CALLER.search(rec.msg)
-        if m and m.group(1).lower() not in _LEVEL_WORDS:
-            return m.group(1)
+        name = (m.group(1) or m.group(2)) if m else None
+        if name and name.lower() not in _LEVEL_WORDS:
+            return name
         if rec.item.kind != "log":
             return rec.item.object
         if rec.item.id not in services:
@@ -189,9 +195,8 @@ def _call_failure(msg: str) -> str | None:
         return "timeout"
     if NET_RESET.search(msg):
         return "reset"
-    if UPSTREAM_5XX.search(msg) and re.search(
-        r"upstream|backend|dependency|calling|call to|request to|from", msg, re.I
-    ):
+    # a 5xx the service received from a call it made: the message names the call (a URL, "upstream", "calling")
+    if UPSTREAM_5XX.search(msg) and _OUTBOUND.search(msg):
         return "http_5xx"
     return None
 

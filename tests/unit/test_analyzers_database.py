@@ -10,12 +10,29 @@ NOW = T0 + 3600
 
 
 def _lock_incident(b: Builder) -> None:
-    b.session(26846, "idle in transaction", query="UPDATE orders SET status = 'paid' WHERE id = 42", app="orders-api",
-              xact_start=NOW - 900, query_start=NOW - 895, state_change=NOW - 894, captured_at=NOW)
+    b.session(
+        26846,
+        "idle in transaction",
+        query="UPDATE orders SET status = 'paid' WHERE id = 42",
+        app="orders-api",
+        xact_start=NOW - 900,
+        query_start=NOW - 895,
+        state_change=NOW - 894,
+        captured_at=NOW,
+    )
     for pid in (26850, 26851, 26856):
-        b.session(pid, "active", query="UPDATE orders SET status = 'shipped' WHERE id = 42", app="fulfilment",
-                  xact_start=NOW - 300, query_start=NOW - 300, state_change=NOW - 300, captured_at=NOW,
-                  blocked_by=[26846], wait_event_type="Lock")
+        b.session(
+            pid,
+            "active",
+            query="UPDATE orders SET status = 'shipped' WHERE id = 42",
+            app="fulfilment",
+            xact_start=NOW - 300,
+            query_start=NOW - 300,
+            state_change=NOW - 300,
+            captured_at=NOW,
+            blocked_by=[26846],
+            wait_event_type="Lock",
+        )
         b.lock(pid, "orders", "RowExclusiveLock", True)
         b.lock(pid, None, "ShareLock", False, locktype="transactionid")
     b.lock(26846, "orders", "RowExclusiveLock", True)
@@ -44,8 +61,23 @@ def test_idle_in_transaction_blocker_is_the_cause_and_the_waiters_its_symptom() 
 
 def test_blocking_derived_from_pg_locks_when_blocked_by_is_missing() -> None:
     b = Builder()
-    b.session(100, "active", query="ALTER TABLE orders ADD COLUMN note text", xact_start=NOW - 120, query_start=NOW - 120, state_change=NOW - 120, captured_at=NOW)
-    b.session(101, "active", query="SELECT * FROM orders WHERE id = 1", query_start=NOW - 60, captured_at=NOW, wait_event_type="Lock")
+    b.session(
+        100,
+        "active",
+        query="ALTER TABLE orders ADD COLUMN note text",
+        xact_start=NOW - 120,
+        query_start=NOW - 120,
+        state_change=NOW - 120,
+        captured_at=NOW,
+    )
+    b.session(
+        101,
+        "active",
+        query="SELECT * FROM orders WHERE id = 1",
+        query_start=NOW - 60,
+        captured_at=NOW,
+        wait_event_type="Lock",
+    )
     b.lock(100, "orders", "AccessExclusiveLock", True)
     b.lock(101, "orders", "AccessShareLock", False)
     [cause] = causes(database(b.set()))
@@ -54,7 +86,9 @@ def test_blocking_derived_from_pg_locks_when_blocked_by_is_missing() -> None:
 
 def test_old_idle_transaction_blocking_nobody_is_benign() -> None:
     b = Builder()
-    b.session(7, "idle in transaction", query="SELECT 1", xact_start=NOW - 3600, state_change=NOW - 3600, captured_at=NOW)
+    b.session(
+        7, "idle in transaction", query="SELECT 1", xact_start=NOW - 3600, state_change=NOW - 3600, captured_at=NOW
+    )
     b.session(8, "active", query="SELECT now()", query_start=NOW - 1, captured_at=NOW)
     found = database(b.set())
     assert not causes(found)
@@ -68,7 +102,17 @@ def test_pool_leak_near_max_connections_names_the_application() -> None:
         b.session(pid, "idle", query="SELECT 1", app="billing-worker", state_change=NOW - 1800, captured_at=NOW)
     for pid in range(2000, 2015):
         b.session(pid, "active", query="SELECT * FROM orders", app="orders-api", query_start=NOW - 1, captured_at=NOW)
-    b.log("logs/orders-api.log", [(NOW - 30 + i, "error", "FATAL: remaining connection slots are reserved for non-replication superuser connections") for i in range(5)])
+    b.log(
+        "logs/orders-api.log",
+        [
+            (
+                NOW - 30 + i,
+                "error",
+                "FATAL: remaining connection slots are reserved for non-replication superuser connections",
+            )
+            for i in range(5)
+        ],
+    )
     ev = b.set()
     found = database(ev)
     [cause] = causes(found)
@@ -80,7 +124,9 @@ def test_pool_leak_near_max_connections_names_the_application() -> None:
 
 def test_too_many_clients_in_logs_alone_is_connection_exhaustion() -> None:
     b = Builder()
-    b.log("logs/postgresql.log", [(NOW - 60 + i, "fatal", "FATAL:  sorry, too many clients already") for i in range(20)])
+    b.log(
+        "logs/postgresql.log", [(NOW - 60 + i, "fatal", "FATAL:  sorry, too many clients already") for i in range(20)]
+    )
     [cause] = causes(database(b.set()))
     assert cause.code == "connection_exhaustion"
 
@@ -98,7 +144,13 @@ def test_connections_high_because_writers_are_blocked_is_a_symptom() -> None:
 def test_cpu_saturated_by_one_statement_names_it() -> None:
     b = Builder()
     lab = {"DBInstanceIdentifier": "orders-prod"}
-    b.metric("CPUUtilization", series(NOW - 3000, 300, [22, 25, 24, 23, 97, 98, 99, 99, 98, 99, 99]), lab, source="cloudwatch", unit="Percent")
+    b.metric(
+        "CPUUtilization",
+        series(NOW - 3000, 300, [22, 25, 24, 23, 97, 98, 99, 99, 98, 99, 99]),
+        lab,
+        source="cloudwatch",
+        unit="Percent",
+    )
     b.pi_sql("SELECT * FROM orders WHERE lower(email) = ?", "A1B2C3", 7.5)
     b.pi_sql("UPDATE carts SET updated_at = ? WHERE id = ?", "D4E5F6", 0.6)
     b.pi_sql("SELECT id FROM users WHERE id = ?", "G7H8I9", 0.3)
@@ -124,7 +176,12 @@ def test_free_storage_falling_gives_time_to_full() -> None:
     b = Builder()
     gib = 2**30
     vals = [50 * gib] * 5 + [50 * gib - i * 2 * gib for i in range(1, 20)]
-    b.metric("FreeStorageSpace", series(NOW - 23 * 600, 600, vals), {"DBInstanceIdentifier": "orders-prod"}, source="cloudwatch")
+    b.metric(
+        "FreeStorageSpace",
+        series(NOW - 23 * 600, 600, vals),
+        {"DBInstanceIdentifier": "orders-prod"},
+        source="cloudwatch",
+    )
     [cause] = causes(database(b.set()))
     assert cause.code == "storage_trend_to_full"
     assert "will be full in about" in cause.mechanism and "db:orders-prod" in cause.tags
@@ -133,7 +190,13 @@ def test_free_storage_falling_gives_time_to_full() -> None:
 def test_storage_full_inferred_when_the_metric_is_missing() -> None:
     b = Builder()
     b.rds_event("orders-prod", "Finished DB Instance backup", NOW - 7200)
-    b.log("logs/postgresql.log", [(NOW - 50 + i, "error", 'ERROR:  could not extend file "base/16384/16397": No space left on device') for i in range(5)])
+    b.log(
+        "logs/postgresql.log",
+        [
+            (NOW - 50 + i, "error", 'ERROR:  could not extend file "base/16384/16397": No space left on device')
+            for i in range(5)
+        ],
+    )
     found = database(b.set())
     [cause] = causes(found)
     assert cause.code == "storage_full" and "no FreeStorageSpace metric" in cause.mechanism
@@ -145,13 +208,20 @@ def test_storage_sawtooth_is_not_running_out() -> None:
     b = Builder()
     gib = 2**30
     vals = [(40 - (i % 6)) * gib for i in range(30)]
-    b.metric("FreeStorageSpace", series(NOW - 29 * 600, 600, vals), {"DBInstanceIdentifier": "db1"}, source="cloudwatch")
+    b.metric(
+        "FreeStorageSpace", series(NOW - 29 * 600, 600, vals), {"DBInstanceIdentifier": "db1"}, source="cloudwatch"
+    )
     assert not causes(database(b.set()))
 
 
 def test_replica_lag_rising_is_named() -> None:
     b = Builder()
-    b.metric("ReplicaLag", series(NOW - 1800, 60, [0, 1, 0, 2, 1] + [30 * i for i in range(1, 26)]), {"DBInstanceIdentifier": "orders-replica-1"}, source="cloudwatch")
+    b.metric(
+        "ReplicaLag",
+        series(NOW - 1800, 60, [0, 1, 0, 2, 1] + [30 * i for i in range(1, 26)]),
+        {"DBInstanceIdentifier": "orders-replica-1"},
+        source="cloudwatch",
+    )
     [cause] = causes(database(b.set()))
     assert cause.code == "replication_lag" and "orders-replica-1" in cause.object
 
@@ -160,7 +230,13 @@ def test_recent_failover_is_infrastructure_and_old_one_benign() -> None:
     b = Builder()
     b.rds_event("orders-prod", "Multi-AZ instance failover started.", NOW - 600, ["failover"])
     b.rds_event("orders-prod", "Multi-AZ instance failover completed.", NOW - 540, ["failover"])
-    b.log("logs/orders-api.log", [(NOW - 590 + i, "error", "psycopg2.OperationalError: server closed the connection unexpectedly") for i in range(30)])
+    b.log(
+        "logs/orders-api.log",
+        [
+            (NOW - 590 + i, "error", "psycopg2.OperationalError: server closed the connection unexpectedly")
+            for i in range(30)
+        ],
+    )
     found = database(b.set())
     [cause] = causes(found)
     assert cause.code == "db_failover" and cause.category == "infrastructure"
@@ -176,8 +252,23 @@ def test_recent_failover_is_infrastructure_and_old_one_benign() -> None:
 
 def test_checkpoint_storm_with_write_surge() -> None:
     b = Builder()
-    b.metric("WriteIOPS", series(NOW - 1800, 60, [300] * 15 + [2900, 3000, 3000, 2950, 3000, 3000, 2980, 3000, 3000, 3000, 3000, 2990, 3000, 3000, 3000]), {"DBInstanceIdentifier": "orders-prod"}, source="cloudwatch")
-    b.log("logs/postgresql.log", [(NOW - 900 + i * 30, "info", 'LOG:  checkpoints are occurring too frequently (24 seconds apart)') for i in range(10)])
+    b.metric(
+        "WriteIOPS",
+        series(
+            NOW - 1800,
+            60,
+            [300] * 15 + [2900, 3000, 3000, 2950, 3000, 3000, 2980, 3000, 3000, 3000, 3000, 2990, 3000, 3000, 3000],
+        ),
+        {"DBInstanceIdentifier": "orders-prod"},
+        source="cloudwatch",
+    )
+    b.log(
+        "logs/postgresql.log",
+        [
+            (NOW - 900 + i * 30, "info", "LOG:  checkpoints are occurring too frequently (24 seconds apart)")
+            for i in range(10)
+        ],
+    )
     b.settings(max_wal_size="1GB")
     [cause] = causes(database(b.set()))
     assert cause.code == "checkpoint_storm" and "every 24s" in cause.title and "1GB" in cause.mechanism
@@ -185,15 +276,31 @@ def test_checkpoint_storm_with_write_surge() -> None:
 
 def test_wraparound_vacuum_is_an_io_storm() -> None:
     b = Builder()
-    b.session(555, "active", query="autovacuum: VACUUM public.events (to prevent wraparound)", backend_type="autovacuum worker", captured_at=NOW)
-    b.metric("DiskQueueDepth", series(NOW - 1800, 60, [1] * 15 + [40] * 15), {"DBInstanceIdentifier": "orders-prod"}, source="cloudwatch")
+    b.session(
+        555,
+        "active",
+        query="autovacuum: VACUUM public.events (to prevent wraparound)",
+        backend_type="autovacuum worker",
+        captured_at=NOW,
+    )
+    b.metric(
+        "DiskQueueDepth",
+        series(NOW - 1800, 60, [1] * 15 + [40] * 15),
+        {"DBInstanceIdentifier": "orders-prod"},
+        source="cloudwatch",
+    )
     [cause] = causes(database(b.set()))
     assert cause.code == "vacuum_io_storm" and "public.events" in cause.mechanism and "wraparound" in cause.mechanism
 
 
 def test_burst_balance_exhausted() -> None:
     b = Builder()
-    b.metric("BurstBalance", series(NOW - 3000, 300, [100, 90, 70, 50, 30, 12, 3, 0, 0, 0, 0]), {"DBInstanceIdentifier": "orders-prod"}, source="cloudwatch")
+    b.metric(
+        "BurstBalance",
+        series(NOW - 3000, 300, [100, 90, 70, 50, 30, 12, 3, 0, 0, 0, 0]),
+        {"DBInstanceIdentifier": "orders-prod"},
+        source="cloudwatch",
+    )
     [cause] = causes(database(b.set()))
     assert cause.code == "burst_balance_exhausted"
 
@@ -202,9 +309,26 @@ def test_healthy_database_gives_no_cause() -> None:
     b = Builder()
     b.settings(max_connections=200)
     for pid in range(10):
-        b.session(pid + 100, "idle" if pid % 2 else "active", query="SELECT 1", query_start=NOW - 1, state_change=NOW - 1, captured_at=NOW)
+        b.session(
+            pid + 100,
+            "idle" if pid % 2 else "active",
+            query="SELECT 1",
+            query_start=NOW - 1,
+            state_change=NOW - 1,
+            captured_at=NOW,
+        )
     lab = {"DBInstanceIdentifier": "db1"}
-    b.metric("CPUUtilization", series(NOW - 3000, 300, [20, 22, 25, 21, 23, 24, 22, 20, 21, 23, 22]), lab, source="cloudwatch")
+    b.metric(
+        "CPUUtilization",
+        series(NOW - 3000, 300, [20, 22, 25, 21, 23, 24, 22, 20, 21, 23, 22]),
+        lab,
+        source="cloudwatch",
+    )
     b.metric("FreeStorageSpace", series(NOW - 3000, 300, [80e9] * 11), lab, source="cloudwatch")
-    b.metric("ReplicaLag", series(NOW - 3000, 300, [0.5, 0.2, 1, 0.3, 0.1, 0.4, 0.2, 0.3, 0.5, 0.1, 0.2]), lab, source="cloudwatch")
+    b.metric(
+        "ReplicaLag",
+        series(NOW - 3000, 300, [0.5, 0.2, 1, 0.3, 0.1, 0.4, 0.2, 0.3, 0.5, 0.1, 0.2]),
+        lab,
+        source="cloudwatch",
+    )
     assert database(b.set()) == []

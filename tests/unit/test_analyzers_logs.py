@@ -18,14 +18,20 @@ def test_templates_mask_numbers_ids_ips_durations_and_quoted_strings() -> None:
 
 def test_grouping_counts_and_spans() -> None:
     b = Builder()
-    b.log("logs/a.log", [(T0 + i, "error", f"job {i} failed after {i}ms") for i in range(10)] + [(T0 + 100, "info", "started")])
+    b.log(
+        "logs/a.log",
+        [(T0 + i, "error", f"job {i} failed after {i}ms") for i in range(10)] + [(T0 + 100, "info", "started")],
+    )
     groups = group_templates(list(log_records(b.set())))
     assert groups[0].count == 10 and groups[0].first_ts == T0 and groups[0].last_ts == T0 + 9
 
 
 def test_the_200_timeouts_give_an_errors_symptom_and_leave_the_cause_to_network() -> None:
     b = Builder()
-    b.log("logs/orders-api.log", [(T0 + i * 3, "error", "ERROR orders-api upstream payments-api timed out after 5000ms") for i in range(200)])
+    b.log(
+        "logs/orders-api.log",
+        [(T0 + i * 3, "error", "ERROR orders-api upstream payments-api timed out after 5000ms") for i in range(200)],
+    )
     found = log_errors(b.set())
     assert not causes(found)
     [sym] = by_code(found, "errors")
@@ -35,9 +41,20 @@ def test_the_200_timeouts_give_an_errors_symptom_and_leave_the_cause_to_network(
 
 def test_exception_right_after_a_deploy_is_a_code_defect() -> None:
     b = Builder()
-    b.event("Deployment", "shop", "checkout", "ScalingReplicaSet", "Scaled up replica set checkout-6f7b9c8d5 to 3", T0, type_="Normal")
+    b.event(
+        "Deployment",
+        "shop",
+        "checkout",
+        "ScalingReplicaSet",
+        "Scaled up replica set checkout-6f7b9c8d5 to 3",
+        T0,
+        type_="Normal",
+    )
     lines = [(T0 - 600 + i * 10, "info", "GET /cart 200 8ms") for i in range(50)]
-    lines += [(T0 + 120 + i, "error", "java.lang.NullPointerException: Cannot invoke \"Cart.total()\" because \"cart\" is null") for i in range(40)]
+    lines += [
+        (T0 + 120 + i, "error", 'java.lang.NullPointerException: Cannot invoke "Cart.total()" because "cart" is null')
+        for i in range(40)
+    ]
     b.log("Pod/shop/checkout-6f7b9c8d5-x7k2p/app", lines)
     ev = b.set()
     found = log_errors(ev)
@@ -51,7 +68,10 @@ def test_exception_right_after_a_deploy_is_a_code_defect() -> None:
 
 def test_bad_data_is_data_quality() -> None:
     b = Builder()
-    b.log("logs/importer.log", [(T0 + i, "error", f'ERROR: invalid input syntax for type integer: "N/A" at row {i}') for i in range(12)])
+    b.log(
+        "logs/importer.log",
+        [(T0 + i, "error", f'ERROR: invalid input syntax for type integer: "N/A" at row {i}') for i in range(12)],
+    )
     [cause] = causes(log_errors(b.set()))
     assert cause.code == "bad_data" and cause.category == "data_quality"
     assert "importer" in cause.object
@@ -59,7 +79,10 @@ def test_bad_data_is_data_quality() -> None:
 
 def test_java_heap_exhaustion_is_resource_exhaustion() -> None:
     b = Builder()
-    b.log("Pod/shop/search-7c9d8f6b5-qwrtz/app", [(T0 + i, "error", "java.lang.OutOfMemoryError: Java heap space") for i in range(3)])
+    b.log(
+        "Pod/shop/search-7c9d8f6b5-qwrtz/app",
+        [(T0 + i, "error", "java.lang.OutOfMemoryError: Java heap space") for i in range(3)],
+    )
     [cause] = causes(log_errors(b.set()))
     assert cause.code == "app_out_of_memory" and cause.category == "resource_exhaustion"
 
@@ -98,3 +121,12 @@ def test_healthy_log_gives_nothing() -> None:
     b = Builder()
     b.log("logs/api.log", [(T0 + i, "info", f"GET /orders/{i} 200") for i in range(100)])
     assert log_errors(b.set()) == []
+
+
+def test_a_client_exception_about_a_failing_server_is_not_a_code_defect() -> None:
+    b = Builder()
+    msg = "ERROR search.views: query failed: TransportError(503, 'search_phase_execution_exception', 'all shards failed')"
+    b.log("Pod/search/search-frontend-6d5f8b7c9d-dvlnp/app", [(T0 + i, "error", msg) for i in range(50)])
+    found = log_errors(b.set())
+    assert not causes(found)
+    assert by_code(found, "errors")

@@ -45,12 +45,24 @@ def test_memory_near_container_limit_is_a_cause() -> None:
     b = Builder()
     lab = {"namespace": "shop", "pod": "cart-6d8f9c7b5-zx2vq", "container": "app"}
     gib = 2**30
-    b.metric("container_memory_working_set_bytes", series(T0, 60, [0.5 * gib, 0.6 * gib, 0.8 * gib, 0.93 * gib, 0.95 * gib, 0.97 * gib]), lab)
-    b.metric("kube_pod_container_resource_limits", series(T0, 60, [gib] * 6), {**lab, "resource": "memory", "instance": "ksm:8080"})
+    b.metric(
+        "container_memory_working_set_bytes",
+        series(T0, 60, [0.5 * gib, 0.6 * gib, 0.8 * gib, 0.93 * gib, 0.95 * gib, 0.97 * gib]),
+        lab,
+    )
+    b.metric(
+        "kube_pod_container_resource_limits",
+        series(T0, 60, [gib] * 6),
+        {**lab, "resource": "memory", "instance": "ksm:8080"},
+    )
     ev = b.set()
     found = metric_series(ev)
     [cause] = causes(found)
-    assert cause.code == "memory_near_limit" and "pod:shop/cart-6d8f9c7b5-zx2vq" in cause.tags and "service:cart" in cause.tags
+    assert (
+        cause.code == "memory_near_limit"
+        and "pod:shop/cart-6d8f9c7b5-zx2vq" in cause.tags
+        and "service:cart" in cause.tags
+    )
     assert_refs_real(ev, found)
 
 
@@ -67,7 +79,12 @@ def test_disk_filling_gives_time_to_full_from_avail_and_size() -> None:
 
 def test_free_memory_falling_to_zero_on_cloudwatch() -> None:
     b = Builder()
-    b.metric("FreeableMemory", series(T0, 300, [4e9 - i * 2e8 for i in range(15)]), {"InstanceId": "i-0abc"}, source="cloudwatch")
+    b.metric(
+        "FreeableMemory",
+        series(T0, 300, [4e9 - i * 2e8 for i in range(15)]),
+        {"InstanceId": "i-0abc"},
+        source="cloudwatch",
+    )
     [cause] = causes(metric_series(b.set()))
     assert cause.code == "trend_to_exhaustion" and "zero" in cause.title
 
@@ -124,3 +141,30 @@ def test_flat_and_noisy_series_give_nothing() -> None:
     b.metric("node_load1", series(T0, 60, [1 + rng.uniform(-0.2, 0.2) for _ in range(60)]), {"instance": "a:9100"})
     b.metric("container_memory_working_set_bytes", series(T0, 60, [3e8] * 30), {"pod": "x-1", "namespace": "d"})
     assert metric_series(b.set()) == []
+
+
+def test_ec2_system_status_check_failure_is_infrastructure() -> None:
+    b = Builder()
+    lab = {"InstanceId": "i-0c1d2e3f4a5b6c7d8", "namespace": "AWS/EC2"}
+    b.metric("StatusCheckFailed_System", series(T0, 60, [0] * 20 + [1] * 10), lab, source="cloudwatch")
+    b.metric("StatusCheckFailed_Instance", series(T0, 60, [0] * 21 + [1] * 9), lab, source="cloudwatch")
+    found = metric_series(b.set())
+    system = by_code(found, "ec2_status_check_system")[0]
+    assert system.category == "infrastructure" and "i-0c1d2e3f4a5b6c7d8" in system.object and system.ts == T0 + 20 * 60
+    assert "ec2_status_check_instance" in system.explains
+
+
+def test_health_colour_red_names_the_cluster_and_green_is_quiet() -> None:
+    b = Builder()
+    base = {"cluster": "es-prod", "instance": "es-exporter:9114"}
+    b.metric("elasticsearch_cluster_health_status", series(T0, 60, [0] * 10 + [1] * 10), {**base, "color": "red"})
+    b.metric("elasticsearch_cluster_health_status", series(T0, 60, [1] * 10 + [0] * 10), {**base, "color": "green"})
+    [f] = metric_series(b.set())
+    assert f.code == "dependency_unhealthy" and f.object == "es-prod" and f.category == "dependency_failure"
+
+
+def test_up_zero_is_a_target_down_symptom() -> None:
+    b = Builder()
+    b.metric("up", series(T0, 60, [1] * 10 + [0] * 5), {"instance": "mq-02:9100", "job": "node"})
+    [f] = metric_series(b.set())
+    assert f.code == "target_down" and f.role == "symptom"
