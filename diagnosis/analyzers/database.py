@@ -112,6 +112,7 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     out += _storage(ctx)
     out += _replica_lag(ctx)
     out += _burst_balance(ctx)
+    out += _cpu_credits(ctx)
     out += _io_storms(ctx)
     out += _rds_events(ctx)
     out += _log_symptoms(ctx)
@@ -191,6 +192,7 @@ _RDS_NAMES = {
     "ebsiobalance%",
     "ebsbytebalance%",
     "auroraReplicaLag".lower(),
+    "cpucreditbalance",
 }
 
 
@@ -204,6 +206,7 @@ DB_INTERPRETED = {
     "replicalag",
     "aurorareplicalag",
     "burstbalance",
+    "cpucreditbalance",
     "ebsiobalance%",
     "ebsbytebalance%",
     "databaseconnections",
@@ -222,6 +225,8 @@ def is_db_metric(m: EvidenceItem) -> bool:
     labels = m.data.get("labels") or {}
     if m.data.get("source") == "pi" or name.startswith("db."):
         return True
+    if labels.get("InstanceId") and not _instance(m):
+        return False  # an EC2 instance's metric (CPUUtilization, CPUCreditBalance share RDS's names)
     return bool(_instance(m)) or (name in _RDS_NAMES and m.data.get("source") == "cloudwatch")
 
 
@@ -739,6 +744,8 @@ def _cpu(ctx: _Context) -> list[Finding]:
         top = _top_statement(ctx)
         cpu_ref = _mref(m, -1, pts)
         since = f"since {fmt_ts(sat.since)}"
+        if top and str(top[0].data.get("statement", "")).lower().startswith("autovacuum:"):
+            continue  # the I/O-storm analysis names the vacuum
         if top and top[1] >= DOMINANT_SHARE:
             item, share, total = top
             stmt = " ".join(str(item.data.get("statement") or "").split())
@@ -1039,6 +1046,72 @@ def _write_surge(ctx: _Context, before: float) -> tuple[str, EvidenceRef] | None
     return None
 
 
+# what a database whose storage I/O is saturated explains: slow statements, queues, spent credits, lagging replicas
+_IO_EFFECTS = [
+    "io_high",
+    "latency",
+    "db_waits",
+    "replica_lag",
+    "replication_lag",
+    "upstream_timeout",
+    "burst_balance_exhausted",
+    "cpu_high",
+    "errors",
+]
+# CPU credits (burstable t2/t3/t4g classes) exhausted at <= 5% of the most seen (or 1 credit)
+CREDITS_EMPTY = 0.05
+
+
+def _cpu_credits(ctx: _Context) -> list[Finding]:
+    out = []
+    for m in ctx.metric("CPUCreditBalance"):
+        pts = _pts(m)
+        if len(pts) < 2:
+            continue
+        last, peak = pts[-1][1], max(v for _, v in pts)
+        if peak < 10 or last > max(CREDITS_EMPTY * peak, 1.0):
+            continue
+        ident = _instance(m) or ctx.db_name()
+        empty_at = next((t for t, v in pts if v <= max(CREDITS_EMPTY * peak, 1.0)), pts[-1][0])
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="cause",
+                code="cpu_credits_exhausted",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{ident} out of CPU credits (CPUCreditBalance {last:.0f})",
+                mechanism=(
+                    f"{ident} is a burstable instance whose CPUCreditBalance fell from {peak:.0f} to {last:.0f} (empty "
+                    f"since {fmt_ts(empty_at)}): its CPU is throttled to the baseline share, so everything it runs "
+                    "(queries, WAL replay) slows down."
+                ),
+                object=f"CPU credits of {ident}",
+                score=0.85,
+                ts=empty_at,
+                tags=[f"db:{ident}"],
+                explains=[
+                    "replication_lag",
+                    "replica_lag",
+                    "latency",
+                    "cpu_high",
+                    "db_waits",
+                    "upstream_timeout",
+                    "errors",
+                ],
+                evidence=[_mref(m, -1, pts)],
+                actions=[
+                    Action(
+                        description="Move off the burstable class (or enable unlimited credits)",
+                        command=f"aws rds modify-db-instance --db-instance-identifier {ident} --db-instance-class db.r6g.large --apply-immediately",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
 def _burst_balance(ctx: _Context) -> list[Finding]:
     out = []
     for m in ctx.metric("BurstBalance", "EBSIOBalance%", "EBSByteBalance%"):
@@ -1106,6 +1179,10 @@ def _io_storms(ctx: _Context) -> list[Finding]:
         if "autovacuum" in str(s.data.get("backend_type", ""))
         or str(s.data.get("query", "")).lower().startswith("autovacuum:")
     ]
+    # Performance Insights names a vacuum among the top statements ("autovacuum: VACUUM public.events ...")
+    top = _top_statement(ctx)
+    vac_pi = [it for it in ctx.pi if str(it.data.get("statement", "")).lower().startswith("autovacuum:")]
+    vac_pi_heavy = bool(vac_pi) and top is not None and top[0] in vac_pi
     ident = ctx.db_name()
     surge_txt, surge_refs = "", []
     if surge:
@@ -1138,7 +1215,7 @@ def _io_storms(ctx: _Context) -> list[Finding]:
                 score=0.8 if surge else 0.65,
                 ts=checkpoints[0].ts,
                 tags=[f"db:{ident}"],
-                explains=["io_high", "latency", "db_waits", "replica_lag", "upstream_timeout"],
+                explains=[*_IO_EFFECTS],
                 evidence=[ref_of(checkpoints[-1]), *surge_refs],
                 actions=[
                     Action(description="Checkpoint statistics", command='psql -c "SELECT * FROM pg_stat_bgwriter"'),
@@ -1157,19 +1234,29 @@ def _io_storms(ctx: _Context) -> list[Finding]:
             heavy_vac.append(r)
     vac_refs: list[EvidenceRef] = []
     table = None
-    if heavy_vac or (vac_sessions and surge) or (vacuums and surge):
+    if heavy_vac or vac_pi_heavy or (vac_sessions and surge) or (vacuums and surge):
         src = heavy_vac or vacuums
         if src:
             mt = _VACUUM_TABLE.search(src[-1].msg)
             table = mt.group(1) if mt else None
             vac_refs.append(ref_of(src[-1]))
+        for it in vac_pi[:1]:
+            mt = _VACUUM_TABLE.search(str(it.data.get("statement", "")))
+            table = table or (mt.group(1) if mt else None)
+            vac_refs.append(EvidenceRef(item=it.id, field="statement", value=it.data.get("statement")))
+            if top and top[0] is it:
+                vac_refs.append(EvidenceRef(item=it.id, field="load", value=it.data.get("load")))
         for s in vac_sessions[:1]:
             mt = _VACUUM_TABLE.search(str(s.data.get("query", "")))
             table = table or (mt.group(1) if mt else None)
             vac_refs.append(EvidenceRef(item=s.id, field="query", value=s.data.get("query")))
         wrap = any(
             "wraparound" in str(x).lower()
-            for x in [*(r.msg for r in vacuums), *(s.data.get("query") for s in vac_sessions)]
+            for x in [
+                *(r.msg for r in vacuums),
+                *(s.data.get("query") for s in vac_sessions),
+                *(it.data.get("statement") for it in vac_pi),
+            ]
         )
         out.append(
             Finding(
@@ -1181,13 +1268,15 @@ def _io_storms(ctx: _Context) -> list[Finding]:
                 title=f"{ident}: autovacuum of {table or 'a large table'} saturating I/O",
                 mechanism=(
                     f"autovacuum{' (to prevent wraparound)' if wrap else ''} of {table or 'a large table'} on {ident} reads "
-                    f"and rewrites the whole table and its indexes, saturating disk I/O{surge_txt}."
+                    f"and rewrites the whole table and its indexes, saturating the volume's IOPS{surge_txt}"
+                    + (f"; it is the top statement by DB load ({top[1]:.0%})" if vac_pi_heavy and top else "")
+                    + "."
                 ),
                 object=f"autovacuum of {table or 'a table'}",
-                score=0.75 if surge else 0.6,
+                score=0.8 if surge or vac_pi_heavy else 0.6,
                 ts=(heavy_vac or vacuums)[0].ts if (heavy_vac or vacuums) else None,
                 tags=[f"db:{ident}", *([f"relation:{table}"] if table else [])],
-                explains=["io_high", "latency", "replica_lag", "upstream_timeout"],
+                explains=[*_IO_EFFECTS],
                 evidence=vac_refs + surge_refs,
                 actions=[
                     Action(

@@ -63,6 +63,7 @@ REMOTE_FAILURE = re.compile(
     r"\b\w*(?:Transport|Connection|Connect|Timeout|Unavailable|Remote|Rpc|Grpc|Http|Network|Socket|Upstream|Gateway|"
     r"ServiceUnavailable|Throttl)\w*(?:Error|Exception)\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b",
 )
+_CAUSED_BY = re.compile(r"Caused by: ((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))")
 APP_OOM = re.compile(
     r"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|\bMemoryError\b|fatal error: runtime: out of memory|"
     r"Cannot allocate memory|std::bad_alloc",
@@ -250,6 +251,10 @@ def _cause_of(
     if not exc or REMOTE_FAILURE.search(msg):
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
     exc_name = exc.group(1) or exc.group(0).strip()
+    # Java prints the root cause last ("Caused by: java.lang.NullPointerException"): name that one
+    caused = _CAUSED_BY.findall(msg)
+    if caused:
+        exc_name = caused[-1]
     # one cause per source for exceptions: the most frequent; the others are listed in its mechanism
     first_exc = next(
         (

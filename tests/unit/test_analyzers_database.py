@@ -332,3 +332,30 @@ def test_healthy_database_gives_no_cause() -> None:
         source="cloudwatch",
     )
     assert database(b.set()) == []
+
+
+def test_wraparound_vacuum_seen_in_performance_insights() -> None:
+    b = Builder()
+    b.pi_sql("autovacuum: VACUUM public.events (to prevent wraparound)", "D5A7", 4.9, group="db.sql")
+    b.pi_sql("INSERT INTO events (id) VALUES ($1)", "E1B5", 2.8, group="db.sql")
+    b.metric("BurstBalance", series(NOW - 3000, 300, [100, 100, 90, 60, 30, 10, 0, 0, 0, 0, 0]), source="cloudwatch")
+    found = database(b.set())
+    vac = by_code(found, "vacuum_io_storm")[0]
+    assert "public.events" in vac.mechanism and "IOPS" in vac.mechanism
+    assert "burst_balance_exhausted" in vac.explains
+
+
+def test_replica_lag_explained_by_exhausted_cpu_credits() -> None:
+    b = Builder()
+    lab = {"DBInstanceIdentifier": "orders-replica-1"}
+    b.metric(
+        "CPUCreditBalance", series(NOW - 3000, 300, [144, 120, 90, 60, 30, 5, 0, 0, 0, 0, 0]), lab, source="cloudwatch"
+    )
+    b.metric(
+        "ReplicaLag", series(NOW - 3000, 300, [1, 1, 2, 1, 5, 40, 120, 300, 500, 700, 900]), lab, source="cloudwatch"
+    )
+    found = database(b.set())
+    credits = by_code(found, "cpu_credits_exhausted")[0]
+    lag = by_code(found, "replication_lag")[0]
+    assert "replication_lag" in credits.explains and credits.ts is not None and lag.ts is not None
+    assert credits.ts <= lag.ts + 300

@@ -125,8 +125,21 @@ def test_healthy_log_gives_nothing() -> None:
 
 def test_a_client_exception_about_a_failing_server_is_not_a_code_defect() -> None:
     b = Builder()
-    msg = "ERROR search.views: query failed: TransportError(503, 'search_phase_execution_exception', 'all shards failed')"
+    msg = (
+        "ERROR search.views: query failed: TransportError(503, 'search_phase_execution_exception', 'all shards failed')"
+    )
     b.log("Pod/search/search-frontend-6d5f8b7c9d-dvlnp/app", [(T0 + i, "error", msg) for i in range(50)])
     found = log_errors(b.set())
     assert not causes(found)
     assert by_code(found, "errors")
+
+
+def test_java_root_cause_is_the_last_caused_by() -> None:
+    b = Builder()
+    trace = (
+        "java.lang.IllegalStateException: Failed to execute CommandLineRunner\n\tat org.springframework.boot.X.run(X.java:1)\n"
+        'Caused by: java.lang.NullPointerException: Cannot invoke "Settlement.id()" because "s" is null\n\tat com.acme.Y.z(Y.java:42)'
+    )
+    b.log("Pod/payments/payments-worker-59d7f8c6b9-rd5n5/app", [(T0, "error", trace)])
+    [cause] = causes(log_errors(b.set()))
+    assert "NullPointerException" in cause.title

@@ -161,5 +161,8 @@ def test_a_5xx_from_a_called_url_names_the_provider() -> None:
 
 def test_a_service_answering_5xx_in_its_own_access_log_is_not_an_upstream() -> None:
     b = Builder()
-    b.log("logs/access.log", [(T0 + i, None, '10.0.0.1 - - [01/Mar/2024:10:00:00 +0000] "GET /x HTTP/1.1" 503 12') for i in range(20)])
+    b.log(
+        "logs/access.log",
+        [(T0 + i, None, '10.0.0.1 - - [01/Mar/2024:10:00:00 +0000] "GET /x HTTP/1.1" 503 12') for i in range(20)],
+    )
     assert not causes(network_failures(b.set()))
