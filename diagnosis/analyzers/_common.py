@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import EvidenceItem, EvidenceRef
+from diagnosis.model import EvidenceItem, EvidenceRef, Finding
 
 # ---------------------------------------------------------------- now
 
@@ -459,3 +459,21 @@ def is_db_log(item: EvidenceItem) -> bool:
 def is_db_storage_line(rec: Rec) -> bool:
     """A 'No space left on device' the database owns (its data or WAL files), rather than a host disk."""
     return bool(PG_STORAGE.search(rec.msg)) and bool(_PG_CONTEXT.search(rec.msg) or is_db_log(rec.item))
+
+
+# Symptom codes other analyzers use for the same effect (the kubernetes analyzer says "error_rate" and
+# "log_errors" where these say "errors"): a cause lists both so the reasoning links it whichever spoke.
+_EXPLAINS_ALIASES = {
+    "errors": ("error_rate", "log_errors"),
+    "upstream_timeout": ("upstream_unavailable",),
+    "connection_refused": ("upstream_unavailable",),
+    "pod_restarts": ("crashloop",),
+}
+
+
+def with_aliases(findings: list[Finding]) -> list[Finding]:
+    out = []
+    for f in findings:
+        extra = [a for code in f.explains for a in _EXPLAINS_ALIASES.get(code, ()) if a not in f.explains]
+        out.append(f.model_copy(update={"explains": [*f.explains, *dict.fromkeys(extra)]}) if extra else f)
+    return out

@@ -36,6 +36,7 @@ from diagnosis.analyzers._common import (
     ref_of,
     service_of,
     span_text,
+    with_aliases,
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -116,7 +117,7 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     out += _io_storms(ctx)
     out += _rds_events(ctx)
     out += _log_symptoms(ctx)
-    return out
+    return with_aliases(out)
 
 
 class _Context:

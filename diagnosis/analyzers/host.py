@@ -22,6 +22,7 @@ from diagnosis.analyzers._common import (
     ref_of,
     service_of,
     span_text,
+    with_aliases,
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -89,7 +90,7 @@ def host(evidence: EvidenceSet) -> list[Finding]:
     for proc in evidence.kind("host/process"):
         out += _process(proc, killed)
     out += _log_signatures(evidence, now)
-    return out
+    return with_aliases(out)
 
 
 # ---------------------------------------------------------------- live snapshot

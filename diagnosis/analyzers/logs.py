@@ -23,6 +23,7 @@ from diagnosis.analyzers._common import (
     ref_of,
     service_of,
     span_text,
+    with_aliases,
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -79,7 +80,7 @@ def log_errors(evidence: EvidenceSet) -> list[Finding]:
     findings: list[Finding] = []
     for item in evidence.kind("log"):
         findings.extend(_analyze_source(item, now, deploys))
-    return findings
+    return with_aliases(findings)
 
 
 _ERROR_LEVELS = {"error", "fatal", "critical", "crit", "err", "panic", "emerg", "alert"}

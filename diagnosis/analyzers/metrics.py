@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from diagnosis.analyzers._common import fmt_ts, workload_of_pod
+from diagnosis.analyzers._common import fmt_ts, with_aliases, workload_of_pod
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.database import DB_INTERPRETED, is_db_metric
 from diagnosis.evidence import EvidenceSet
@@ -92,7 +92,7 @@ def metric_series(evidence: EvidenceSet) -> list[Finding]:
         if len(s.points) < 3:
             continue
         out += _analyze(s, limits)
-    return out
+    return with_aliases(out)
 
 
 # ---------------------------------------------------------------- health indicators

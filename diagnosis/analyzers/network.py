@@ -25,6 +25,7 @@ from diagnosis.analyzers._common import (
     ref_of,
     service_of,
     span_text,
+    with_aliases,
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -170,7 +171,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     findings += _probe_findings(evidence)
     findings += _dns_event_benign(evidence)
     findings += _access_log_5xx(evidence, now)
-    return findings
+    return with_aliases(findings)
 
 
 # ---------------------------------------------------------------- extraction
