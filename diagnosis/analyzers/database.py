@@ -31,10 +31,10 @@ from diagnosis.analyzers._common import (
     Rec,
     fmt_ts,
     is_db_storage_line,
-    signature_records,
     now_of,
     ref_of,
     service_of,
+    signature_records,
     span_text,
     with_aliases,
 )
@@ -399,7 +399,8 @@ def _locks(ctx: _Context) -> list[Finding]:
                 category=Category.HEALTHY,
                 title=f"pid {pid} idle in transaction for {human_duration(age)}, blocking nobody",
                 mechanism=(
-                    f"pid {pid} ({s.data.get('application_name') or s.data.get('usename')}) has been idle in transaction "
+                    f"pid {pid} ({s.data.get('application_name') or s.data.get('usename')}) has been idle in "
+                    "transaction "
                     f"for {human_duration(age)} but no session waits for it: not the cause of waits now (it does hold "
                     "back vacuum; set idle_in_transaction_session_timeout)."
                 ),
@@ -483,7 +484,8 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
         code = "idle_in_transaction_blocker"
         mech = (
             f"{who} opened a transaction{f' {human_duration(xact_age)} ago' if xact_age is not None else ''}, ran "
-            f"'{query or '?'}', and has sat idle in transaction{f' for {human_duration(idle_for)}' if idle_for is not None else ''} "
+            f"'{query or '?'}', and has sat idle in "
+            f"transaction{f' for {human_duration(idle_for)}' if idle_for is not None else ''} "
             f"without committing; it {holds}, so {n} session(s) wait behind it."
         )
         title = f"pid {root} idle in transaction {holds}, blocking {n}"
@@ -494,7 +496,8 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
         mech = (
             f"{who} is {state} running {'DDL ' if ddl else ''}'{query or '?'}'"
             f"{f' for {human_duration(dur)}' if dur is not None else ''} inside a transaction"
-            f"{f' open {human_duration(xact_age)}' if xact_age is not None else ''}; it {holds}, so {n} session(s) wait behind it."
+            f"{f' open {human_duration(xact_age)}' if xact_age is not None else ''}; it {holds}, so {n} "
+            "session(s) wait behind it."
         )
         title = f"pid {root} ({state}{', DDL' if ddl else ''}) {holds}, blocking {n}"
     tags = [f"pid:{root}", f"db:{db}"]
@@ -521,7 +524,8 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
                 description="Show the blocker, its transaction age and what waits for it",
                 command=(
                     f'psql -d {db} -c "SELECT pid, state, now()-xact_start AS xact_age, now()-state_change AS idle, '
-                    f'application_name, query FROM pg_stat_activity WHERE pid = {root} OR {root} = ANY(pg_blocking_pids(pid))"'
+                    f"application_name, query FROM pg_stat_activity WHERE pid = {root} OR {root} = "
+                    'ANY(pg_blocking_pids(pid))"'
                 ),
             ),
             Action(
@@ -591,7 +595,10 @@ def _deadlock_finding(ctx: _Context, pids: set[int]) -> Finding:
         code="deadlock",
         category=Category.CODE_DEFECT,
         title=f"deadlock between pids {', '.join(map(str, sorted(pids)))}",
-        mechanism=f"pids {', '.join(map(str, sorted(pids)))} wait for each other in a cycle: transactions take the same locks in different orders.",
+        mechanism=(
+            f"pids {', '.join(map(str, sorted(pids)))} wait for each other in a cycle: transactions "
+            "take the same locks in different orders."
+        ),
         object="pids " + ", ".join(map(str, sorted(pids))),
         score=0.8,
         tags=[f"pid:{p}" for p in sorted(pids)],
@@ -643,7 +650,10 @@ def _connections(ctx: _Context) -> list[Finding]:
                 code="connections_high",
                 category=Category.RESOURCE_EXHAUSTION,
                 title=f"connections high on {db} ({count_txt}), {len(waiting)} of them lock waiters",
-                mechanism=f"{db} is near its connection limit ({count_txt}) because {len(waiting)} sessions are stuck waiting on locks and pools open more.",
+                mechanism=(
+                    f"{db} is near its connection limit ({count_txt}) because {len(waiting)} sessions are stuck "
+                    "waiting on locks and pools open more."
+                ),
                 object=f"database {db}",
                 score=0.5,
                 tags=[f"db:{db}"],
@@ -681,7 +691,10 @@ def _connections(ctx: _Context) -> list[Finding]:
     else:
         code = "connection_exhaustion"
     if log_hits and not clients:
-        mech_extra += f"; clients were refused {len(log_hits)}x {span_text(log_hits[0].ts, log_hits[-1].ts)} ('{log_hits[0].msg.strip()[:120]}')"
+        mech_extra += (
+            f"; clients were refused {len(log_hits)}x {span_text(log_hits[0].ts, log_hits[-1].ts)} "
+            f"('{log_hits[0].msg.strip()[:120]}')"
+        )
     elif log_hits:
         mech_extra += f"; {len(log_hits)} refusals logged"
     first = log_hits[0].ts if log_hits else None
@@ -714,15 +727,18 @@ def _connections(ctx: _Context) -> list[Finding]:
             actions=[
                 Action(
                     description="Who holds the connections, by application and state",
-                    command=f'psql -d {db} -c "SELECT application_name, state, count(*), max(now()-state_change) FROM pg_stat_activity GROUP BY 1,2 ORDER BY 3 DESC"',
+                    command=f'psql -d {db} -c "SELECT application_name, state, count(*), max(now()-state_change) FROM pg_stat_activity GROUP BY 1,2 ORDER BY 3 DESC"',  # noqa: E501 (an exact command or data line reads better whole)
                 ),
                 Action(
                     description="Close connections idle for over 10 minutes",
-                    command=f"psql -d {db} -c \"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE 'idle%' AND now()-state_change > interval '10 minutes'\"",
+                    command=(
+                        f'psql -d {db} -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE '
+                        "'idle%' AND now()-state_change > interval '10 minutes'\""
+                    ),
                     kind="write",
                 ),
                 Action(
-                    description="Cap the pool or put PgBouncer in front; check the application returns connections (leak)",
+                    description="Cap the pool or put PgBouncer in front; check the application returns connections (leak)",  # noqa: E501 (an exact command or data line reads better whole)
                     command="kubectl get deploy -A -o yaml | grep -iE 'pool|max_conn|DB_POOL'",
                 ),
             ],
@@ -784,16 +800,20 @@ def _cpu(ctx: _Context) -> list[Finding]:
                     ],
                     actions=[
                         Action(
-                            description="The statement's plan and cost now (look for a sequential scan or a missing index)",
+                            description="The statement's plan and cost now (look for a sequential scan or a missing index)",  # noqa: E501 (an exact command or data line reads better whole)
                             command=f'psql -c "EXPLAIN (ANALYZE, BUFFERS) {stmt[:200]}"',
                         ),
                         Action(
                             description="Top statements by total time",
-                            command='psql -c "SELECT queryid, calls, total_exec_time, mean_exec_time, left(query, 120) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 10"',
+                            command='psql -c "SELECT queryid, calls, total_exec_time, mean_exec_time, left(query, 120) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 10"',  # noqa: E501 (an exact command or data line reads better whole)
                         ),
                         Action(
                             description="Cancel the running copies of the statement",
-                            command="psql -c \"SELECT pid, pg_cancel_backend(pid) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '<statement prefix>%'\"",
+                            command=(
+                                'psql -c "SELECT pid, pg_cancel_backend(pid) FROM pg_stat_activity WHERE state = '
+                                "'active' "
+                                "AND query LIKE '<statement prefix>%'\""
+                            ),
                             kind="write",
                             tool="postgres_cancel_query",
                             args={"pid": "<pid running it>", "database": ident},
@@ -804,7 +824,10 @@ def _cpu(ctx: _Context) -> list[Finding]:
         else:
             listing = ""
             if top:
-                listing = f"; the top statement has only {top[1]:.0%} of the load: '{' '.join(str(top[0].data.get('statement') or '').split())[:120]}'"
+                listing = (
+                    f"; the top statement has only {top[1]:.0%} of the load: "
+                    f"'{' '.join(str(top[0].data.get('statement') or '').split())[:120]}'"
+                )
             out.append(
                 Finding(
                     analyzer="database",
@@ -813,7 +836,10 @@ def _cpu(ctx: _Context) -> list[Finding]:
                     code="cpu_high",
                     category=Category.RESOURCE_EXHAUSTION,
                     title=f"{ident} CPU at {sat.value:.0f}% {since}",
-                    mechanism=f"{ident} CPU has been at or above {CPU_SATURATED:.0f}% {since} (now {sat.value:.0f}%){listing}.",
+                    mechanism=(
+                        f"{ident} CPU has been at or above {CPU_SATURATED:.0f}% {since} (now "
+                        f"{sat.value:.0f}%){listing}."
+                    ),
                     object=f"database {ident} CPU",
                     score=0.55,
                     ts=sat.since,
@@ -891,8 +917,7 @@ def _storage(ctx: _Context) -> list[Finding]:
         e
         for e in ctx.events
         if _RDS_STORAGE.search(str(e.data.get("message", "")))
-        or "storage" in str(e.data.get("categories", "")).lower()
-        and "full" in str(e.data.get("message", "")).lower()
+        or ("storage" in str(e.data.get("categories", "")).lower() and "full" in str(e.data.get("message", "")).lower())
     ]
     if not lines and not events:
         return out
@@ -942,15 +967,22 @@ def _storage_finding(
         actions=[
             Action(
                 description="Free storage over the last day",
-                command=f"aws cloudwatch get-metric-statistics --namespace AWS/RDS --metric-name FreeStorageSpace --dimensions Name=DBInstanceIdentifier,Value={ident} --statistics Minimum --period 300 --start-time $(date -u -d '-1 day' +%FT%TZ) --end-time $(date -u +%FT%TZ)",
+                command=(
+                    "aws cloudwatch get-metric-statistics --namespace AWS/RDS --metric-name FreeStorageSpace "
+                    f"--dimensions Name=DBInstanceIdentifier,Value={ident} --statistics Minimum --period 300 "
+                    "--start-time $(date -u -d '-1 day' +%FT%TZ) --end-time $(date -u +%FT%TZ)"
+                ),
             ),
             Action(
                 description="What uses the space (largest relations, WAL kept by replication slots)",
-                command='psql -c "SELECT relname, pg_size_pretty(pg_total_relation_size(relid)) FROM pg_statio_user_tables ORDER BY pg_total_relation_size(relid) DESC LIMIT 10" -c "SELECT slot_name, active, pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)) FROM pg_replication_slots"',
+                command='psql -c "SELECT relname, pg_size_pretty(pg_total_relation_size(relid)) FROM pg_statio_user_tables ORDER BY pg_total_relation_size(relid) DESC LIMIT 10" -c "SELECT slot_name, active, pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)) FROM pg_replication_slots"',  # noqa: E501 (an exact command or data line reads better whole)
             ),
             Action(
                 description="Grow the storage (or enable storage autoscaling)",
-                command=f"aws rds modify-db-instance --db-instance-identifier {ident} --allocated-storage <GiB> --max-allocated-storage <GiB> --apply-immediately",
+                command=(
+                    f"aws rds modify-db-instance --db-instance-identifier {ident} --allocated-storage <GiB> "
+                    "--max-allocated-storage <GiB> --apply-immediately"
+                ),
                 kind="write",
             ),
         ],
@@ -1023,11 +1055,14 @@ def _replica_lag(ctx: _Context) -> list[Finding]:
                 actions=[
                     Action(
                         description="Replay position and lag on the replica",
-                        command='psql -c "SELECT now() - pg_last_xact_replay_timestamp() AS lag, pg_is_wal_replay_paused()"',
+                        command='psql -c "SELECT now() - pg_last_xact_replay_timestamp() AS lag, pg_is_wal_replay_paused()"',  # noqa: E501 (an exact command or data line reads better whole)
                     ),
                     Action(
                         description="Long queries on the replica that hold replay back",
-                        command="psql -c \"SELECT pid, now()-query_start, state, left(query,100) FROM pg_stat_activity WHERE state <> 'idle' ORDER BY 2 DESC LIMIT 10\"",
+                        command=(
+                            'psql -c "SELECT pid, now()-query_start, state, left(query,100) FROM pg_stat_activity '
+                            "WHERE state <> 'idle' ORDER BY 2 DESC LIMIT 10\""
+                        ),
                     ),
                 ],
             )
@@ -1041,7 +1076,10 @@ def _write_surge(ctx: _Context, before: float) -> tuple[str, EvidenceRef] | None
         step = step_change(pts)
         if step and step.after > step.before and step.ts <= before + 600:
             return (
-                f"{m.data.get('name')} on {_instance(m) or 'the primary'} stepped from {step.before:.0f} to {step.after:.0f} at {fmt_ts(step.ts)}",
+                (
+                    f"{m.data.get('name')} on {_instance(m) or 'the primary'} stepped from {step.before:.0f} to "
+                    f"{step.after:.0f} at {fmt_ts(step.ts)}"
+                ),
                 _mref(m, step.index if step.index < len(pts) else -1, pts),
             )
     return None
@@ -1104,7 +1142,10 @@ def _cpu_credits(ctx: _Context) -> list[Finding]:
                 actions=[
                     Action(
                         description="Move off the burstable class (or enable unlimited credits)",
-                        command=f"aws rds modify-db-instance --db-instance-identifier {ident} --db-instance-class db.r6g.large --apply-immediately",
+                        command=(
+                            f"aws rds modify-db-instance --db-instance-identifier {ident} --db-instance-class "
+                            "db.r6g.large --apply-immediately"
+                        ),
                         kind="write",
                     ),
                 ],
@@ -1135,7 +1176,8 @@ def _burst_balance(ctx: _Context) -> list[Finding]:
                 category=Category.RESOURCE_EXHAUSTION,
                 title=f"{ident} {name} exhausted ({last:.0f}%)",
                 mechanism=(
-                    f"{ident}'s {name} fell from {peak:.0f}% to {last:.0f}% (empty since {fmt_ts(empty_at)}): the volume "
+                    f"{ident}'s {name} fell from {peak:.0f}% to {last:.0f}% (empty since {fmt_ts(empty_at)}): the "
+                    "volume "
                     "spent its I/O credits and is throttled to its baseline IOPS, so every read and write queues."
                 ),
                 object=f"storage volume of {ident}",
@@ -1147,7 +1189,10 @@ def _burst_balance(ctx: _Context) -> list[Finding]:
                 actions=[
                     Action(
                         description="Move to gp3 (baseline 3000 IOPS, no credits) or provisioned IOPS",
-                        command=f"aws rds modify-db-instance --db-instance-identifier {ident} --storage-type gp3 --apply-immediately",
+                        command=(
+                            f"aws rds modify-db-instance --db-instance-identifier {ident} --storage-type gp3 "
+                            "--apply-immediately"
+                        ),
                         kind="write",
                     ),
                 ],
@@ -1208,7 +1253,8 @@ def _io_storms(ctx: _Context) -> list[Finding]:
                 category=Category.CONFIGURATION_ERROR,
                 title=f"{ident}: checkpoints{apart} (max_wal_size too small for the write rate)",
                 mechanism=(
-                    f"{ident} forces checkpoints{apart} ({len(checkpoints)} warnings {span_text(checkpoints[0].ts, checkpoints[-1].ts)}): "
+                    f"{ident} forces checkpoints{apart} ({len(checkpoints)} warnings "
+                    f"{span_text(checkpoints[0].ts, checkpoints[-1].ts)}): "
                     f"WAL fills max_wal_size{f' ({wal})' if wal else ''} faster than checkpoint_timeout, so every "
                     f"checkpoint flushes dirty pages in a burst of writes{surge_txt}."
                 ),
@@ -1268,7 +1314,8 @@ def _io_storms(ctx: _Context) -> list[Finding]:
                 category=Category.RESOURCE_EXHAUSTION,
                 title=f"{ident}: autovacuum of {table or 'a large table'} saturating I/O",
                 mechanism=(
-                    f"autovacuum{' (to prevent wraparound)' if wrap else ''} of {table or 'a large table'} on {ident} reads "
+                    f"autovacuum{' (to prevent wraparound)' if wrap else ''} of {table or 'a large table'} on {ident} "
+                    "reads "
                     f"and rewrites the whole table and its indexes, saturating the volume's IOPS{surge_txt}"
                     + (f"; it is the top statement by DB load ({top[1]:.0%})" if vac_pi_heavy and top else "")
                     + "."
@@ -1286,7 +1333,7 @@ def _io_storms(ctx: _Context) -> list[Finding]:
                     ),
                     Action(
                         description="Throttle autovacuum I/O",
-                        command='psql -c "ALTER SYSTEM SET autovacuum_vacuum_cost_limit = 200" -c "SELECT pg_reload_conf()"',
+                        command='psql -c "ALTER SYSTEM SET autovacuum_vacuum_cost_limit = 200" -c "SELECT pg_reload_conf()"',  # noqa: E501 (an exact command or data line reads better whole)
                         kind="write",
                     ),
                 ],
@@ -1386,11 +1433,14 @@ def _rds_events(ctx: _Context) -> list[Finding]:
                     actions=[
                         Action(
                             description="Events around the failover (the reason AWS gives)",
-                            command=f"aws rds describe-events --source-identifier {src} --source-type db-instance --duration 180",
+                            command=f"aws rds describe-events --source-identifier {src} --source-type db-instance --duration 180",  # noqa: E501 (an exact command or data line reads better whole)
                         ),
                         Action(
                             description="Check clients reconnect (DNS TTL, pool validation) after a failover",
-                            command=f"aws rds describe-db-instances --db-instance-identifier {src} --query 'DBInstances[0].[DBInstanceStatus,AvailabilityZone,SecondaryAvailabilityZone]'",
+                            command=(
+                                f"aws rds describe-db-instances --db-instance-identifier {src} --query "
+                                "'DBInstances[0].[DBInstanceStatus,AvailabilityZone,SecondaryAvailabilityZone]'"
+                            ),
                         ),
                     ],
                 )
@@ -1407,7 +1457,7 @@ def _rds_events(ctx: _Context) -> list[Finding]:
                 title=f"old failover/restart of {e.data.get('source_id')} at {fmt_ts(_ev_ts(e))}",
                 mechanism=(
                     f"'{e.data.get('message')}' at {fmt_ts(_ev_ts(e))} completed long before the newest evidence"
-                    f"{f' ({human_duration((ctx.now or 0) - (_ev_ts(e) or 0))} earlier)' if ctx.now and _ev_ts(e) else ''}: history, not the current fault."
+                    f"{f' ({human_duration((ctx.now or 0) - (_ev_ts(e) or 0))} earlier)' if ctx.now and _ev_ts(e) else ''}: history, not the current fault."  # noqa: E501 (an exact command or data line reads better whole)
                 ),
                 object=f"RDS instance {e.data.get('source_id')}",
                 score=0.2,
@@ -1427,7 +1477,10 @@ def _rds_events(ctx: _Context) -> list[Finding]:
                 code="rds_routine_event",
                 category=Category.HEALTHY,
                 title=f"routine RDS event: {str(e.data.get('message'))[:80]}",
-                mechanism=f"'{e.data.get('message')}' ({len(routine)} routine event(s): backups, snapshots, maintenance) does not interrupt service.",
+                mechanism=(
+                    f"'{e.data.get('message')}' ({len(routine)} routine event(s): backups, snapshots, "
+                    "maintenance) does not interrupt service."
+                ),
                 object=f"RDS instance {e.data.get('source_id')}",
                 score=0.1,
                 ts=_ev_ts(e),
@@ -1473,7 +1526,10 @@ def _log_symptoms(ctx: _Context) -> list[Finding]:
                     code="deadlock",
                     category=Category.CODE_DEFECT,
                     title=f"{ident}: {len(recs)} deadlock(s)",
-                    mechanism=f"{ident} detected {len(recs)} deadlock(s) {span_text(first, last)}: transactions take the same rows or tables in different orders ('{recs[0].msg.strip()[:160]}').",
+                    mechanism=(
+                        f"{ident} detected {len(recs)} deadlock(s) {span_text(first, last)}: transactions take the "
+                        f"same rows or tables in different orders ('{recs[0].msg.strip()[:160]}')."
+                    ),
                     object=f"transactions on {ident}",
                     score=0.7,
                     ts=first,
@@ -1496,8 +1552,14 @@ def _log_symptoms(ctx: _Context) -> list[Finding]:
                 role="symptom",
                 code=code,
                 category=Category.DEPENDENCY_FAILURE if code == "db_connection_errors" else Category.CODE_DEFECT,
-                title=f"{', '.join(services) or 'clients'}: {len(recs)} {'database connection errors' if code == 'db_connection_errors' else 'lock waits/timeouts'}",
-                mechanism=f"{', '.join(services) or 'clients'} logged {len(recs)} {'failed or dropped database connections' if code == 'db_connection_errors' else 'statements cancelled or waiting on locks'} {span_text(first, last)} ('{recs[0].msg.strip()[:160]}').",
+                title=(
+                    f"{', '.join(services) or 'clients'}: {len(recs)} "
+                    f"{'database connection errors' if code == 'db_connection_errors' else 'lock waits/timeouts'}"
+                ),
+                mechanism=(
+                    f"{', '.join(services) or 'clients'} logged {len(recs)} "
+                    f"{'failed or dropped database connections' if code == 'db_connection_errors' else 'statements cancelled or waiting on locks'} {span_text(first, last)} ('{recs[0].msg.strip()[:160]}')."  # noqa: E501 (an exact command or data line reads better whole)
+                ),
                 object=f"database {ident}",
                 score=0.5,
                 ts=first,

@@ -17,10 +17,10 @@ from diagnosis.analyzers._common import (
     HOST_OOM,
     Rec,
     is_db_storage_line,
-    signature_records,
     now_of,
     ref_of,
     service_of,
+    signature_records,
     span_text,
     with_aliases,
 )
@@ -157,7 +157,10 @@ def _snapshot(snap: EvidenceItem) -> list[Finding]:
                 code="fd_exhaustion",
                 category=Category.RESOURCE_EXHAUSTION,
                 title=f"{host}: {used:.0f} of {mx:.0f} file descriptors in use",
-                mechanism=f"{host} uses {used:.0f} of its {mx:.0f} file descriptors: new sockets and files fail with 'Too many open files'.",
+                mechanism=(
+                    f"{host} uses {used:.0f} of its {mx:.0f} file descriptors: new sockets and files fail with "
+                    "'Too many open files'."
+                ),
                 object=f"file descriptors on {host}",
                 score=0.8,
                 ts=snap.ts,
@@ -187,7 +190,10 @@ def _snapshot(snap: EvidenceItem) -> list[Finding]:
                     code="cpu_saturated_by_process",
                     category=Category.RESOURCE_EXHAUSTION,
                     title=f"{host}: {name} (pid {pid}) uses {hog.get('cpu_percent')}% CPU",
-                    mechanism=f"{host}'s CPU is at {cpu:.0f}%, {share:.0%} of it taken by {name} (pid {pid}); everything else on the machine waits for CPU.",
+                    mechanism=(
+                        f"{host}'s CPU is at {cpu:.0f}%, {share:.0%} of it taken by {name} (pid {pid}); everything "
+                        "else on the machine waits for CPU."
+                    ),
                     object=f"process {name} pid {pid} on {host}",
                     score=0.8,
                     ts=snap.ts,
@@ -204,7 +210,7 @@ def _snapshot(snap: EvidenceItem) -> list[Finding]:
                     actions=[
                         Action(
                             description=f"What {name} is doing",
-                            command=f"top -H -b -n 1 -p {pid} | head -20; cat /proc/{pid}/status | grep -E 'State|Threads'",
+                            command=f"top -H -b -n 1 -p {pid} | head -20; cat /proc/{pid}/status | grep -E 'State|Threads'",  # noqa: E501 (an exact command or data line reads better whole)
                         ),
                         Action(
                             description=f"Stop {name} (pid {pid}) if it is runaway work",
@@ -237,7 +243,10 @@ def _snapshot(snap: EvidenceItem) -> list[Finding]:
     if mem is not None and mem >= MEM_HIGH and (swap or 0) >= SWAP_HIGH:
         hog = max(top, key=lambda p: _num(p.get("memory_percent") or p.get("mem_percent")) or 0.0, default=None)
         who = (
-            f"; the largest is {hog.get('name')} (pid {hog.get('pid')}, {hog.get('memory_percent') or hog.get('mem_percent')}%)"
+            (
+                f"; the largest is {hog.get('name')} (pid {hog.get('pid')}, "
+                f"{hog.get('memory_percent') or hog.get('mem_percent')}%)"
+            )
             if hog
             else ""
         )
@@ -249,7 +258,10 @@ def _snapshot(snap: EvidenceItem) -> list[Finding]:
                 code="memory_pressure",
                 category=Category.RESOURCE_EXHAUSTION,
                 title=f"{host}: memory {mem:.0f}% used, swap {swap:.0f}%",
-                mechanism=f"{host} is out of memory ({mem:.0f}% used) and paging ({swap:.0f}% swap used){who}: everything slows on page faults and the OOM killer is next.",
+                mechanism=(
+                    f"{host} is out of memory ({mem:.0f}% used) and paging ({swap:.0f}% swap used){who}: "
+                    "everything slows on page faults and the OOM killer is next."
+                ),
                 object=f"memory of {host}",
                 score=0.75,
                 ts=snap.ts,
@@ -379,7 +391,8 @@ def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 category=Category.HEALTHY if stale else Category.RESOURCE_EXHAUSTION,
                 title=f"kernel oom-killer killed {who} (pid {', '.join(pids[:3])})",
                 mechanism=(
-                    f"the kernel's oom-killer killed {who} (pid {', '.join(pids[:5])}) {n_kills} time(s) {span_text(recs[0].ts, last)}: "
+                    f"the kernel's oom-killer killed {who} (pid {', '.join(pids[:5])}) {n_kills} time(s) "
+                    f"{span_text(recs[0].ts, last)}: "
                     f"it exhausted {where}"
                     + (f" at {rss / 1024:.0f} MiB resident" if rss else "")
                     + "."
@@ -431,7 +444,11 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 code="fd_exhaustion",
                 category=Category.RESOURCE_EXHAUSTION,
                 title=f"{svc}: too many open files ({len(recs)}x)",
-                mechanism=f"{svc} has run out of file descriptors: '{recs[0].msg.strip()[:160]}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}; new connections and files fail (a descriptor leak or a too-low ulimit).",
+                mechanism=(
+                    f"{svc} has run out of file descriptors: '{recs[0].msg.strip()[:160]}' {len(recs)}x "
+                    f"{span_text(recs[0].ts, recs[-1].ts)}; new connections and files fail (a descriptor leak "
+                    "or a too-low ulimit)."
+                ),
                 object=f"file descriptors of {svc}",
                 score=0.85,
                 ts=recs[0].ts,
@@ -488,7 +505,11 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 code="host_hardware_error",
                 category=Category.INFRASTRUCTURE,
                 title=f"kernel reports disk/CPU errors{f' on {dev}' if dev != '?' else ''} ({len(recs)}x)",
-                mechanism=f"the kernel logged '{recs[0].msg.strip()[:160]}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}: failing hardware or a hung device under the workload.",
+                mechanism=(
+                    f"the kernel logged '{recs[0].msg.strip()[:160]}' {len(recs)}x "
+                    f"{span_text(recs[0].ts, recs[-1].ts)}: failing hardware or a hung device under the "
+                    "workload."
+                ),
                 object=f"device {dev}" if dev != "?" else "host hardware",
                 score=0.7,
                 ts=recs[0].ts,
@@ -498,7 +519,10 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 actions=[
                     Action(
                         description="Kernel errors and the device's health",
-                        command=f"dmesg -T | grep -iE 'error|fail' | tail -30; smartctl -a /dev/{dev if dev != '?' else 'sda'}",
+                        command=(
+                            "dmesg -T | grep -iE 'error|fail' | tail -30; smartctl -a "
+                            f"/dev/{dev if dev != '?' else 'sda'}"
+                        ),
                     )
                 ],
             )
@@ -537,7 +561,9 @@ def _disk_actions(mount: str, what: str) -> list[Action]:
         return [
             Action(
                 description=f"Directories with the most files under {mount}",
-                command=f"df -i {mount}; sudo find {mount} -xdev -type f | cut -d/ -f1-4 | sort | uniq -c | sort -rn | head",
+                command=(
+                    f"df -i {mount}; sudo find {mount} -xdev -type f | cut -d/ -f1-4 | sort | uniq -c | sort -rn | head"
+                ),
             )
         ]
     return [

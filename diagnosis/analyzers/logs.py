@@ -14,10 +14,10 @@ from datetime import datetime
 from diagnosis.analyzers._common import (
     Rec,
     Template,
-    level_of,
     claimed_elsewhere,
     fmt_ts,
     group_templates,
+    level_of,
     now_of,
     object_tags,
     ref_of,

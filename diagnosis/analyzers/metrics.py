@@ -130,8 +130,14 @@ def _health(s: _Series) -> list[Finding] | None:
     if kind in ("System", "Instance", "AttachedEBS"):
         inst = lb.get("InstanceId") or lb.get("instance") or s.item.object
         what = {
-            "System": "the AWS host or network under it failed (system status check): the instance is unreachable until it is moved to healthy hardware",
-            "Instance": "the instance itself stopped answering (instance status check: a hung or crashed OS, exhausted memory, a broken network configuration)",
+            "System": (
+                "the AWS host or network under it failed (system status check): the instance is "
+                "unreachable until it is moved to healthy hardware"
+            ),
+            "Instance": (
+                "the instance itself stopped answering (instance status check: a hung or crashed OS, "
+                "exhausted memory, a broken network configuration)"
+            ),
             "AttachedEBS": "its attached EBS volumes stopped answering I/O (attached-EBS status check)",
         }[kind]
         return [
@@ -170,7 +176,10 @@ def _health(s: _Series) -> list[Finding] | None:
                     ),
                     Action(
                         description="Stop and start it onto healthy hardware (EBS-backed; a reboot is not enough)",
-                        command=f"aws ec2 stop-instances --instance-ids {inst} && aws ec2 wait instance-stopped --instance-ids {inst} && aws ec2 start-instances --instance-ids {inst}",
+                        command=(
+                            f"aws ec2 stop-instances --instance-ids {inst} && aws ec2 wait instance-stopped "
+                            f"--instance-ids {inst} && aws ec2 start-instances --instance-ids {inst}"
+                        ),
                         kind="write",
                     ),
                 ],
@@ -186,7 +195,7 @@ def _health(s: _Series) -> list[Finding] | None:
                 code="dependency_unhealthy",
                 category=Category.DEPENDENCY_FAILURE,
                 title=f"{entity} health {bad_label}={lb[bad_label or '']} since {fmt_ts(since)}",
-                mechanism=f'{entity} reports itself unhealthy ({s.name}{{{bad_label}="{lb[bad_label or ""]}"}} = 1 since {fmt_ts(since)}): its clients\' requests to it fail.',
+                mechanism=f'{entity} reports itself unhealthy ({s.name}{{{bad_label}="{lb[bad_label or ""]}"}} = 1 since {fmt_ts(since)}): its clients\' requests to it fail.',  # noqa: E501 (an exact command or data line reads better whole)
                 object=str(entity),
                 score=0.8,
                 ts=since,
@@ -205,7 +214,10 @@ def _health(s: _Series) -> list[Finding] | None:
                 actions=[
                     Action(
                         description=f"{entity}'s own health detail",
-                        command=f"curl -s http://{lb.get('instance', entity)}/_cluster/health?pretty  # or the service's health endpoint",
+                        command=(
+                            f"curl -s http://{lb.get('instance', entity)}/_cluster/health?pretty  # or the service's "
+                            "health endpoint"
+                        ),
                     )
                 ],
             )
@@ -219,7 +231,10 @@ def _health(s: _Series) -> list[Finding] | None:
             code="target_down",
             category=Category.UNKNOWN,
             title=f"scrape target {target} down since {fmt_ts(since)}",
-            mechanism=f"Prometheus cannot scrape {target} (up = 0 since {fmt_ts(since)}): the process, its host or the network path to it is down.",
+            mechanism=(
+                f"Prometheus cannot scrape {target} (up = 0 since {fmt_ts(since)}): the process, its host "
+                "or the network path to it is down."
+            ),
             object=f"target {target}",
             score=0.55,
             ts=since,
@@ -263,7 +278,7 @@ def _limit_for(s: _Series, limits: list[_Series]) -> tuple[float, _Series] | Non
 def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
     pts = s.points
     name = s.name
-    is_counter = name.endswith("_total") or name.endswith("_count") and s.kind in ("errors", "restarts")
+    is_counter = name.endswith("_total") or (name.endswith("_count") and s.kind in ("errors", "restarts"))
     if is_counter:
         pts = counter_rate(pts)
         if len(pts) < 3:
@@ -429,7 +444,8 @@ def _trend_finding(
         category=Category.RESOURCE_EXHAUSTION,
         title=f"{who} reaches {target} in ~{human_duration(ttf)}",
         mechanism=(
-            f"{who} moved steadily from {start:.4g} to {last:.4g} between {fmt_ts(pts[0][0])} and {fmt_ts(pts[-1][0])}; "
+            f"{who} moved steadily from {start:.4g} to {last:.4g} between {fmt_ts(pts[0][0])} and "
+            f"{fmt_ts(pts[-1][0])}; "
             f"at this rate it reaches {target} in about {human_duration(ttf)} (at {fmt_ts(pts[-1][0] + ttf)})."
         ),
         object=who,
@@ -453,7 +469,10 @@ def _step_finding(
         code=_symptom_code(s),
         category=Category.UNKNOWN,
         title=f"{who} stepped from {before:.4g} to {after:.4g} at {fmt_ts(ts)}",
-        mechanism=f"{who} shifted from about {before:.4g} to about {after:.4g} at {fmt_ts(ts)} and stayed there: something changed at that time.",
+        mechanism=(
+            f"{who} shifted from about {before:.4g} to about {after:.4g} at {fmt_ts(ts)} and stayed "
+            "there: something changed at that time."
+        ),
         object=who,
         score=0.5,
         ts=ts,
@@ -490,7 +509,8 @@ def _anomaly_findings(s: _Series, pts: list[Point], free_like: bool, is_counter:
                 category=Category.HEALTHY,
                 title=f"{who}: short spike at {fmt_ts(peak.ts)}, recovered",
                 mechanism=(
-                    f"{who} spiked to {peak.value:.4g} at {fmt_ts(peak.ts)} ({len(found)} point(s), baseline {base.median:.4g}) "
+                    f"{who} spiked to {peak.value:.4g} at {fmt_ts(peak.ts)} ({len(found)} point(s), baseline "
+                    f"{base.median:.4g}) "
                     f"and is back to {tail[-1][1]:.4g}: a transient, not a current fault."
                 ),
                 object=who,
@@ -508,7 +528,10 @@ def _anomaly_findings(s: _Series, pts: list[Point], free_like: bool, is_counter:
             code=_symptom_code(s),
             category=Category.UNKNOWN,
             title=f"{who} anomalous since {fmt_ts(found[0].ts)} (peak {peak.value:.4g}, z {peak.score})",
-            mechanism=f"{who} left its baseline ({base.median:.4g}) at {fmt_ts(found[0].ts)}: {len(found)} anomalous point(s), peak {peak.value:.4g}, and has not recovered.",
+            mechanism=(
+                f"{who} left its baseline ({base.median:.4g}) at {fmt_ts(found[0].ts)}: {len(found)} "
+                f"anomalous point(s), peak {peak.value:.4g}, and has not recovered."
+            ),
             object=who,
             score=0.45,
             ts=found[0].ts,
@@ -525,7 +548,10 @@ def _resource_actions(s: _Series) -> list[Action]:
         return [
             Action(
                 description="Memory use against limits now",
-                command=f"kubectl top pod {lb['pod']} -n {ns} --containers; kubectl get pod {lb['pod']} -n {ns} -o jsonpath='{{.spec.containers[*].resources}}'",
+                command=(
+                    f"kubectl top pod {lb['pod']} -n {ns} --containers; kubectl get pod {lb['pod']} -n {ns} -o "
+                    f"jsonpath='{{.spec.containers[*].resources}}'"
+                ),
             )
         ]
     if s.kind == "disk":
@@ -539,6 +565,9 @@ def _resource_actions(s: _Series) -> list[Action]:
     return [
         Action(
             description=f"The series over the last hours ({s.name})",
-            command=f"curl -sG $PROM/api/v1/query_range --data-urlencode 'query={s.name}' --data-urlencode start=$(date -d -6hours +%s) --data-urlencode end=$(date +%s) --data-urlencode step=60",
+            command=(
+                f"curl -sG $PROM/api/v1/query_range --data-urlencode 'query={s.name}' --data-urlencode "
+                "start=$(date -d -6hours +%s) --data-urlencode end=$(date +%s) --data-urlencode step=60"
+            ),
         )
     ]

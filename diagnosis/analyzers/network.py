@@ -20,10 +20,10 @@ from diagnosis.analyzers._common import (
     UPSTREAM_5XX,
     Rec,
     fmt_ts,
-    signature_records,
     now_of,
     ref_of,
     service_of,
+    signature_records,
     span_text,
     with_aliases,
 )
@@ -380,7 +380,7 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
                 actions=[
                     Action(
                         description=f"Resolve {name} from a pod",
-                        command=f"kubectl run dnscheck --rm -it --restart=Never --image=busybox:1.36 -- nslookup {name}",
+                        command=f"kubectl run dnscheck --rm -it --restart=Never --image=busybox:1.36 -- nslookup {name}",  # noqa: E501 (an exact command or data line reads better whole)
                     ),
                     Action(
                         description="Does the Service exist (in which namespace)?",
@@ -467,7 +467,10 @@ def _tls_findings(tls: dict[str, Failures], now: float | None) -> list[Finding]:
                 actions=[
                     Action(
                         description=f"Show the certificate {host} serves and its dates",
-                        command=f"openssl s_client -connect {_host(host)}:443 -servername {_host(host)} </dev/null 2>/dev/null | openssl x509 -noout -subject -issuer -dates",
+                        command=(
+                            f"openssl s_client -connect {_host(host)}:443 -servername {_host(host)} </dev/null "
+                            "2>/dev/null | openssl x509 -noout -subject -issuer -dates"
+                        ),
                     ),
                     Action(
                         description="cert-manager certificates that are not ready",
@@ -489,7 +492,7 @@ def _probe_findings(evidence: EvidenceSet) -> list[Finding]:
         err = str(d.get("error") or "")
         status = d.get("status")
         tags = [f"upstream:{_base(host)}", f"service:{_base(host)}"]
-        if isinstance(days, int | float) and days <= 0 or TLS_EXPIRED.search(err):
+        if (isinstance(days, int | float) and days <= 0) or TLS_EXPIRED.search(err):
             out.append(
                 Finding(
                     analyzer="network_failures",
@@ -498,7 +501,10 @@ def _probe_findings(evidence: EvidenceSet) -> list[Finding]:
                     code="tls_certificate_expired",
                     category=Category.CONFIGURATION_ERROR,
                     title=f"TLS certificate of {host} expired",
-                    mechanism=f"the certificate served by {host} has expired (tls_days_left {days}); clients that verify it fail.",
+                    mechanism=(
+                        f"the certificate served by {host} has expired (tls_days_left {days}); clients that verify "
+                        "it fail."
+                    ),
                     object=f"TLS certificate of {host}",
                     score=0.9,
                     ts=probe.ts,
@@ -514,7 +520,10 @@ def _probe_findings(evidence: EvidenceSet) -> list[Finding]:
                     actions=[
                         Action(
                             description="Confirm the dates",
-                            command=f"openssl s_client -connect {host if ':' in host else host + ':443'} -servername {host.split(':')[0]} </dev/null 2>/dev/null | openssl x509 -noout -dates",
+                            command=(
+                                f"openssl s_client -connect {host if ':' in host else host + ':443'} -servername "
+                                f"{host.split(':')[0]} </dev/null 2>/dev/null | openssl x509 -noout -dates"
+                            ),
                         )
                     ],
                 )
@@ -528,7 +537,7 @@ def _probe_findings(evidence: EvidenceSet) -> list[Finding]:
                     code="tls_expiring_soon",
                     category=Category.HEALTHY,
                     title=f"TLS certificate of {host} expires in {days:g} days",
-                    mechanism=f"{host}'s certificate is still valid ({days:g} days left): not failing now, renew it soon.",
+                    mechanism=f"{host}'s certificate is still valid ({days:g} days left): not failing now, renew it soon.",  # noqa: E501 (an exact command or data line reads better whole)
                     object=f"TLS certificate of {host}",
                     score=0.3,
                     ts=probe.ts,
@@ -644,7 +653,9 @@ def _access_log_5xx(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 code="http_5xx",
                 category=Category.DEPENDENCY_FAILURE,
                 title=f"{svc}: {len(bad)} of {total} requests answered 5xx",
-                mechanism=f"{svc} answered {len(bad)} of {total} requests with 5xx ({listing}) {span_text(bad[0].ts, last)}.",
+                mechanism=(
+                    f"{svc} answered {len(bad)} of {total} requests with 5xx ({listing}) {span_text(bad[0].ts, last)}."
+                ),
                 object=svc,
                 score=min(0.8, 0.3 + len(bad) / total),
                 ts=bad[0].ts,
@@ -667,7 +678,10 @@ def _stopped_finding(f: Failures, code: str, what: str) -> Finding:
         code=code,
         category=Category.HEALTHY,
         title=f"{what}: failures stopped",
-        mechanism=f"{what} failed {len(f.recs)}x {span_text(f.first, f.last)} and then stopped, long before the newest evidence.",
+        mechanism=(
+            f"{what} failed {len(f.recs)}x {span_text(f.first, f.last)} and then stopped, long before "
+            "the newest evidence."
+        ),
         object=what,
         score=0.2,
         ts=f.first,

@@ -49,17 +49,27 @@ def test_kernel_oom_killer_names_process_and_pid() -> None:
             (
                 T0,
                 None,
-                "Mar  1 10:00:00 web-1 kernel: java invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0",
+                (
+                    "Mar  1 10:00:00 web-1 kernel: java invoked oom-killer: "
+                    "gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0"
+                ),
             ),
             (
                 T0 + 1,
                 None,
-                "Mar  1 10:00:01 web-1 kernel: oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/system.slice/app.service,task=java,pid=4711,uid=1000",
+                (
+                    "Mar  1 10:00:01 web-1 kernel: "
+                    "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/system.slice/app.service,task=java,pid=4711,uid=1000"
+                ),
             ),
             (
                 T0 + 1,
                 None,
-                "Mar  1 10:00:01 web-1 kernel: Out of memory: Killed process 4711 (java) total-vm:8123456kB, anon-rss:6291456kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:12800kB oom_score_adj:0",
+                (
+                    "Mar  1 10:00:01 web-1 kernel: Out of memory: Killed process 4711 (java) "
+                    "total-vm:8123456kB, anon-rss:6291456kB, file-rss:0kB, shmem-rss:0kB, UID:1000 "
+                    "pgtables:12800kB oom_score_adj:0"
+                ),
             ),
         ],
     )
@@ -83,7 +93,10 @@ def test_systemd_names_the_unit_the_kernel_killed() -> None:
             (
                 T0,
                 None,
-                "search-01 systemd[1]: search-indexer.service: A process of this unit has been killed by the OOM killer.",
+                (
+                    "search-01 systemd[1]: search-indexer.service: A process of this unit has been killed by "
+                    "the OOM killer."
+                ),
             ),
             (T0, None, "search-01 systemd[1]: search-indexer.service: Failed with result 'oom-kill'."),
         ],

@@ -137,8 +137,8 @@ def test_a_client_exception_about_a_failing_server_is_not_a_code_defect() -> Non
 def test_java_root_cause_is_the_last_caused_by() -> None:
     b = Builder()
     trace = (
-        "java.lang.IllegalStateException: Failed to execute CommandLineRunner\n\tat org.springframework.boot.X.run(X.java:1)\n"
-        'Caused by: java.lang.NullPointerException: Cannot invoke "Settlement.id()" because "s" is null\n\tat com.acme.Y.z(Y.java:42)'
+        "java.lang.IllegalStateException: Failed to execute CommandLineRunner\n\tat org.springframework.boot.X.run(X.java:1)\n"  # noqa: E501 (an exact command or data line reads better whole)
+        'Caused by: java.lang.NullPointerException: Cannot invoke "Settlement.id()" because "s" is null\n\tat com.acme.Y.z(Y.java:42)'  # noqa: E501 (an exact command or data line reads better whole)
     )
     b.log("Pod/payments/payments-worker-59d7f8c6b9-rd5n5/app", [(T0, "error", trace)])
     [cause] = causes(log_errors(b.set()))

@@ -65,7 +65,7 @@ def test_one_or_two_timeouts_are_noise() -> None:
 
 def test_nxdomain_for_one_name_is_a_configuration_error_naming_it() -> None:
     b = Builder()
-    msg = 'Get "http://payment-svc.shop.svc.cluster.local:8080/charge": dial tcp: lookup payment-svc.shop.svc.cluster.local on 10.96.0.10:53: no such host'
+    msg = 'Get "http://payment-svc.shop.svc.cluster.local:8080/charge": dial tcp: lookup payment-svc.shop.svc.cluster.local on 10.96.0.10:53: no such host'  # noqa: E501 (an exact command or data line reads better whole)
     b.log("Pod/shop/orders-api-5c8d7f9b6-abcde/app", [(T0 + i, "error", msg) for i in range(8)])
     [cause] = causes(network_failures(b.set()))
     assert cause.code == "dns_name_not_found"
@@ -91,7 +91,10 @@ def test_dns_config_forming_event_is_benign() -> None:
         "shop",
         "web-1",
         "DNSConfigForming",
-        "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 10.0.0.2 10.0.0.3 10.0.0.4",
+        (
+            "Nameserver limits were exceeded, some nameservers have been omitted, the applied "
+            "nameserver line is: 10.0.0.2 10.0.0.3 10.0.0.4"
+        ),
         T0,
     )
     found = network_failures(b.set())
@@ -101,7 +104,7 @@ def test_dns_config_forming_event_is_benign() -> None:
 
 def test_expired_certificate_in_logs_and_probe() -> None:
     b = Builder()
-    msg = 'Post "https://api.partner.example.com/v1/pay": x509: certificate has expired or is not yet valid: current time 2024-03-01T10:00:00Z is after 2024-02-29T23:59:59Z'
+    msg = 'Post "https://api.partner.example.com/v1/pay": x509: certificate has expired or is not yet valid: current time 2024-03-01T10:00:00Z is after 2024-02-29T23:59:59Z'  # noqa: E501 (an exact command or data line reads better whole)
     b.log("logs/billing.log", [(T0 + i, "error", msg) for i in range(4)])
     b.probe(
         "https://api.partner.example.com/health",
@@ -152,7 +155,10 @@ def test_healthy_logs_give_nothing() -> None:
 
 def test_a_5xx_from_a_called_url_names_the_provider() -> None:
     b = Builder()
-    msg = "label purchase failed: POST https://api.shipfast.io/v1/labels returned 503 Service Unavailable (x-request-id: sf-1)"
+    msg = (
+        "label purchase failed: POST https://api.shipfast.io/v1/labels returned 503 Service "
+        "Unavailable (x-request-id: sf-1)"
+    )
     b.log("Pod/fulfillment/fulfillment-svc-7d9f8c6b5-abcde/app", [(T0 + i * 5, "error", msg) for i in range(40)])
     [cause] = causes(network_failures(b.set()))
     assert cause.code == "upstream_5xx" and cause.category == "dependency_failure"
