@@ -43,6 +43,7 @@ from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 from diagnosis.series import (
     Point,
+    StepChange,
     human_duration,
     points_of,
     saturation,
@@ -140,9 +141,7 @@ class _Context:
     @property
     def captured(self) -> float | None:
         caps = [
-            s.data.get("captured_at")
-            for s in self.sessions.values()
-            if isinstance(s.data.get("captured_at"), int | float)
+            float(c) for c in (s.data.get("captured_at") for s in self.sessions.values()) if isinstance(c, int | float)
         ]
         return max(caps) if caps else self.now
 
@@ -329,12 +328,12 @@ def _blocking_graph(ctx: _Context) -> dict[int, set[int]]:
             granted[str(d["relation"])].append((_int(d.get("pid")) or -1, str(d.get("mode"))))
     for lk in ctx.locks:
         d = lk.data
-        pid = _int(d.get("pid"))
-        if d.get("granted") or pid is None or d.get("relation") is None:
+        waiter = _int(d.get("pid"))
+        if d.get("granted") or waiter is None or d.get("relation") is None:
             continue
         for holder, mode in granted.get(str(d["relation"]), ()):
-            if holder != pid and mode in _CONFLICTS.get(str(d.get("mode")), set(_CONFLICTS)):
-                graph[pid].add(holder)
+            if holder != waiter and mode in _CONFLICTS.get(str(d.get("mode")), set(_CONFLICTS)):
+                graph[waiter].add(holder)
     return dict(graph)
 
 
@@ -425,16 +424,16 @@ def _relation_between(ctx: _Context, root: int, waiters: set[int]) -> tuple[str 
     for lk in ctx.locks:
         d = lk.data
         if _int(d.get("pid")) == root and d.get("granted") and d.get("relation") is not None:
-            rel, mode = str(d["relation"]), str(d.get("mode"))
+            rel, held_mode = str(d["relation"]), str(d.get("mode"))
             prev = held.get(rel)
-            if prev is None or _rank(mode) > _rank(prev[0]):
-                held[rel] = (mode, lk)
+            if prev is None or _rank(held_mode) > _rank(prev[0]):
+                held[rel] = (held_mode, lk)
     relation = next((r for r, _ in waiting_rel.most_common() if r in held), None)
     if relation is None and held:
         relation = next(iter(sorted(held, key=lambda r: -_rank(held[r][0]))))
     if relation is None and waiting_rel:
         relation = waiting_rel.most_common(1)[0][0]
-    mode = None
+    mode: str | None = None
     if relation and relation in held:
         mode, lk = held[relation]
         refs.append(EvidenceRef(item=lk.id, field="mode", value=mode))
@@ -575,8 +574,7 @@ def _waiters_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
         object=f"{len(pids)} waiting sessions",
         score=0.6,
         ts=min(
-            (s.data.get("query_start") for s in items if isinstance(s.data.get("query_start"), int | float)),
-            default=None,
+            (float(q) for q in (s.data.get("query_start") for s in items) if isinstance(q, int | float)), default=None
         ),
         tags=list(dict.fromkeys(tags)),
         evidence=[
@@ -924,11 +922,9 @@ def _storage(ctx: _Context) -> list[Finding]:
     ident = ctx.db_name()
     refs: list[EvidenceRef] = [ref_of(r) for r in lines[:2]]
     refs += [EvidenceRef(item=e.id, field="message", value=e.data.get("message")) for e in events[:2]]
-    first = min(
-        [r.ts for r in lines if r.ts is not None]
-        + [e.data.get("ts") for e in events if isinstance(e.data.get("ts"), int | float)],
-        default=None,
-    )
+    stamps = [float(r.ts) for r in lines if r.ts is not None]
+    stamps += [float(t) for t in (e.data.get("ts") for e in events) if isinstance(t, int | float)]
+    first = min(stamps, default=None)
     what = f"'{lines[0].msg.strip()[:160]}' x{len(lines)}" if lines else f"RDS event '{events[0].data.get('message')}'"
     missing = (
         "" if metric_found else " (no FreeStorageSpace metric in the evidence: inferred from the database's own errors)"
@@ -1203,7 +1199,7 @@ def _burst_balance(ctx: _Context) -> list[Finding]:
 
 def _io_storms(ctx: _Context) -> list[Finding]:
     out: list[Finding] = []
-    surge = None
+    surge: tuple[EvidenceItem, StepChange | None, list[Point]] | None = None
     for m in ctx.metric("WriteIOPS", "WriteThroughput", "DiskQueueDepth", "WriteLatency"):
         pts = _pts(m)
         step = step_change(pts)
@@ -1241,8 +1237,8 @@ def _io_storms(ctx: _Context) -> list[Finding]:
             surge_txt = f"; {m.data.get('name')} is now {pts[-1][1]:.0f}, several times its usual level"
         surge_refs = [_mref(m, -1, pts)]
     if checkpoints:
-        m = re.search(r"\((\d+) seconds? apart\)", checkpoints[-1].msg)
-        apart = f" every {m.group(1)}s" if m else ""
+        m_apart = re.search(r"\((\d+) seconds? apart\)", checkpoints[-1].msg)
+        apart = f" every {m_apart.group(1)}s" if m_apart else ""
         wal = next((s.data.get("max_wal_size") for s in ctx.settings if s.data.get("max_wal_size")), None)
         out.append(
             Finding(

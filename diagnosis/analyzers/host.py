@@ -358,12 +358,12 @@ def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 unit_of[name] = mu.group(1)
     if len(units) == 1 and kills and not unit_of:
         unit_of = {name: next(iter(units)) for name in kills}
-    for unit, recs in units.items():
-        if unit not in unit_of.values():
-            kills[unit] = [(r, "?", None) for r in recs]
+    for unit_name, unit_recs in units.items():
+        if unit_name not in unit_of.values():
+            kills[unit_name] = [(r, "?", None) for r in unit_recs]
     out = []
     for name, hits in kills.items():
-        unit = unit_of.get(name)
+        unit: str | None = unit_of.get(name)
         if unit:
             hits = hits + [(r, pid, None) for r in units.get(unit, []) for pid in ([hits[0][1]] if hits else ["?"])]
         # "oom-kill:" and "Killed process" lines describe the same kill: count distinct pids

@@ -262,7 +262,7 @@ def _limit_for(s: _Series, limits: list[_Series]) -> tuple[float, _Series] | Non
         if lim.kind != s.kind:
             continue
         if "pod" in s.labels and "pod" in lim.labels:
-            keys = [k for k in ("namespace", "pod", "container") if k in s.labels and k in lim.labels]
+            keys: list[str] = [k for k in ("namespace", "pod", "container") if k in s.labels and k in lim.labels]
         elif "mountpoint" in s.labels and "mountpoint" in lim.labels:
             keys = [k for k in ("instance", "mountpoint", "device") if k in s.labels and k in lim.labels]
         else:

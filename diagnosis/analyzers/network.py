@@ -140,8 +140,8 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     for rec in _records_with_events(evidence):
         msg = rec.msg
         if TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg):
-            kind = "expired" if TLS_EXPIRED.search(msg) else "invalid"
-            _add(tls, _target(msg) or "unknown host", kind, rec, caller_of(rec))
+            tls_kind = "expired" if TLS_EXPIRED.search(msg) else "invalid"
+            _add(tls, _target(msg) or "unknown host", tls_kind, rec, caller_of(rec))
         elif DNS_TEMPORARY.search(msg):
             m = _RESOLVER.search(msg)
             _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=_target(msg))
@@ -149,18 +149,18 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             name = _dns_name(msg)
             _add(dns_nx, name or "unknown name", "nxdomain", rec, caller_of(rec))
         else:
-            kind = _call_failure(msg)
-            if kind is None:
+            call_kind = _call_failure(msg)
+            if call_kind is None:
                 continue
             caller = caller_of(rec)
             target = _target(msg)
             if not target or _base(target) == caller:
                 continue
-            f = calls.setdefault((target, kind), Failures(target, kind))
+            f = calls.setdefault((target, call_kind), Failures(target, call_kind))
             f.recs.append(rec)
             if caller:
                 f.callers.add(caller)
-            if kind == "http_5xx":
+            if call_kind == "http_5xx":
                 m5 = UPSTREAM_5XX.search(msg)
                 if m5:
                     f.statuses[m5.group(1)] = f.statuses.get(m5.group(1), 0) + 1
@@ -397,8 +397,8 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
         if _stopped(f, now):
             out.append(_stopped_finding(f, "dns_failure_stopped", f"DNS via {resolver}"))
             continue
-        names = ", ".join(sorted(f.statuses)[:5]) or "names"
-        out.append(_dns_outage(f.recs, [resolver], f"temporary failures resolving {names} via {resolver}"))
+        resolved = ", ".join(sorted(f.statuses)[:5]) or "names"
+        out.append(_dns_outage(f.recs, [resolver], f"temporary failures resolving {resolved} via {resolver}"))
     return out
 
 
