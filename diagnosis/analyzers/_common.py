@@ -269,7 +269,8 @@ NET_RESET = re.compile(
 DNS_NXDOMAIN = re.compile(
     r"no such host|NXDOMAIN|Name or service not known|nodename nor servname|could not resolve host|"
     r"UnknownHostException|ENOTFOUND|could not translate host name|Unknown host|failed to resolve|"
-    r"could not resolve|cannot resolve|unable to resolve",
+    # "could not resolve placeholder" (Spring) is not DNS: the generic phrasings count only before a dotted name
+    r"(?:could not|cannot|unable to|failed to) resolve (?:host(?:name)?:?\s*)?[\"']?[A-Za-z0-9\-]+\.[A-Za-z0-9.\-]+",
     re.I,
 )
 DNS_TEMPORARY = re.compile(
@@ -296,7 +297,7 @@ NETWORK_SIGNATURES = (NET_TIMEOUT, NET_REFUSED, NET_RESET, DNS_NXDOMAIN, DNS_TEM
 
 PG_TOO_MANY = re.compile(
     r"too many clients already|remaining connection slots are reserved|too many connections|"
-    r"connection limit exceeded|max_connections|FATAL:\s+sorry",
+    r"connection limit exceeded|FATAL:\s+sorry",
     re.I,
 )
 PG_STORAGE = re.compile(r"could not extend file|could not write to file|No space left on device|storage[- ]full", re.I)

@@ -53,6 +53,7 @@ _KIND_PATTERNS = [
     ("latency", re.compile(r"latency|duration|response_time|_seconds(?:_bucket|_sum)?$|p9\d|responsetime", re.I)),
     ("errors", re.compile(r"5xx|error|errors|fail|exception|HTTPCode_\w+_5XX", re.I)),
     ("restarts", re.compile(r"restart", re.I)),
+    ("backlog", re.compile(r"lag|backlog|queue|pending|waiting|throttl|dropped|dlq|dead_letter", re.I)),
 ]
 _FREE = re.compile(r"free|avail|remaining|balance|credit", re.I)
 _LIMIT = re.compile(r"limit|max|size_bytes|capacity|total_bytes", re.I)
@@ -314,9 +315,26 @@ def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
     # 3. step change
     step = step_change(pts)
     if step and _worse(s, free_like, step.after > step.before):
-        return [_step_finding(s, pts, step.ts, step.before, step.after, step.index, is_counter)]
+        return [
+            _step_finding(
+                s, pts, step.ts, step.before, step.after, step.index, is_counter, _failing(s, step.after, limit)
+            )
+        ]
     # 4. anomalies
-    return _anomaly_findings(s, pts, free_like, is_counter)
+    return _anomaly_findings(s, pts, free_like, is_counter, limit)
+
+
+# Kinds whose rise is itself a failure signal; resource use that moved but stays below 80% of a known capacity
+# (or whose capacity is unknown), and any other quantity (request rates, bytes), is a change worth listing but
+# not a failure: benign, so a healthy-but-busy system still reads healthy.
+_FAILURE_KINDS = {"latency", "errors", "restarts", "backlog"}
+WITHIN_CAPACITY = 0.8
+
+
+def _failing(s: _Series, value: float, limit: float | None) -> bool:
+    if s.kind in _FAILURE_KINDS:
+        return True
+    return limit is not None and value >= WITHIN_CAPACITY * limit
 
 
 def _worse(s: _Series, free_like: bool, up: bool) -> bool:
@@ -459,15 +477,22 @@ def _trend_finding(
 
 
 def _step_finding(
-    s: _Series, pts: list[Point], ts: float, before: float, after: float, index: int, is_counter: bool
+    s: _Series,
+    pts: list[Point],
+    ts: float,
+    before: float,
+    after: float,
+    index: int,
+    is_counter: bool,
+    failing: bool = True,
 ) -> Finding:
     who = _who(s) + (" (rate)" if is_counter else "")
     return Finding(
         analyzer="metric_series",
         domain=Domain.METRICS,
-        role="symptom",
-        code=_symptom_code(s),
-        category=Category.UNKNOWN,
+        role="symptom" if failing else "benign",
+        code=_symptom_code(s) if failing else "shift_within_capacity",
+        category=Category.UNKNOWN if failing else Category.HEALTHY,
         title=f"{who} stepped from {before:.4g} to {after:.4g} at {fmt_ts(ts)}",
         mechanism=(
             f"{who} shifted from about {before:.4g} to about {after:.4g} at {fmt_ts(ts)} and stayed "
@@ -484,7 +509,9 @@ def _step_finding(
     )
 
 
-def _anomaly_findings(s: _Series, pts: list[Point], free_like: bool, is_counter: bool) -> list[Finding]:
+def _anomaly_findings(
+    s: _Series, pts: list[Point], free_like: bool, is_counter: bool, limit: float | None = None
+) -> list[Finding]:
     found = [
         a
         for a in anomalies(pts, ANOMALY_Z)
@@ -520,13 +547,14 @@ def _anomaly_findings(s: _Series, pts: list[Point], free_like: bool, is_counter:
                 evidence=[_ref(s, peak.index + off, peak.value), _ref(s, len(pts) - 1 + off, tail[-1][1])],
             )
         ]
+    failing = _failing(s, pts[-1][1], limit)
     return [
         Finding(
             analyzer="metric_series",
             domain=Domain.METRICS,
-            role="symptom",
-            code=_symptom_code(s),
-            category=Category.UNKNOWN,
+            role="symptom" if failing else "benign",
+            code=_symptom_code(s) if failing else "shift_within_capacity",
+            category=Category.UNKNOWN if failing else Category.HEALTHY,
             title=f"{who} anomalous since {fmt_ts(found[0].ts)} (peak {peak.value:.4g}, z {peak.score})",
             mechanism=(
                 f"{who} left its baseline ({base.median:.4g}) at {fmt_ts(found[0].ts)}: {len(found)} "

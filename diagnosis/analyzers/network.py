@@ -68,7 +68,28 @@ _NOT_A_NAME = {
     "unavailable",
     "disconnect",
     "request_timeout",
+    "unreachable",
+    "not",
+    "down",
+    "name",
+    "did",
+    "does",
+    "has",
+    "had",
+    "answered",
+    "the",
+    "a",
+    "an",
+    "for",
+    "with",
+    "side",
+    "version",
+    "localhost",
 }
+# "SocketInputStream.java:150" in a stack frame is a source line, not a host:port
+_SOURCE_FILE = re.compile(
+    r"\.(?:java|kt|scala|py|go|js|mjs|ts|rb|cs|cpp|cc|c|h|rs|php|ex|exs|erl|clj|swift):\d+$", re.I
+)
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?::\d{2,5})?"
 _TARGET_PATTERNS = [
     re.compile(rf"upstream:\s*\"?(?:[a-z]+://)?({_NAME})"),  # nginx error log: upstream: "http://10.0.0.5:8080/x"
@@ -208,6 +229,8 @@ def _target(msg: str) -> str | None:
             name = m.group(1).strip("\"'.,:;").rstrip(".")
             word = name.split(":")[0].lower()
             if word in _NOT_A_NAME or word in _LEVEL_WORDS or len(word) < 2 or word.isdigit():
+                continue
+            if _SOURCE_FILE.search(name):
                 continue
             return name
     return None

@@ -168,3 +168,20 @@ def test_up_zero_is_a_target_down_symptom() -> None:
     b.metric("up", series(T0, 60, [1] * 10 + [0] * 5), {"instance": "mq-02:9100", "job": "node"})
     [f] = metric_series(b.set())
     assert f.code == "target_down" and f.role == "symptom"
+
+
+def test_busier_but_within_capacity_is_benign() -> None:
+    b = Builder()
+    rng = random.Random(4)
+    cpu = [20 + rng.uniform(-1, 1) for _ in range(20)] + [55 + rng.uniform(-1, 1) for _ in range(10)]
+    b.metric("node_cpu_utilization_percent", series(T0, 60, cpu), {"instance": "node-3:9100"})
+    b.metric("http_requests_per_second", series(T0, 60, [100.0] * 20 + [250.0] * 10), {"service": "shop"})
+    found = metric_series(b.set())
+    assert found and all(f.role == "benign" and f.code == "shift_within_capacity" for f in found)
+
+
+def test_consumer_lag_rising_is_a_symptom() -> None:
+    b = Builder()
+    b.metric("kafka_consumergroup_lag", series(T0, 60, [10.0] * 20 + [5000.0] * 10), {"consumergroup": "billing"})
+    [f] = metric_series(b.set())
+    assert f.role == "symptom"

@@ -172,3 +172,15 @@ def test_a_service_answering_5xx_in_its_own_access_log_is_not_an_upstream() -> N
         [(T0 + i, None, '10.0.0.1 - - [01/Mar/2024:10:00:00 +0000] "GET /x HTTP/1.1" 503 12') for i in range(20)],
     )
     assert not causes(network_failures(b.set()))
+
+
+def test_stack_frames_and_spring_placeholders_are_not_hosts() -> None:
+    b = Builder()
+    trace = (
+        "java.net.SocketTimeoutException: Read timed out\n"
+        "\tat java.net.SocketInputStream.read(SocketInputStream.java:150)"
+    )
+    b.log("logs/a.log", [(T0 + i, "error", trace) for i in range(5)])
+    placeholder = "Could not resolve placeholder 'DB_URL' in value \"${DB_URL}\""
+    b.log("logs/b.log", [(T0 + i, "error", placeholder) for i in range(5)])
+    assert not causes(network_failures(b.set()))
