@@ -108,6 +108,7 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
     ctx = _Context(evidence, now)
     out: list[Finding] = []
+    out += _unreachable(ctx)
     out += _locks(ctx)
     out += _connections(ctx)
     out += _cpu(ctx)
@@ -245,6 +246,17 @@ def _int(v: Any) -> int | None:
         return None
 
 
+# the live postgres_activity tool also gives each age as the server measured it (against its own now())
+_AGE_FIELDS = {"state_change": "state_age_s", "xact_start": "xact_age_s", "query_start": "query_age_s"}
+
+
+def _age_of(data: dict[str, Any], field: str, at: float | None) -> float | None:
+    measured = data.get(_AGE_FIELDS.get(field, ""))
+    if isinstance(measured, int | float):
+        return float(measured)
+    return _age(data.get(field), at)
+
+
 def _age(ts: Any, at: float | None) -> float | None:
     if isinstance(ts, int | float) and at is not None:
         return max(0.0, at - ts)
@@ -259,6 +271,50 @@ def _mref(m: EvidenceItem, index: int = -1, pts: list[Point] | None = None) -> E
     p = pts if pts is not None else _pts(m)
     i = index if index >= 0 else len(p) + index
     return EvidenceRef(item=m.id, field=f"points.{i}", value=p[i][1] if p else None)
+
+
+# ---------------------------------------------------------------- reachability
+
+
+def _unreachable(ctx: _Context) -> list[Finding]:
+    """The live tool could not connect: the error says whether the server is down, full or refusing us."""
+    out = []
+    for st in ctx.settings:
+        if st.data.get("reachable") is not False:
+            continue
+        err = str(st.data.get("error") or "unknown error")
+        server = str(st.data.get("server") or ctx.db_name())
+        if PG_TOO_MANY.search(err):
+            continue  # the connection analysis names it, with the sessions where it has them
+        auth = re.search(
+            r"password authentication failed|no pg_hba.conf entry|role .* does not exist|"
+            r"database .* does not exist|permission denied",
+            err,
+            re.I,
+        )
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="cause",
+                code="db_access_denied" if auth else "db_unreachable",
+                category=Category.CONFIGURATION_ERROR if auth else Category.DEPENDENCY_FAILURE,
+                title=f"database {server} {'refuses our credentials' if auth else 'unreachable'}: {err[:80]}",
+                mechanism=f"connecting to database {server} fails: {err[:240]}.",
+                object=f"database {server}",
+                score=0.8,
+                ts=st.ts,
+                tags=[f"db:{server}", f"upstream:{server}"],
+                explains=["db_connection_errors", "connection_refused", "upstream_timeout", "errors", "http_5xx"],
+                evidence=[EvidenceRef(item=st.id, field="error", value=err[:300])],
+                actions=[
+                    Action(
+                        description="Is the server up and accepting connections?", command=f"pg_isready -h {server}"
+                    ),
+                ],
+            )
+        )
+    return out
 
 
 # ---------------------------------------------------------------- locks
@@ -384,11 +440,11 @@ def _locks(ctx: _Context) -> list[Finding]:
         for pid, s in ctx.sessions.items()
         if str(s.data.get("state", "")).startswith("idle in transaction")
         and pid not in blocking
-        and (_age(s.data.get("state_change"), at) or 0) >= IDLE_TX_NOTABLE_S
+        and (_age_of(s.data, "state_change", at) or 0) >= IDLE_TX_NOTABLE_S
     ]
     if idle_tx and len(idle_tx) < 5:  # many of them are the connection analysis' pool leak
         pid, s = max(idle_tx, key=lambda ps: _age(ps[1].data.get("state_change"), at) or 0)
-        age = _age(s.data.get("state_change"), at) or 0
+        age = _age_of(s.data, "state_change", at) or 0
         out.append(
             Finding(
                 analyzer="database",
@@ -464,8 +520,8 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
     app = d.get("application_name") or None
     db = d.get("datname") or ctx.db_name()
     relation, mode, lock_refs = _relation_between(ctx, root, waiters)
-    idle_for = _age(d.get("state_change"), at)
-    xact_age = _age(d.get("xact_start"), at)
+    idle_for = _age_of(d, "state_change", at)
+    xact_age = _age_of(d, "xact_start", at)
     query = " ".join(str(d.get("query") or "").split())[:200]
     on = f" on relation {relation}" if relation else ""
     holds = f"holds {mode}{on}" if mode else f"holds locks{on}"
@@ -491,7 +547,7 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
     else:
         ddl = bool(_DDL.search(query))
         code = "ddl_lock_blocker" if ddl else "long_transaction_blocker"
-        dur = _age(d.get("query_start"), at)
+        dur = _age_of(d, "query_start", at)
         mech = (
             f"{who} is {state} running {'DDL ' if ddl else ''}'{query or '?'}'"
             f"{f' for {human_duration(dur)}' if dur is not None else ''} inside a transaction"
@@ -546,7 +602,7 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
 def _waiters_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
     at = ctx.captured
     items = [ctx.sessions[p] for p in sorted(waiters) if p in ctx.sessions]
-    waited = [a for a in (_age(s.data.get("query_start"), at) for s in items) if a is not None]
+    waited = [a for a in (_age_of(s.data, "query_start", at) for s in items) if a is not None]
     relation, _, _ = _relation_between(ctx, root, waiters)
     db = next((str(s.data.get("datname")) for s in items if s.data.get("datname")), ctx.db_name())
     sample = " ".join(str(items[0].data.get("query") or "").split())[:120] if items else ""
@@ -673,7 +729,7 @@ def _connections(ctx: _Context) -> list[Finding]:
         idle = [s for s in app_sessions if str(s.data.get("state", "")).startswith("idle")]
         idle_tx = [s for s in app_sessions if str(s.data.get("state", "")).startswith("idle in transaction")]
         at = ctx.captured
-        oldest = max((_age(s.data.get("state_change"), at) or 0 for s in idle), default=0)
+        oldest = max((_age_of(s.data, "state_change", at) or 0 for s in idle), default=0)
         leak = n_app >= LEAK_APP_SHARE * len(clients) and len(idle) >= LEAK_IDLE_SHARE * n_app
         title_app = f", {n_app} held by {app}"
         mech_extra = (

@@ -354,6 +354,8 @@ def _tags(s: _Series) -> list[str]:
             break
     if lb.get("instance"):
         tags.append(f"host:{lb['instance'].rsplit(':', 1)[0]}")
+    if lb.get("host"):
+        tags.append(f"host:{lb['host']}")
     if lb.get("node"):
         tags.append(f"node:{lb['node']}")
     if lb.get("mountpoint"):

@@ -359,3 +359,24 @@ def test_replica_lag_explained_by_exhausted_cpu_credits() -> None:
     lag = by_code(found, "replication_lag")[0]
     assert "replication_lag" in credits.explains and credits.ts is not None and lag.ts is not None
     assert credits.ts <= lag.ts + 300
+
+
+def test_live_tool_ages_and_an_unreachable_server() -> None:
+    b = Builder()
+    sid = b.session(
+        9, "idle in transaction", query="UPDATE t SET x = 1", captured_at=NOW, xact_start=None, state_change=None
+    )
+    b.items[-1].data["state_age_s"] = 1200.0
+    b.session(10, "active", query="UPDATE t SET x = 2", captured_at=NOW, blocked_by=[9])
+    found = database(b.set())
+    blocker = by_code(found, "idle_in_transaction_blocker")[0]
+    assert "for 20m" in blocker.mechanism and sid
+
+    down = Builder()
+    down.settings(
+        server="db.internal:5432",
+        reachable=False,
+        error='connection to server at "db.internal" (10.0.0.5), port 5432 failed: Connection refused',
+    )
+    [cause] = causes(database(down.set()))
+    assert cause.code == "db_unreachable" and cause.category == "dependency_failure"
