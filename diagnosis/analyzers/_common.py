@@ -258,11 +258,15 @@ def span_text(first: float | None, last: float | None) -> str:
 # upstream, a kernel OOM kill, a full database) is left to that analyzer, so one failure gives one cause.
 
 NET_TIMEOUT = re.compile(
-    r"timed? ?out|timeout|deadline exceeded|ETIMEDOUT|SocketTimeoutException|ConnectTimeout|ReadTimeout", re.I
+    r"timed? ?out|timeout|deadline exceeded|DeadlineExceeded|ETIMEDOUT|SocketTimeoutException|ConnectTimeout|"
+    r"ReadTimeout",
+    re.I,
 )
-NET_REFUSED = re.compile(r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused", re.I)
+NET_REFUSED = re.compile(
+    r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable", re.I
+)
 NET_RESET = re.compile(
-    r"connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|"
+    r"connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
     r"upstream prematurely closed|EOF occurred|no healthy upstream|server closed the connection unexpectedly",
     re.I,
 )
@@ -306,6 +310,7 @@ PG_LOCK = re.compile(
     r"still waiting for \w+Lock|acquired \w+Lock",
     re.I,
 )
+REDIS_OOM = re.compile(r"OOM command not allowed when used memory > 'maxmemory'", re.I)
 PG_CHECKPOINT = re.compile(r"checkpoints are occurring too frequently", re.I)
 PG_VACUUM = re.compile(r"automatic (?:aggressive )?vacuum of table|to prevent wraparound", re.I)
 PG_DOWN = re.compile(
@@ -315,7 +320,7 @@ PG_DOWN = re.compile(
     r"terminating connection because of crash of another server process",
     re.I,
 )
-DB_SIGNATURES = (PG_TOO_MANY, PG_STORAGE, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_DOWN)
+DB_SIGNATURES = (PG_TOO_MANY, PG_STORAGE, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_DOWN, REDIS_OOM)
 
 HOST_OOM = re.compile(
     r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|invoked oom-killer|oom_reaper|"
@@ -338,6 +343,9 @@ _TRIGGERS = (
     "time",
     "deadline",
     "refused",
+    "code = unavailable",
+    "hang up",
+    "maxmemory",
     "reset",
     "broken pipe",
     "prematurely",

@@ -28,6 +28,7 @@ from diagnosis.analyzers._common import (
     PG_LOCK,
     PG_TOO_MANY,
     PG_VACUUM,
+    REDIS_OOM,
     Rec,
     fmt_ts,
     is_db_storage_line,
@@ -102,7 +103,7 @@ _ELAPSED = re.compile(r"elapsed:\s*([\d.]+)\s*s", re.I)
 
 @ANALYZERS.analyzer(
     domain=Domain.DATABASE,
-    reads={"pg/session", "pg/lock", "pg/settings", "rds/event", "pi/sql", "metric", "log"},
+    reads={"pg/session", "pg/lock", "pg/settings", "rds/event", "pi/sql", "metric", "log", "redis/info"},
 )
 def database(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
@@ -119,6 +120,7 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     out += _io_storms(ctx)
     out += _rds_events(ctx)
     out += _log_symptoms(ctx)
+    out += _redis(ctx)
     return with_aliases(out)
 
 
@@ -172,7 +174,7 @@ class _Context:
 
 
 def _db_relevant(msg: str) -> bool:
-    return any(rx.search(msg) for rx in (PG_TOO_MANY, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_DOWN))
+    return any(rx.search(msg) for rx in (PG_TOO_MANY, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_DOWN, REDIS_OOM))
 
 
 _RDS_NAMES = {
@@ -194,6 +196,9 @@ _RDS_NAMES = {
     "ebsbytebalance%",
     "auroraReplicaLag".lower(),
     "cpucreditbalance",
+    "replicationslotdiskusage",
+    "transactionlogsdiskusage",
+    "oldestreplicationslotlag",
 }
 
 
@@ -208,6 +213,9 @@ DB_INTERPRETED = {
     "aurorareplicalag",
     "burstbalance",
     "cpucreditbalance",
+    "replicationslotdiskusage",
+    "transactionlogsdiskusage",
+    "oldestreplicationslotlag",
     "ebsiobalance%",
     "ebsbytebalance%",
     "databaseconnections",
@@ -271,6 +279,96 @@ def _mref(m: EvidenceItem, index: int = -1, pts: list[Point] | None = None) -> E
     p = pts if pts is not None else _pts(m)
     i = index if index >= 0 else len(p) + index
     return EvidenceRef(item=m.id, field=f"points.{i}", value=p[i][1] if p else None)
+
+
+# ---------------------------------------------------------------- Redis
+
+# Redis with maxmemory set and >= 95% of it used: writes fail ("OOM command not allowed") under noeviction, and
+# every write evicts under the LRU policies.
+REDIS_FULL = 0.95
+
+
+def _redis(ctx: _Context) -> list[Finding]:
+    out: list[Finding] = []
+    oom_lines = [r for r in ctx.logs if REDIS_OOM.search(r.msg)]
+    for it in ctx.evidence.kind("redis/info"):
+        d = it.data
+        server = str(d.get("server") or it.object.split("/", 1)[-1])
+        if d.get("healthy") is False:
+            err = str(d.get("error") or "unreachable")
+            out.append(
+                Finding(
+                    analyzer="database",
+                    domain=Domain.DATABASE,
+                    role="cause",
+                    code="redis_unreachable",
+                    category=Category.DEPENDENCY_FAILURE,
+                    title=f"Redis {server} unreachable: {err[:80]}",
+                    mechanism=f"connecting to Redis {server} fails: {err[:240]}.",
+                    object=f"Redis {server}",
+                    score=0.8,
+                    tags=[f"upstream:{server}", f"db:{server}"],
+                    explains=["errors", "connection_refused", "upstream_timeout", "http_5xx", "latency"],
+                    evidence=[EvidenceRef(item=it.id, field="error", value=err[:300])],
+                    actions=[Action(description="Ping it", command=f"redis-cli -h {server.split(':')[0]} ping")],
+                )
+            )
+            continue
+        used, mx = d.get("used_memory_bytes"), d.get("maxmemory_bytes")
+        if isinstance(used, int | float) and isinstance(mx, int | float) and mx > 0 and used >= REDIS_FULL * mx:
+            refs = [
+                EvidenceRef(item=it.id, field="used_memory_bytes", value=used),
+                EvidenceRef(item=it.id, field="maxmemory_bytes", value=mx),
+            ]
+            refs += [ref_of(r) for r in oom_lines[:1]]
+            out.append(
+                _redis_full(server, f"uses {used / 2**20:.0f} MiB of its maxmemory {mx / 2**20:.0f} MiB", refs, it.ts)
+            )
+            oom_lines = []
+    if oom_lines:
+        m = re.search(r"redis[\w.\-]*(?::\d+)?", " ".join(r.msg for r in oom_lines[:5]), re.I)
+        server = m.group(0) if m else "redis"
+        out.append(
+            _redis_full(
+                server,
+                f"refused writes {len(oom_lines)}x {span_text(oom_lines[0].ts, oom_lines[-1].ts)} "
+                f"('{oom_lines[0].msg.strip()[:140]}')",
+                [ref_of(oom_lines[0])],
+                oom_lines[0].ts,
+            )
+        )
+    return out
+
+
+def _redis_full(server: str, what: str, refs: list[EvidenceRef], ts: float | None) -> Finding:
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="cause",
+        code="redis_memory_full",
+        category=Category.RESOURCE_EXHAUSTION,
+        title=f"Redis {server} at maxmemory",
+        mechanism=f"Redis {server} is out of memory: it {what}; writes fail or evict keys.",
+        object=f"Redis {server}",
+        score=0.85,
+        ts=ts,
+        tags=[f"upstream:{server}", f"db:{server}"],
+        explains=["errors", "exception", "http_5xx", "latency"],
+        evidence=refs,
+        actions=[
+            Action(
+                description="Memory, policy and the biggest keys",
+                command=f"redis-cli -h {server.split(':')[0]} info memory && redis-cli -h {server.split(':')[0]} --bigkeys",  # noqa: E501
+            ),
+            Action(
+                description="Raise maxmemory (or set an eviction policy for a cache)",
+                command=f"redis-cli -h {server.split(':')[0]} config set maxmemory <bytes>",
+                kind="write",
+                tool="redis_config_set",
+                args={"parameter": "maxmemory", "value": "<bytes>"},
+            ),
+        ],
+    )
 
 
 # ---------------------------------------------------------------- reachability
@@ -950,14 +1048,16 @@ def _storage(ctx: _Context) -> list[Finding]:
             continue
         start = _decline_start(pts)
         when = "is full" if full else f"will be full in about {human_duration(ttf or 0)} at the current rate"
+        wal = _wal_retained(ctx)
         out.append(
             _storage_finding(
                 ctx,
                 ident,
                 f"{ident} storage {when}: FreeStorageSpace fell from {_gib(most)} to {_gib(last)}"
                 + (f" since {fmt_ts(start)}" if start else "")
+                + (f"; {wal[0]}" if wal else "")
                 + ".",
-                [_mref(m, -1, pts)],
+                [_mref(m, -1, pts), *([wal[1]] if wal else [])],
                 start,
                 ttf,
                 0.9 if full else 0.75,
@@ -1039,6 +1139,20 @@ def _storage_finding(
             ),
         ],
     )
+
+
+def _wal_retained(ctx: _Context) -> tuple[str, EvidenceRef] | None:
+    """WAL kept on disk for a replication slot (a consumer that stopped reading): what eats the storage."""
+    for m in ctx.metric("ReplicationSlotDiskUsage", "TransactionLogsDiskUsage", "OldestReplicationSlotLag"):
+        pts = _pts(m)
+        if len(pts) >= 3 and pts[-1][1] > 2 * max(pts[0][1], 1.0):
+            return (
+                f"{m.data.get('name')} grew from {_gib(pts[0][1])} to {_gib(pts[-1][1])}: WAL retained for a "
+                "replication "
+                "slot whose consumer stopped reading",
+                _mref(m, -1, pts),
+            )
+    return None
 
 
 def _decline_start(pts: list[Point]) -> float | None:

@@ -47,7 +47,8 @@ BAD_DATA = re.compile(
     r"could not parse|malformed|missing (?:required )?field|unexpected (?:token|field|type)|invalid (?:json|format|"
     r"value|record|payload|utf-?8|byte sequence)|JSONDecodeError|json: cannot unmarshal|deserializ\w+ (?:error|failed)|"
     r"violates (?:not-null|check) constraint|type mismatch|column \S+ does not exist|schema validation failed|"
-    r"Unrecognized field|NumberFormatException|value too long for type|out of range for type",
+    r"Unrecognized field|NumberFormatException|value too long for type|out of range for type|"
+    r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b",
     re.I,
 )
 # An exception class named in a message; the network/database ones (timeouts, refusals) are claimed elsewhere.

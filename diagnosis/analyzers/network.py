@@ -440,7 +440,8 @@ def _dns_outage(recs: list[Rec], names: list[str], what: str) -> Finding:
         object="DNS resolver " + ", ".join(names[:5]),
         score=0.8,
         ts=recs[0].ts,
-        tags=["dns:resolver", *(f"dns:{n}" for n in names[:5])],
+        # in Kubernetes the resolver is CoreDNS (kube-dns): name it, so its pods' failures link to this
+        tags=["dns:resolver", "service:coredns", "service:kube-dns", *(f"dns:{n}" for n in names[:5])],
         explains=["errors", "http_5xx", "latency", "pod_restarts", "upstream_timeout"],
         evidence=_refs(recs),
         actions=[

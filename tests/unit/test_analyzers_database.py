@@ -380,3 +380,46 @@ def test_live_tool_ages_and_an_unreachable_server() -> None:
     )
     [cause] = causes(database(down.set()))
     assert cause.code == "db_unreachable" and cause.category == "dependency_failure"
+
+
+def test_redis_at_maxmemory_live_and_from_client_logs() -> None:
+    b = Builder()
+    b.raw(
+        "redis/info",
+        "redis/cache:6379",
+        {
+            "healthy": True,
+            "server": "cache:6379",
+            "used_memory_bytes": 1_060_000_000,
+            "maxmemory_bytes": 1_073_741_824,
+            "evicted_keys": 0,
+        },
+    )
+    [cause] = causes(database(b.set()))
+    assert cause.code == "redis_memory_full" and cause.actions[-1].tool == "redis_config_set"
+
+    logs = Builder()
+    msg = "ERROR cart: redis write failed: OOM command not allowed when used memory > 'maxmemory'."
+    logs.log("logs/cart.log", [(NOW - 60 + i, "error", msg) for i in range(10)])
+    [cause] = causes(database(logs.set()))
+    assert cause.code == "redis_memory_full" and cause.category == "resource_exhaustion"
+
+
+def test_storage_eaten_by_wal_for_a_replication_slot() -> None:
+    b = Builder()
+    gib = 2**30
+    lab = {"DBInstanceIdentifier": "orders-prod"}
+    b.metric(
+        "FreeStorageSpace",
+        series(NOW - 19 * 600, 600, [40 * gib - i * 2 * gib for i in range(20)]),
+        lab,
+        source="cloudwatch",
+    )
+    b.metric(
+        "ReplicationSlotDiskUsage",
+        series(NOW - 19 * 600, 600, [0.1 * gib + i * 2 * gib for i in range(20)]),
+        lab,
+        source="cloudwatch",
+    )
+    [cause] = causes(database(b.set()))
+    assert "replication slot" in cause.mechanism

@@ -143,3 +143,11 @@ def test_java_root_cause_is_the_last_caused_by() -> None:
     b.log("Pod/payments/payments-worker-59d7f8c6b9-rd5n5/app", [(T0, "error", trace)])
     [cause] = causes(log_errors(b.set()))
     assert "NullPointerException" in cause.title
+
+
+def test_duplicate_rows_are_bad_data() -> None:
+    b = Builder()
+    msg = 'ERROR: duplicate key value violates unique constraint "payments_pkey" DETAIL: Key (id)=(42) already exists.'
+    b.log("logs/ledger-consumer.log", [(T0 + i, "error", msg) for i in range(30)])
+    [cause] = causes(log_errors(b.set()))
+    assert cause.code == "bad_data"
