@@ -29,7 +29,7 @@ from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 
 # A file system at >= 95% (space or inodes) fails writes soon (ext4 keeps 5% for root; databases and logs burst);
-# 90-95% is named as a warning cause with a lower score.
+# 90-95% is a warning worth an action but not a failure (benign, so a full-ish but working disk reads healthy).
 DISK_FULL = 95.0
 DISK_HIGH = 90.0
 # File descriptors at >= 90% of the limit: the next burst of connections fails with EMFILE.
@@ -113,9 +113,9 @@ def _snapshot(snap: EvidenceItem) -> list[Finding]:
                 Finding(
                     analyzer="host",
                     domain=Domain.HOST,
-                    role="cause",
-                    code="disk_full" if what == "space" else "inodes_full",
-                    category=Category.RESOURCE_EXHAUSTION,
+                    role="cause" if full else "benign",
+                    code=("disk_full" if what == "space" else "inodes_full") if full else "disk_nearly_full",
+                    category=Category.RESOURCE_EXHAUSTION if full else Category.HEALTHY,
                     title=f"{host}: {mount} {what} {pct:.0f}% used",
                     mechanism=(
                         f"file system {mount} on {host} is {pct:.0f}% full of {what}"
@@ -127,7 +127,7 @@ def _snapshot(snap: EvidenceItem) -> list[Finding]:
                         + (
                             ": writes there fail with 'No space left on device'."
                             if full
-                            else ": close to failing writes."
+                            else ": not failing yet, but close."
                         )
                     ),
                     object=f"file system {mount} on {host}",

@@ -39,6 +39,9 @@ BACKGROUND_MIN_SPAN_S = 30 * 60
 BACKGROUND_MAX_RATE_PER_MIN = 2.0
 BACKGROUND_COVERAGE = 0.6
 BACKGROUND_BURST_FACTOR = 3.0
+# Fewer occurrences than this are sporadic: the finding is kept below the reasoning's stand-alone score (0.5), so it
+# names the cause only when it explains something observed (a crash, a restart), not on a healthy system.
+SPORADIC = 3
 # A deploy this long before the first exception makes the deploy the likely origin of the bug.
 DEPLOY_WINDOW_S = 2 * 3600
 
@@ -237,7 +240,7 @@ def _cause_of(
                 "not match what the code expects."
             ),
             object=who,
-            score=0.7,
+            score=0.7 if tpl.count >= SPORADIC else 0.45,
             ts=tpl.first_ts,
             tags=tags,
             explains=["errors", "http_5xx", "pod_restarts"],
@@ -275,11 +278,11 @@ def _cause_of(
         return None
     deploy = _deploy_before(deploys, who, tpl.first_ts)
     after = ""
-    score = 0.6
+    score = 0.6 if tpl.count >= SPORADIC else 0.45
     if deploy:
         after = f", starting {human_duration((tpl.first_ts or deploy[0]) - deploy[0])} after {deploy[1]}"
         refs.append(deploy[2])
-        score = 0.85
+        score = 0.85 if tpl.count >= SPORADIC else 0.7
     return Finding(
         analyzer="log_errors",
         domain=Domain.LOGS,

@@ -26,6 +26,7 @@ from diagnosis.series import (
     anomalies,
     counter_rate,
     human_duration,
+    median,
     points_of,
     robust_baseline,
     saturation,
@@ -43,6 +44,8 @@ HORIZON_S = 24 * 3600
 # Anomaly score above which a point is anomalous (the metric_anomalies tool's default), and the trailing
 # points that must be back to normal for a spike to count as recovered.
 ANOMALY_Z = 3.5
+# Memory that was already at >= 85% of its limit over the first half of the window is a steady state.
+STEADY_HIGH = 0.85
 RECOVERED_TAIL = 3
 
 _KIND_PATTERNS = [
@@ -421,6 +424,23 @@ def _saturation_finding(
             mechanism=f"{who} has been at {over} since {fmt_ts(since)}.",
             object=who,
             score=0.55,
+            ts=since,
+            tags=_tags(s),
+            evidence=refs,
+        )
+    steady = s.kind == "memory" and median([v for _, v in pts[: max(1, len(pts) // 2)]]) >= STEADY_HIGH * limit
+    if steady:
+        return Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="benign",
+            code="memory_high_steady",
+            category=Category.HEALTHY,
+            title=f"{who}: memory steady at {pct:.0f}% of its limit",
+            mechanism=f"{who} has stayed near {over} ({pct:.0f}%) throughout: a steady state (heap or cache sized "
+            "to the limit), not a change.",
+            object=who,
+            score=0.2,
             ts=since,
             tags=_tags(s),
             evidence=refs,

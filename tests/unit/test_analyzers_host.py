@@ -191,3 +191,10 @@ def test_process_down_without_a_reason_asks_for_logs() -> None:
     b.process("redis-server", False, T0)
     [f] = host(b.set())
     assert f.role == "symptom" and f.needs
+
+
+def test_disk_at_92_percent_is_a_warning_not_a_failure() -> None:
+    b = Builder()
+    b.host("web-1", T0, **dict(QUIET, disks=[{"mount": "/data", "percent": 92.0, "inodes_percent": 10.0}]))
+    [f] = host(b.set())
+    assert f.role == "benign" and f.code == "disk_nearly_full"

@@ -151,3 +151,12 @@ def test_duplicate_rows_are_bad_data() -> None:
     b.log("logs/ledger-consumer.log", [(T0 + i, "error", msg) for i in range(30)])
     [cause] = causes(log_errors(b.set()))
     assert cause.code == "bad_data"
+
+
+def test_a_single_exception_needs_a_symptom_to_stand() -> None:
+    b = Builder()
+    b.log(
+        "logs/api.log", [(T0, "error", "KeyError: 'currency'")] + [(T0 + i, "info", "GET / 200") for i in range(1, 50)]
+    )
+    [cause] = causes(log_errors(b.set()))
+    assert cause.score < 0.5

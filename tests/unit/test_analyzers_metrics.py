@@ -185,3 +185,13 @@ def test_consumer_lag_rising_is_a_symptom() -> None:
     b.metric("kafka_consumergroup_lag", series(T0, 60, [10.0] * 20 + [5000.0] * 10), {"consumergroup": "billing"})
     [f] = metric_series(b.set())
     assert f.role == "symptom"
+
+
+def test_memory_high_all_along_is_a_steady_state() -> None:
+    b = Builder()
+    lab = {"namespace": "shop", "pod": "search-6d8f9c7b5-zx2vq", "container": "app"}
+    gib = 2**30
+    b.metric("container_memory_working_set_bytes", series(T0, 60, [0.93 * gib] * 20), lab)
+    b.metric("kube_pod_container_resource_limits", series(T0, 60, [gib] * 20), {**lab, "resource": "memory"})
+    [f] = metric_series(b.set())
+    assert f.role == "benign" and f.code == "memory_high_steady"
