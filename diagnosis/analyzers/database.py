@@ -467,8 +467,10 @@ _STRENGTH = list(_CONFLICTS)
 
 
 def _blocking_graph(ctx: _Context) -> dict[int, set[int]]:
-    """waiter pid -> the pids it waits for: pg_blocking_pids() where the export has it, else derived from
-    pg_locks (an ungranted lock on a relation waits for the conflicting granted locks of other pids)."""
+    """waiter pid -> the pids it waits for. pg_blocking_pids() (the sessions' `blocked_by`) is authoritative; only
+    for a waiter without it is the edge derived from pg_locks, and then from table-level locks alone: an ungranted
+    `relation` lock waits for the conflicting granted `relation` locks of other pids (tuple and transactionid locks
+    queue behind each other in ways a snapshot of modes cannot order, and read as false cycles)."""
     graph: dict[int, set[int]] = defaultdict(set)
     for pid, s in ctx.sessions.items():
         for b in s.data.get("blocked_by") or ():
@@ -478,12 +480,14 @@ def _blocking_graph(ctx: _Context) -> dict[int, set[int]]:
     granted: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for lk in ctx.locks:
         d = lk.data
-        if d.get("granted") and d.get("relation") is not None:
+        if d.get("granted") and d.get("relation") is not None and d.get("locktype", "relation") == "relation":
             granted[str(d["relation"])].append((_int(d.get("pid")) or -1, str(d.get("mode"))))
     for lk in ctx.locks:
         d = lk.data
         waiter = _int(d.get("pid"))
-        if d.get("granted") or waiter is None or d.get("relation") is None:
+        if d.get("granted") or waiter is None or d.get("relation") is None or waiter in graph:
+            continue
+        if d.get("locktype", "relation") != "relation":
             continue
         for holder, mode in granted.get(str(d["relation"]), ()):
             if holder != waiter and mode in _CONFLICTS.get(str(d.get("mode")), set(_CONFLICTS)):
@@ -623,6 +627,17 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
     query = " ".join(str(d.get("query") or "").split())[:200]
     on = f" on relation {relation}" if relation else ""
     holds = f"holds {mode}{on}" if mode else f"holds locks{on}"
+    # waiters queued on its transaction id or a tuple wait for the rows its statement changed
+    row_wait = any(
+        not lk.data.get("granted") and lk.data.get("locktype") in ("transactionid", "tuple")
+        for lk in ctx.locks
+        if _int(lk.data.get("pid")) in waiters
+    )
+    if row_wait:
+        verb = (query.split() or ["statement"])[0].upper()
+        verb = verb if verb in ("UPDATE", "DELETE", "INSERT", "SELECT") else "statement"
+        holds = f"holds the row locks of its {verb}{on}"
+        holds += f" ({mode})" if mode else ""
     who = f"pid {root}" + (f" ({app}" + (f", user {d.get('usename')}" if d.get("usename") else "") + ")" if app else "")
     n = len(waiters)
     refs: list[EvidenceRef] = []

@@ -423,3 +423,55 @@ def test_storage_eaten_by_wal_for_a_replication_slot() -> None:
     )
     [cause] = causes(database(b.set()))
     assert "replication slot" in cause.mechanism
+
+
+def test_row_lock_queue_as_a_real_server_reports_it_is_no_deadlock() -> None:
+    # the shape PostgreSQL 15 gave for one idle-in-transaction UPDATE and three UPDATEs of the same row: every
+    # waiter holds RowExclusiveLock on the table; the first queues on the holder's transaction id, the others on
+    # the tuple; pg_blocking_pids() names the holder and the queue ahead
+    b = Builder()
+    b.session(
+        1,
+        "idle in transaction",
+        query="UPDATE orders SET status = 'paid' WHERE id = 42",
+        app="orders-api",
+        xact_start=NOW - 60,
+        state_change=NOW - 59,
+        captured_at=NOW,
+    )
+    b.session(
+        2,
+        "active",
+        query="UPDATE orders SET status = 'x' WHERE id = 42",
+        blocked_by=[1],
+        captured_at=NOW,
+        query_start=NOW - 30,
+    )
+    b.session(
+        3,
+        "active",
+        query="UPDATE orders SET status = 'y' WHERE id = 42",
+        blocked_by=[2],
+        captured_at=NOW,
+        query_start=NOW - 29,
+    )
+    b.session(
+        4,
+        "active",
+        query="UPDATE orders SET status = 'z' WHERE id = 42",
+        blocked_by=[2, 3],
+        captured_at=NOW,
+        query_start=NOW - 28,
+    )
+    for pid in (1, 2, 3, 4):
+        b.lock(pid, "orders", "RowExclusiveLock", True)
+    b.lock(1, None, "ExclusiveLock", True, locktype="transactionid")
+    b.lock(2, None, "ShareLock", False, locktype="transactionid")
+    b.lock(2, "orders", "ExclusiveLock", True, locktype="tuple")
+    b.lock(3, "orders", "ExclusiveLock", False, locktype="tuple")
+    b.lock(4, "orders", "ExclusiveLock", False, locktype="tuple")
+    found = database(b.set())
+    assert [f.code for f in causes(found)] == ["idle_in_transaction_blocker"]
+    blocker = causes(found)[0]
+    assert "pid 1" in blocker.object and "row locks of its UPDATE on relation orders" in blocker.mechanism
+    assert "3 session(s) wait" in blocker.mechanism
