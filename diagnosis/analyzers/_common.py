@@ -310,6 +310,12 @@ PG_LOCK = re.compile(
     r"still waiting for \w+Lock|acquired \w+Lock",
     re.I,
 )
+APP_POOL = re.compile(
+    r"Connection is not available, request timed out|QueuePool limit of size \d+ overflow \d+ reached|"
+    r"pool (?:is )?exhausted|timeout acquiring (?:a )?connection|Timed out fetching a new connection from the "
+    r"connection pool|could not obtain (?:a )?connection from (?:the )?pool|Cannot get a connection, pool error",
+    re.I,
+)
 REDIS_OOM = re.compile(r"OOM command not allowed when used memory > 'maxmemory'", re.I)
 PG_CHECKPOINT = re.compile(r"checkpoints are occurring too frequently", re.I)
 PG_VACUUM = re.compile(r"automatic (?:aggressive )?vacuum of table|to prevent wraparound", re.I)
@@ -320,7 +326,7 @@ PG_DOWN = re.compile(
     r"terminating connection because of crash of another server process",
     re.I,
 )
-DB_SIGNATURES = (PG_TOO_MANY, PG_STORAGE, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_DOWN, REDIS_OOM)
+DB_SIGNATURES = (PG_TOO_MANY, PG_STORAGE, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_DOWN, REDIS_OOM, APP_POOL)
 
 HOST_OOM = re.compile(
     r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|invoked oom-killer|oom_reaper|"
@@ -346,6 +352,7 @@ _TRIGGERS = (
     "code = unavailable",
     "hang up",
     "maxmemory",
+    "pool",
     "reset",
     "broken pipe",
     "prematurely",

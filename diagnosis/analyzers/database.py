@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from diagnosis.analyzers._common import (
+    APP_POOL,
     PG_CHECKPOINT,
     PG_DOWN,
     PG_LOCK,
@@ -121,6 +122,7 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     out += _rds_events(ctx)
     out += _log_symptoms(ctx)
     out += _redis(ctx)
+    out += _app_pools(ctx)
     return with_aliases(out)
 
 
@@ -173,8 +175,11 @@ class _Context:
         return None
 
 
+_DB_LOG_SIGNATURES = (PG_TOO_MANY, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_DOWN, REDIS_OOM, APP_POOL)
+
+
 def _db_relevant(msg: str) -> bool:
-    return any(rx.search(msg) for rx in (PG_TOO_MANY, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_DOWN, REDIS_OOM))
+    return any(rx.search(msg) for rx in _DB_LOG_SIGNATURES)
 
 
 _RDS_NAMES = {
@@ -279,6 +284,52 @@ def _mref(m: EvidenceItem, index: int = -1, pts: list[Point] | None = None) -> E
     p = pts if pts is not None else _pts(m)
     i = index if index >= 0 else len(p) + index
     return EvidenceRef(item=m.id, field=f"points.{i}", value=p[i][1] if p else None)
+
+
+# ---------------------------------------------------------------- application connection pools
+
+
+def _app_pools(ctx: _Context) -> list[Finding]:
+    """A service whose own pool has no free connection (HikariCP, SQLAlchemy QueuePool, Prisma...): its requests
+    wait for a connection. Slow or blocked queries hold connections longer (a lock explains it); alone it is the
+    pool that is too small or leaks."""
+    by_service: dict[str, list[Rec]] = defaultdict(list)
+    for r in ctx.logs:
+        if APP_POOL.search(r.msg):
+            by_service[service_of(r.item) or r.item.object].append(r)
+    out = []
+    for svc, recs in by_service.items():
+        if len(recs) < 3:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="cause",
+                code="app_pool_exhausted",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{svc}: database connection pool exhausted ({len(recs)}x)",
+                mechanism=(
+                    f"{svc}'s database connection pool has no free connection: '{recs[0].msg.strip()[:160]}' "
+                    f"{len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}; requests wait for a connection and time out "
+                    "(the pool is too small for the load, leaks connections, or its queries hold them too long)."
+                ),
+                object=f"connection pool of {svc}",
+                score=0.6,
+                ts=recs[0].ts,
+                tags=[f"service:{svc}", f"db:{ctx.db_name()}"],
+                explains=["errors", "latency", "http_5xx", "upstream_timeout"],
+                evidence=[ref_of(recs[0]), ref_of(recs[-1])],
+                actions=[
+                    Action(
+                        description="Connections the service holds, by state",
+                        command='psql -c "SELECT application_name, state, count(*) FROM pg_stat_activity GROUP BY 1,2"',
+                    )
+                ],
+            )
+        )
+    return out
 
 
 # ---------------------------------------------------------------- Redis
@@ -685,7 +736,16 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
         score=min(0.95, 0.7 + 0.05 * n),
         ts=d.get("xact_start") if isinstance(d.get("xact_start"), int | float) else None,
         tags=tags,
-        explains=["db_waits", "latency", "connections_high", "errors", "http_5xx", "upstream_timeout", "cpu_high"],
+        explains=[
+            "db_waits",
+            "latency",
+            "connections_high",
+            "errors",
+            "http_5xx",
+            "upstream_timeout",
+            "cpu_high",
+            "app_pool_exhausted",
+        ],
         evidence=refs,
         actions=[
             Action(
@@ -883,6 +943,7 @@ def _connections(ctx: _Context) -> list[Finding]:
             tags=[f"db:{db}", *app_tags],
             explains=[
                 "connections_high",
+                "app_pool_exhausted",
                 "db_connection_errors",
                 "errors",
                 "http_5xx",

@@ -92,6 +92,9 @@ _SOURCE_FILE = re.compile(
 )
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?::\d{2,5})?"
 _TARGET_PATTERNS = [
+    re.compile(
+        r"outbound\|\d+\|[\w.\-]*\|([A-Za-z0-9][\w.\-]*)"
+    ),  # Istio/Envoy cluster: outbound|8080||payments.shop.svc
     re.compile(rf"upstream:\s*\"?(?:[a-z]+://)?({_NAME})"),  # nginx error log: upstream: "http://10.0.0.5:8080/x"
     re.compile(rf"upstream(?:_addr|_host|_cluster)?[=\s:]+\"?(?:[a-z]+://)?({_NAME})", re.I),
     re.compile(rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", re.I),

@@ -475,3 +475,15 @@ def test_row_lock_queue_as_a_real_server_reports_it_is_no_deadlock() -> None:
     blocker = causes(found)[0]
     assert "pid 1" in blocker.object and "row locks of its UPDATE on relation orders" in blocker.mechanism
     assert "3 session(s) wait" in blocker.mechanism
+
+
+def test_app_pool_exhaustion_is_named_and_a_lock_explains_it() -> None:
+    b = Builder()
+    _lock_incident(b)
+    msg = "HikariPool-1 - Connection is not available, request timed out after 30000ms."
+    b.log("Pod/shop/orders-api-6d5f8b7c9d-dvlnp/app", [(NOW - 100 + i, "error", msg) for i in range(20)])
+    found = database(b.set())
+    pool = by_code(found, "app_pool_exhausted")[0]
+    blocker = by_code(found, "idle_in_transaction_blocker")[0]
+    assert "orders-api" in pool.object and "app_pool_exhausted" in blocker.explains
+    assert set(pool.tags) & set(blocker.tags)  # linked through the service and the database

@@ -184,3 +184,11 @@ def test_stack_frames_and_spring_placeholders_are_not_hosts() -> None:
     placeholder = "Could not resolve placeholder 'DB_URL' in value \"${DB_URL}\""
     b.log("logs/b.log", [(T0 + i, "error", placeholder) for i in range(5)])
     assert not causes(network_failures(b.set()))
+
+
+def test_istio_cluster_names_the_upstream() -> None:
+    b = Builder()
+    line = '[2024-03-01T10:00:00.000Z] "POST /charge HTTP/1.1" 504 UT upstream request timeout "outbound|8080||payments.shop.svc.cluster.local"'  # noqa: E501 (one access-log line)
+    b.log("Pod/shop/checkout-6d5f8b7c9d-dvlnp/istio-proxy", [(T0 + i, None, line) for i in range(10)])
+    [cause] = causes(network_failures(b.set()))
+    assert "payments.shop.svc.cluster.local" in cause.object and "upstream:payments" in cause.tags
