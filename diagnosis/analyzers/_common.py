@@ -1,0 +1,495 @@
+"""What the domain analyzers share: the evidence set's "now", log records and their templates, object names."""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import EvidenceItem, EvidenceRef, Finding
+
+# ---------------------------------------------------------------- now
+
+
+_NOW_CACHE: weakref.WeakKeyDictionary[EvidenceSet, tuple[int, float | None]] = weakref.WeakKeyDictionary()
+
+
+def now_of(evidence: EvidenceSet) -> float | None:
+    """The newest timestamp in the evidence: bundles are exports from the past, so "now" is when the evidence
+    ends, never the wall clock. None when nothing in it carries a time."""
+    cached = _NOW_CACHE.get(evidence)
+    if cached is not None and cached[0] == len(evidence):
+        return cached[1]
+    newest: float | None = None
+
+    def see(ts: Any) -> None:
+        nonlocal newest
+        if isinstance(ts, int | float) and ts > 0 and (newest is None or ts > newest):
+            newest = float(ts)
+
+    for item in evidence:
+        see(item.ts)
+        d = item.data
+        if item.kind == "log":
+            recs = d.get("records") or ()
+            for r in recs[-1:]:  # records are in source order: the last is the newest in practice
+                see(r.get("ts"))
+        elif item.kind == "metric":
+            pts = d.get("points") or ()
+            if pts:
+                see(pts[-1][0])
+        elif item.kind == "pg/session":
+            see(d.get("captured_at"))
+        elif item.kind in ("rds/event",):
+            see(d.get("ts"))
+        elif item.kind == "k8s/Event":
+            see(d.get("last_ts"))
+        elif item.kind == "alert":
+            see(d.get("starts_at"))
+    _NOW_CACHE[evidence] = (len(evidence), newest)
+    return newest
+
+
+def fmt_ts(ts: float | None) -> str:
+    if ts is None:
+        return "?"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- log records
+
+_LEVEL_WORDS = {
+    "error": "error",
+    "err": "error",
+    "fatal": "fatal",
+    "critical": "fatal",
+    "crit": "fatal",
+    "panic": "fatal",
+    "emerg": "fatal",
+    "alert": "fatal",
+    "warn": "warn",
+    "warning": "warn",
+    "info": "info",
+    "notice": "info",
+    "debug": "debug",
+    "trace": "debug",
+}
+_LEVEL_IN_TEXT = re.compile(
+    r"(?:^|[\s\[\"'=|:])(ERROR|ERR|FATAL|CRITICAL|CRIT|PANIC|EMERG|WARN|WARNING|INFO|NOTICE|DEBUG|TRACE)(?:$|[\s\]\"':|])"
+)
+_ERRORISH = re.compile(
+    r"\b(Traceback \(most recent call last\)|Exception|panic:|Unhandled|unhandled|Out of memory|oom-kill)",
+)
+
+
+def level_of(record: dict[str, Any]) -> str | None:
+    """The record's level, lower-case; read from the text (`ERROR`, `level=error`, postgres `FATAL:`) when the
+    parser left it unset."""
+    lvl = record.get("level")
+    if isinstance(lvl, str) and lvl:
+        return _LEVEL_WORDS.get(lvl.lower(), lvl.lower())
+    msg = record.get("msg") or ""
+    m = _LEVEL_IN_TEXT.search(msg[:200])
+    if m:
+        return _LEVEL_WORDS.get(m.group(1).lower())
+    m2 = re.search(r"\blevel=\"?(\w+)", msg[:200])
+    if m2:
+        return _LEVEL_WORDS.get(m2.group(1).lower())
+    if _ERRORISH.search(msg):
+        return "error"
+    return None
+
+
+def is_error(record: dict[str, Any]) -> bool:
+    return level_of(record) in ("error", "fatal")
+
+
+@dataclass
+class Rec:
+    item: EvidenceItem
+    ts: float | None
+    msg: str
+    line: int | None
+    level: str | None
+
+
+def log_records(evidence: EvidenceSet) -> Iterator[Rec]:
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            yield Rec(item, r.get("ts"), str(r.get("msg") or ""), r.get("line"), level_of(r))
+
+
+def ref_of(rec: Rec, value: str | None = None) -> EvidenceRef:
+    text = value if value is not None else rec.msg
+    return EvidenceRef(item=rec.item.id, line=rec.line, value=text[:300])
+
+
+# ---------------------------------------------------------------- objects
+
+# a Deployment's pod: <name>-<replicaset hash 5-10>-<pod suffix 5>; a StatefulSet's: <name>-<ordinal>
+# (Kubernetes draws generated suffixes from an alphabet without vowels, so "redis-cache" keeps its name)
+_SFX = "[bcdfghjklmnpqrstvwxz2-9]"
+_POD_DEPLOY = re.compile(rf"^(?P<base>.+?)-{_SFX}{{5,10}}-{_SFX}{{5}}$")
+_POD_SUFFIX = re.compile(rf"^(?P<base>.+?)-(?:{_SFX}{{5}}|\d+)$")
+
+
+def workload_of_pod(pod: str) -> str:
+    for rx in (_POD_DEPLOY, _POD_SUFFIX):
+        m = rx.match(pod)
+        if m:
+            return m.group("base")
+    return pod
+
+
+def service_of(item: EvidenceItem) -> str | None:
+    """The service a log or metric item speaks for: a Datadog service, a pod's workload, a log file's name."""
+    src = item.data.get("source")
+    if isinstance(src, dict):
+        for key in ("service", "app", "container"):
+            if isinstance(src.get(key), str) and src[key]:
+                return str(src[key])
+    obj = item.object
+    if obj.startswith("Pod/"):
+        parts = obj.split("/")
+        if len(parts) >= 3:
+            return workload_of_pod(parts[2])
+    if obj.startswith("datadog/"):
+        return obj.split("/", 1)[1] or None
+    name = obj.rstrip("/").rsplit("/", 1)[-1]
+    name = re.sub(r"(\.(log|txt|json|jsonl|ndjson|out|err|gz|xz|zst|\d+))+$", "", name)
+    if name.lower() in ("", "syslog", "messages", "kern", "dmesg", "journal", "stdout", "stderr", "app", "log"):
+        return None
+    return name
+
+
+def pod_tag(item: EvidenceItem) -> str | None:
+    if item.object.startswith("Pod/"):
+        parts = item.object.split("/")
+        if len(parts) >= 3:
+            return f"pod:{parts[1]}/{parts[2]}"
+    return None
+
+
+def object_tags(item: EvidenceItem, service: str | None = None) -> list[str]:
+    tags = []
+    svc = service or service_of(item)
+    if svc:
+        tags.append(f"service:{svc}")
+    pt = pod_tag(item)
+    if pt:
+        tags.append(pt)
+    return tags
+
+
+# ---------------------------------------------------------------- templates
+
+_MASKS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\"(?:[^\"\\]|\\.){0,200}\"|'(?:[^'\\]|\\.){0,200}'"), "<str>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<ts>"),
+    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<id>"),
+    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<ip>"),
+    (re.compile(r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
+    (re.compile(r"\b\d+(?:\.\d+)?(?:ms|us|µs|ns|s|m|h)\b"), "<dur>"),
+    (re.compile(r"(?<![A-Za-z])-?\d+(?:\.\d+)?"), "<n>"),
+]
+
+
+def template_of(msg: str) -> str:
+    """The message with its variable parts masked (quoted strings, timestamps, ids, IPs, hex, durations,
+    numbers), so "timed out after 5000ms" and "timed out after 4800ms" are one template."""
+    t = msg.strip()[:500]
+    for rx, repl in _MASKS:
+        t = rx.sub(repl, t)
+    return re.sub(r"\s+", " ", t)
+
+
+@dataclass
+class Template:
+    template: str
+    count: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
+    level: str | None = None
+    sample: Rec | None = None
+    lines: list[int] = field(default_factory=list)  # the first few line numbers
+    stamps: list[float] = field(default_factory=list)  # every record's ts (for rates and buckets)
+
+    def add(self, rec: Rec) -> None:
+        self.count += 1
+        if rec.ts is not None:
+            self.stamps.append(rec.ts)
+            self.first_ts = rec.ts if self.first_ts is None else min(self.first_ts, rec.ts)
+            self.last_ts = rec.ts if self.last_ts is None else max(self.last_ts, rec.ts)
+        if self.sample is None:
+            self.sample = rec
+            self.level = rec.level
+        if rec.line is not None and len(self.lines) < 5:
+            self.lines.append(rec.line)
+
+
+def group_templates(records: list[Rec]) -> list[Template]:
+    """Records grouped by template, most frequent first."""
+    groups: dict[str, Template] = {}
+    for rec in records:
+        key = template_of(rec.msg)
+        t = groups.get(key)
+        if t is None:
+            t = groups[key] = Template(key)
+        t.add(rec)
+    return sorted(groups.values(), key=lambda t: -t.count)
+
+
+def span_text(first: float | None, last: float | None) -> str:
+    from diagnosis.series import human_duration
+
+    if first is None or last is None:
+        return ""
+    if last - first < 1:
+        return f"at {fmt_ts(first)}"
+    return f"from {fmt_ts(first)} to {fmt_ts(last)} ({human_duration(last - first)})"
+
+
+# ---------------------------------------------------------------- signatures other domains own
+# The logs analyzer groups every error, but a message whose mechanism another analyzer names (a timeout to an
+# upstream, a kernel OOM kill, a full database) is left to that analyzer, so one failure gives one cause.
+
+NET_TIMEOUT = re.compile(
+    r"timed? ?out|timeout|deadline exceeded|DeadlineExceeded|ETIMEDOUT|SocketTimeoutException|ConnectTimeout|"
+    r"ReadTimeout",
+    re.I,
+)
+NET_REFUSED = re.compile(
+    r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable", re.I
+)
+NET_RESET = re.compile(
+    r"connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
+    r"upstream prematurely closed|EOF occurred|no healthy upstream|server closed the connection unexpectedly",
+    re.I,
+)
+DNS_NXDOMAIN = re.compile(
+    r"no such host|NXDOMAIN|Name or service not known|nodename nor servname|could not resolve host|"
+    r"UnknownHostException|ENOTFOUND|could not translate host name|Unknown host|failed to resolve|"
+    # "could not resolve placeholder" (Spring) is not DNS: the generic phrasings count only before a dotted name
+    r"(?:could not|cannot|unable to|failed to) resolve (?:host(?:name)?:?\s*)?[\"']?[A-Za-z0-9\-]+\.[A-Za-z0-9.\-]+",
+    re.I,
+)
+DNS_TEMPORARY = re.compile(
+    r"Temporary failure in name resolution|EAI_AGAIN|server misbehaving|SERVFAIL|"
+    r"lookup \S+ on \S+:53: .*(i/o timeout|read udp)|:53: i/o timeout",
+    re.I,
+)
+TLS_EXPIRED = re.compile(
+    r"certificate has expired|certificate expired|CERT_HAS_EXPIRED|expired certificate|"
+    r"certificate is not yet valid|current time \S+ is after",
+    re.I,
+)
+TLS_INVALID = re.compile(
+    r"x509: |certificate verify failed|SSLHandshakeException|tls: handshake failure|self[- ]signed certificate|"
+    r"unable to get local issuer|certificate signed by unknown authority|PKIX path building failed",
+    re.I,
+)
+UPSTREAM_5XX = re.compile(
+    r"(?:upstream|backend|returned|responded|response|status(?: code)?|HTTP)\W{0,3}(?:with\s+|code\s+|status\s+)?"
+    r"(50[0-4])\b",
+    re.I,
+)
+NETWORK_SIGNATURES = (NET_TIMEOUT, NET_REFUSED, NET_RESET, DNS_NXDOMAIN, DNS_TEMPORARY, TLS_EXPIRED, TLS_INVALID)
+
+PG_TOO_MANY = re.compile(
+    r"too many clients already|remaining connection slots are reserved|too many connections|"
+    r"connection limit exceeded|FATAL:\s+sorry",
+    re.I,
+)
+PG_STORAGE = re.compile(r"could not extend file|could not write to file|No space left on device|storage[- ]full", re.I)
+PG_LOCK = re.compile(
+    r"deadlock detected|lock timeout|canceling statement due to lock|idle-in-transaction timeout|"
+    r"still waiting for \w+Lock|acquired \w+Lock",
+    re.I,
+)
+APP_POOL = re.compile(
+    r"Connection is not available, request timed out|QueuePool limit of size \d+ overflow \d+ reached|"
+    r"pool (?:is )?exhausted|timeout acquiring (?:a )?connection|Timed out fetching a new connection from the "
+    r"connection pool|could not obtain (?:a )?connection from (?:the )?pool|Cannot get a connection, pool error",
+    re.I,
+)
+REDIS_OOM = re.compile(r"OOM command not allowed when used memory > 'maxmemory'", re.I)
+PG_CHECKPOINT = re.compile(r"checkpoints are occurring too frequently", re.I)
+PG_VACUUM = re.compile(r"automatic (?:aggressive )?vacuum of table|to prevent wraparound", re.I)
+PG_DOWN = re.compile(
+    r"the database system is (?:starting up|shutting down|in recovery mode)|"
+    r"terminating connection due to administrator command|could not connect to server|"
+    r"connection to server at .* failed|server closed the connection unexpectedly|"
+    r"terminating connection because of crash of another server process",
+    re.I,
+)
+DB_SIGNATURES = (PG_TOO_MANY, PG_STORAGE, PG_LOCK, PG_CHECKPOINT, PG_VACUUM, PG_DOWN, REDIS_OOM, APP_POOL)
+
+HOST_OOM = re.compile(
+    r"Out of memory: Kill(?:ed)? process|oom-kill:|Memory cgroup out of memory|invoked oom-killer|oom_reaper|"
+    r"was terminated by signal 9|killed by the OOM killer|result 'oom-kill'",
+    re.I,
+)
+HOST_FDS = re.compile(r"Too many open files|EMFILE|ENFILE|file-max limit", re.I)
+HOST_DISK = re.compile(r"No space left on device|ENOSPC|disk quota exceeded|filesystem full", re.I)
+HOST_HW = re.compile(
+    r"I/O error, dev \S+|EXT4-fs error|XFS .* (?:metadata I/O error|Corruption)|Remounting filesystem read-only|"
+    r"blocked for more than \d+ seconds|Hardware Error|Machine check|NMI watchdog|soft lockup",
+    re.I,
+)
+HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW)
+
+
+# Lower-case fragments at least one of which every signature above contains: a record without any of them is
+# skipped with a few substring tests instead of a dozen regular expressions (bundles carry 500,000 lines).
+_TRIGGERS = (
+    "time",
+    "deadline",
+    "refused",
+    "code = unavailable",
+    "hang up",
+    "maxmemory",
+    "pool",
+    "reset",
+    "broken pipe",
+    "prematurely",
+    "eof",
+    "upstream",
+    "closed the connection",
+    "no such host",
+    "nxdomain",
+    "not known",
+    "servname",
+    "resolv",
+    "unknownhost",
+    "enotfound",
+    "translate host",
+    "unknown host",
+    "eai_again",
+    "misbehaving",
+    "servfail",
+    "certificat",
+    "x509",
+    "ssl",
+    "tls",
+    "pkix",
+    ":53",
+    "backend",
+    "returned 5",
+    "responded with 5",
+    "status 5",
+    "status=5",
+    "status: 5",
+    "status code 5",
+    "http 5",
+    "client",
+    "connection",
+    "max_conn",
+    "sorry",
+    "could not",
+    "no space",
+    "storage",
+    "deadlock",
+    "lock",
+    "idle-in-transaction",
+    "checkpoint",
+    "vacuum",
+    "wraparound",
+    "database system",
+    "administrator command",
+    "crash",
+    "out of memory",
+    "oom",
+    "memory cgroup",
+    "signal 9",
+    "open files",
+    "emfile",
+    "enfile",
+    "file-max",
+    "enospc",
+    "quota",
+    "filesystem full",
+    "i/o error",
+    "ext4-fs",
+    "xfs",
+    "read-only",
+    "blocked for more than",
+    "hardware error",
+    "machine check",
+    "nmi",
+    "lockup",
+)
+
+
+# Informational records carry few signatures (postgres logs checkpoints, vacuums and lock waits at LOG level;
+# some kernels log OOM kills as info): they are checked against these only, which keeps the common case cheap.
+_INFO_TRIGGERS = ("checkpoint", "vacuum", "waiting for", "kill", "oom", "out of memory", "failover", "no space")
+_QUIET_LEVELS = {"info", "debug", "trace", "notice", "log"}
+
+
+def may_carry_signature(msg: str, level: object = None) -> bool:
+    low = msg.lower()
+    if isinstance(level, str) and level.lower() in _QUIET_LEVELS:
+        return any(t in low for t in _INFO_TRIGGERS)
+    return any(t in low for t in _TRIGGERS)
+
+
+_SIG_CACHE: weakref.WeakKeyDictionary[EvidenceSet, tuple[int, list[Rec]]] = weakref.WeakKeyDictionary()
+
+
+def signature_records(evidence: EvidenceSet) -> list[Rec]:
+    """The log records that may carry a network, database or host signature (computed once per evidence set;
+    each analyzer then runs its own expressions on these only)."""
+    cached = _SIG_CACHE.get(evidence)
+    if cached is not None and cached[0] == len(evidence):
+        return cached[1]
+    out: list[Rec] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if may_carry_signature(msg, r.get("level")):
+                out.append(Rec(item, r.get("ts"), msg, r.get("line"), level_of(r)))
+    _SIG_CACHE[evidence] = (len(evidence), out)
+    return out
+
+
+def claimed_elsewhere(msg: str) -> bool:
+    """Whether a network, database or host analyzer names the mechanism behind this message."""
+    return any(rx.search(msg) for rx in (*NETWORK_SIGNATURES, *DB_SIGNATURES, *HOST_SIGNATURES, UPSTREAM_5XX))
+
+
+_PG_CONTEXT = re.compile(
+    r"could not extend file|could not write to file|pg_wal|pg_xlog|base/\d+/|PANIC:|postgres", re.I
+)
+_DB_SOURCE = re.compile(r"postgres|postgresql|\bpg\b|rds|mysql|database|\bdb\b", re.I)
+
+
+def is_db_log(item: EvidenceItem) -> bool:
+    """Whether a log source is a database server's own log (postgres, an RDS log export)."""
+    return bool(_DB_SOURCE.search(item.object) or _DB_SOURCE.search(service_of(item) or ""))
+
+
+def is_db_storage_line(rec: Rec) -> bool:
+    """A 'No space left on device' the database owns (its data or WAL files), rather than a host disk."""
+    return bool(PG_STORAGE.search(rec.msg)) and bool(_PG_CONTEXT.search(rec.msg) or is_db_log(rec.item))
+
+
+# Symptom codes other analyzers use for the same effect (the kubernetes analyzer says "error_rate" and
+# "log_errors" where these say "errors"): a cause lists both so the reasoning links it whichever spoke.
+_EXPLAINS_ALIASES = {
+    "errors": ("error_rate", "log_errors"),
+    "upstream_timeout": ("upstream_unavailable",),
+    "connection_refused": ("upstream_unavailable",),
+    "pod_restarts": ("crashloop",),
+}
+
+
+def with_aliases(findings: list[Finding]) -> list[Finding]:
+    out = []
+    for f in findings:
+        extra = [a for code in f.explains for a in _EXPLAINS_ALIASES.get(code, ()) if a not in f.explains]
+        out.append(f.model_copy(update={"explains": [*f.explains, *dict.fromkeys(extra)]}) if extra else f)
+    return out

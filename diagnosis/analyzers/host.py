@@ -1,0 +1,596 @@
+"""Host: disks and inodes full, the kernel OOM killer, file-descriptor exhaustion, one process saturating the
+CPU, memory pressure with swapping, a process that is down, and disk/kernel hardware errors.
+
+Reads the live host snapshot and process check, and any log (dmesg, syslog, journal, application logs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from diagnosis.analyzers._common import (
+    HOST_DISK,
+    HOST_FDS,
+    HOST_HW,
+    HOST_OOM,
+    Rec,
+    is_db_storage_line,
+    now_of,
+    ref_of,
+    service_of,
+    signature_records,
+    span_text,
+    with_aliases,
+)
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+
+# A file system at >= 95% (space or inodes) fails writes soon (ext4 keeps 5% for root; databases and logs burst);
+# 90-95% is a warning worth an action but not a failure (benign, so a full-ish but working disk reads healthy).
+DISK_FULL = 95.0
+DISK_HIGH = 90.0
+# File descriptors at >= 90% of the limit: the next burst of connections fails with EMFILE.
+FDS_HIGH = 0.9
+# CPU saturated at >= 90%; one process is the cause when it uses >= 50% of the machine's CPU.
+CPU_HIGH = 90.0
+CPU_PROCESS_SHARE = 0.5
+# Memory pressure: >= 95% used with >= 50% of swap in use (the kernel is paging working memory).
+MEM_HIGH = 95.0
+SWAP_HIGH = 50.0
+# An OOM kill or a disk error older than this before "now" is history, not the current fault.
+STALE_AFTER_S = 3600
+
+_OOM_KILLED = re.compile(
+    r"(?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process (\d+) \(([^)]+)\)"
+    r"(?:.*?anon-rss:(\d+)kB)?",
+    re.I,
+)
+_OOM_KILL_LINE = re.compile(r"oom-kill:.*?task=([^,\s]+),pid=(\d+)", re.I)
+_OOM_MEMCG = re.compile(r"CONSTRAINT_MEMCG|Memory cgroup out of memory|oom_memcg=(\S+)", re.I)
+# systemd: "search-indexer.service: A process of this unit has been killed by the OOM killer."
+_SYSTEMD_OOM = re.compile(
+    r"([\w@.\-]+)\.service: (?:A process of this unit has been killed by the OOM killer|Failed with result 'oom-kill')",
+    re.I,
+)
+_PG_SIGNAL9 = re.compile(r"server process \(PID (\d+)\) was terminated by signal 9", re.I)
+_MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs)[\s:=]+\"?(/[\w./\-]*)", re.I)
+_PATH = re.compile(r"(/(?:var|data|tmp|home|srv|opt|mnt|usr|log)[\w./\-]*)")
+_DEVICE = re.compile(r"dev (\w+)|\((\w+)\)|EXT4-fs error \(device (\w+)\)", re.I)
+
+
+# what a process or host that went away explains: its own absence and what its clients saw
+_DOWN_EFFECTS = [
+    "process_down",
+    "pod_restarts",
+    "crash_loop",
+    "errors",
+    "exception",
+    "db_connection_errors",
+    "connection_refused",
+    "upstream_reset",
+    "upstream_timeout",
+    "upstream_5xx",
+    "http_5xx",
+    "latency",
+]
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"host/snapshot", "host/process", "log"})
+def host(evidence: EvidenceSet) -> list[Finding]:
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for snap in evidence.kind("host/snapshot"):
+        out += _snapshot(snap)
+    oom = _oom_kills(evidence, now)
+    out += oom
+    killed = {t for f in oom for t in f.tags if t.startswith("process:")}
+    for proc in evidence.kind("host/process"):
+        out += _process(proc, killed)
+    out += _log_signatures(evidence, now)
+    return with_aliases(out)
+
+
+# ---------------------------------------------------------------- live snapshot
+
+
+def _snapshot(snap: EvidenceItem) -> list[Finding]:
+    d = snap.data
+    host = snap.object.split("/", 1)[-1] if snap.object.startswith("host/") else snap.object
+    tags = [f"host:{host}"]
+    out: list[Finding] = []
+    for i, disk in enumerate(d.get("disks") or ()):
+        mount = str(disk.get("mount") or disk.get("mountpoint") or "?")
+        for key, what in (("percent", "space"), ("inodes_percent", "inodes")):
+            pct = _num(disk.get(key))
+            if pct is None or pct < DISK_HIGH:
+                continue
+            full = pct >= DISK_FULL
+            free = disk.get("free_bytes")
+            out.append(
+                Finding(
+                    analyzer="host",
+                    domain=Domain.HOST,
+                    role="cause" if full else "benign",
+                    code=("disk_full" if what == "space" else "inodes_full") if full else "disk_nearly_full",
+                    category=Category.RESOURCE_EXHAUSTION if full else Category.HEALTHY,
+                    title=f"{host}: {mount} {what} {pct:.0f}% used",
+                    mechanism=(
+                        f"file system {mount} on {host} is {pct:.0f}% full of {what}"
+                        + (
+                            f" ({free / 2**30:.1f} GiB free)"
+                            if isinstance(free, int | float) and what == "space"
+                            else ""
+                        )
+                        + (
+                            ": writes there fail with 'No space left on device'."
+                            if full
+                            else ": not failing yet, but close."
+                        )
+                    ),
+                    object=f"file system {mount} on {host}",
+                    score=0.85 if full else 0.55,
+                    ts=snap.ts,
+                    tags=[*tags, f"fs:{mount}"],
+                    explains=[
+                        "errors",
+                        "disk_full",
+                        "pod_restarts",
+                        "http_5xx",
+                        "process_down",
+                        "db_connection_errors",
+                    ],
+                    evidence=[EvidenceRef(item=snap.id, field=f"disks.{i}.{key}", value=pct)],
+                    actions=_disk_actions(mount, what),
+                )
+            )
+    fds = d.get("fds") or {}
+    used, mx = _num(fds.get("used")), _num(fds.get("max"))
+    if used is not None and mx and used >= FDS_HIGH * mx:
+        out.append(
+            Finding(
+                analyzer="host",
+                domain=Domain.HOST,
+                role="cause",
+                code="fd_exhaustion",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{host}: {used:.0f} of {mx:.0f} file descriptors in use",
+                mechanism=(
+                    f"{host} uses {used:.0f} of its {mx:.0f} file descriptors: new sockets and files fail with "
+                    "'Too many open files'."
+                ),
+                object=f"file descriptors on {host}",
+                score=0.8,
+                ts=snap.ts,
+                tags=tags,
+                explains=["errors", "connection_refused", "http_5xx", "latency"],
+                evidence=[
+                    EvidenceRef(item=snap.id, field="fds.used", value=used),
+                    EvidenceRef(item=snap.id, field="fds.max", value=mx),
+                ],
+                actions=_fd_actions(None),
+            )
+        )
+    cpu = _num(d.get("cpu_percent"))
+    top = [p for p in (d.get("top") or d.get("top_processes") or ()) if isinstance(p, dict)]
+    cores = _num(d.get("cpu_count") or d.get("cores")) or 1.0
+    if cpu is not None and cpu >= CPU_HIGH:
+        hog = max(top, key=lambda p: _num(p.get("cpu_percent")) or 0.0, default=None)
+        # psutil counts a process' CPU per core (400% = 4 cores busy); the machine's share divides by the cores
+        share = ((_num(hog.get("cpu_percent")) or 0.0) / (100.0 * cores)) if hog else 0.0
+        if hog and share >= CPU_PROCESS_SHARE:
+            pid, name = hog.get("pid"), hog.get("name")
+            out.append(
+                Finding(
+                    analyzer="host",
+                    domain=Domain.HOST,
+                    role="cause",
+                    code="cpu_saturated_by_process",
+                    category=Category.RESOURCE_EXHAUSTION,
+                    title=f"{host}: {name} (pid {pid}) uses {hog.get('cpu_percent')}% CPU",
+                    mechanism=(
+                        f"{host}'s CPU is at {cpu:.0f}%, {share:.0%} of it taken by {name} (pid {pid}); everything "
+                        "else on the machine waits for CPU."
+                    ),
+                    object=f"process {name} pid {pid} on {host}",
+                    score=0.8,
+                    ts=snap.ts,
+                    tags=[*tags, f"pid:{pid}", f"process:{name}"],
+                    explains=["cpu_high", "latency", "upstream_timeout", "errors"],
+                    evidence=[
+                        EvidenceRef(item=snap.id, field="cpu_percent", value=cpu),
+                        EvidenceRef(
+                            item=snap.id,
+                            field=f"{'top' if d.get('top') else 'top_processes'}.{top.index(hog)}.cpu_percent",
+                            value=hog.get("cpu_percent"),
+                        ),
+                    ],
+                    actions=[
+                        Action(
+                            description=f"What {name} is doing",
+                            command=f"top -H -b -n 1 -p {pid} | head -20; cat /proc/{pid}/status | grep -E 'State|Threads'",  # noqa: E501 (an exact command or data line reads better whole)
+                        ),
+                        Action(
+                            description=f"Stop {name} (pid {pid}) if it is runaway work",
+                            command=f"kill -TERM {pid}",
+                            kind="write",
+                            tool="process_signal",
+                            args={"pid": pid, "signal": "TERM"},
+                        ),
+                    ],
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    analyzer="host",
+                    domain=Domain.HOST,
+                    role="symptom",
+                    code="cpu_high",
+                    category=Category.RESOURCE_EXHAUSTION,
+                    title=f"{host}: CPU {cpu:.0f}%",
+                    mechanism=f"{host}'s CPU is at {cpu:.0f}%, spread over several processes.",
+                    object=f"CPU of {host}",
+                    score=0.5,
+                    ts=snap.ts,
+                    tags=tags,
+                    evidence=[EvidenceRef(item=snap.id, field="cpu_percent", value=cpu)],
+                )
+            )
+    mem, swap = _num(d.get("mem_percent")), _num(d.get("swap_percent"))
+    if mem is not None and mem >= MEM_HIGH and (swap or 0) >= SWAP_HIGH:
+        hog = max(top, key=lambda p: _num(p.get("memory_percent") or p.get("mem_percent")) or 0.0, default=None)
+        who = (
+            (
+                f"; the largest is {hog.get('name')} (pid {hog.get('pid')}, "
+                f"{hog.get('memory_percent') or hog.get('mem_percent')}%)"
+            )
+            if hog
+            else ""
+        )
+        out.append(
+            Finding(
+                analyzer="host",
+                domain=Domain.HOST,
+                role="cause",
+                code="memory_pressure",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{host}: memory {mem:.0f}% used, swap {swap:.0f}%",
+                mechanism=(
+                    f"{host} is out of memory ({mem:.0f}% used) and paging ({swap:.0f}% swap used){who}: "
+                    "everything slows on page faults and the OOM killer is next."
+                ),
+                object=f"memory of {host}",
+                score=0.75,
+                ts=snap.ts,
+                tags=tags + ([f"pid:{hog.get('pid')}", f"process:{hog.get('name')}"] if hog else []),
+                explains=["latency", "memory_high", "cpu_high", "errors", "upstream_timeout"],
+                evidence=[
+                    EvidenceRef(item=snap.id, field="mem_percent", value=mem),
+                    EvidenceRef(item=snap.id, field="swap_percent", value=swap),
+                ],
+                actions=[
+                    Action(
+                        description="Largest processes by resident memory",
+                        command="ps -eo pid,comm,rss --sort=-rss | head -10",
+                    )
+                ],
+            )
+        )
+    return out
+
+
+def _process(proc: EvidenceItem, killed: set[str]) -> list[Finding]:
+    d = proc.data
+    if d.get("running", True):
+        return []
+    pattern = str(d.get("pattern") or proc.object.split("/", 1)[-1])
+    return [
+        Finding(
+            analyzer="host",
+            domain=Domain.HOST,
+            role="symptom",
+            code="process_down",
+            category=Category.UNKNOWN,
+            title=f"process {pattern} is not running",
+            mechanism=f"no process matches '{pattern}': the service is down"
+            + (
+                "; the kernel OOM killer killed it (see that finding)."
+                if f"process:{pattern}" in killed
+                else "; why it stopped is not in the evidence."
+            ),
+            object=f"process {pattern}",
+            score=0.6,
+            ts=proc.ts,
+            tags=[f"process:{pattern}", f"service:{pattern}"],
+            evidence=[EvidenceRef(item=proc.id, field="running", value=False)],
+            needs=[f"logs of {pattern} (journalctl -u {pattern})", "kernel log (dmesg -T) for OOM kills or segfaults"],
+            actions=[
+                Action(
+                    description=f"Why {pattern} stopped",
+                    command=f"journalctl -u {pattern} --since '-1h' --no-pager | tail -50; dmesg -T | tail -50",
+                ),
+                Action(
+                    description=f"Start {pattern} again",
+                    command=f"systemctl restart {pattern}",
+                    kind="write",
+                    tool="run_runbook",
+                    args={"runbook": "restart-service", "service": pattern},
+                ),
+            ],
+        )
+    ]
+
+
+# ---------------------------------------------------------------- logs
+
+
+def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
+    kills: dict[str, list[tuple[Rec, str, str | None]]] = defaultdict(list)  # process name -> (rec, pid, rss kB)
+    units: dict[str, list[Rec]] = defaultdict(list)  # systemd unit -> its "killed by the OOM killer" lines
+    for rec in signature_records(evidence):
+        if not HOST_OOM.search(rec.msg):
+            continue
+        m = _OOM_KILLED.search(rec.msg)
+        if m:
+            kills[m.group(2)].append((rec, m.group(1), m.group(3)))
+            continue
+        m2 = _OOM_KILL_LINE.search(rec.msg)
+        if m2:
+            kills[m2.group(1)].append((rec, m2.group(2), None))
+            continue
+        m3 = _PG_SIGNAL9.search(rec.msg)
+        if m3:
+            kills["postgres"].append((rec, m3.group(1), None))
+            continue
+        m4 = _SYSTEMD_OOM.search(rec.msg)
+        if m4:
+            units[m4.group(1)].append(rec)
+    # a kill the kernel logged names the process ("java"); systemd names the unit that ran it ("search-indexer"):
+    # the unit is the service an operator knows, so it names the finding when the kernel's memcg line ties them
+    unit_of: dict[str, str] = {}
+    for name, hits in kills.items():
+        for rec, _, _ in hits:
+            mu = re.search(r"task_memcg=/[\w.\-/]*?([\w@.\-]+)\.service", rec.msg)
+            if mu:
+                unit_of[name] = mu.group(1)
+    if len(units) == 1 and kills and not unit_of:
+        unit_of = {name: next(iter(units)) for name in kills}
+    for unit_name, unit_recs in units.items():
+        if unit_name not in unit_of.values():
+            kills[unit_name] = [(r, "?", None) for r in unit_recs]
+    out = []
+    for name, hits in kills.items():
+        unit: str | None = unit_of.get(name)
+        if unit:
+            hits = hits + [(r, pid, None) for r in units.get(unit, []) for pid in ([hits[0][1]] if hits else ["?"])]
+        # "oom-kill:" and "Killed process" lines describe the same kill: count distinct pids
+        pids = list(dict.fromkeys(pid for _, pid, _ in hits if pid != "?")) or ["?"]
+        recs = sorted((r for r, _, _ in hits), key=lambda r: r.ts or 0)
+        last = recs[-1].ts
+        host = _host_of(recs[0])
+        memcg = any(_OOM_MEMCG.search(r.msg) for r in recs)
+        rss = next((int(kb) for _, _, kb in hits if kb), None)
+        stale = now is not None and last is not None and now - last >= STALE_AFTER_S
+        where = "its container's memory limit (cgroup)" if memcg else f"{host or 'the host'}'s memory"
+        who = f"{unit} ({name})" if unit else name
+        n_kills = len(pids) if pids != ["?"] else len(recs)
+        tags = [f"process:{name}", f"service:{name}", *(f"pid:{p}" for p in pids[:10] if p != "?")]
+        if unit:
+            tags += [f"service:{unit}", f"process:{unit}"]
+        if host:
+            tags.append(f"host:{host}")
+        out.append(
+            Finding(
+                analyzer="host",
+                domain=Domain.HOST,
+                role="benign" if stale else "cause",
+                code="kernel_oom_kill_old" if stale else "kernel_oom_kill",
+                category=Category.HEALTHY if stale else Category.RESOURCE_EXHAUSTION,
+                title=f"kernel oom-killer killed {who} (pid {', '.join(pids[:3])})",
+                mechanism=(
+                    f"the kernel's oom-killer killed {who} (pid {', '.join(pids[:5])}) {n_kills} time(s) "
+                    f"{span_text(recs[0].ts, last)}: "
+                    f"it exhausted {where}"
+                    + (f" at {rss / 1024:.0f} MiB resident" if rss else "")
+                    + "."
+                    + (" That was long before the newest evidence: history." if stale else "")
+                ),
+                object=f"process {who} (pid {pids[0]})" + (f" on {host}" if host else ""),
+                score=0.2 if stale else 0.9,
+                ts=recs[0].ts,
+                tags=tags,
+                explains=[] if stale else [*_DOWN_EFFECTS, "memory_high"],
+                evidence=[ref_of(r) for r in recs[:2]],
+                actions=[
+                    Action(
+                        description="The kills and the memory each task used",
+                        command="dmesg -T | grep -iE -A 20 'invoked oom-killer|Killed process'",
+                    ),
+                    Action(
+                        description=f"{name}'s memory use against its limit",
+                        command=f"ps -o pid,rss,vsz,comm -C {name}; systemctl show {name} -p MemoryMax 2>/dev/null",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
+    fds: dict[str, list[Rec]] = defaultdict(list)
+    disk: dict[str, list[Rec]] = defaultdict(list)
+    hw: dict[str, list[Rec]] = defaultdict(list)
+    for rec in signature_records(evidence):
+        if HOST_FDS.search(rec.msg):
+            fds[service_of(rec.item) or rec.item.object].append(rec)
+        elif HOST_DISK.search(rec.msg) and not is_db_storage_line(rec):
+            disk[_mount_of(rec.msg) or "?"].append(rec)
+        elif HOST_HW.search(rec.msg):
+            m = _DEVICE.search(rec.msg)
+            dev = next((g for g in m.groups() if g), None) if m else None
+            hw[dev or "?"].append(rec)
+    out: list[Finding] = []
+    for svc, recs in fds.items():
+        if _stale(recs, now):
+            continue
+        out.append(
+            Finding(
+                analyzer="host",
+                domain=Domain.HOST,
+                role="cause",
+                code="fd_exhaustion",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{svc}: too many open files ({len(recs)}x)",
+                mechanism=(
+                    f"{svc} has run out of file descriptors: '{recs[0].msg.strip()[:160]}' {len(recs)}x "
+                    f"{span_text(recs[0].ts, recs[-1].ts)}; new connections and files fail (a descriptor leak "
+                    "or a too-low ulimit)."
+                ),
+                object=f"file descriptors of {svc}",
+                score=0.85,
+                ts=recs[0].ts,
+                tags=[f"service:{svc}"],
+                explains=[
+                    "errors",
+                    "exception",
+                    "connection_refused",
+                    "upstream_reset",
+                    "http_5xx",
+                    "latency",
+                    "upstream_timeout",
+                ],
+                evidence=[ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])],
+                actions=_fd_actions(svc),
+            )
+        )
+    for mount, recs in disk.items():
+        if _stale(recs, now):
+            continue
+        host = _host_of(recs[0])
+        out.append(
+            Finding(
+                analyzer="host",
+                domain=Domain.HOST,
+                role="cause",
+                code="disk_full",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"no space left on {mount if mount != '?' else 'a file system'} ({len(recs)}x)",
+                mechanism=f"writes fail with no space left on {mount if mount != '?' else 'the device'}"
+                + (f" on {host}" if host else "")
+                + f": '{recs[0].msg.strip()[:160]}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}.",
+                object=f"file system {mount}" + (f" on {host}" if host else ""),
+                score=0.8,
+                ts=recs[0].ts,
+                tags=[
+                    f"fs:{mount}",
+                    *([f"host:{host}"] if host else []),
+                    *{f"service:{s}" for s in (service_of(r.item) for r in recs) if s},
+                ],
+                explains=["errors", "exception", "disk_full", "pod_restarts", "crash_loop", "http_5xx", "process_down"],
+                evidence=[ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])],
+                actions=_disk_actions(mount if mount != "?" else "/", "space"),
+            )
+        )
+    for dev, recs in hw.items():
+        if _stale(recs, now):
+            continue
+        out.append(
+            Finding(
+                analyzer="host",
+                domain=Domain.HOST,
+                role="cause",
+                code="host_hardware_error",
+                category=Category.INFRASTRUCTURE,
+                title=f"kernel reports disk/CPU errors{f' on {dev}' if dev != '?' else ''} ({len(recs)}x)",
+                mechanism=(
+                    f"the kernel logged '{recs[0].msg.strip()[:160]}' {len(recs)}x "
+                    f"{span_text(recs[0].ts, recs[-1].ts)}: failing hardware or a hung device under the "
+                    "workload."
+                ),
+                object=f"device {dev}" if dev != "?" else "host hardware",
+                score=0.7,
+                ts=recs[0].ts,
+                tags=[f"device:{dev}", *([f"host:{_host_of(recs[0])}"] if _host_of(recs[0]) else [])],
+                explains=[*_DOWN_EFFECTS, "io_high"],
+                evidence=[ref_of(recs[0])],
+                actions=[
+                    Action(
+                        description="Kernel errors and the device's health",
+                        command=(
+                            "dmesg -T | grep -iE 'error|fail' | tail -30; smartctl -a "
+                            f"/dev/{dev if dev != '?' else 'sda'}"
+                        ),
+                    )
+                ],
+            )
+        )
+    return out
+
+
+def _stale(recs: list[Rec], now: float | None) -> bool:
+    last = max((r.ts for r in recs if r.ts is not None), default=None)
+    return now is not None and last is not None and now - last >= STALE_AFTER_S
+
+
+def _mount_of(msg: str) -> str | None:
+    m = _MOUNT.search(msg) or _PATH.search(msg)
+    if not m:
+        return None
+    path = m.group(1)
+    # a file path names its top directories, which is what an operator checks with df
+    parts = [p for p in path.split("/") if p]
+    return "/" + "/".join(parts[:2]) if len(parts) > 2 else path
+
+
+def _host_of(rec: Rec) -> str | None:
+    # syslog: "Mar  3 10:00:01 web-1 kernel: ..."; "<host> kernel:"
+    m = re.search(r"(?:^|\s)([A-Za-z0-9][\w.\-]*)\s+kernel:", rec.msg)
+    if m and not m.group(1).isdigit():
+        return m.group(1)
+    src = rec.item.data.get("source")
+    if isinstance(src, dict) and isinstance(src.get("host"), str):
+        return str(src["host"])
+    return None
+
+
+def _disk_actions(mount: str, what: str) -> list[Action]:
+    if what == "inodes":
+        return [
+            Action(
+                description=f"Directories with the most files under {mount}",
+                command=(
+                    f"df -i {mount}; sudo find {mount} -xdev -type f | cut -d/ -f1-4 | sort | uniq -c | sort -rn | head"
+                ),
+            )
+        ]
+    return [
+        Action(
+            description=f"What fills {mount}",
+            command=f"df -h {mount}; sudo du -xh --max-depth=2 {mount} 2>/dev/null | sort -rh | head -20",
+        ),
+        Action(
+            description="Deleted files still held open (space not freed)",
+            command="sudo lsof +L1 2>/dev/null | head -20",
+        ),
+    ]
+
+
+def _fd_actions(svc: str | None) -> list[Action]:
+    target = f"$(pgrep -o {svc})" if svc else "<pid>"
+    return [
+        Action(
+            description="Descriptors in use against the limit",
+            command=f"ls /proc/{target}/fd | wc -l; grep 'open files' /proc/{target}/limits; cat /proc/sys/fs/file-nr",
+        ),
+        Action(
+            description="What the descriptors are (sockets leak most often)",
+            command=f"sudo lsof -p {target} | awk '{{print $5}}' | sort | uniq -c | sort -rn | head",
+        ),
+    ]
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None

@@ -1,0 +1,419 @@
+"""Logs: error templates with counts and time spans; exceptions (code_defect), bad data (data_quality), an
+application running out of memory; old errors and a steady background are benign.
+
+Messages whose mechanism another analyzer names (a timeout to an upstream, a full disk, a kernel OOM kill, too
+many database clients) count toward the service's `errors` symptom here, and their cause is left to the
+network, database or host analyzer.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from diagnosis.analyzers._common import (
+    Rec,
+    Template,
+    claimed_elsewhere,
+    fmt_ts,
+    group_templates,
+    level_of,
+    now_of,
+    object_tags,
+    ref_of,
+    service_of,
+    span_text,
+    with_aliases,
+)
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.series import human_duration, median
+
+# An error template whose last record is this long before "now" has stopped: the fault recovered (15 min is
+# three times the usual 5-minute alert evaluation window, long enough that "still failing" would show).
+STOPPED_AFTER_S = 15 * 60
+# A background is errors present over most of a long log at a low, even rate: at most 2 a minute, spread over
+# at least 60% of a log that covers 30 minutes or more, with no 5-minute bucket above 3x the typical one.
+BACKGROUND_MIN_SPAN_S = 30 * 60
+BACKGROUND_MAX_RATE_PER_MIN = 2.0
+BACKGROUND_COVERAGE = 0.6
+BACKGROUND_BURST_FACTOR = 3.0
+# Fewer occurrences than this are sporadic: the finding is kept below the reasoning's stand-alone score (0.5), so it
+# names the cause only when it explains something observed (a crash, a restart), not on a healthy system.
+SPORADIC = 3
+# A deploy this long before the first exception makes the deploy the likely origin of the bug.
+DEPLOY_WINDOW_S = 2 * 3600
+
+BAD_DATA = re.compile(
+    r"invalid input syntax|schema mismatch|unexpected null|null value in column|failed to parse|parse error|"
+    r"could not parse|malformed|missing (?:required )?field|unexpected (?:token|field|type)|invalid (?:json|format|"
+    r"value|record|payload|utf-?8|byte sequence)|JSONDecodeError|json: cannot unmarshal|deserializ\w+ (?:error|failed)|"
+    r"violates (?:not-null|check) constraint|type mismatch|column \S+ does not exist|schema validation failed|"
+    r"Unrecognized field|NumberFormatException|value too long for type|out of range for type|"
+    r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b",
+    re.I,
+)
+# An exception class named in a message; the network/database ones (timeouts, refusals) are claimed elsewhere.
+EXCEPTION = re.compile(
+    r"\b((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b(?!\s+(?:rate|count|budget))|"
+    r"\bpanic: |\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
+    r"\bunhandled exception|\buncaught exception|\bTraceback \(most recent call last\)|\bassertion failed|"
+    r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range",
+    re.I,
+)
+# Exceptions a client raises when the other side failed (the server answered 5xx, refused, timed out): the
+# dependency failed; the error count stays this service's `errors` symptom.
+REMOTE_FAILURE = re.compile(
+    r"\b\w*(?:Transport|Connection|Connect|Timeout|Unavailable|Remote|Rpc|Grpc|Http|Network|Socket|Upstream|Gateway|"
+    r"ServiceUnavailable|Throttl)\w*(?:Error|Exception)\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b",
+)
+_CAUSED_BY = re.compile(r"Caused by: ((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))")
+APP_OOM = re.compile(
+    r"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|\bMemoryError\b|fatal error: runtime: out of memory|"
+    r"Cannot allocate memory|std::bad_alloc",
+)
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def log_errors(evidence: EvidenceSet) -> list[Finding]:
+    """Every log source: its error templates; exceptions, bad data and memory errors as causes; the burst of
+    errors as a symptom of the service; stopped or background errors as benign."""
+    now = now_of(evidence)
+    deploys = _deploys(evidence)
+    findings: list[Finding] = []
+    for item in evidence.kind("log"):
+        findings.extend(_analyze_source(item, now, deploys))
+    return with_aliases(findings)
+
+
+_ERROR_LEVELS = {"error", "fatal", "critical", "crit", "err", "panic", "emerg", "alert"}
+
+
+def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float | None]:
+    """The source's error records (by level, or by an exception in an unlevelled line), and its time span."""
+    errors: list[Rec] = []
+    first: float | None = None
+    last: float | None = None
+    for r in item.data.get("records") or ():
+        ts = r.get("ts")
+        if isinstance(ts, int | float):
+            first = ts if first is None or ts < first else first
+            last = ts if last is None or ts > last else last
+        lvl = r.get("level")
+        if isinstance(lvl, str) and lvl:
+            if lvl.lower() not in _ERROR_LEVELS:
+                continue
+            level: str | None = "error"
+        else:
+            level = level_of(r)
+        msg = str(r.get("msg") or "")
+        if level in ("error", "fatal") or (level is None and (EXCEPTION.search(msg) or APP_OOM.search(msg))):
+            errors.append(Rec(item, ts, msg, r.get("line"), level or "error"))
+    return errors, first, last
+
+
+def _analyze_source(
+    item: EvidenceItem, now: float | None, deploys: list[tuple[float, str, EvidenceRef]]
+) -> list[Finding]:
+    errors, log_first, log_last = _error_records(item)
+    if not errors:
+        return []
+    service = service_of(item)
+    tags = object_tags(item, service)
+    who = service or item.object
+    findings: list[Finding] = []
+    active: list[Template] = []
+    for tpl in group_templates(errors):
+        verdict = _quiet_verdict(tpl, log_first, log_last, now)
+        if verdict:
+            findings.append(_benign(item, tpl, who, tags, verdict))
+            continue
+        active.append(tpl)
+    if not active:
+        return findings
+    for tpl in active:
+        cause = _cause_of(item, tpl, who, tags, deploys, active)
+        if cause:
+            findings.append(cause)
+    findings.append(_errors_symptom(item, active, who, tags))
+    return findings
+
+
+def _quiet_verdict(tpl: Template, log_first: float | None, log_last: float | None, now: float | None) -> str | None:
+    """'stopped' when the template's last record is long before now; 'background' when it is a steady low
+    rate present all along; None when it is a live signal."""
+    if tpl.last_ts is None or now is None:
+        return None
+    if now - tpl.last_ts >= STOPPED_AFTER_S:
+        return "stopped"
+    if log_first is None or log_last is None or tpl.first_ts is None:
+        return None
+    span = log_last - log_first
+    if span < BACKGROUND_MIN_SPAN_S:
+        return None
+    coverage = (tpl.last_ts - tpl.first_ts) / span
+    rate = tpl.count / max(span / 60.0, 1.0)
+    if coverage < BACKGROUND_COVERAGE or rate > BACKGROUND_MAX_RATE_PER_MIN:
+        return None
+    # even: no 5-minute bucket well above the typical (median non-empty) one, and the last quarter no busier
+    buckets: dict[int, int] = {}
+    for ts in tpl.stamps:
+        b = int((ts - log_first) // 300)
+        buckets[b] = buckets.get(b, 0) + 1
+    if not buckets:
+        return None
+    typical = median(list(buckets.values()))
+    if max(buckets.values()) > BACKGROUND_BURST_FACTOR * max(typical, 1.0):
+        return None
+    return "background"
+
+
+def _benign(item: EvidenceItem, tpl: Template, who: str, tags: list[str], verdict: str) -> Finding:
+    assert tpl.sample is not None
+    if verdict == "stopped":
+        why = f"stopped at {fmt_ts(tpl.last_ts)}, long before the newest evidence: it recovered"
+        code = "errors_stopped"
+    else:
+        why = (
+            f"a steady background ({tpl.count} over {span_text(tpl.first_ts, tpl.last_ts)}) present all along, "
+            "not a new fault"
+        )
+        code = "errors_background"
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="benign",
+        code=code,
+        category=Category.HEALTHY,
+        title=f"{who}: '{_short(tpl.template)}' x{tpl.count} ({verdict})",
+        mechanism=f"{who} logged '{_short(tpl.sample.msg)}' {tpl.count} times; {why}.",
+        object=f"log {item.object}",
+        score=0.2,
+        ts=tpl.first_ts,
+        tags=tags,
+        evidence=[ref_of(tpl.sample)],
+    )
+
+
+def _cause_of(
+    item: EvidenceItem,
+    tpl: Template,
+    who: str,
+    tags: list[str],
+    deploys: list[tuple[float, str, EvidenceRef]],
+    active: list[Template],
+) -> Finding | None:
+    assert tpl.sample is not None
+    msg = tpl.sample.msg
+    refs = [ref_of(tpl.sample)]
+    span = span_text(tpl.first_ts, tpl.last_ts)
+    if APP_OOM.search(msg):
+        return Finding(
+            analyzer="log_errors",
+            domain=Domain.LOGS,
+            role="cause",
+            code="app_out_of_memory",
+            category=Category.RESOURCE_EXHAUSTION,
+            title=f"{who} ran out of memory ({tpl.count}x)",
+            mechanism=f"{who} exhausted its memory: '{_short(msg)}' x{tpl.count} {span}.",
+            object=who,
+            score=0.75,
+            ts=tpl.first_ts,
+            tags=tags,
+            explains=["errors", "pod_restarts", "latency", "http_5xx", "memory_high"],
+            evidence=refs,
+            actions=_mem_actions(item, who),
+        )
+    if claimed_elsewhere(msg):
+        return None
+    if BAD_DATA.search(msg):
+        return Finding(
+            analyzer="log_errors",
+            domain=Domain.LOGS,
+            role="cause",
+            code="bad_data",
+            category=Category.DATA_QUALITY,
+            title=f"{who} rejects bad data: '{_short(tpl.template, 80)}' x{tpl.count}",
+            mechanism=(
+                f"{who} fails on its input: '{_short(msg)}' x{tpl.count} {span}; the data (schema or a field) does "
+                "not match what the code expects."
+            ),
+            object=who,
+            score=0.7 if tpl.count >= SPORADIC else 0.45,
+            ts=tpl.first_ts,
+            tags=tags,
+            explains=["errors", "http_5xx", "pod_restarts"],
+            evidence=refs,
+            actions=[
+                Action(
+                    description="Find the first rejected records and their producer",
+                    command=f"grep -n -m 20 {_grep_word(msg)} <{item.object} log>",
+                ),
+            ],
+        )
+    exc = EXCEPTION.search(msg)
+    if not exc or REMOTE_FAILURE.search(msg):
+        return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
+    exc_name = exc.group(1) or exc.group(0).strip()
+    # Java prints the root cause last ("Caused by: java.lang.NullPointerException"): name that one
+    caused = _CAUSED_BY.findall(msg)
+    if caused:
+        exc_name = caused[-1]
+    # one cause per source for exceptions: the most frequent; the others are listed in its mechanism
+    first_exc = next(
+        (
+            t
+            for t in active
+            if t.sample
+            and EXCEPTION.search(t.sample.msg)
+            and not claimed_elsewhere(t.sample.msg)
+            and not BAD_DATA.search(t.sample.msg)
+            and not APP_OOM.search(t.sample.msg)
+            and not REMOTE_FAILURE.search(t.sample.msg)
+        ),
+        None,
+    )
+    if first_exc is not tpl:
+        return None
+    deploy = _deploy_before(deploys, who, tpl.first_ts)
+    after = ""
+    score = 0.6 if tpl.count >= SPORADIC else 0.45
+    if deploy:
+        after = f", starting {human_duration((tpl.first_ts or deploy[0]) - deploy[0])} after {deploy[1]}"
+        refs.append(deploy[2])
+        score = 0.85 if tpl.count >= SPORADIC else 0.7
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="cause",
+        code="exception",
+        category=Category.CODE_DEFECT,
+        title=f"{who} throws {exc_name} ({tpl.count}x)",
+        mechanism=f"{who} fails with an unhandled {exc_name}: '{_short(msg)}' x{tpl.count} {span}{after}.",
+        object=who,
+        score=score,
+        ts=tpl.first_ts,
+        tags=tags,
+        explains=["errors", "http_5xx", "pod_restarts", "crash_loop"],
+        evidence=refs,
+        actions=[
+            Action(
+                description="Read the full stack trace", command=f"grep -n -A 30 {_grep_word(msg)} <{item.object} log>"
+            ),
+            *(
+                [
+                    Action(
+                        description=f"Roll back the deploy of {who}",
+                        command=f"kubectl rollout undo deployment/{who}",
+                        kind="write",
+                    )
+                ]
+                if deploy
+                else []
+            ),
+        ],
+    )
+
+
+def _errors_symptom(item: EvidenceItem, active: list[Template], who: str, tags: list[str]) -> Finding:
+    total = sum(t.count for t in active)
+    first = min((t.first_ts for t in active if t.first_ts is not None), default=None)
+    last = max((t.last_ts for t in active if t.last_ts is not None), default=None)
+    top = active[:3]
+    listing = "; ".join(f"'{_short(t.template, 100)}' x{t.count}" for t in top)
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="symptom",
+        code="errors",
+        category=Category.UNKNOWN,
+        title=f"{who}: {total} errors in {len(active)} template(s)",
+        mechanism=f"{who} logged {total} errors {span_text(first, last)}: {listing}.",
+        object=who,
+        score=min(0.9, 0.3 + total / 200),
+        ts=first,
+        tags=tags,
+        evidence=[
+            EvidenceRef(item=item.id, line=t.sample.line, value=f"{t.template[:200]} (x{t.count})")
+            for t in top
+            if t.sample
+        ],
+    )
+
+
+def _deploys(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
+    """Rollouts seen in the evidence: ScalingReplicaSet events and ReplicaSet creation times."""
+    out: list[tuple[float, str, EvidenceRef]] = []
+    for ev in evidence.kind("k8s/Event"):
+        d = ev.data
+        if d.get("reason") == "ScalingReplicaSet" and "up" in str(d.get("message", "")) and d.get("first_ts"):
+            out.append(
+                (
+                    float(d["first_ts"]),
+                    f"the rollout '{d.get('message')}'",
+                    EvidenceRef(item=ev.id, field="message", value=d.get("message")),
+                )
+            )
+    for rs in evidence.kind("k8s/ReplicaSet"):
+        created = (rs.data.get("metadata") or {}).get("creationTimestamp")
+        ts = _iso(created)
+        if ts:
+            out.append(
+                (
+                    ts,
+                    f"ReplicaSet {rs.object} was created",
+                    EvidenceRef(item=rs.id, field="metadata.creationTimestamp", value=created),
+                )
+            )
+    return out
+
+
+def _deploy_before(
+    deploys: list[tuple[float, str, EvidenceRef]], who: str, first_ts: float | None
+) -> tuple[float, str, EvidenceRef] | None:
+    if first_ts is None:
+        return None
+    best = None
+    for d in deploys:
+        if who in d[1] and 0 <= first_ts - d[0] <= DEPLOY_WINDOW_S and (best is None or d[0] > best[0]):
+            best = d
+    return best
+
+
+def _iso(s: object) -> float | None:
+    if not isinstance(s, str):
+        return None
+    try:
+        return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _mem_actions(item: EvidenceItem, who: str) -> list[Action]:
+    acts = [
+        Action(
+            description="See the memory errors in context",
+            command=f"grep -n -B 5 -A 20 OutOfMemory <{item.object} log>",
+        )
+    ]
+    if item.object.startswith("Pod/"):
+        _, ns, pod, *_ = [*item.object.split("/"), ""]
+        acts.append(
+            Action(
+                description="Compare the container's memory use with its limit",
+                command=f"kubectl top pod {pod} -n {ns} --containers",
+            )
+        )
+    return acts
+
+
+def _short(s: str, n: int = 160) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _grep_word(msg: str) -> str:
+    m = EXCEPTION.search(msg) or BAD_DATA.search(msg)
+    word = m.group(0) if m else msg[:40]
+    return "'" + word.replace("'", "") + "'"

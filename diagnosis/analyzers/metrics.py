@@ -1,0 +1,623 @@
+"""Metrics: any metric series (Prometheus, CloudWatch, Performance Insights, host samples).
+
+Per series, in order, the first that applies:
+1. saturation: the trailing points at >= 90% of a known limit (percent metrics: 100; memory against the
+   container's limit series; file system use against its size; connections against max_connections);
+2. trend to exhaustion: a linear trend (r² >= 0.8) that reaches the limit (or zero, for free/available/balance
+   series) within 24 hours, with the time to full;
+3. step change: a level shift that lasts to the end, at time T (so the reasoning can line it up with changes);
+4. anomalies: robust z-scores (the metric_anomalies algorithm, diagnosis.series.robust_scores) with the first
+   points of the series never judged (sampling warm-up); a spike that recovered is benign.
+Series the database analyzer interprets (RDS storage, replica lag, burst balance, CPU, I/O) are left to it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from diagnosis.analyzers._common import fmt_ts, with_aliases, workload_of_pod
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.database import DB_INTERPRETED, is_db_metric
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.series import (
+    Point,
+    anomalies,
+    counter_rate,
+    human_duration,
+    median,
+    points_of,
+    robust_baseline,
+    saturation,
+    step_change,
+    time_to_exhaustion,
+    time_to_reach,
+    warmup_points,
+)
+
+# Saturated at >= 90% of the limit: past it, memory gets OOM-killed on the next burst, disks fail writes, pools
+# cannot grow, and CPU run queues grow.
+SATURATED = 0.9
+# A trend is worth naming when it reaches the limit within a day (someone must act today).
+HORIZON_S = 24 * 3600
+# Anomaly score above which a point is anomalous (the metric_anomalies tool's default), and the trailing
+# points that must be back to normal for a spike to count as recovered.
+ANOMALY_Z = 3.5
+# Memory that was already at >= 85% of its limit over the first half of the window is a steady state.
+STEADY_HIGH = 0.85
+RECOVERED_TAIL = 3
+
+_KIND_PATTERNS = [
+    ("cpu", re.compile(r"cpu", re.I)),
+    ("memory", re.compile(r"mem(?:ory)?|rss|heap|working_set|freeablememory", re.I)),
+    ("disk", re.compile(r"filesystem|disk|storage|volume|inode", re.I)),
+    ("connections", re.compile(r"connections|numbackends|pg_stat_activity_count|clients", re.I)),
+    ("latency", re.compile(r"latency|duration|response_time|_seconds(?:_bucket|_sum)?$|p9\d|responsetime", re.I)),
+    ("errors", re.compile(r"5xx|error|errors|fail|exception|HTTPCode_\w+_5XX", re.I)),
+    ("restarts", re.compile(r"restart", re.I)),
+    ("backlog", re.compile(r"lag|backlog|queue|pending|waiting|throttl|dropped|dlq|dead_letter", re.I)),
+]
+_FREE = re.compile(r"free|avail|remaining|balance|credit", re.I)
+_LIMIT = re.compile(r"limit|max|size_bytes|capacity|total_bytes", re.I)
+_PERCENT = re.compile(r"percent|utilization|utilisation|_pct$|usage_ratio|_ratio$|%$", re.I)
+# labels that identify the thing a series measures (a limit series pairs with a usage series on these)
+_IDENTITY = ("namespace", "pod", "container", "instance", "device", "mountpoint", "node", "datname", "service", "job")
+
+
+@dataclass
+class _Series:
+    item: EvidenceItem
+    name: str
+    labels: dict[str, str]
+    points: list[Point]
+    kind: str
+
+
+@ANALYZERS.analyzer(domain=Domain.METRICS, reads={"metric"})
+def metric_series(evidence: EvidenceSet) -> list[Finding]:
+    series = []
+    for m in evidence.kind("metric"):
+        name = str(m.data.get("name") or m.object)
+        if is_db_metric(m) and name.lower() in DB_INTERPRETED:
+            continue
+        pts = points_of(m.data.get("points"))
+        labels = {str(k): str(v) for k, v in (m.data.get("labels") or {}).items()}
+        series.append(_Series(m, name, labels, pts, _kind(name, labels)))
+    limits = [s for s in series if _LIMIT.search(s.name) and s.points]
+    out: list[Finding] = []
+    for s in series:
+        if s in limits or not s.points:
+            continue
+        health = _health(s)
+        if health is not None:
+            out += health
+            continue
+        if len(s.points) < 3:
+            continue
+        out += _analyze(s, limits)
+    return with_aliases(out)
+
+
+# ---------------------------------------------------------------- health indicators
+# Series whose value is a verdict, not a quantity: AWS status checks (1 = failed), an exporter's health colour
+# (1 on the series labelled red), Prometheus' `up` (0 = the target does not answer its scrape).
+_STATUS_CHECK = re.compile(r"^StatusCheckFailed(?:_(System|Instance|AttachedEBS))?$")
+_HEALTH_NAME = re.compile(r"health|status", re.I)
+_BAD_LABEL_VALUES = {"red", "failed", "failure", "down", "unhealthy", "critical", "error"}
+
+
+def _health(s: _Series) -> list[Finding] | None:
+    """Findings for a health-indicator series (an empty list when it is healthy), None when it is not one."""
+    m = _STATUS_CHECK.match(s.name)
+    bad_label = next((k for k, v in s.labels.items() if v.lower() in _BAD_LABEL_VALUES), None)
+    if m:
+        failing = s.points[-1][1] >= 1
+        kind = m.group(1) or "System"
+    elif bad_label and _HEALTH_NAME.search(s.name):
+        failing = s.points[-1][1] >= 1
+        kind = "health"
+    elif s.name == "up":
+        failing = s.points[-1][1] == 0
+        kind = "up"
+    else:
+        return None
+    if not failing:
+        return []
+    since = s.points[-1][0]
+    for ts, v in reversed(s.points):
+        if (v == 0) if kind == "up" else (v < 1):
+            break
+        since = ts
+    ref = _ref(s, len(s.points) - 1, s.points[-1][1])
+    lb = s.labels
+    if kind in ("System", "Instance", "AttachedEBS"):
+        inst = lb.get("InstanceId") or lb.get("instance") or s.item.object
+        what = {
+            "System": (
+                "the AWS host or network under it failed (system status check): the instance is "
+                "unreachable until it is moved to healthy hardware"
+            ),
+            "Instance": (
+                "the instance itself stopped answering (instance status check: a hung or crashed OS, "
+                "exhausted memory, a broken network configuration)"
+            ),
+            "AttachedEBS": "its attached EBS volumes stopped answering I/O (attached-EBS status check)",
+        }[kind]
+        return [
+            Finding(
+                analyzer="metric_series",
+                domain=Domain.METRICS,
+                role="cause",
+                code=f"ec2_status_check_{kind.lower()}",
+                category=Category.INFRASTRUCTURE,
+                title=f"EC2 {inst} failing {s.name} since {fmt_ts(since)}",
+                mechanism=f"EC2 instance {inst} has failed {s.name} since {fmt_ts(since)}: {what}.",
+                object=f"EC2 instance {inst}",
+                score=0.9 if kind == "System" else 0.75,
+                ts=since,
+                tags=[*_tags(s), f"host:{inst}", f"instance:{inst}"],
+                # a system check failure takes the instance (and its OS check) down with it
+                explains=[
+                    "process_down",
+                    "target_down",
+                    "errors",
+                    "latency",
+                    "connection_refused",
+                    "upstream_timeout",
+                    "upstream_reset",
+                    "pod_restarts",
+                    "node_not_ready",
+                    "ec2_status_check_instance",
+                    "ec2_status_check_attachedebs",
+                    "metric_shift",
+                ],
+                evidence=[ref],
+                actions=[
+                    Action(
+                        description="The instance's status checks and scheduled events",
+                        command=f"aws ec2 describe-instance-status --instance-ids {inst} --include-all-instances",
+                    ),
+                    Action(
+                        description="Stop and start it onto healthy hardware (EBS-backed; a reboot is not enough)",
+                        command=(
+                            f"aws ec2 stop-instances --instance-ids {inst} && aws ec2 wait instance-stopped "
+                            f"--instance-ids {inst} && aws ec2 start-instances --instance-ids {inst}"
+                        ),
+                        kind="write",
+                    ),
+                ],
+            )
+        ]
+    if kind == "health":
+        entity = lb.get("cluster") or lb.get("service") or lb.get("job") or lb.get("instance") or s.name
+        return [
+            Finding(
+                analyzer="metric_series",
+                domain=Domain.METRICS,
+                role="cause",
+                code="dependency_unhealthy",
+                category=Category.DEPENDENCY_FAILURE,
+                title=f"{entity} health {bad_label}={lb[bad_label or '']} since {fmt_ts(since)}",
+                mechanism=f'{entity} reports itself unhealthy ({s.name}{{{bad_label}="{lb[bad_label or ""]}"}} = 1 since {fmt_ts(since)}): its clients\' requests to it fail.',  # noqa: E501 (an exact command or data line reads better whole)
+                object=str(entity),
+                score=0.8,
+                ts=since,
+                tags=[*_tags(s), f"service:{entity}", f"upstream:{entity}"],
+                explains=[
+                    "errors",
+                    "exception",
+                    "http_5xx",
+                    "latency",
+                    "upstream_timeout",
+                    "upstream_5xx",
+                    "upstream_reset",
+                    "metric_shift",
+                ],
+                evidence=[ref],
+                actions=[
+                    Action(
+                        description=f"{entity}'s own health detail",
+                        command=(
+                            f"curl -s http://{lb.get('instance', entity)}/_cluster/health?pretty  # or the service's "
+                            "health endpoint"
+                        ),
+                    )
+                ],
+            )
+        ]
+    target = lb.get("instance") or lb.get("job") or s.item.object
+    return [
+        Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="symptom",
+            code="target_down",
+            category=Category.UNKNOWN,
+            title=f"scrape target {target} down since {fmt_ts(since)}",
+            mechanism=(
+                f"Prometheus cannot scrape {target} (up = 0 since {fmt_ts(since)}): the process, its host "
+                "or the network path to it is down."
+            ),
+            object=f"target {target}",
+            score=0.55,
+            ts=since,
+            tags=_tags(s),
+            evidence=[ref],
+            needs=[f"logs and host state of {target}"],
+        )
+    ]
+
+
+def _kind(name: str, labels: dict[str, str]) -> str:
+    if labels.get("resource") in ("cpu", "memory"):
+        return labels["resource"]
+    for kind, rx in _KIND_PATTERNS:
+        if rx.search(name):
+            return kind
+    return "other"
+
+
+def _limit_for(s: _Series, limits: list[_Series]) -> tuple[float, _Series] | None:
+    """A limit series of the same kind for the same object: the same pod and container, or the same file
+    system, or else agreeing on every identity label both carry (at least one)."""
+    best = None
+    for lim in limits:
+        if lim.kind != s.kind:
+            continue
+        if "pod" in s.labels and "pod" in lim.labels:
+            keys: list[str] = [k for k in ("namespace", "pod", "container") if k in s.labels and k in lim.labels]
+        elif "mountpoint" in s.labels and "mountpoint" in lim.labels:
+            keys = [k for k in ("instance", "mountpoint", "device") if k in s.labels and k in lim.labels]
+        else:
+            keys = [k for k in _IDENTITY if k in s.labels and k in lim.labels]
+        if keys and all(s.labels[k] == lim.labels[k] for k in keys) and (best is None or len(keys) > best[0]):
+            best = (len(keys), lim)
+    if best is None:
+        return None
+    value = best[1].points[-1][1]
+    return (value, best[1]) if value > 0 else None
+
+
+def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
+    pts = s.points
+    name = s.name
+    is_counter = name.endswith("_total") or (name.endswith("_count") and s.kind in ("errors", "restarts"))
+    if is_counter:
+        pts = counter_rate(pts)
+        if len(pts) < 3:
+            return []
+    limit: float | None = None
+    limit_ref: EvidenceRef | None = None
+    paired = _limit_for(s, limits) if not is_counter else None
+    free_like = bool(_FREE.search(name)) and not is_counter
+    if paired and free_like and s.kind == "disk":
+        # available bytes against the file system's size: judge the used share
+        size = paired[0]
+        pts = [(t, 100.0 * (1 - v / size)) for t, v in pts]
+        limit, free_like = 100.0, False
+        limit_ref = EvidenceRef(item=paired[1].item.id, field=f"points.{len(paired[1].points) - 1}", value=size)
+    elif paired and not free_like:
+        limit = paired[0]
+        limit_ref = EvidenceRef(item=paired[1].item.id, field=f"points.{len(paired[1].points) - 1}", value=limit)
+    elif _PERCENT.search(name) or str(s.item.data.get("unit") or "").lower() in ("percent", "%"):
+        top = max(v for _, v in pts)
+        limit = 1.0 if top <= 1.0 and re.search(r"ratio", name, re.I) else 100.0
+
+    # 1. saturation
+    if limit:
+        frac = 0.95 if s.kind == "disk" else SATURATED
+        sat = saturation(pts, limit, frac, min_points=2)
+        if sat:
+            return [_saturation_finding(s, pts, limit, sat.since, sat.value, limit_ref)]
+    # 2. trend to exhaustion
+    if s.kind in ("memory", "disk", "connections", "other") or free_like:
+        ttf = time_to_exhaustion(pts) if free_like else (time_to_reach(pts, limit) if limit else None)
+        if ttf is not None and 0 < ttf <= HORIZON_S:
+            return [_trend_finding(s, pts, ttf, limit, free_like, limit_ref)]
+    # 3. step change
+    step = step_change(pts)
+    if step and _worse(s, free_like, step.after > step.before):
+        return [
+            _step_finding(
+                s, pts, step.ts, step.before, step.after, step.index, is_counter, _failing(s, step.after, limit)
+            )
+        ]
+    # 4. anomalies
+    return _anomaly_findings(s, pts, free_like, is_counter, limit)
+
+
+# Kinds whose rise is itself a failure signal; resource use that moved but stays below 80% of a known capacity
+# (or whose capacity is unknown), and any other quantity (request rates, bytes), is a change worth listing but
+# not a failure: benign, so a healthy-but-busy system still reads healthy.
+_FAILURE_KINDS = {"latency", "errors", "restarts", "backlog"}
+WITHIN_CAPACITY = 0.8
+
+
+def _failing(s: _Series, value: float, limit: float | None) -> bool:
+    if s.kind in _FAILURE_KINDS:
+        return True
+    return limit is not None and value >= WITHIN_CAPACITY * limit
+
+
+def _worse(s: _Series, free_like: bool, up: bool) -> bool:
+    """Whether the direction of a change is the bad one: up for use, latency and errors; down for free space."""
+    return up != free_like
+
+
+def _tags(s: _Series) -> list[str]:
+    lb = s.labels
+    tags = [f"metric:{s.name}"]
+    if lb.get("pod"):
+        ns = lb.get("namespace", "default")
+        tags += [f"pod:{ns}/{lb['pod']}", f"service:{workload_of_pod(lb['pod'])}"]
+    for key in ("service", "app", "job", "app_kubernetes_io_name", "deployment"):
+        if lb.get(key):
+            tags.append(f"service:{lb[key]}")
+            break
+    if lb.get("instance"):
+        tags.append(f"host:{lb['instance'].rsplit(':', 1)[0]}")
+    if lb.get("host"):
+        tags.append(f"host:{lb['host']}")
+    if lb.get("node"):
+        tags.append(f"node:{lb['node']}")
+    if lb.get("mountpoint"):
+        tags.append(f"fs:{lb['mountpoint']}")
+    for key in ("DBInstanceIdentifier", "DBClusterIdentifier"):
+        if lb.get(key):
+            tags.append(f"db:{lb[key]}")
+    return list(dict.fromkeys(tags))
+
+
+def _who(s: _Series) -> str:
+    lb = s.labels
+    parts = [
+        f"{k}={lb[k]}"
+        for k in ("namespace", "pod", "container", "instance", "mountpoint", "service", "job", "DBInstanceIdentifier")
+        if lb.get(k)
+    ]
+    return f"{s.name}{{{', '.join(parts)}}}" if parts else s.name
+
+
+def _ref(s: _Series, index: int, value: float) -> EvidenceRef:
+    # the index is into the item's own points (rates and derived series keep the same order and end)
+    raw = s.item.data.get("points") or []
+    i = min(max(index, 0), len(raw) - 1) if raw else 0
+    return EvidenceRef(item=s.item.id, field=f"points.{i}", value=round(value, 4))
+
+
+_SYMPTOM_CODE = {
+    "cpu": "cpu_high",
+    "memory": "memory_high",
+    "connections": "connections_high",
+    "latency": "latency",
+    "errors": "errors",
+    "restarts": "pod_restarts",
+    "disk": "disk_high",
+}
+
+
+def _symptom_code(s: _Series) -> str:
+    if s.kind == "errors" and (
+        re.search(r"5xx|5\d\d", s.name) or re.match(r"5", s.labels.get("code", s.labels.get("status", "")))
+    ):
+        return "http_5xx"
+    return _SYMPTOM_CODE.get(s.kind, "metric_shift")
+
+
+def _saturation_finding(
+    s: _Series, pts: list[Point], limit: float, since: float, value: float, limit_ref: EvidenceRef | None
+) -> Finding:
+    who = _who(s)
+    pct = 100.0 * value / limit
+    refs = [_ref(s, len(pts) - 1, value), *([limit_ref] if limit_ref else [])]
+    over = f"{value:.4g} of its limit {limit:.4g}" if limit != 100.0 else f"{value:.0f}%"
+    if s.kind in ("cpu", "connections", "other", "latency", "errors"):
+        # busy CPU and many connections are effects of something (a query, a blocked pool): symptoms
+        return Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="symptom",
+            code=_symptom_code(s) if s.kind != "other" else "saturation",
+            category=Category.RESOURCE_EXHAUSTION,
+            title=f"{who} saturated ({pct:.0f}% of limit) since {fmt_ts(since)}",
+            mechanism=f"{who} has been at {over} since {fmt_ts(since)}.",
+            object=who,
+            score=0.55,
+            ts=since,
+            tags=_tags(s),
+            evidence=refs,
+        )
+    steady = s.kind == "memory" and median([v for _, v in pts[: max(1, len(pts) // 2)]]) >= STEADY_HIGH * limit
+    if steady:
+        return Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="benign",
+            code="memory_high_steady",
+            category=Category.HEALTHY,
+            title=f"{who}: memory steady at {pct:.0f}% of its limit",
+            mechanism=f"{who} has stayed near {over} ({pct:.0f}%) throughout: a steady state (heap or cache sized "
+            "to the limit), not a change.",
+            object=who,
+            score=0.2,
+            ts=since,
+            tags=_tags(s),
+            evidence=refs,
+        )
+    code = {"memory": "memory_near_limit", "disk": "disk_full"}[s.kind]
+    what = {"memory": "memory", "disk": "file system"}[s.kind]
+    return Finding(
+        analyzer="metric_series",
+        domain=Domain.METRICS,
+        role="cause",
+        code=code,
+        category=Category.RESOURCE_EXHAUSTION,
+        title=f"{who}: {what} at {pct:.0f}% of its limit",
+        mechanism=(
+            f"{who} has been at {over} ({pct:.0f}%) since {fmt_ts(since)}: "
+            + ("the next allocation burst is OOM-killed." if s.kind == "memory" else "writes fail once it is full.")
+        ),
+        object=who,
+        score=0.8,
+        ts=since,
+        tags=_tags(s),
+        explains=["memory_high", "pod_restarts", "latency", "errors"]
+        if s.kind == "memory"
+        else ["errors", "disk_full", "disk_high", "pod_restarts"],
+        evidence=refs,
+        actions=_resource_actions(s),
+    )
+
+
+def _trend_finding(
+    s: _Series, pts: list[Point], ttf: float, limit: float | None, free_like: bool, limit_ref: EvidenceRef | None
+) -> Finding:
+    who = _who(s)
+    start, last = pts[0][1], pts[-1][1]
+    target = "zero" if free_like else f"its limit {limit:.4g}"
+    return Finding(
+        analyzer="metric_series",
+        domain=Domain.METRICS,
+        role="cause",
+        code="trend_to_exhaustion",
+        category=Category.RESOURCE_EXHAUSTION,
+        title=f"{who} reaches {target} in ~{human_duration(ttf)}",
+        mechanism=(
+            f"{who} moved steadily from {start:.4g} to {last:.4g} between {fmt_ts(pts[0][0])} and "
+            f"{fmt_ts(pts[-1][0])}; "
+            f"at this rate it reaches {target} in about {human_duration(ttf)} (at {fmt_ts(pts[-1][0] + ttf)})."
+        ),
+        object=who,
+        score=0.7 if ttf <= 6 * 3600 else 0.5,
+        ts=pts[0][0],
+        tags=_tags(s),
+        explains=[_symptom_code(s)],
+        evidence=[_ref(s, 0, start), _ref(s, len(pts) - 1, last), *([limit_ref] if limit_ref else [])],
+        actions=_resource_actions(s),
+    )
+
+
+def _step_finding(
+    s: _Series,
+    pts: list[Point],
+    ts: float,
+    before: float,
+    after: float,
+    index: int,
+    is_counter: bool,
+    failing: bool = True,
+) -> Finding:
+    who = _who(s) + (" (rate)" if is_counter else "")
+    return Finding(
+        analyzer="metric_series",
+        domain=Domain.METRICS,
+        role="symptom" if failing else "benign",
+        code=_symptom_code(s) if failing else "shift_within_capacity",
+        category=Category.UNKNOWN if failing else Category.HEALTHY,
+        title=f"{who} stepped from {before:.4g} to {after:.4g} at {fmt_ts(ts)}",
+        mechanism=(
+            f"{who} shifted from about {before:.4g} to about {after:.4g} at {fmt_ts(ts)} and stayed "
+            "there: something changed at that time."
+        ),
+        object=who,
+        score=0.5,
+        ts=ts,
+        tags=_tags(s),
+        evidence=[
+            _ref(s, index + (1 if is_counter else 0), after),
+            _ref(s, max(0, index - 1 + (1 if is_counter else 0)), before),
+        ],
+    )
+
+
+def _anomaly_findings(
+    s: _Series, pts: list[Point], free_like: bool, is_counter: bool, limit: float | None = None
+) -> list[Finding]:
+    found = [
+        a
+        for a in anomalies(pts, ANOMALY_Z)
+        if _worse(s, free_like, a.value > robust_baseline([v for _, v in pts]).median)
+    ]
+    if not found:
+        return []
+    who = _who(s) + (" (rate)" if is_counter else "")
+    off = 1 if is_counter else 0
+    skip = warmup_points(len(pts))
+    base = robust_baseline([v for _, v in pts[skip:]])
+    tail = pts[-RECOVERED_TAIL:]
+    recovered = all(abs(base.z(v)) <= ANOMALY_Z for _, v in tail) and found[-1].index < len(pts) - RECOVERED_TAIL
+    peak = max(found, key=lambda a: a.score)
+    if recovered:
+        return [
+            Finding(
+                analyzer="metric_series",
+                domain=Domain.METRICS,
+                role="benign",
+                code="spike_recovered",
+                category=Category.HEALTHY,
+                title=f"{who}: short spike at {fmt_ts(peak.ts)}, recovered",
+                mechanism=(
+                    f"{who} spiked to {peak.value:.4g} at {fmt_ts(peak.ts)} ({len(found)} point(s), baseline "
+                    f"{base.median:.4g}) "
+                    f"and is back to {tail[-1][1]:.4g}: a transient, not a current fault."
+                ),
+                object=who,
+                score=0.2,
+                ts=found[0].ts,
+                tags=_tags(s),
+                evidence=[_ref(s, peak.index + off, peak.value), _ref(s, len(pts) - 1 + off, tail[-1][1])],
+            )
+        ]
+    failing = _failing(s, pts[-1][1], limit)
+    return [
+        Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="symptom" if failing else "benign",
+            code=_symptom_code(s) if failing else "shift_within_capacity",
+            category=Category.UNKNOWN if failing else Category.HEALTHY,
+            title=f"{who} anomalous since {fmt_ts(found[0].ts)} (peak {peak.value:.4g}, z {peak.score})",
+            mechanism=(
+                f"{who} left its baseline ({base.median:.4g}) at {fmt_ts(found[0].ts)}: {len(found)} "
+                f"anomalous point(s), peak {peak.value:.4g}, and has not recovered."
+            ),
+            object=who,
+            score=0.45,
+            ts=found[0].ts,
+            tags=_tags(s),
+            evidence=[_ref(s, peak.index + off, peak.value), _ref(s, len(pts) - 1 + off, pts[-1][1])],
+        )
+    ]
+
+
+def _resource_actions(s: _Series) -> list[Action]:
+    lb = s.labels
+    if s.kind == "memory" and lb.get("pod"):
+        ns = lb.get("namespace", "default")
+        return [
+            Action(
+                description="Memory use against limits now",
+                command=(
+                    f"kubectl top pod {lb['pod']} -n {ns} --containers; kubectl get pod {lb['pod']} -n {ns} -o "
+                    f"jsonpath='{{.spec.containers[*].resources}}'"
+                ),
+            )
+        ]
+    if s.kind == "disk":
+        mount = lb.get("mountpoint", "/")
+        return [
+            Action(
+                description=f"What fills {mount}",
+                command=f"df -h {mount}; sudo du -xh --max-depth=2 {mount} 2>/dev/null | sort -rh | head -20",
+            )
+        ]
+    return [
+        Action(
+            description=f"The series over the last hours ({s.name})",
+            command=(
+                f"curl -sG $PROM/api/v1/query_range --data-urlencode 'query={s.name}' --data-urlencode "
+                "start=$(date -d -6hours +%s) --data-urlencode end=$(date +%s) --data-urlencode step=60"
+            ),
+        )
+    ]

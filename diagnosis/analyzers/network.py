@@ -1,0 +1,717 @@
+"""Network: a failing upstream (timeouts, refused or reset connections, 5xx it returns), DNS failures, TLS
+certificates that expired or do not verify. The cause is named after the thing that fails (the upstream, the
+DNS name, the certificate's host), and the service that saw it is its symptom.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from diagnosis.analyzers._common import (
+    DNS_NXDOMAIN,
+    DNS_TEMPORARY,
+    NET_REFUSED,
+    NET_RESET,
+    NET_TIMEOUT,
+    TLS_EXPIRED,
+    TLS_INVALID,
+    UPSTREAM_5XX,
+    Rec,
+    fmt_ts,
+    now_of,
+    ref_of,
+    service_of,
+    signature_records,
+    span_text,
+    with_aliases,
+)
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+
+# Signals whose last occurrence is this long before "now" have stopped (see logs.STOPPED_AFTER_S).
+STOPPED_AFTER_S = 15 * 60
+# One or two failed calls are the noise of any distributed system (a retried blip); three is a pattern.
+MIN_FAILURES = 3
+# Distinct names failing NXDOMAIN at once above which DNS itself is broken rather than one name being wrong.
+DNS_OUTAGE_NAMES = 3
+# A certificate with this few days left is worth renewing now, but it is not failing yet (benign).
+TLS_WARN_DAYS = 14
+# Access-log 5xx: at least this many, and this share of the requests in the source.
+HTTP_5XX_MIN = 5
+HTTP_5XX_SHARE = 0.05
+
+# Words that follow "upstream" in messages without naming it (nginx: "upstream timed out", envoy: "upstream
+# connect error").
+_NOT_A_NAME = {
+    "timed",
+    "connect",
+    "prematurely",
+    "sent",
+    "response",
+    "request",
+    "server",
+    "error",
+    "reset",
+    "closed",
+    "returned",
+    "responded",
+    "failed",
+    "is",
+    "was",
+    "service",
+    "host",
+    "call",
+    "timeout",
+    "unavailable",
+    "disconnect",
+    "request_timeout",
+    "unreachable",
+    "not",
+    "down",
+    "name",
+    "did",
+    "does",
+    "has",
+    "had",
+    "answered",
+    "the",
+    "a",
+    "an",
+    "for",
+    "with",
+    "side",
+    "version",
+    "localhost",
+}
+# "SocketInputStream.java:150" in a stack frame is a source line, not a host:port
+_SOURCE_FILE = re.compile(
+    r"\.(?:java|kt|scala|py|go|js|mjs|ts|rb|cs|cpp|cc|c|h|rs|php|ex|exs|erl|clj|swift):\d+$", re.I
+)
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?::\d{2,5})?"
+_TARGET_PATTERNS = [
+    re.compile(
+        r"outbound\|\d+\|[\w.\-]*\|([A-Za-z0-9][\w.\-]*)"
+    ),  # Istio/Envoy cluster: outbound|8080||payments.shop.svc
+    re.compile(rf"upstream:\s*\"?(?:[a-z]+://)?({_NAME})"),  # nginx error log: upstream: "http://10.0.0.5:8080/x"
+    re.compile(rf"upstream(?:_addr|_host|_cluster)?[=\s:]+\"?(?:[a-z]+://)?({_NAME})", re.I),
+    re.compile(rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", re.I),
+    re.compile(rf"(?:https?|grpcs?|tcp|postgres(?:ql)?|redis|amqps?|mysql|mongodb)://(?:[^@/\s\"]+@)?({_NAME})"),
+    re.compile(rf"dial tcp ({_NAME}:\d+)"),
+    re.compile(
+        rf"(?:connect(?:ing)? to|connection to|calling|call to|request to|requests? to|host|server at|server)\s+"
+        rf"\"?(?:[a-z]+://)?({_NAME})",
+        re.I,
+    ),
+    re.compile(r"\b([A-Za-z][A-Za-z0-9_.\-]*:\d{2,5}|(?:\d{1,3}\.){3}\d{1,3}:\d{2,5})\b"),
+]
+# the caller, when the message names it before the upstream ("ERROR orders-api upstream payments-api ...")
+_CALLER = re.compile(
+    r"([a-z][a-z0-9\-]{2,})\s+(?:->\s*)?(?:upstream|calling|call to|request to)\s|"
+    r"^(?:\S+\s+)?(?:ERROR|WARN(?:ING)?|FATAL|CRIT(?:ICAL)?)\s+([a-z][a-z0-9\-]{2,}):\s",
+    re.I,
+)
+_RESOLVER = re.compile(r"\bon ((?:\d{1,3}\.){3}\d{1,3}):53\b")
+_ACCESS_STATUS = re.compile(
+    r"\"\s*[A-Z]+ \S+ HTTP/[\d.]+\"\s+(\d{3})\b|\bstatus[\"'=:\s]+(\d{3})\b|\bcode[=:](\d{3})\b"
+)
+_OUTBOUND = re.compile(r"upstream|backend|dependency|calling|call to|request to|from|://", re.I)
+_DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
+_LEVEL_WORDS = {"error", "warn", "warning", "info", "debug", "fatal", "err"}
+
+
+@dataclass
+class Failures:
+    """Failed calls to one target, grouped."""
+
+    target: str
+    kind: str  # timeout | refused | reset | http_5xx
+    recs: list[Rec] = field(default_factory=list)
+    callers: set[str] = field(default_factory=set)
+    statuses: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def first(self) -> float | None:
+        return min((r.ts for r in self.recs if r.ts is not None), default=None)
+
+    @property
+    def last(self) -> float | None:
+        return max((r.ts for r in self.recs if r.ts is not None), default=None)
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event"})
+def network_failures(evidence: EvidenceSet) -> list[Finding]:
+    now = now_of(evidence)
+    calls: dict[tuple[str, str], Failures] = {}
+    dns_nx: dict[str, Failures] = {}
+    dns_tmp: dict[str, Failures] = {}
+    tls: dict[str, Failures] = {}
+    services: dict[str, str | None] = {}
+
+    def caller_of(rec: Rec) -> str | None:
+        m = _CALLER.search(rec.msg)
+        name = (m.group(1) or m.group(2)) if m else None
+        if name and name.lower() not in _LEVEL_WORDS:
+            return name
+        if rec.item.kind != "log":
+            return rec.item.object
+        if rec.item.id not in services:
+            services[rec.item.id] = service_of(rec.item)
+        return services[rec.item.id]
+
+    for rec in _records_with_events(evidence):
+        msg = rec.msg
+        if TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg):
+            tls_kind = "expired" if TLS_EXPIRED.search(msg) else "invalid"
+            _add(tls, _target(msg) or "unknown host", tls_kind, rec, caller_of(rec))
+        elif DNS_TEMPORARY.search(msg):
+            m = _RESOLVER.search(msg)
+            _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=_target(msg))
+        elif DNS_NXDOMAIN.search(msg):
+            name = _dns_name(msg)
+            _add(dns_nx, name or "unknown name", "nxdomain", rec, caller_of(rec))
+        else:
+            call_kind = _call_failure(msg)
+            if call_kind is None:
+                continue
+            caller = caller_of(rec)
+            target = _target(msg)
+            if not target or _base(target) == caller:
+                continue
+            f = calls.setdefault((target, call_kind), Failures(target, call_kind))
+            f.recs.append(rec)
+            if caller:
+                f.callers.add(caller)
+            if call_kind == "http_5xx":
+                m5 = UPSTREAM_5XX.search(msg)
+                if m5:
+                    f.statuses[m5.group(1)] = f.statuses.get(m5.group(1), 0) + 1
+    findings: list[Finding] = []
+    findings += _call_findings(calls, now)
+    findings += _dns_findings(dns_nx, dns_tmp, now)
+    findings += _tls_findings(tls, now)
+    findings += _probe_findings(evidence)
+    findings += _dns_event_benign(evidence)
+    findings += _access_log_5xx(evidence, now)
+    return with_aliases(findings)
+
+
+# ---------------------------------------------------------------- extraction
+
+
+def _records_with_events(evidence: EvidenceSet) -> Iterable[Rec]:
+    yield from signature_records(evidence)
+    for ev in evidence.kind("k8s/Event"):
+        d = ev.data
+        msg = str(d.get("message") or "")
+        reason = str(d.get("reason") or "")
+        # image pulls failing on DNS are the kubernetes analyzer's ImagePull finding; DNSConfigForming is benign
+        if reason == "DNSConfigForming" or "pull" in msg.lower() or "image" in msg.lower():
+            continue
+        yield Rec(ev, d.get("last_ts") or ev.ts, msg, None, "error" if d.get("type") == "Warning" else "info")
+
+
+def _call_failure(msg: str) -> str | None:
+    if NET_REFUSED.search(msg):
+        return "refused"
+    if NET_TIMEOUT.search(msg):
+        return "timeout"
+    if NET_RESET.search(msg):
+        return "reset"
+    # a 5xx the service received from a call it made: the message names the call (a URL, "upstream", "calling")
+    if UPSTREAM_5XX.search(msg) and _OUTBOUND.search(msg):
+        return "http_5xx"
+    return None
+
+
+def _target(msg: str) -> str | None:
+    for rx in _TARGET_PATTERNS:
+        for m in rx.finditer(msg):
+            name = m.group(1).strip("\"'.,:;").rstrip(".")
+            word = name.split(":")[0].lower()
+            if word in _NOT_A_NAME or word in _LEVEL_WORDS or len(word) < 2 or word.isdigit():
+                continue
+            if _SOURCE_FILE.search(name):
+                continue
+            return name
+    return None
+
+
+def _dns_name(msg: str) -> str | None:
+    m = re.search(
+        rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", msg, re.I
+    )
+    if m:
+        return m.group(1).split(":")[0]
+    return _target(msg)
+
+
+def _base(target: str) -> str:
+    """'payments-api.shop.svc.cluster.local:8080' -> 'payments-api'; an IP stays as it is."""
+    host = target.rsplit(":", 1)[0] if re.search(r":\d+$", target) else target
+    if re.fullmatch(r"(?:\d{1,3}\.){3}\d{1,3}", host):
+        return host
+    return host.split(".")[0]
+
+
+def _add(
+    groups: dict[str, Failures], key: str, kind: str, rec: Rec, caller: str | None, name: str | None = None
+) -> None:
+    f = groups.setdefault(key, Failures(key, kind))
+    f.recs.append(rec)
+    if caller:
+        f.callers.add(caller)
+    if name:
+        f.statuses[name] = f.statuses.get(name, 0) + 1
+
+
+def _target_tags(target: str) -> list[str]:
+    base = _base(target)
+    tags = [f"upstream:{base}", f"service:{base}"]
+    port = target.rsplit(":", 1)[-1] if ":" in target else ""
+    rds = re.match(r"([a-z0-9\-]+)\.[a-z0-9]+\.[a-z0-9\-]+\.rds\.amazonaws\.com", target)
+    if rds:
+        tags.append(f"db:{rds.group(1)}")
+    elif port in _DB_PORTS or re.search(r"postgres|pg|mysql|db\b|database|rds", base, re.I):
+        tags.append(f"db:{base}")
+    return tags
+
+
+def _refs(recs: list[Rec]) -> list[EvidenceRef]:
+    picked = [recs[0]] if len(recs) == 1 else [recs[0], recs[-1]]
+    return [ref_of(r) for r in picked]
+
+
+# ---------------------------------------------------------------- findings
+
+_KIND_WORDS = {
+    "timeout": "timed out",
+    "refused": "refused the connection",
+    "reset": "reset or closed the connection",
+    "http_5xx": "answered with 5xx",
+}
+
+
+def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) -> list[Finding]:
+    # one finding per target: its kinds of failure together
+    by_target: dict[str, list[Failures]] = {}
+    for (target, _), f in calls.items():
+        by_target.setdefault(target, []).append(f)
+    out = []
+    for target, groups in by_target.items():
+        groups.sort(key=lambda g: -len(g.recs))
+        count = sum(len(g.recs) for g in groups)
+        if count < MIN_FAILURES:
+            continue
+        recs = sorted((r for g in groups for r in g.recs), key=lambda r: r.ts or 0)
+        first, last = recs[0].ts, recs[-1].ts
+        callers = sorted({c for g in groups for c in g.callers})
+        main = groups[0]
+        how = "; ".join(
+            f"{_KIND_WORDS[g.kind]} {len(g.recs)}x"
+            + (f" ({', '.join(f'{k} x{v}' for k, v in g.statuses.items())})" if g.statuses else "")
+            for g in groups
+        )
+        callers_txt = ", ".join(callers) or "its callers"
+        base = _base(target)
+        tags = _target_tags(target) + [f"service:{c}" for c in callers if c != base]
+        stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        code = {
+            "timeout": "upstream_timeout",
+            "refused": "connection_refused",
+            "reset": "upstream_reset",
+            "http_5xx": "upstream_5xx",
+        }[main.kind]
+        sample = recs[0].msg.strip()[:200]
+        mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (
+            f"; it stopped at {fmt_ts(last)}, long before the newest evidence." if stopped else "."
+        )
+        out.append(
+            Finding(
+                analyzer="network_failures",
+                domain=Domain.NETWORK,
+                role="benign" if stopped else "cause",
+                code=code if not stopped else f"{code}_stopped",
+                category=Category.HEALTHY if stopped else Category.DEPENDENCY_FAILURE,
+                title=f"upstream {base} {_KIND_WORDS[main.kind]} for {callers_txt} ({count}x)",
+                mechanism=mechanism,
+                object=f"upstream {target}" + (f" (called by {callers_txt})" if callers else ""),
+                score=0.2 if stopped else min(0.9, 0.55 + count / 400),
+                ts=first,
+                tags=list(dict.fromkeys(tags)),
+                explains=[]
+                if stopped
+                else ["latency", "http_5xx", "errors", "upstream_timeout", "db_connection_errors"],
+                evidence=_refs(recs),
+                actions=_upstream_actions(base, target),
+            )
+        )
+    return out
+
+
+def _upstream_actions(base: str, target: str) -> list[Action]:
+    port = target.rsplit(":", 1)[-1] if re.search(r":\d+$", target) else "80"
+    return [
+        Action(
+            description=f"Is {base} up? Its pods, restarts and endpoints",
+            command=f"kubectl get pods,endpoints -A | grep {base}",
+        ),
+        Action(
+            description=f"{base}'s own recent errors",
+            command=f"kubectl logs deploy/{base} --since=30m | grep -iE 'error|timeout' | tail -50",
+        ),
+        Action(
+            description=f"Time a call to {base} from the caller's network",
+            command=f"curl -sv -o /dev/null -m 10 -w '%{{http_code}} %{{time_total}}s' http://{_host(target)}:{port}/",
+        ),
+    ]
+
+
+def _host(target: str) -> str:
+    return target.rsplit(":", 1)[0] if re.search(r":\d+$", target) else target
+
+
+def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float | None) -> list[Finding]:
+    out = []
+    live_nx = {k: f for k, f in nx.items() if not _stopped(f, now)}
+    outage = len(live_nx) >= DNS_OUTAGE_NAMES
+    for name, f in nx.items():
+        callers = ", ".join(sorted(f.callers)) or "clients"
+        if _stopped(f, now):
+            out.append(_stopped_finding(f, "dns_failure_stopped", f"resolving {name}"))
+            continue
+        if outage:
+            continue
+        out.append(
+            Finding(
+                analyzer="network_failures",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="dns_name_not_found",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"DNS: {name} does not resolve (NXDOMAIN) for {callers}",
+                mechanism=(
+                    f"{callers} cannot resolve {name}: the name does not exist (NXDOMAIN / no such host) "
+                    f"{len(f.recs)}x {span_text(f.first, f.last)}, while DNS answers otherwise: a wrong or deleted "
+                    "service name, namespace or host in configuration."
+                ),
+                object=f"DNS name {name}",
+                score=0.8,
+                ts=f.first,
+                tags=[f"dns:{name}", f"upstream:{_base(name)}", *(f"service:{c}" for c in sorted(f.callers))],
+                explains=["errors", "http_5xx", "pod_restarts", "crash_loop", "latency"],
+                evidence=_refs(f.recs),
+                actions=[
+                    Action(
+                        description=f"Resolve {name} from a pod",
+                        command=f"kubectl run dnscheck --rm -it --restart=Never --image=busybox:1.36 -- nslookup {name}",  # noqa: E501 (an exact command or data line reads better whole)
+                    ),
+                    Action(
+                        description="Does the Service exist (in which namespace)?",
+                        command=f"kubectl get svc -A | grep {_base(name)}",
+                    ),
+                ],
+            )
+        )
+    if outage:
+        recs = sorted((r for f in live_nx.values() for r in f.recs), key=lambda r: r.ts or 0)
+        names = sorted(live_nx)
+        out.append(_dns_outage(recs, names, "NXDOMAIN for many names"))
+    for resolver, f in tmp.items():
+        if _stopped(f, now):
+            out.append(_stopped_finding(f, "dns_failure_stopped", f"DNS via {resolver}"))
+            continue
+        resolved = ", ".join(sorted(f.statuses)[:5]) or "names"
+        out.append(_dns_outage(f.recs, [resolver], f"temporary failures resolving {resolved} via {resolver}"))
+    return out
+
+
+def _dns_outage(recs: list[Rec], names: list[str], what: str) -> Finding:
+    return Finding(
+        analyzer="network_failures",
+        domain=Domain.NETWORK,
+        role="cause",
+        code="dns_resolution_failure",
+        category=Category.INFRASTRUCTURE,
+        title=f"DNS resolution failing: {what}",
+        mechanism=(
+            f"name resolution is failing ({what}, {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}): the resolver "
+            "(CoreDNS / kube-dns or the VPC resolver) is down, overloaded or unreachable."
+        ),
+        object="DNS resolver " + ", ".join(names[:5]),
+        score=0.8,
+        ts=recs[0].ts,
+        # in Kubernetes the resolver is CoreDNS (kube-dns): name it, so its pods' failures link to this
+        tags=["dns:resolver", "service:coredns", "service:kube-dns", *(f"dns:{n}" for n in names[:5])],
+        explains=["errors", "http_5xx", "latency", "pod_restarts", "upstream_timeout"],
+        evidence=_refs(recs),
+        actions=[
+            Action(
+                description="CoreDNS pods and their restarts",
+                command="kubectl -n kube-system get pods -l k8s-app=kube-dns -o wide",
+            ),
+            Action(
+                description="CoreDNS errors",
+                command="kubectl -n kube-system logs -l k8s-app=kube-dns --since=30m | tail -100",
+            ),
+        ],
+    )
+
+
+def _tls_findings(tls: dict[str, Failures], now: float | None) -> list[Finding]:
+    out = []
+    for host, f in tls.items():
+        if _stopped(f, now):
+            out.append(_stopped_finding(f, "tls_error_stopped", f"TLS to {host}"))
+            continue
+        callers = ", ".join(sorted(f.callers)) or "clients"
+        expired = f.kind == "expired"
+        out.append(
+            Finding(
+                analyzer="network_failures",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="tls_certificate_expired" if expired else "tls_verification_failed",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"TLS to {host}: certificate {'expired' if expired else 'does not verify'} ({len(f.recs)}x)",
+                mechanism=(
+                    f"{callers} cannot complete TLS with {host}: "
+                    + (
+                        "its certificate has expired"
+                        if expired
+                        else "its certificate does not verify (wrong CA, host name or self-signed)"
+                    )
+                    + f", {len(f.recs)}x {span_text(f.first, f.last)}."
+                ),
+                object=f"TLS certificate of {host}",
+                score=0.85,
+                ts=f.first,
+                tags=[f"tls:{_base(host)}", f"upstream:{_base(host)}", *(f"service:{c}" for c in sorted(f.callers))],
+                explains=["errors", "http_5xx", "latency"],
+                evidence=_refs(f.recs),
+                actions=[
+                    Action(
+                        description=f"Show the certificate {host} serves and its dates",
+                        command=(
+                            f"openssl s_client -connect {_host(host)}:443 -servername {_host(host)} </dev/null "
+                            "2>/dev/null | openssl x509 -noout -subject -issuer -dates"
+                        ),
+                    ),
+                    Action(
+                        description="cert-manager certificates that are not ready",
+                        command="kubectl get certificates -A | grep -v True",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+def _probe_findings(evidence: EvidenceSet) -> list[Finding]:
+    out = []
+    for probe in evidence.kind("http/probe"):
+        d = probe.data
+        url = str(d.get("url") or probe.object)
+        host = re.sub(r"^[a-z]+://", "", url).split("/")[0]
+        days = d.get("tls_days_left")
+        err = str(d.get("error") or "")
+        status = d.get("status")
+        tags = [f"upstream:{_base(host)}", f"service:{_base(host)}"]
+        if (isinstance(days, int | float) and days <= 0) or TLS_EXPIRED.search(err):
+            out.append(
+                Finding(
+                    analyzer="network_failures",
+                    domain=Domain.NETWORK,
+                    role="cause",
+                    code="tls_certificate_expired",
+                    category=Category.CONFIGURATION_ERROR,
+                    title=f"TLS certificate of {host} expired",
+                    mechanism=(
+                        f"the certificate served by {host} has expired (tls_days_left {days}); clients that verify "
+                        "it fail."
+                    ),
+                    object=f"TLS certificate of {host}",
+                    score=0.9,
+                    ts=probe.ts,
+                    tags=[f"tls:{_base(host)}", *tags],
+                    explains=["errors", "http_5xx", "probe_failed"],
+                    evidence=[
+                        EvidenceRef(
+                            item=probe.id,
+                            field="tls_days_left" if days is not None else "error",
+                            value=days if days is not None else err,
+                        )
+                    ],
+                    actions=[
+                        Action(
+                            description="Confirm the dates",
+                            command=(
+                                f"openssl s_client -connect {host if ':' in host else host + ':443'} -servername "
+                                f"{host.split(':')[0]} </dev/null 2>/dev/null | openssl x509 -noout -dates"
+                            ),
+                        )
+                    ],
+                )
+            )
+        elif isinstance(days, int | float) and days <= TLS_WARN_DAYS:
+            out.append(
+                Finding(
+                    analyzer="network_failures",
+                    domain=Domain.NETWORK,
+                    role="benign",
+                    code="tls_expiring_soon",
+                    category=Category.HEALTHY,
+                    title=f"TLS certificate of {host} expires in {days:g} days",
+                    mechanism=f"{host}'s certificate is still valid ({days:g} days left): not failing now, renew it soon.",  # noqa: E501 (an exact command or data line reads better whole)
+                    object=f"TLS certificate of {host}",
+                    score=0.3,
+                    ts=probe.ts,
+                    tags=[f"tls:{_base(host)}", *tags],
+                    evidence=[EvidenceRef(item=probe.id, field="tls_days_left", value=days)],
+                )
+            )
+        if err and not TLS_EXPIRED.search(err):
+            kind = _call_failure(err) or ("dns" if DNS_NXDOMAIN.search(err) or DNS_TEMPORARY.search(err) else "error")
+            out.append(
+                Finding(
+                    analyzer="network_failures",
+                    domain=Domain.NETWORK,
+                    role="cause",
+                    code={
+                        "refused": "connection_refused",
+                        "timeout": "upstream_timeout",
+                        "dns": "dns_name_not_found",
+                    }.get(kind, "probe_failed"),
+                    category=Category.CONFIGURATION_ERROR if kind == "dns" else Category.DEPENDENCY_FAILURE,
+                    title=f"probe of {url} failed: {err[:80]}",
+                    mechanism=f"a probe of {url} failed: {err[:200]}.",
+                    object=f"endpoint {url}",
+                    score=0.7,
+                    ts=probe.ts,
+                    tags=tags,
+                    explains=["errors", "http_5xx", "latency"],
+                    evidence=[EvidenceRef(item=probe.id, field="error", value=err[:300])],
+                    actions=[
+                        Action(description="Probe it again, verbosely", command=f"curl -sv -m 10 -o /dev/null {url}")
+                    ],
+                )
+            )
+        elif isinstance(status, int) and status >= 500:
+            out.append(
+                Finding(
+                    analyzer="network_failures",
+                    domain=Domain.NETWORK,
+                    role="symptom",
+                    code="http_5xx",
+                    category=Category.DEPENDENCY_FAILURE,
+                    title=f"{url} answers {status}",
+                    mechanism=f"{url} answered HTTP {status} to a probe.",
+                    object=f"endpoint {url}",
+                    score=0.5,
+                    ts=probe.ts,
+                    tags=tags,
+                    evidence=[EvidenceRef(item=probe.id, field="status", value=status)],
+                )
+            )
+    return out
+
+
+def _dns_event_benign(evidence: EvidenceSet) -> list[Finding]:
+    out = []
+    for ev in evidence.kind("k8s/Event"):
+        if ev.data.get("reason") != "DNSConfigForming":
+            continue
+        out.append(
+            Finding(
+                analyzer="network_failures",
+                domain=Domain.NETWORK,
+                role="benign",
+                code="dns_config_forming",
+                category=Category.HEALTHY,
+                title=f"DNSConfigForming on {ev.object}",
+                mechanism=(
+                    f"{ev.object}: the node's resolv.conf has more nameservers or search domains than the pod DNS "
+                    "config takes, so some were omitted; resolution itself works. A common, harmless warning."
+                ),
+                object=ev.object,
+                score=0.1,
+                ts=ev.data.get("first_ts") or ev.ts,
+                tags=[],
+                evidence=[EvidenceRef(item=ev.id, field="message", value=str(ev.data.get("message", ""))[:300])],
+            )
+        )
+        break  # one is enough to rule it out
+    return out
+
+
+def _access_log_5xx(evidence: EvidenceSet, now: float | None) -> list[Finding]:
+    """5xx answers in access logs (nginx/envoy/ALB lines with a status): a symptom of the service behind."""
+    out = []
+    for item in evidence.kind("log"):
+        total = 0
+        bad: list[Rec] = []
+        statuses: dict[str, int] = {}
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "HTTP/" not in msg and "status" not in msg and "code" not in msg:
+                continue
+            m = _ACCESS_STATUS.search(msg)
+            if not m:
+                continue
+            code = next(g for g in m.groups() if g)
+            total += 1
+            if code.startswith("5"):
+                bad.append(Rec(item, r.get("ts"), msg, r.get("line"), None))
+                statuses[code] = statuses.get(code, 0) + 1
+        if len(bad) < HTTP_5XX_MIN or len(bad) < HTTP_5XX_SHARE * total:
+            continue
+        svc = service_of(item) or item.object
+        last = max((r.ts for r in bad if r.ts is not None), default=None)
+        if now is not None and last is not None and now - last >= STOPPED_AFTER_S:
+            continue
+        listing = ", ".join(f"{k} x{v}" for k, v in sorted(statuses.items()))
+        out.append(
+            Finding(
+                analyzer="network_failures",
+                domain=Domain.NETWORK,
+                role="symptom",
+                code="http_5xx",
+                category=Category.DEPENDENCY_FAILURE,
+                title=f"{svc}: {len(bad)} of {total} requests answered 5xx",
+                mechanism=(
+                    f"{svc} answered {len(bad)} of {total} requests with 5xx ({listing}) {span_text(bad[0].ts, last)}."
+                ),
+                object=svc,
+                score=min(0.8, 0.3 + len(bad) / total),
+                ts=bad[0].ts,
+                tags=[f"service:{svc}"],
+                evidence=_refs(bad),
+            )
+        )
+    return out
+
+
+def _stopped(f: Failures, now: float | None) -> bool:
+    return now is not None and f.last is not None and now - f.last >= STOPPED_AFTER_S
+
+
+def _stopped_finding(f: Failures, code: str, what: str) -> Finding:
+    return Finding(
+        analyzer="network_failures",
+        domain=Domain.NETWORK,
+        role="benign",
+        code=code,
+        category=Category.HEALTHY,
+        title=f"{what}: failures stopped",
+        mechanism=(
+            f"{what} failed {len(f.recs)}x {span_text(f.first, f.last)} and then stopped, long before "
+            "the newest evidence."
+        ),
+        object=what,
+        score=0.2,
+        ts=f.first,
+        tags=[f"upstream:{_base(f.target)}"],
+        evidence=_refs(f.recs),
+    )

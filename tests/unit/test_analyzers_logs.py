@@ -1,0 +1,162 @@
+"""Logs analyzer: templates, exceptions after a deploy, bad data, app OOM; stopped and background errors."""
+
+from __future__ import annotations
+
+from diagnosis.analyzers._common import group_templates, log_records, template_of
+from diagnosis.analyzers.logs import log_errors
+from tests.unit._evidence_builders import T0, Builder, assert_refs_real, by_code, causes
+
+
+def test_templates_mask_numbers_ids_ips_durations_and_quoted_strings() -> None:
+    a = template_of('user 42 from 10.1.2.3:5555 req 3f2a9c0e-1b2c-4d5e-8f90-0123456789ab took 5000ms "foo"')
+    b = template_of('user 7 from 10.9.9.9:1 req 00000000-1111-2222-3333-444444444444 took 12.5s "bar baz"')
+    assert a == b == "user <n> from <ip> req <id> took <dur> <str>"
+    assert template_of("ERROR orders-api upstream payments-api timed out after 5000ms") == (
+        "ERROR orders-api upstream payments-api timed out after <dur>"
+    )
+
+
+def test_grouping_counts_and_spans() -> None:
+    b = Builder()
+    b.log(
+        "logs/a.log",
+        [(T0 + i, "error", f"job {i} failed after {i}ms") for i in range(10)] + [(T0 + 100, "info", "started")],
+    )
+    groups = group_templates(list(log_records(b.set())))
+    assert groups[0].count == 10 and groups[0].first_ts == T0 and groups[0].last_ts == T0 + 9
+
+
+def test_the_200_timeouts_give_an_errors_symptom_and_leave_the_cause_to_network() -> None:
+    b = Builder()
+    b.log(
+        "logs/orders-api.log",
+        [(T0 + i * 3, "error", "ERROR orders-api upstream payments-api timed out after 5000ms") for i in range(200)],
+    )
+    found = log_errors(b.set())
+    assert not causes(found)
+    [sym] = by_code(found, "errors")
+    assert sym.role == "symptom" and "service:orders-api" in sym.tags
+    assert "200" in sym.title
+
+
+def test_exception_right_after_a_deploy_is_a_code_defect() -> None:
+    b = Builder()
+    b.event(
+        "Deployment",
+        "shop",
+        "checkout",
+        "ScalingReplicaSet",
+        "Scaled up replica set checkout-6f7b9c8d5 to 3",
+        T0,
+        type_="Normal",
+    )
+    lines = [(T0 - 600 + i * 10, "info", "GET /cart 200 8ms") for i in range(50)]
+    lines += [
+        (T0 + 120 + i, "error", 'java.lang.NullPointerException: Cannot invoke "Cart.total()" because "cart" is null')
+        for i in range(40)
+    ]
+    b.log("Pod/shop/checkout-6f7b9c8d5-x7k2p/app", lines)
+    ev = b.set()
+    found = log_errors(ev)
+    [cause] = causes(found)
+    assert cause.code == "exception" and cause.category == "code_defect"
+    assert "NullPointerException" in cause.title and "checkout" in cause.object
+    assert "after the rollout" in cause.mechanism
+    assert cause.score > 0.8
+    assert_refs_real(ev, found)
+
+
+def test_bad_data_is_data_quality() -> None:
+    b = Builder()
+    b.log(
+        "logs/importer.log",
+        [(T0 + i, "error", f'ERROR: invalid input syntax for type integer: "N/A" at row {i}') for i in range(12)],
+    )
+    [cause] = causes(log_errors(b.set()))
+    assert cause.code == "bad_data" and cause.category == "data_quality"
+    assert "importer" in cause.object
+
+
+def test_java_heap_exhaustion_is_resource_exhaustion() -> None:
+    b = Builder()
+    b.log(
+        "Pod/shop/search-7c9d8f6b5-qwrtz/app",
+        [(T0 + i, "error", "java.lang.OutOfMemoryError: Java heap space") for i in range(3)],
+    )
+    [cause] = causes(log_errors(b.set()))
+    assert cause.code == "app_out_of_memory" and cause.category == "resource_exhaustion"
+
+
+def test_errors_that_stopped_long_before_now_are_benign() -> None:
+    b = Builder()
+    b.log("logs/api.log", [(T0 + i, "error", "java.lang.IllegalStateException: cache not warmed") for i in range(5)])
+    b.log("logs/other.log", [(T0 + 3 * 3600, "info", "all good")])
+    found = log_errors(b.set())
+    assert not causes(found)
+    assert by_code(found, "errors_stopped")
+
+
+def test_a_steady_low_background_is_not_a_new_cause() -> None:
+    b = Builder()
+    # one error every 4 minutes for 2 hours, among normal traffic: the same before and during the incident window
+    lines = [(T0 + i * 240, "error", "ValueError: could not round-trip price for legacy sku") for i in range(30)]
+    lines += [(T0 + i * 30, "info", "GET / 200") for i in range(240)]
+    lines.sort()
+    b.log("logs/shop.log", lines)
+    found = log_errors(b.set())
+    assert not causes(found)
+    assert by_code(found, "errors_background")
+
+
+def test_a_burst_on_top_of_a_background_is_live() -> None:
+    b = Builder()
+    lines = [(T0 + i * 240, "error", "ValueError: could not round-trip price for legacy sku") for i in range(30)]
+    lines += [(T0 + 7000 + i, "error", "ValueError: could not round-trip price for legacy sku") for i in range(60)]
+    b.log("logs/shop.log", sorted(lines))
+    found = log_errors(b.set())
+    assert by_code(found, "exception")
+
+
+def test_healthy_log_gives_nothing() -> None:
+    b = Builder()
+    b.log("logs/api.log", [(T0 + i, "info", f"GET /orders/{i} 200") for i in range(100)])
+    assert log_errors(b.set()) == []
+
+
+def test_a_client_exception_about_a_failing_server_is_not_a_code_defect() -> None:
+    b = Builder()
+    msg = (
+        "ERROR search.views: query failed: TransportError(503, 'search_phase_execution_exception', 'all shards failed')"
+    )
+    b.log("Pod/search/search-frontend-6d5f8b7c9d-dvlnp/app", [(T0 + i, "error", msg) for i in range(50)])
+    found = log_errors(b.set())
+    assert not causes(found)
+    assert by_code(found, "errors")
+
+
+def test_java_root_cause_is_the_last_caused_by() -> None:
+    b = Builder()
+    trace = (
+        "java.lang.IllegalStateException: Failed to execute CommandLineRunner\n\tat org.springframework.boot.X.run(X.java:1)\n"  # noqa: E501 (an exact command or data line reads better whole)
+        'Caused by: java.lang.NullPointerException: Cannot invoke "Settlement.id()" because "s" is null\n\tat com.acme.Y.z(Y.java:42)'  # noqa: E501 (an exact command or data line reads better whole)
+    )
+    b.log("Pod/payments/payments-worker-59d7f8c6b9-rd5n5/app", [(T0, "error", trace)])
+    [cause] = causes(log_errors(b.set()))
+    assert "NullPointerException" in cause.title
+
+
+def test_duplicate_rows_are_bad_data() -> None:
+    b = Builder()
+    msg = 'ERROR: duplicate key value violates unique constraint "payments_pkey" DETAIL: Key (id)=(42) already exists.'
+    b.log("logs/ledger-consumer.log", [(T0 + i, "error", msg) for i in range(30)])
+    [cause] = causes(log_errors(b.set()))
+    assert cause.code == "bad_data"
+
+
+def test_a_single_exception_needs_a_symptom_to_stand() -> None:
+    b = Builder()
+    b.log(
+        "logs/api.log", [(T0, "error", "KeyError: 'currency'")] + [(T0 + i, "info", "GET / 200") for i in range(1, 50)]
+    )
+    [cause] = causes(log_errors(b.set()))
+    assert cause.score < 0.5
