@@ -67,8 +67,8 @@ def _client(settings: Settings) -> httpx.Client:
 
 def _firing(client: httpx.Client, matchers: list[Matcher]) -> list[dict[str, Any]]:
     """Active (not yet silenced or inhibited) alerts the matchers select, as the approver should see them."""
-    params = [("filter", m.expression()) for m in matchers]
-    params += [("active", "true"), ("silenced", "false"), ("inhibited", "false")]
+    params = httpx.QueryParams([("filter", m.expression()) for m in matchers])
+    params = params.merge({"active": "true", "silenced": "false", "inhibited": "false"})
     response = client.get("/api/v2/alerts", params=params)
     response.raise_for_status()
     return [
