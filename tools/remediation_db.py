@@ -42,10 +42,10 @@ WHERE l.pid = %s AND l.granted AND l.locktype <> 'virtualxid'
 GROUP BY 1, 2, 3 ORDER BY (c.relname IS NULL), c.relname, l.mode LIMIT 20
 """
 
-_BLOCKED_SQL = """
-SELECT pid, usename, state, left(query, 2000) AS query,
+_WAITING_SQL = """
+SELECT pid, usename, state, left(query, 2000) AS query, pg_blocking_pids(pid) AS blocked_by,
        EXTRACT(EPOCH FROM now() - COALESCE(state_change, query_start))::float AS waiting_s
-FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid)) ORDER BY pid LIMIT 20
+FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0
 """
 
 
@@ -81,10 +81,8 @@ def _connect(dsn: str) -> psycopg.Connection[dict[str, Any]]:
     )
 
 
-def _refusal(session: dict[str, Any] | None, args: PostgresSessionArgs) -> str | None:
+def _refusal(session: dict[str, Any], args: PostgresSessionArgs) -> str | None:
     """Why this session must not be ended by opsgraph, or None."""
-    if session is None:
-        return f"no session with pid {args.pid}"
     if session["is_self"]:
         return f"pid {args.pid} is this tool's own session"
     if session["backend_type"] != "client backend":
@@ -102,7 +100,7 @@ def _refusal(session: dict[str, Any] | None, args: PostgresSessionArgs) -> str |
 def _describe_session(conn: psycopg.Connection[dict[str, Any]], session: dict[str, Any]) -> dict[str, Any]:
     """The session as the approver sees it: who, from where, since when, what it runs, holds and blocks."""
     held = conn.execute(_LOCKS_HELD_SQL, (session["pid"],)).fetchall()
-    blocked = conn.execute(_BLOCKED_SQL, (session["pid"],)).fetchall()
+    blocked = _blocked_behind(conn.execute(_WAITING_SQL).fetchall(), session["pid"])
     client = session["client_addr"] or "local socket"
     if session["client_addr"] and session["client_port"]:
         client = f"{session['client_addr']}:{session['client_port']}"
@@ -128,11 +126,25 @@ def _describe_session(conn: psycopg.Connection[dict[str, Any]], session: dict[st
                 "user": r["usename"],
                 "state": r["state"],
                 "waiting_s": _round(r["waiting_s"]),
+                "directly": session["pid"] in r["blocked_by"],
                 "query": mask_sql_literals(r["query"] or "", 160),
             }
             for r in blocked
         ],
     }
+
+
+def _blocked_behind(waiting: list[dict[str, Any]], pid: int) -> list[dict[str, Any]]:
+    """Every session waiting on this one, directly or through another waiter: behind a row lock, the first
+    writer waits on the holder and the next ones on the first writer's tuple lock, yet ending the holder
+    releases them all."""
+    behind: dict[int, dict[str, Any]] = {}
+    frontier = {pid}
+    while frontier:
+        nxt = {r["pid"] for r in waiting if r["pid"] not in behind and frontier & set(r["blocked_by"])}
+        behind |= {r["pid"]: r for r in waiting if r["pid"] in nxt}
+        frontier = nxt - {pid}
+    return sorted(behind.values(), key=lambda r: r["pid"])[:20]
 
 
 def _round(value: float | None) -> float | None:
@@ -169,8 +181,9 @@ def _preview_session(args: PostgresSessionArgs, ctx: ToolContext, verb: str) -> 
     try:
         with _connect(dsn) as conn:
             session = conn.execute(_SESSION_SQL, (args.pid,)).fetchone()
-            reason = _refusal(session, args)
-            if reason or session is None:
+            if session is None:
+                return failed(f"no session with pid {args.pid} on {redact(dsn)}", "not_found", pid=args.pid)
+            if reason := _refusal(session, args):
                 return refused(f"{verb} refused: {reason}", pid=args.pid)
             detail = _describe_session(conn, session)
     except psycopg.Error as exc:
@@ -198,8 +211,9 @@ def _end_session(args: PostgresSessionArgs, ctx: ToolContext, verb: str) -> Tool
     try:
         with _connect(dsn) as conn:
             session = conn.execute(_SESSION_SQL, (args.pid,)).fetchone()
-            reason = _refusal(session, args)
-            if reason or session is None:
+            if session is None:
+                return failed(f"no session with pid {args.pid} on {redact(dsn)}", "not_found", pid=args.pid)
+            if reason := _refusal(session, args):
                 return refused(f"{verb} refused: {reason}", pid=args.pid)
             before = _describe_session(conn, session)
             if verb == "cancel":
