@@ -159,6 +159,12 @@ def _runbooks_configured(settings: Settings) -> str | None:
         return "no runbooks folder: set OPSGRAPH_RUNBOOKS_DIR"
     if not settings.runbooks_dir.is_dir():
         return f"OPSGRAPH_RUNBOOKS_DIR {settings.runbooks_dir} is not a folder"
+    for runbook, patterns in settings.runbook_arg_patterns.items():
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                return f"OPSGRAPH_RUNBOOK_ARG_PATTERNS[{runbook!r}] has an invalid regex {pattern!r}: {exc}"
     return None
 
 

@@ -438,6 +438,9 @@ def test_run_runbook_refuses_escapes_unsafe_arguments_and_non_executables(runboo
             assert result.status == ToolStatus.ERROR and result.data["error_code"] == "refused", (args, result.summary)
             assert why in result.summary
     assert tool.run({"name": "nope.sh"}, ctx).data["error_code"] == "not_found"
+    broken = Settings(var_dir=tmp_path, runbooks_dir=runbooks, runbook_arg_patterns={"fail.sh": ["(unclosed"]})
+    assert "invalid regex" in (tool.check_prerequisites(broken) or "")
+    assert tool.check_prerequisites(ctx.settings) is None
 
 
 # Alertmanager ---------------------------------------------------------------------------------------------
