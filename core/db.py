@@ -297,6 +297,30 @@ class TuningRunRow(Base):
     error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
 
+class ApprovalRow(Base):
+    """A person's decision on one write node: pending until approved, rejected or expired (core/approvals.py)."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (sa.Index("ix_approvals_tenant_status", "tenant", "status"),)
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(sa.String(64))
+    task_id: Mapped[str] = mapped_column(sa.ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    node_id: Mapped[str] = mapped_column(sa.String(64))
+    tool: Mapped[str] = mapped_column(sa.String(64))
+    args: Mapped[dict[str, Any]] = mapped_column(JsonType)  # redacted
+    preview: Mapped[dict[str, Any]] = mapped_column(JsonType)  # the tool's preview: summary and data
+    reason: Mapped[str] = mapped_column(sa.Text)  # why: the diagnosis that led to it
+    requested_by: Mapped[str] = mapped_column(sa.String(128))
+    status: Mapped[str] = mapped_column(sa.String(16))  # pending | approved | rejected | expired
+    decided_by: Mapped[str | None] = mapped_column(sa.String(128), nullable=True)
+    decided_at: Mapped[float | None] = mapped_column(sa.Double, nullable=True)
+    decision_reason: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    from_addr: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)  # the decider's client address
+    expires_at: Mapped[float] = mapped_column(sa.Double, index=True)
+    created_at: Mapped[float] = mapped_column(sa.Double)
+
+
 def make_engine(settings: Settings) -> sa.Engine:
     url = settings.sqlalchemy_url
     if url.startswith("sqlite"):
@@ -314,7 +338,10 @@ def make_engine(settings: Settings) -> sa.Engine:
             cur.close()
 
         return engine
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    # the application_name marks opsgraph's own sessions, which its write tools never terminate
+    return sa.create_engine(
+        url, pool_pre_ping=True, pool_size=10, max_overflow=10, connect_args={"application_name": "opsgraph"}
+    )
 
 
 def init_db(engine: sa.Engine) -> None:

@@ -83,6 +83,30 @@ class Settings(BaseSettings):
         ["memory.tools"], description="Python modules that register more tools in the catalog."
     )
 
+    # remediation: write tools (each runs only after a person's approval; an empty allowlist or target
+    # leaves its tool unavailable, and the tool's prerequisite says which setting to fill in)
+    redis_write_urls: list[SecretStr] = Field(
+        [], description="Redis servers redis_config_set and redis_delete_keys may change (never opsgraph's own)."
+    )
+    redis_config_allowlist: list[str] = Field(
+        ["maxmemory", "maxmemory-policy", "timeout", "slowlog-log-slower-than"],
+        description="Redis parameters redis_config_set may change.",
+    )
+    redis_delete_max_keys: int = Field(1000, ge=1, le=1_000_000, description="redis_delete_keys refuses more matches.")
+    process_signal_allowlist: list[str] = Field(
+        [], description="Regexes; process_signal signals only processes whose whole command line matches one."
+    )
+    runbooks_dir: Path | None = Field(None, description="Folder of executables run_runbook may run; None: none.")
+    runbook_arg_patterns: dict[str, list[str]] = Field(
+        {}, description="Per runbook (file name): one regex per positional argument; others use the safe charset."
+    )
+    runbook_timeout_s: float = Field(120, gt=0, le=3600, description="A runbook running longer is killed.")
+    runbook_output_bytes: int = Field(16 * 1024, ge=256, description="Runbook output kept (the tail beyond is cut).")
+    alertmanager_url: str = Field("", description="Alertmanager base URL alertmanager_silence uses; empty: none.")
+    alertmanager_max_silence_s: float = Field(7 * 86400, gt=0, description="Longest silence alertmanager_silence sets.")
+    approval_ttl_s: float = Field(3600, gt=0, description="An approval request not decided in this time expires.")
+    approval_four_eyes: bool = Field(False, description="Nobody may approve a request they made themselves.")
+
     scheduling_policy: SchedulingPolicy = Field(
         default_factory=SchedulingPolicy,
         description="Placement, release order, caps, timeouts, retries, hedging, batching (JSON).",

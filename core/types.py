@@ -121,6 +121,9 @@ class EventType(StrEnum):
     ANSWER = "task.answer"
     CACHE_LOOKUP = "cache.lookup"
     CACHE_STORED = "cache.stored"
+    APPROVAL_REQUESTED = "approval.requested"
+    APPROVAL_DECIDED = "approval.decided"  # approved, rejected or expired
+    REMEDIATION_VERIFIED = "remediation.verified"
     LOG = "log"
 
 

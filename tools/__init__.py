@@ -1,6 +1,17 @@
 """The tool catalog: what actually touches systems. Each tool is a ToolSpec registered in CATALOG."""
 
-from tools import anomalies, datastores, host, logs, net, pools  # noqa: F401  (registration)
+from tools import (  # noqa: F401  (registration)
+    anomalies,
+    datastores,
+    host,
+    logs,
+    net,
+    pools,
+    remediation_alerts,
+    remediation_db,
+    remediation_host,
+    remediation_redis,
+)
 from tools._registry import CATALOG
 from tools.base import ToolArgs, ToolContext, Toolset, ToolSpec, finding
 

@@ -38,6 +38,7 @@ class ToolContext:
 ToolFn = Callable[[Any, ToolContext], ToolResult]
 BatchFn = Callable[[list[Any], ToolContext], list[ToolResult]]
 Prerequisite = Callable[[Settings], str | None]  # returns why the tool cannot run, or None
+PreviewFn = Callable[[Any, ToolContext], ToolResult]  # what a write would do to the current state, doing nothing
 
 
 @dataclass
@@ -55,6 +56,18 @@ class ToolSpec:
     cpu_fallback: bool = True  # a gpu tool that also runs (slower) on a cpu pool
     batch_fn: BatchFn | None = None  # calls that arrive together may run as one batch
     cost_fn: Callable[[Any], float | None] | None = None  # a call's expected seconds from its arguments
+    preview_fn: PreviewFn | None = None  # write tools: the state the write would change, read without changing it
+
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """What this call would do, for a person to approve: a summary and the current state it would change.
+        Reads only; a tool without a preview says so (status no_data)."""
+        try:
+            parsed = self.parse_args(args)
+        except ValidationError as exc:
+            return ToolResult(status=ToolStatus.ERROR, summary=f"{self.name}: invalid arguments: {exc}")
+        if self.preview_fn is None:
+            return ToolResult(status=ToolStatus.NO_DATA, summary=f"{self.name} has no preview")
+        return self.preview_fn(parsed, ctx)
 
     def estimate(self, args: dict[str, Any]) -> float | None:
         """What this call should take, when its arguments say (a sampling window); else None, and the
@@ -114,6 +127,7 @@ class ToolSpec:
             "timeout_s": self.timeout_s,
             "cost_hint_s": self.cost_hint_s,
             "batchable": self.batchable,
+            "has_preview": self.preview_fn is not None,
             "args_schema": self.args_model.model_json_schema(),
         }
         if settings is not None:
@@ -143,6 +157,7 @@ class Toolset:
         cpu_fallback: bool = True,
         batch_fn: BatchFn | None = None,
         cost_fn: Callable[[Any], float | None] | None = None,
+        preview_fn: PreviewFn | None = None,
     ) -> Callable[[ToolFn], ToolFn]:
         def register(fn: ToolFn) -> ToolFn:
             spec = ToolSpec(
@@ -159,6 +174,7 @@ class Toolset:
                 cpu_fallback=cpu_fallback,
                 batch_fn=batch_fn,
                 cost_fn=cost_fn,
+                preview_fn=preview_fn,
             )
             if spec.name in self._tools:
                 raise ValueError(f"tool {spec.name!r} registered twice")

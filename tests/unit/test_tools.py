@@ -35,7 +35,8 @@ def test_every_tool_has_a_description_schema_pool_and_timeout() -> None:
         d = spec.describe(Settings())
         assert d["description"] and d["args_schema"]["type"] == "object"
         assert spec.pool in ("cpu", "gpu") and spec.timeout_s > 0
-        assert spec.effect == Effect.READ
+        # write tools (remediation) never run twice by accident and show what they would do before they run
+        assert spec.effect == Effect.READ or (not spec.idempotent and spec.preview_fn is not None), spec.name
     assert CATALOG.get("metric_anomalies").pool == "gpu"
     assert Settings().http_targets and CATALOG.get("postgres_activity").describe(Settings())["available"] is False
 
