@@ -79,7 +79,11 @@ def start_redis_server(binary: str, port: int, workdir: Path, timeout_s: float =
 
 
 def port_free(host: str, port: int) -> bool:
+    """Whether the API could listen on host:port now. Binds the way uvicorn will (SO_REUSEADDR on POSIX), so
+    the TIME_WAIT connections a just-stopped API leaves behind do not count as "in use"; a live listener does."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        if os.name != "nt":  # on Windows SO_REUSEADDR would let two listeners share the port
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
