@@ -20,6 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from core.errors import NotFound
+from core.jsonvalues import check_json_value
+from core.metrics import metrics
 from core.settings import Settings
 from core.types import Event, EventType, NodeStatus, Plan, TaskStatus
 
@@ -358,6 +360,7 @@ class Store:
         priority: int = 5,
         source: str = "api",
     ) -> TaskRow:
+        check_json_value(inputs or {}, "inputs")  # every path in (API, scheduler, CLI) meets the same bounds
         now = time.time()
         row = TaskRow(
             id=new_id(),
@@ -407,10 +410,14 @@ class Store:
         if status.terminal:
             values["finished_at"] = now
         stmt = sa.update(TaskRow).where(TaskRow.id == task_id, TaskRow.status.in_(_LIVE_TASK_STATES)).values(**values)
+        measured: TelemetryRow | None = None
         with self.session() as s:
             moved = _changed(s.execute(stmt))
             if moved and status.terminal:
-                s.add(self._task_telemetry(s, task_id, status, now))
+                measured = self._task_telemetry(s, task_id, status, now)
+                s.add(measured)
+        if measured is not None:
+            metrics().observe_all([measured])
         if moved:
             data: dict[str, Any] = {"status": status.value}
             if error:
@@ -547,9 +554,12 @@ class Store:
             if not _changed(s.execute(stmt)):
                 return False
             row = s.get(NodeRunRow, run_id)
-            if row is not None:  # the attempt's telemetry, in the same transaction: none is lost or doubled
-                s.add(node_telemetry(row))
-            return True
+            measured = node_telemetry(row) if row is not None else None
+            if measured is not None:  # the attempt's telemetry, in the same transaction: none is lost or doubled
+                s.add(measured)
+        if measured is not None:
+            metrics().observe_all([measured])  # after the commit: counted once, as the row is
+        return True
 
     @staticmethod
     def _task_telemetry(s: Session, task_id: str, status: TaskStatus, now: float) -> TelemetryRow:

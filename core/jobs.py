@@ -77,6 +77,10 @@ class ScheduleBook:
             raise Conflict(f"a schedule named {name!r} exists; delete it first or choose another name") from None
         return row
 
+    def count(self) -> int:
+        with self.store.session() as s:
+            return int(s.scalar(sa.select(sa.func.count()).select_from(ScheduleRow)) or 0)
+
     def all(self) -> list[ScheduleRow]:
         with self.store.session() as s:
             return list(s.scalars(sa.select(ScheduleRow).order_by(ScheduleRow.name)))
@@ -136,6 +140,12 @@ def queue_tuning_run(store: Store, trigger: str) -> TuningRunRow:
     with store.session() as s:
         s.add(row)
     return row
+
+
+def queued_tuning_runs(store: Store) -> int:
+    with store.session() as s:
+        stmt = sa.select(sa.func.count()).select_from(TuningRunRow).where(TuningRunRow.status == "queued")
+        return int(s.scalar(stmt) or 0)
 
 
 def claim_tuning_run(store: Store, run_id: str) -> bool:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import redis
 
+from core.metrics import enable_multiprocess
 from core.settings import Settings, subprocess_env
 
 Say = Callable[[str], None]
@@ -130,6 +131,9 @@ class Supervisor:
                 "stop it or set OPSGRAPH_API_PORT"
             )
         self.redis_proc = ensure_redis(self.settings, self.say)
+        # every child counts its metrics in one folder, emptied now: no child runs yet, and a fresh start is a
+        # counter reset Prometheus expects
+        enable_multiprocess(self.settings.metrics_dir, clean="all")
         for child in self.children:
             self._spawn(child)
         url = self.settings.base_api_url

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,10 +14,13 @@ from fastapi.responses import FileResponse
 from agents import OpsContext, TaskRunner, TuningRunner, build_context
 from core import keys
 from core.logging import configure_logging
+from core.metrics import process_exited
 from core.periodic import Periodic
 from core.settings import Settings, get_settings
 from memory.consolidation import Consolidator
-from services.api.errors import BodyLimitMiddleware, install_error_handlers
+from services.api.errors import BodyLimitMiddleware, document_errors, install_error_handlers
+from services.api.limits import RateLimitMiddleware, RateLimits
+from services.api.metrics import HttpMetricsMiddleware
 from services.api.routes import memory, policies, schedules, system, tasks, telemetry, tuning
 from workers.celery_app import make_celery
 
@@ -69,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             rollups.stop()
             consolidator.stop()
             ctx.close()
+            process_exited(os.getpid())
 
     app = FastAPI(
         title="opsgraph",
@@ -77,7 +82,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    # outermost last: metrics see every answer, the rate limit refuses before a body is read
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RateLimitMiddleware, limits=RateLimits(settings))
+    app.add_middleware(HttpMetricsMiddleware)
     app.include_router(tasks.router)
     app.include_router(system.router)
     app.include_router(memory.router)
@@ -89,5 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/", include_in_schema=False)
     def console() -> FileResponse:
         return FileResponse(CONSOLE, media_type="text/html")
+
+    document_errors(app)
 
     return app

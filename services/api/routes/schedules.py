@@ -8,8 +8,10 @@ from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.errors import Conflict
 from core.jobs import ScheduleBook, schedule_view
 from services.api.deps import Ctx
+from services.api.errors import error_responses
 from services.api.routes.tasks import TaskCreate
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
@@ -37,12 +39,16 @@ def _settings_entries(ctx: Ctx) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=error_responses(409))
 def create_schedule(ctx: Ctx, body: ScheduleCreate) -> JSONResponse:
     """Validated at once: the cron fields (Celery's parser), the timezone, the task body. The scheduler picks a
-    new schedule up within seconds."""
+    new schedule up within seconds. 409 `conflict` for a taken name, 409 `schedule_limit` over the cap."""
     task = body.task.model_dump(exclude={"plan"})
-    row = ScheduleBook(ctx.store).create(body.name, body.cron, body.timezone, task)
+    book = ScheduleBook(ctx.store)
+    cap = ctx.settings.max_schedules_per_tenant
+    if book.count() >= cap:
+        raise Conflict(f"{cap} schedules exist, the most allowed; delete one first", code="schedule_limit")
+    row = book.create(body.name, body.cron, body.timezone, task)
     return JSONResponse({**schedule_view(row), "source": "api"}, status_code=201)
 
 

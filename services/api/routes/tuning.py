@@ -8,7 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
-from core.jobs import TUNING_CHANNEL, get_tuning_run, queue_tuning_run, tuning_run_view, tuning_runs
+from core.errors import LimitReached
+from core.jobs import (
+    TUNING_CHANNEL,
+    get_tuning_run,
+    queue_tuning_run,
+    queued_tuning_runs,
+    tuning_run_view,
+    tuning_runs,
+)
 from services.api.deps import Ctx
 
 router = APIRouter(prefix="/v1/tuning", tags=["tuning"])
@@ -16,7 +24,13 @@ router = APIRouter(prefix="/v1/tuning", tags=["tuning"])
 
 @router.post("/run", status_code=202)
 def run_tuning_now(ctx: Ctx) -> JSONResponse:
-    """Queue a tuning run; the API's tuning runner takes it within seconds."""
+    """Queue a tuning run; the API's tuning runner takes it within seconds. 429 `tuning_queue_full` while
+    `max_queued_tuning_runs` wait already."""
+    cap = ctx.settings.max_queued_tuning_runs
+    if queued_tuning_runs(ctx.store) >= cap:
+        raise LimitReached(
+            f"{cap} tuning runs are already queued; wait for them", code="tuning_queue_full", retry_after_s=30
+        )
     row = queue_tuning_run(ctx.store, "api")
     with contextlib.suppress(Exception):  # the runner also polls
         ctx.redis.publish(TUNING_CHANNEL, row.id)
