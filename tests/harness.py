@@ -109,8 +109,13 @@ class Service:
             "OPSGRAPH_HTTP_TARGETS": '["127.0.0.1", "localhost"]',
             "OPSGRAPH_LOG_ROOTS": f'["{workdir / "logs"}"]',
             "PYTHONUNBUFFERED": "1",
+            # every test request comes from one address without a key: one bucket; tests of limits set their own
+            "OPSGRAPH_RATE_LIMIT_READS": "100000/minute",
+            "OPSGRAPH_RATE_LIMIT_WRITES": "100000/minute",
             **extra_env,
         }
+        # credentials every helper request sends (the auth layer fills it with an admin key)
+        self.headers: dict[str, str] = {}
         self.api: subprocess.Popen[bytes] | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.redis = redis.Redis.from_url(redis_url)
@@ -160,17 +165,20 @@ class Service:
                 os.killpg(p.pid, signal.SIGKILL)
 
     # REST helpers
+    def _headers(self, kw: dict[str, Any]) -> dict[str, str]:
+        return {**self.headers, **(kw.pop("headers", None) or {})}
+
     def post(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.post(self.base + path, timeout=30, **kw)
+        return httpx.post(self.base + path, timeout=30, headers=self._headers(kw), **kw)
 
     def client_put(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.put(self.base + path, timeout=30, **kw)
+        return httpx.put(self.base + path, timeout=30, headers=self._headers(kw), **kw)
 
     def client_delete(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.delete(self.base + path, timeout=30, **kw)
+        return httpx.delete(self.base + path, timeout=30, headers=self._headers(kw), **kw)
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.get(self.base + path, timeout=30, **kw)
+        return httpx.get(self.base + path, timeout=30, headers=self._headers(kw), **kw)
 
     def submit(self, goal: str, **body: Any) -> str:
         """Each call is its own tenant unless the test names one: the semantic cache never links tests."""

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import Conflict
-from core.jobs import ScheduleBook, schedule_view
+from core.jobs import ScheduleBook, check_timezone, parse_cron, schedule_view
 from services.api.deps import Ctx
 from services.api.errors import error_responses
 from services.api.routes.tasks import TaskCreate
@@ -44,6 +44,8 @@ def create_schedule(ctx: Ctx, body: ScheduleCreate) -> JSONResponse:
     """Validated at once: the cron fields (Celery's parser), the timezone, the task body. The scheduler picks a
     new schedule up within seconds. 409 `conflict` for a taken name, 409 `schedule_limit` over the cap."""
     task = body.task.model_dump(exclude={"plan"})
+    parse_cron(body.cron)  # a wrong body is 422 whatever the count
+    check_timezone(body.timezone)
     book = ScheduleBook(ctx.store)
     cap = ctx.settings.max_schedules_per_tenant
     if book.count() >= cap:

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import redis.asyncio as aredis
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -230,8 +231,12 @@ async def _stream(ctx: Ctx, task_id: str, seq: int, owner: str, slot: str) -> As
                 with contextlib.suppress(Exception):  # a lapsed slot only frees the cap early
                     await StreamSlots.refresh(client, owner, slot)
     finally:
-        with contextlib.suppress(Exception):
-            await StreamSlots.release(client, owner, slot)
-        with contextlib.suppress(Exception):
-            await pubsub.aclose()
-        await client.aclose()
+        # a client that goes away cancels this generator: the cleanup must run shielded, or its awaits are
+        # cancelled too and the slot stays taken until it lapses
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(Exception):
+                await StreamSlots.release(client, owner, slot)
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+            with contextlib.suppress(Exception):
+                await client.aclose()

@@ -12,8 +12,7 @@ from core.errors import LimitReached
 from core.jobs import (
     TUNING_CHANNEL,
     get_tuning_run,
-    queue_tuning_run,
-    queued_tuning_runs,
+    queue_tuning_run_capped,
     tuning_run_view,
     tuning_runs,
 )
@@ -27,11 +26,11 @@ def run_tuning_now(ctx: Ctx) -> JSONResponse:
     """Queue a tuning run; the API's tuning runner takes it within seconds. 429 `tuning_queue_full` while
     `max_queued_tuning_runs` wait already."""
     cap = ctx.settings.max_queued_tuning_runs
-    if queued_tuning_runs(ctx.store) >= cap:
+    row = queue_tuning_run_capped(ctx.store, "api", cap)
+    if row is None:
         raise LimitReached(
             f"{cap} tuning runs are already queued; wait for them", code="tuning_queue_full", retry_after_s=30
         )
-    row = queue_tuning_run(ctx.store, "api")
     with contextlib.suppress(Exception):  # the runner also polls
         ctx.redis.publish(TUNING_CHANNEL, row.id)
     body = {"id": row.id, "status": row.status, "links": {"self": f"/v1/tuning/runs/{row.id}"}}
