@@ -12,10 +12,11 @@ from core.policies import version_view
 from services.api.deps import Ctx
 
 router = APIRouter(tags=["policies"])
+MAX_VERSION = 2**31 - 1  # versions are 32-bit integers in the database
 
 
 class PolicyChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     policy: dict[str, Any] = Field(description="The whole document: {scheduling, serving}; unset keys take defaults.")
     reason: str = Field(min_length=1, max_length=2000, description="Why: kept with the version.")
@@ -23,7 +24,7 @@ class PolicyChange(BaseModel):
 
 
 class Rollback(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     reason: str = Field("rolled back by a person", min_length=1, max_length=2000)
     actor: str = Field("", max_length=64)
@@ -41,7 +42,7 @@ def policy_history(ctx: Ctx, limit: Annotated[int, Query(ge=1, le=500)] = 50) ->
 
 
 @router.get("/v1/policies/{version}")
-def policy_version(ctx: Ctx, version: Annotated[int, Path(ge=1)]) -> dict[str, Any]:
+def policy_version(ctx: Ctx, version: Annotated[int, Path(ge=1, le=MAX_VERSION)]) -> dict[str, Any]:
     return version_view(ctx.policies.get(version))
 
 
@@ -56,7 +57,7 @@ async def put_policy(ctx: Ctx, change: PolicyChange) -> dict[str, Any]:
 
 @router.post("/v1/policies/rollback/{version}")
 async def rollback_policy(
-    ctx: Ctx, version: Annotated[int, Path(ge=1)], body: Rollback | None = None
+    ctx: Ctx, version: Annotated[int, Path(ge=1, le=MAX_VERSION)], body: Rollback | None = None
 ) -> dict[str, Any]:
     body = body or Rollback()
     row = await run_in_threadpool(ctx.policies.rollback, version, author="person", reason=body.reason, actor=body.actor)

@@ -23,7 +23,7 @@ class ScheduledTask(TaskCreate):
 
 
 class ScheduleCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     cron: str = Field(min_length=9, max_length=128, description="minute hour day-of-month month day-of-week")

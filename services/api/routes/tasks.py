@@ -31,7 +31,7 @@ router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
 
 class TaskCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     goal: str = Field(min_length=1, max_length=4000, description="What to do, in plain words.")
     inputs: dict[str, Any] = Field(default_factory=dict, description="Structured inputs: urls, service, log_path ...")
@@ -146,7 +146,7 @@ def cancel_task(task_id: str, ctx: Ctx) -> dict[str, Any]:
 
 
 class Feedback(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     helpful: bool
     note: str | None = Field(None, max_length=2000)
