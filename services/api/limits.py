@@ -162,11 +162,11 @@ class StreamSlots:
                 _ACQUIRE,
                 1,
                 keys.EVENT_STREAMS + owner,
-                now - STREAM_SLOT_TTL_S,
-                self.cap,
-                now,
+                str(now - STREAM_SLOT_TTL_S),
+                str(self.cap),
+                str(now),
                 slot,
-                2 * STREAM_SLOT_TTL_S,
+                str(2 * STREAM_SLOT_TTL_S),
             )
         except redis.RedisError as exc:
             raise RunError(f"cannot open an event stream: Redis unavailable ({type(exc).__name__})") from None
