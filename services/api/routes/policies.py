@@ -6,8 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.jsonvalues import json_value_problem
 from core.policies import version_view
 from services.api.deps import Ctx
 
@@ -21,6 +22,14 @@ class PolicyChange(BaseModel):
     policy: dict[str, Any] = Field(description="The whole document: {scheduling, serving}; unset keys take defaults.")
     reason: str = Field(min_length=1, max_length=2000, description="Why: kept with the version.")
     actor: str = Field("", max_length=64, description="Who made the change.")
+
+    @field_validator("policy")
+    @classmethod
+    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problem = json_value_problem(value, "policy")
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class Rollback(BaseModel):
