@@ -85,12 +85,16 @@ def test_counters_follow_telemetry_and_never_go_down_when_it_expires(tmp_path: P
     telemetry.record("llm", name="fake-model", outcome="ok", tokens_in=100, tokens_out=20, cost=0.01, ts=old)
     telemetry.record("cache", name="diagnosis", hit=True, ts=old)
     after = _scrape()
-    assert _samples(after, "opsgraph_tasks_total", outcome="succeeded") - _samples(
-        before, "opsgraph_tasks_total", outcome="succeeded"
-    ) == 2
-    assert _samples(after, "opsgraph_llm_tokens_total", model="fake-model", direction="in") - _samples(
-        before, "opsgraph_llm_tokens_total", model="fake-model", direction="in"
-    ) == 100
+    assert (
+        _samples(after, "opsgraph_tasks_total", outcome="succeeded")
+        - _samples(before, "opsgraph_tasks_total", outcome="succeeded")
+        == 2
+    )
+    assert (
+        _samples(after, "opsgraph_llm_tokens_total", model="fake-model", direction="in")
+        - _samples(before, "opsgraph_llm_tokens_total", model="fake-model", direction="in")
+        == 100
+    )
     assert _samples(after, "opsgraph_cache_lookups_total", category="diagnosis", result="hit") >= 1
     # everything rolled up and then dropped: the database forgets, the counters do not
     telemetry.rollup(raw_retention_s=60, rollup_retention_s=60)
