@@ -6,10 +6,12 @@ conditional statement, so a duplicate completion or a concurrent append cannot c
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -20,9 +22,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from core.errors import NotFound
+from core.jsonvalues import check_json_value
 from core.logging import redact, redact_value
+from core.metrics import metrics
 from core.settings import Settings
 from core.types import Event, EventType, NodeStatus, Plan, TaskStatus
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock file; start one process first there
+    fcntl = None  # type: ignore[assignment]
 
 JsonType = sa.JSON().with_variant(JSONB(), "postgresql")
 _FINAL_NODE_STATES = [s.value for s in NodeStatus if s.final]
@@ -344,31 +353,90 @@ def make_engine(settings: Settings) -> sa.Engine:
     )
 
 
-def init_db(engine: sa.Engine) -> None:
-    Base.metadata.create_all(engine)
-    _add_missing_columns(engine)
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+INITIAL_REVISION = "0001_initial"
 
 
-def _add_missing_columns(engine: sa.Engine) -> None:
-    """create_all makes missing tables, not missing columns or indexes: add the nullable or defaulted columns
-    and the indexes a newer opsgraph declares to a database an older one created (the only migration
-    opsgraph needs so far)."""
-    inspector = sa.inspect(engine)
-    with engine.begin() as conn:
-        for table in Base.metadata.sorted_tables:
-            if not inspector.has_table(table.name):
+def upgrade_database(engine: sa.Engine) -> None:
+    """Bring the database to the newest revision (`alembic upgrade head`), one process at a time.
+
+    A database made before migrations (tables, no alembic_version) is adopted first: brought to revision
+    0001's schema and stamped with it, then upgraded like any other."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with _migration_lock(engine), engine.begin() as conn:
+        config.attributes["connection"] = conn
+        tables = set(sa.inspect(conn).get_table_names())
+        if "alembic_version" not in tables and "tasks" in tables:
+            adopt_legacy_database(conn)
+            command.stamp(config, INITIAL_REVISION)
+        command.upgrade(config, "head")
+
+
+def adopt_legacy_database(conn: sa.Connection) -> None:
+    """What the hand-written ALTERs did before migrations, frozen at revision 0001: create its missing tables,
+    add its missing columns (nullable, with the model's scalar default, as the ALTERs added them) and indexes."""
+    initial = _initial_revision().schema()
+    initial.create_all(conn)  # tables only where missing
+    inspector = sa.inspect(conn)
+    for table in initial.sorted_tables:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        model = Base.metadata.tables.get(table.name)
+        for column in table.columns:
+            if column.name in present:
                 continue
-            present = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name in present:
-                    continue
-                kind = column.type.compile(dialect=engine.dialect)
-                default = getattr(column.default, "arg", None) if column.default is not None else None
-                clause = f" DEFAULT {default!r}" if isinstance(default, int | float | str) else ""
-                clause = clause.replace('"', "'")
-                conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{clause}'))
-            for index in table.indexes:
-                index.create(conn, checkfirst=True)
+            kind = column.type.compile(dialect=conn.dialect)
+            modelled = model.columns.get(column.name) if model is not None else None
+            default = getattr(modelled.default, "arg", None) if modelled is not None and modelled.default else None
+            clause = ""
+            if isinstance(default, bool):
+                clause = f" DEFAULT {int(default)}" if conn.dialect.name == "sqlite" else f" DEFAULT {default}"
+            elif isinstance(default, int | float):
+                clause = f" DEFAULT {default!r}"
+            elif isinstance(default, str):
+                clause = " DEFAULT '" + default.replace("'", "''") + "'"
+            conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}{clause}'))
+        for index in table.indexes:
+            index.create(conn, checkfirst=True)
+
+
+def _initial_revision() -> Any:
+    spec = importlib.util.spec_from_file_location("_opsgraph_0001", MIGRATIONS / "versions" / "0001_initial.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextmanager
+def _migration_lock(engine: sa.Engine) -> Iterator[None]:
+    """Processes starting together (the API and the scheduler) must not both run a revision: PostgreSQL takes
+    an advisory lock, SQLite a lock file beside the database."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+            try:
+                yield
+            finally:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_MIGRATION_LOCK})
+                conn.commit()
+        return
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:" or fcntl is None:
+        yield
+        return
+    with open(f"{database}.migrate-lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_PG_MIGRATION_LOCK = 0x6F7073677261  # "opsgra": any constant no other advisory lock of ours uses
 
 
 def _changed(result: Any) -> bool:
@@ -427,7 +495,7 @@ class Store:
     def from_settings(cls, settings: Settings, *, create: bool = True) -> Store:
         engine = make_engine(settings)
         if create:
-            init_db(engine)
+            upgrade_database(engine)
         return cls(engine)
 
     @contextmanager
@@ -449,6 +517,7 @@ class Store:
         priority: int = 5,
         source: str = "api",
     ) -> TaskRow:
+        check_json_value(inputs or {}, "inputs")  # every path in (API, scheduler, CLI) meets the same bounds
         now = time.time()
         row = TaskRow(
             id=new_id(),
@@ -504,10 +573,14 @@ class Store:
         if status.terminal:
             values["finished_at"] = now
         stmt = sa.update(TaskRow).where(TaskRow.id == task_id, TaskRow.status.in_(_LIVE_TASK_STATES)).values(**values)
+        measured: TelemetryRow | None = None
         with self.session() as s:
             moved = _changed(s.execute(stmt))
             if moved and status.terminal:
-                s.add(self._task_telemetry(s, task_id, status, now))
+                measured = self._task_telemetry(s, task_id, status, now)
+                s.add(measured)
+        if measured is not None:
+            metrics().observe_all([measured])
         if moved:
             data: dict[str, Any] = {"status": status.value}
             if error:
@@ -649,9 +722,12 @@ class Store:
             if not _changed(s.execute(stmt)):
                 return False
             row = s.get(NodeRunRow, run_id)
-            if row is not None:  # the attempt's telemetry, in the same transaction: none is lost or doubled
-                s.add(node_telemetry(row))
-            return True
+            measured = node_telemetry(row) if row is not None else None
+            if measured is not None:  # the attempt's telemetry, in the same transaction: none is lost or doubled
+                s.add(measured)
+        if measured is not None:
+            metrics().observe_all([measured])  # after the commit: counted once, as the row is
+        return True
 
     @staticmethod
     def _task_telemetry(s: Session, task_id: str, status: TaskStatus, now: float) -> TelemetryRow:

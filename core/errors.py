@@ -8,6 +8,11 @@ class OpsgraphError(Exception):
 
     code = "opsgraph_error"
 
+    def __init__(self, *args: object, code: str | None = None) -> None:
+        super().__init__(*args)
+        if code is not None:  # one class, several machine-readable names (schedule_limit, bundle_too_large ...)
+            self.code = code
+
 
 class UserError(OpsgraphError):
     """The caller asked for something invalid; the message says how to fix it."""
@@ -21,6 +26,23 @@ class NotFound(UserError):
 
 class Conflict(UserError):
     code = "conflict"
+
+
+class LimitReached(UserError):
+    """A cap that frees up with time (queued tuning runs, open event streams): the API answers 429 with
+    Retry-After."""
+
+    code = "limit_reached"
+
+    def __init__(self, *args: object, code: str | None = None, retry_after_s: int = 1) -> None:
+        super().__init__(*args, code=code)
+        self.retry_after_s = max(1, retry_after_s)
+
+
+class TooLarge(UserError):
+    """A body, bundle or upload above its configured size: 413."""
+
+    code = "too_large"
 
 
 class RunError(OpsgraphError):

@@ -87,6 +87,13 @@ class ScheduleBook:
             raise Conflict(f"a schedule named {name!r} exists; delete it first or choose another name") from None
         return row
 
+    def count(self, *, tenant: str | None = None) -> int:
+        stmt = sa.select(sa.func.count()).select_from(ScheduleRow)
+        if tenant is not None:
+            stmt = stmt.where(ScheduleRow.tenant == tenant)
+        with self.store.session() as s:
+            return int(s.scalar(stmt) or 0)
+
     def all(self, *, tenant: str | None = None) -> list[ScheduleRow]:
         stmt = sa.select(ScheduleRow).order_by(ScheduleRow.name)
         if tenant is not None:
@@ -150,11 +157,41 @@ class ScheduleBook:
 # tuning runs
 
 
+_PG_TUNING_QUEUE_LOCK = 0x6F7073747571  # serialises cap checks of the tuning queue on PostgreSQL
+
+
 def queue_tuning_run(store: Store, trigger: str) -> TuningRunRow:
     row = TuningRunRow(id=new_id(), trigger=trigger, status="queued", created_at=time.time(), report={})
     with store.session() as s:
         s.add(row)
     return row
+
+
+class _QueueFull(Exception):
+    pass
+
+
+def queue_tuning_run_capped(store: Store, trigger: str, max_queued: int) -> TuningRunRow | None:
+    """Queue a run unless `max_queued` runs already wait (None then). The row goes in first and the count
+    follows in the same transaction: on SQLite the insert holds the write lock, on PostgreSQL an advisory lock
+    orders concurrent callers, so two requests never both take the last place."""
+    row = TuningRunRow(id=new_id(), trigger=trigger, status="queued", created_at=time.time(), report={})
+    try:
+        with store.session() as s:
+            if s.get_bind().dialect.name == "postgresql":
+                s.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_TUNING_QUEUE_LOCK})
+            s.add(row)
+            s.flush()
+            if queued_tuning_runs_in(s) > max_queued:
+                raise _QueueFull  # rolls the insert back
+    except _QueueFull:
+        return None
+    return row
+
+
+def queued_tuning_runs_in(s: Any) -> int:
+    stmt = sa.select(sa.func.count()).select_from(TuningRunRow).where(TuningRunRow.status == "queued")
+    return int(s.scalar(stmt) or 0)
 
 
 def claim_tuning_run(store: Store, run_id: str) -> bool:

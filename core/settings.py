@@ -53,6 +53,30 @@ class Settings(BaseSettings):
     oidc_algorithms: list[str] = Field(["RS256", "ES256"], description="Signature algorithms accepted.")
     oidc_leeway_s: float = Field(30, ge=0, le=300, description="Clock skew allowed on exp/nbf/iat.")
 
+    # limits (docs/limits-and-metrics.md): per key, shared by API processes through Redis
+    rate_limit_enabled: bool = Field(True, description="Refuse requests over the per-key rate limits (429).")
+    rate_limit_reads: str = Field(
+        "600/minute",
+        description="Cheap reads (GET, HEAD) one key may make, in `limits` notation: N/second|minute|hour.",
+    )
+    rate_limit_writes: str = Field(
+        "60/minute", description="Writes and submits (POST, PUT, PATCH, DELETE) one key may make."
+    )
+    rate_limit_storage: str = Field(
+        "redis", description="Where the limiter counts: 'redis' (REDIS_URL, shared by every API process) or 'memory'."
+    )
+    max_schedules_per_tenant: int = Field(100, ge=1, description="Schedules one tenant may keep (409 beyond).")
+    max_queued_tuning_runs: int = Field(3, ge=1, description="Tuning runs waiting at once (429 beyond).")
+    max_event_streams_per_key: int = Field(
+        8, ge=1, description="Event streams (SSE) one key may hold open (429 beyond)."
+    )
+    telemetry_summary_max_window_s: float = Field(
+        7 * 86_400, gt=0, description="Longest window GET /v1/telemetry/summary reads."
+    )
+    telemetry_summary_max_rows: int = Field(
+        200_000, ge=1000, description="Raw telemetry rows one summary reads at most (older ones come from rollups)."
+    )
+
     # pools
     pools: list[str] = Field(["cpu", "gpu"], description="Declared pools; each is a Celery queue of that name.")
     cpu_concurrency: int = Field(2, description="Processes of a cpu-pool worker (prefork).")
@@ -168,6 +192,24 @@ class Settings(BaseSettings):
             raise ValueError("pools must include 'cpu' (the fallback for every tool)")
         return pools
 
+    @field_validator("rate_limit_reads", "rate_limit_writes")
+    @classmethod
+    def _rate_limit_parses(cls, value: str) -> str:
+        from limits import parse_many
+
+        try:
+            parse_many(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a rate limit such as '600/minute' or '10/second;300/hour'") from None
+        return value
+
+    @field_validator("rate_limit_storage")
+    @classmethod
+    def _known_storage(cls, value: str) -> str:
+        if value not in ("redis", "memory"):
+            raise ValueError("rate_limit_storage must be 'redis' or 'memory'")
+        return value
+
     @property
     def sqlalchemy_url(self) -> str:
         if self.database_url:
@@ -189,6 +231,11 @@ class Settings(BaseSettings):
         if self.is_postgres:
             return self.sqlalchemy_url.replace("postgresql+psycopg://", "postgresql://", 1)
         return str((self.var_dir / "checkpoints.sqlite").resolve())
+
+    @property
+    def metrics_dir(self) -> Path:
+        """prometheus_client's multiprocess files: every opsgraph process's counters, summed at scrape."""
+        return (self.var_dir / "prometheus").resolve()
 
     @property
     def base_api_url(self) -> str:

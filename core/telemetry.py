@@ -19,6 +19,7 @@ import sqlalchemy as sa
 import structlog
 
 from core.db import Store, TelemetryMinuteRow, TelemetryRow
+from core.metrics import metrics
 
 log = structlog.get_logger(__name__)
 
@@ -133,6 +134,7 @@ class Telemetry:
                 s.add_all(items)
         except Exception as exc:  # telemetry never fails the action it measures
             log.warning("telemetry write failed", error=repr(exc), rows=len(items))
+        metrics().observe_all(items)  # counted whether or not the database took the rows
 
     # reading
     def rows(self, kind: str, start: float, end: float) -> list[TelemetryRow]:
@@ -158,26 +160,40 @@ class Telemetry:
         end: float | None = None,
         prices: dict[str, float] | None = None,
         tenant: str | None = None,
+        max_rows: int | None = None,
     ) -> dict[str, Any]:
         """Aggregates of [end - window_s, end): the console's and the tuner's view. `prices` (USD per busy second
         by pool or kind) turn compute into cost; LLM cost is recorded with each call. With `tenant`, only that
-        tenant's raw rows: per-minute rollups mix tenants, so a tenant's view reaches back the raw retention."""
+        tenant's raw rows: per-minute rollups mix tenants, so a tenant's view reaches back the raw retention.
+        `max_rows` bounds the raw rows read (the API's bound): past it, the window starts at the oldest row read,
+        and says so."""
         end = time.time() if end is None else end
         start = end - window_s
         prices = prices or {}
         acc = _Aggregates()
+        stmt = sa.select(TelemetryRow).where(TelemetryRow.ts >= start, TelemetryRow.ts < end)
+        if tenant is not None:
+            stmt = stmt.where(TelemetryRow.tenant == tenant)
+        if max_rows is not None:
+            stmt = stmt.order_by(TelemetryRow.ts.desc()).limit(max_rows)
         with self.store.session() as s:
-            stmt = sa.select(TelemetryRow).where(TelemetryRow.ts >= start, TelemetryRow.ts < end)
-            if tenant is not None:
-                stmt = stmt.where(TelemetryRow.tenant == tenant)
             raw = s.scalars(stmt).all()
+        capped = max_rows is not None and len(raw) >= max_rows
+        if capped:
+            start = min(r.ts for r in raw)
         for row in raw:
             acc.add_raw(row)
         if tenant is None:
             for m in self._minutes(start, end):
                 acc.add_minute(m)
         out = acc.result(prices)
-        out["window"] = {"start": round(start, 3), "end": round(end, 3), "seconds": window_s}
+        out["window"] = {
+            "start": round(start, 3),
+            "end": round(end, 3),
+            "seconds": round(end - start, 3) if capped else window_s,
+        }
+        if capped:
+            out["window"]["capped_at_rows"] = max_rows
         return out
 
     def totals(self) -> _Aggregates:

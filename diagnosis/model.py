@@ -14,10 +14,11 @@ Evidence kinds and the shape of `data` (the normalised form every parser and liv
 | `log` | the source: `Pod/<ns>/<pod>/<container>`, a file path, `datadog/<service>` | `{records: [{ts, level, msg, line}], source: {...}, truncated: bool}`; level lower-case (error, warn, info, debug, fatal) or None; `line` 1-based in the source |
 | `metric` | `metric/<name>{k=v,...}` | `{name, labels, unit, points: [[ts, value], ...], source: prometheus\|cloudwatch\|pi\|host}` (points sorted by ts) |
 | `pg/session` | `pid <pid>` | one pg_stat_activity row: `{pid, datname, usename, application_name, client_addr, backend_type, state, wait_event_type, wait_event, xact_start, query_start, state_change, backend_start, query, blocked_by: [pids], captured_at}` (ts epoch seconds; captured_at the export's now()) |
-| `pg/lock` | `pid <pid> <mode> on <relation>` | one pg_locks row: `{pid, locktype, relation, mode, granted, waitstart}` (relation a name where known, else the oid as text) |
+| `pg/lock` | `pid <pid> <mode> on <relation>` | one pg_locks row: `{pid, locktype, relation, mode, granted, waitstart, transactionid}` (relation a name where known, else the oid as text) |
 | `pg/settings` | `pg/settings` | `{max_connections, ...}` where known |
 | `rds/event` | `rds/<SourceIdentifier>` | `{source_id, source_type, message, categories, ts}` |
 | `pi/sql` | `pi/<group>/<statement id>` | a Performance Insights DescribeDimensionKeys entry: `{group: db.sql\|db.sql_tokenized, statement, id, load (AAS), partitions, metric}` |
+| `pi/dimension` | `pi/<group>/<key>` | a DescribeDimensionKeys entry grouped by anything but SQL (db.wait_event ...): `{group, dimensions, load, partitions, metric}` |
 | `datadog/monitor` | `monitor/<id>` | `{id, name, type, query, state: OK\|Alert\|Warn\|No Data, message, tags, modified_ts}` |
 | `host/snapshot` | `host/<name>` | live host_metrics: `{cpu_percent, load, mem_percent, swap_percent, disks: [{mount, percent, free_bytes, inodes_percent}], fds: {used, max}, top: [...]}` |
 | `host/process` | `process/<pattern>` | live process_check: `{pattern, running, pids, ...}` |

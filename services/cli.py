@@ -198,9 +198,13 @@ def api() -> None:
     """Start only the API (and the orchestrator it hosts)."""
     import uvicorn
 
-    from services.api import create_app
+    from core.metrics import enable_multiprocess, multiprocess_dir
 
     settings = get_settings()
+    # under the launcher the folder is set and emptied; alone, drop only dead processes' files (workers may run)
+    enable_multiprocess(multiprocess_dir() or settings.metrics_dir, clean="stale")
+    from services.api import create_app
+
     uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port, log_level="warning")
 
 
@@ -214,6 +218,9 @@ def worker(
     settings = get_settings()
     if pool not in settings.pools:
         fail(f"unknown pool {pool!r}; declared pools: {', '.join(settings.pools)} (OPSGRAPH_POOLS)")
+    from core.metrics import enable_multiprocess, multiprocess_dir
+
+    enable_multiprocess(multiprocess_dir() or settings.metrics_dir)
     from core.logging import configure_logging
     from workers.celery_app import app as celery_app
 
@@ -244,6 +251,9 @@ def worker(
 def scheduler() -> None:
     """Start the scheduler (celery beat) for the recurring tasks in OPSGRAPH_SCHEDULES."""
     from core.errors import UserError
+    from core.metrics import enable_multiprocess, multiprocess_dir
+
+    enable_multiprocess(multiprocess_dir() or get_settings().metrics_dir)
     from services.scheduler import run_beat
     from workers.celery_app import app as celery_app
 

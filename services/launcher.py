@@ -21,6 +21,7 @@ import redis
 
 from core.apikeys import KeyBook, write_secret_file
 from core.db import Store
+from core.metrics import enable_multiprocess
 from core.settings import Settings, subprocess_env
 
 Say = Callable[[str], None]
@@ -81,7 +82,11 @@ def start_redis_server(binary: str, port: int, workdir: Path, timeout_s: float =
 
 
 def port_free(host: str, port: int) -> bool:
+    """Whether the API could listen on host:port now. Binds the way uvicorn will (SO_REUSEADDR on POSIX), so
+    the TIME_WAIT connections a just-stopped API leaves behind do not count as "in use"; a live listener does."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        if os.name != "nt":  # on Windows SO_REUSEADDR would let two listeners share the port
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
@@ -155,6 +160,9 @@ class Supervisor:
             )
         self.admin_key = ensure_admin_key(self.settings, self.say)
         self.redis_proc = ensure_redis(self.settings, self.say)
+        # every child counts its metrics in one folder, emptied now: no child runs yet, and a fresh start is a
+        # counter reset Prometheus expects
+        enable_multiprocess(self.settings.metrics_dir, clean="all")
         for child in self.children:
             self._spawn(child)
         url = self.settings.base_api_url

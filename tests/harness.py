@@ -109,8 +109,13 @@ class Service:
             "OPSGRAPH_HTTP_TARGETS": '["127.0.0.1", "localhost"]',
             "OPSGRAPH_LOG_ROOTS": f'["{workdir / "logs"}"]',
             "PYTHONUNBUFFERED": "1",
+            # every test request comes from one address without a key: one bucket; tests of limits set their own
+            "OPSGRAPH_RATE_LIMIT_READS": "100000/minute",
+            "OPSGRAPH_RATE_LIMIT_WRITES": "100000/minute",
             **extra_env,
         }
+        # credentials every helper request sends (the auth layer fills it with an admin key)
+        self.headers: dict[str, str] = {}
         self.api: subprocess.Popen[bytes] | None = None
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.redis = redis.Redis.from_url(redis_url)

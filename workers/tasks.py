@@ -22,6 +22,7 @@ from core.events import EventBus
 from core.heartbeats import clear_heartbeat, publish_heartbeat
 from core.jobs import TUNING_CHANNEL, TUNING_SCHEDULE, ScheduleBook, queue_tuning_run
 from core.logging import redact
+from core.metrics import process_exited
 from core.settings import Settings, get_settings
 from core.types import EventType, NodeStatus, ToolResult, ToolStatus
 from tools import CATALOG, ToolContext, load_tool_modules
@@ -335,6 +336,12 @@ def _on_worker_process_init(**_: Any) -> None:
     runtime()
 
 
+@signals.worker_process_shutdown.connect
+def _on_worker_process_shutdown(pid: int | None = None, **_: Any) -> None:
+    process_exited(pid or os.getpid())  # a recycled pool child: its live gauges go, its counters stay
+
+
 @signals.worker_shutdown.connect
 def _on_worker_shutdown(**_: Any) -> None:
     _heartbeat.halt()
+    process_exited(os.getpid())

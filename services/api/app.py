@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,11 +15,14 @@ from agents import OpsContext, TaskRunner, TuningRunner, build_context
 from core import keys
 from core.apikeys import KeyBook
 from core.logging import configure_logging
+from core.metrics import process_exited
 from core.periodic import Periodic
 from core.settings import Settings, get_settings
 from memory.consolidation import Consolidator
 from services.api.auth import Authenticator
-from services.api.errors import BodyLimitMiddleware, install_error_handlers
+from services.api.errors import BodyLimitMiddleware, document_errors, install_error_handlers
+from services.api.limits import RateLimitMiddleware, RateLimits
+from services.api.metrics import HttpMetricsMiddleware
 from services.api.routes import audit, investigations, memory, policies, schedules, system, tasks, telemetry, tuning
 from services.api.routes import keys as keys_routes
 from services.api.security import BrowserDefenceMiddleware, console_csp
@@ -74,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             rollups.stop()
             consolidator.stop()
             ctx.close()
+            process_exited(os.getpid())
 
     app = FastAPI(
         title="opsgraph",
@@ -84,12 +89,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     # a bundle travels as a file part or base64 in JSON (4/3 of its size), plus room for the other fields
     bundle_body = settings.max_bundle_bytes * 4 // 3 + 1024 * 1024
+    # outermost last: metrics see every answer, the rate limit refuses before a body is read, and a foreign
+    # Host is refused before anything else runs; no CORSMiddleware, on purpose
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,
         overrides={"/v1/investigations": bundle_body, "/v1/alerts/alertmanager": bundle_body},
     )
-    # outermost: a foreign Host is refused before anything else runs; no CORSMiddleware, on purpose
+    app.add_middleware(RateLimitMiddleware, limits=RateLimits(settings))
+    app.add_middleware(HttpMetricsMiddleware)
     app.add_middleware(BrowserDefenceMiddleware, allowed_hosts=settings.host_allowlist)
     app.include_router(tasks.router)
     app.include_router(system.router)
@@ -109,5 +117,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # the page holds no data: it asks the API with the bearer token it is given (docs/security.md)
         headers = {"Cache-Control": "no-store", "Content-Security-Policy": csp}
         return FileResponse(CONSOLE, media_type="text/html", headers=headers)
+
+    document_errors(app)
 
     return app

@@ -1,93 +1,36 @@
-"""/metrics in Prometheus's text format, with the names a Prometheus user expects (counters `_total`,
-histograms `_seconds`). Counters come from the database's telemetry (raw rows and per-minute rollups), so
-every API process reports the same figures and a restart resets nothing."""
+"""/metrics in Prometheus's text format. Counters and histograms are prometheus_client objects that every
+process updates as things happen (core.metrics), summed across processes from their multiprocess files; the
+scrape adds a few gauges computed now (policy version, live workers, queue depth) and this process's own
+process metrics. A scrape never reads the telemetry table."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.heartbeats import live_workers, queue_depth
-from core.telemetry import BUCKETS, Dist
+from core.metrics import metrics, multiprocess_dir
 
 
-def _buckets(dist: Dist) -> list[tuple[str, float]]:
-    out, seen = [], 0
-    for bound, n in zip([*map(str, BUCKETS), "+Inf"], dist.hist, strict=True):
-        seen += n
-        out.append((bound, float(seen)))
-    return out
+class LiveGauges(Collector):
+    """Gauges read at scrape time: bounded (one query of the policy version, one Redis read per pool)."""
 
-
-class OpsCollector(Collector):
     def __init__(self, ctx: Any) -> None:
         self.ctx = ctx
 
     def collect(self) -> Iterator[Any]:
-        acc = self.ctx.telemetry.totals()
-        tasks = CounterMetricFamily("opsgraph_tasks", "Tasks ended, by outcome.", labels=["outcome"])
-        for outcome, n in sorted(acc.task_outcomes.items()):
-            tasks.add_metric([outcome], n)
-        yield tasks
-        flow = HistogramMetricFamily("opsgraph_task_duration_seconds", "Flow time of ended tasks.", labels=[])
-        flow.add_metric([], _buckets(acc.task_flow), acc.task_flow.total)
-        yield flow
-        attempts = CounterMetricFamily(
-            "opsgraph_node_attempts",
-            "Node attempts ended, by tool, pool and outcome.",
-            labels=["tool", "pool", "outcome"],
-        )
-        run = HistogramMetricFamily("opsgraph_node_run_seconds", "Run time of node attempts.", labels=["tool", "pool"])
-        for (tool, pool), t in sorted(acc.tools.items()):
-            for outcome, n in sorted(t["outcomes"].items()):
-                attempts.add_metric([tool, pool, outcome], n)
-            run.add_metric([tool, pool], _buckets(t["run"]), t["run"].total)
-        yield attempts
-        yield run
-        wait = HistogramMetricFamily(
-            "opsgraph_node_queue_wait_seconds", "From release to a worker's start, by pool.", labels=["pool"]
-        )
-        for pool, d in sorted(acc.pools.items()):
-            wait.add_metric([pool], _buckets(d), d.total)
-        yield wait
-        lookups = CounterMetricFamily(
-            "opsgraph_cache_lookups", "Semantic cache lookups by category and result.", labels=["category", "result"]
-        )
-        for cat, c in sorted(acc.cache.items()):
-            lookups.add_metric([cat, "hit"], c["hits"])
-            lookups.add_metric([cat, "miss"], c["lookups"] - c["hits"])
-        yield lookups
-        calls = CounterMetricFamily("opsgraph_llm_calls", "LLM calls by model and result.", labels=["model", "result"])
-        tokens = CounterMetricFamily(
-            "opsgraph_llm_tokens", "LLM tokens by model and direction.", labels=["model", "direction"]
-        )
-        cost = CounterMetricFamily("opsgraph_llm_cost_usd", "LLM spend by model (policy prices).", labels=["model"])
-        for model, m in sorted(acc.llm.items()):
-            calls.add_metric([model, "ok"], m["calls"] - m["errors"])
-            calls.add_metric([model, "error"], m["errors"])
-            tokens.add_metric([model, "in"], m["tokens_in"])
-            tokens.add_metric([model, "out"], m["tokens_out"])
-            cost.add_metric([model], m["cost"])
-        yield from (calls, tokens, cost)
-        changes = CounterMetricFamily(
-            "opsgraph_policy_changes", "Policy versions written, by author.", labels=["author"]
-        )
-        for author, n in sorted(acc.policy.items()):
-            changes.add_metric([author], n)
-        yield changes
-        tuning = CounterMetricFamily("opsgraph_tuning_runs", "Tuning runs by decision.", labels=["decision"])
-        for decision, n in sorted(acc.tuning.items()):
-            tuning.add_metric([decision], n)
-        yield tuning
         version = GaugeMetricFamily("opsgraph_policy_version", "The policy version in force.")
-        version.add_metric([], self.ctx.policies.current_version()[0])
-        yield version
-        yield from self._live()
-
-    def _live(self) -> Iterator[Any]:
+        try:
+            version.add_metric([], self.ctx.policies.current_version()[0])
+            yield version
+        except Exception:  # the database away: the counters still go out
+            pass
         workers = GaugeMetricFamily("opsgraph_workers", "Live workers consuming each pool.", labels=["pool"])
         depth = GaugeMetricFamily("opsgraph_queue_depth", "Messages waiting on each pool's queue.", labels=["pool"])
         try:
@@ -95,7 +38,7 @@ class OpsCollector(Collector):
             for pool in self.ctx.settings.pools:
                 workers.add_metric([pool], sum(1 for w in live if pool in w.get("queues", [])))
                 depth.add_metric([pool], queue_depth(self.ctx.redis, pool) or 0)
-        except Exception:  # Redis away: the database's figures still go out
+        except Exception:  # Redis away
             return
         yield workers
         yield depth
@@ -103,5 +46,52 @@ class OpsCollector(Collector):
 
 def registry_for(ctx: Any) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(OpsCollector(ctx))
+    if multiprocess_dir() is not None:
+        multiprocess.MultiProcessCollector(registry)  # every process's counters and histograms, summed
+    else:
+        registry.register(_Forward(metrics().registry))  # one process: its own objects
+    ProcessCollector(registry=registry)  # the API process: CPU, memory, open files
+    registry.register(LiveGauges(ctx))
     return registry
+
+
+class _Forward(Collector):
+    def __init__(self, source: CollectorRegistry) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Any]:
+        yield from self.source.collect()
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class HttpMetricsMiddleware:
+    """Requests by method, route template (never the raw path: ids would explode the label set) and status,
+    and their latency."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "<unmatched>"
+            method = scope["method"] if scope["method"] in _METHODS else "other"  # a client names any method
+            m = metrics()
+            m.http_requests.labels(method, template, str(status)).inc()
+            m.http_duration.labels(method, template).observe(time.perf_counter() - started)

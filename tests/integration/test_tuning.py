@@ -104,11 +104,11 @@ def test_a_tuning_run_over_rest_reports_its_findings_and_decision(service: Servi
 def test_schedules_are_created_validated_paused_and_deleted(service: Service) -> None:
     task = {"goal": "nightly capacity report"}
     bad_cron = service.post("/v1/schedules", json={"name": "n", "cron": "61 * * * *", "task": task})
-    assert bad_cron.status_code == 400 and "cron" in bad_cron.json()["error"]["message"]
+    assert bad_cron.status_code == 422 and "cron" in bad_cron.json()["error"]["message"]
     bad_tz = service.post(
         "/v1/schedules", json={"name": "n", "cron": "0 2 * * *", "timezone": "Mars/Base", "task": task}
     )
-    assert bad_tz.status_code == 400 and "timezone" in bad_tz.json()["error"]["message"]
+    assert bad_tz.status_code == 422 and "timezone" in bad_tz.json()["error"]["message"]
     ok = service.post(
         "/v1/schedules", json={"name": "nightly-ops", "cron": "0 2 * * *", "timezone": "Europe/Berlin", "task": task}
     )

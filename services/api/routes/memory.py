@@ -46,7 +46,7 @@ def clear_cache(
 
 
 class FactIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     subject: str = Field(min_length=1, max_length=200, description="What it is about: orders-api")
     predicate: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_ -]+$", description="depends_on")

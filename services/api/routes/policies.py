@@ -6,24 +6,34 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.jsonvalues import json_value_problem
 from core.policies import version_view
 from services.api.deps import Admin, Ctx, audit
 
 router = APIRouter(tags=["policies"])
+MAX_VERSION = 2**31 - 1  # versions are 32-bit integers in the database
 
 
 class PolicyChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     policy: dict[str, Any] = Field(description="The whole document: {scheduling, serving}; unset keys take defaults.")
     reason: str = Field(min_length=1, max_length=2000, description="Why: kept with the version.")
     actor: str = Field("", max_length=64, description="Who made the change; default: the credential's name.")
 
+    @field_validator("policy")
+    @classmethod
+    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problem = json_value_problem(value, "policy")
+        if problem:
+            raise ValueError(problem)
+        return value
+
 
 class Rollback(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     reason: str = Field("rolled back by a person", min_length=1, max_length=2000)
     actor: str = Field("", max_length=64)
@@ -41,7 +51,7 @@ def policy_history(ctx: Ctx, _: Admin, limit: Annotated[int, Query(ge=1, le=500)
 
 
 @router.get("/v1/policies/{version}")
-def policy_version(ctx: Ctx, _: Admin, version: Annotated[int, Path(ge=1)]) -> dict[str, Any]:
+def policy_version(ctx: Ctx, _: Admin, version: Annotated[int, Path(ge=1, le=MAX_VERSION)]) -> dict[str, Any]:
     return version_view(ctx.policies.get(version))
 
 
@@ -57,7 +67,11 @@ async def put_policy(ctx: Ctx, change: PolicyChange, principal: Admin, request: 
 
 @router.post("/v1/policies/rollback/{version}")
 async def rollback_policy(
-    ctx: Ctx, principal: Admin, request: Request, version: Annotated[int, Path(ge=1)], body: Rollback | None = None
+    ctx: Ctx,
+    principal: Admin,
+    request: Request,
+    version: Annotated[int, Path(ge=1, le=MAX_VERSION)],
+    body: Rollback | None = None,
 ) -> dict[str, Any]:
     body = body or Rollback()
     who = body.actor or principal.name or principal.id

@@ -8,8 +8,10 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.jobs import ScheduleBook, schedule_view
+from core.errors import Conflict
+from core.jobs import ScheduleBook, check_timezone, parse_cron, schedule_view
 from services.api.deps import Admin, Ctx, Tenant, audit, tenant_for
+from services.api.errors import error_responses
 from services.api.routes.tasks import TaskCreate
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
@@ -21,7 +23,7 @@ class ScheduledTask(TaskCreate):
 
 
 class ScheduleCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     cron: str = Field(min_length=9, max_length=128, description="minute hour day-of-month month day-of-week")
@@ -39,13 +41,20 @@ def _settings_entries(ctx: Ctx, tenant: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=error_responses(409))
 def create_schedule(ctx: Ctx, body: ScheduleCreate, principal: Admin, acting: Tenant, request: Request) -> JSONResponse:
     """Validated at once: the cron fields (Celery's parser), the timezone, the task body. The scheduler picks a
-    new schedule up within seconds. Its tasks run for the tenant the request acts for."""
+    new schedule up within seconds. Its tasks run for the tenant the request acts for. 409 `conflict` for a
+    taken name, 409 `schedule_limit` over the tenant's cap."""
     tenant = tenant_for(principal, body.task.tenant) if body.task.tenant else acting
     task = body.task.model_dump(exclude={"plan", "tenant"})
-    row = ScheduleBook(ctx.store).create(body.name, body.cron, body.timezone, task, tenant=tenant)
+    parse_cron(body.cron)  # a wrong body is 422 whatever the count
+    check_timezone(body.timezone)
+    book = ScheduleBook(ctx.store)
+    cap = ctx.settings.max_schedules_per_tenant
+    if book.count(tenant=tenant) >= cap:
+        raise Conflict(f"{cap} schedules exist, the most allowed; delete one first", code="schedule_limit")
+    row = book.create(body.name, body.cron, body.timezone, task, tenant=tenant)
     audit(request, principal, "schedule.create", tenant=tenant, target=body.name,
           details={"cron": body.cron, "timezone": body.timezone, "goal": body.task.goal})  # fmt: skip
     return JSONResponse({**schedule_view(row), "source": "api"}, status_code=201)

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from core.heartbeats import live_workers, queue_depth
 from services.api.deps import Ctx, Reader
@@ -23,7 +24,16 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+class Readiness(BaseModel):
+    ready: bool
+    checks: dict[str, Any]
+
+
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Not ready: a check failed (the same body, ready false)."}},
+)
 def readyz(ctx: Ctx) -> JSONResponse:
     checks: dict[str, Any] = {}
     try:

@@ -3,28 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+import anyio
 import redis.asyncio as aredis
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agents.ops_graph import cancel_open_attempts, request_plan
 from core import keys
 from core.db import NodeRunRow, TaskRow
 from core.errors import Conflict, UserError
+from core.jsonvalues import json_value_problem
 from core.types import TaskStatus
 from services.api.deps import TENANT_PATTERN, Ctx, Operator, Reader, Runner, Tenant, tenant_for
+from services.api.errors import error_responses
+from services.api.limits import STREAM_SLOT_REFRESH_S, StreamSlots, stream_owner
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
 
 class TaskCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     goal: str = Field(min_length=1, max_length=4000, description="What to do, in plain words.")
     inputs: dict[str, Any] = Field(default_factory=dict, description="Structured inputs: urls, service, log_path ...")
@@ -44,6 +51,14 @@ class TaskCreate(BaseModel):
     cache: Literal["use", "skip"] = Field(
         "use", description="skip: run again with fresh figures instead of answering from the semantic cache."
     )
+
+    @field_validator("inputs", "plan")
+    @classmethod
+    def _storable(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        problem = json_value_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class TaskCreated(BaseModel):
@@ -134,7 +149,7 @@ def get_task(task_id: str, ctx: Ctx, _: Reader, tenant: Tenant) -> dict[str, Any
     }
 
 
-@router.post("/{task_id}/cancel", status_code=202)
+@router.post("/{task_id}/cancel", status_code=202, responses=error_responses(409))
 def cancel_task(task_id: str, ctx: Ctx, _: Operator, tenant: Tenant) -> dict[str, Any]:
     task = ctx.store.get_task(task_id, tenant=tenant)
     if TaskStatus(task.status).terminal:
@@ -146,13 +161,13 @@ def cancel_task(task_id: str, ctx: Ctx, _: Operator, tenant: Tenant) -> dict[str
 
 
 class Feedback(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # JSON types as documented: no true for 1
 
     helpful: bool
     note: str | None = Field(None, max_length=2000)
 
 
-@router.post("/{task_id}/feedback")
+@router.post("/{task_id}/feedback", responses=error_responses(409))
 def task_feedback(task_id: str, body: Feedback, ctx: Ctx, _: Operator, tenant: Tenant) -> dict[str, Any]:
     """Was the answer helpful? Stored on the task's episode; recall weighs helpful episodes up."""
     task = ctx.store.get_task(task_id, tenant=tenant)
@@ -161,34 +176,53 @@ def task_feedback(task_id: str, body: Feedback, ctx: Ctx, _: Operator, tenant: T
     return {"id": task_id, "feedback": body.model_dump()}
 
 
-@router.get("/{task_id}/events")
+# sequence numbers are 32-bit on PostgreSQL (INTEGER): a resume point above that cannot name an event
+MAX_EVENT_SEQ = 2**31 - 1
+_SEQ = re.compile(r"[0-9]{1,10}")
+_SSE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-sent events: the task's events in order, then `end`.",
+        "content": {"text/event-stream": {}},
+    },
+    **error_responses(404, 422, 429),
+}
+
+
+@router.get("/{task_id}/events", response_class=StreamingResponse, responses=_SSE_RESPONSES)
 async def task_events(
     task_id: str,
+    request: Request,
     ctx: Ctx,
     _: Reader,
     tenant: Tenant,
     last_event_id: str | None = Header(None, alias="Last-Event-ID"),
-    after: int = Query(0, ge=0, description="Resume after this sequence number (as Last-Event-ID)."),
+    after: int = Query(0, ge=0, le=MAX_EVENT_SEQ, description="Resume after this sequence number (as Last-Event-ID)."),
 ) -> StreamingResponse:
-    await run_in_threadpool(lambda: ctx.store.get_task(task_id, tenant=tenant))  # 404 before the stream opens
+    """Everything is checked before the stream opens (404, 422, 429 `too_many_streams`): once the 200 is sent,
+    the stream only ends with `end` or when the client goes."""
+    await run_in_threadpool(lambda: ctx.store.get_task(task_id, tenant=tenant))
     start = after
     if last_event_id:
-        if not last_event_id.isdigit():
-            raise UserError("Last-Event-ID must be an event sequence number")
+        if not _SEQ.fullmatch(last_event_id) or int(last_event_id) > MAX_EVENT_SEQ:
+            raise UserError(f"Last-Event-ID must be an event sequence number from 0 to {MAX_EVENT_SEQ}")
         start = max(start, int(last_event_id))
+    owner = stream_owner(getattr(request.state, "principal", None), request.scope)
+    slots = StreamSlots(ctx.redis, ctx.settings.max_event_streams_per_key)
+    slot = await run_in_threadpool(slots.acquire, owner)
     return StreamingResponse(
-        _stream(ctx, task_id, start),
+        _stream(ctx, task_id, start, owner, slot),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
-async def _stream(ctx: Ctx, task_id: str, seq: int) -> AsyncIterator[str]:
+async def _stream(ctx: Ctx, task_id: str, seq: int, owner: str, slot: str) -> AsyncIterator[str]:
     client = aredis.Redis.from_url(ctx.settings.redis_url)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
-    await pubsub.subscribe(keys.task_channel(task_id))  # before reading, so nothing falls in between
     idle = 0.0
+    refreshed = time.monotonic()
     try:
+        await pubsub.subscribe(keys.task_channel(task_id))  # before reading, so nothing falls in between
         yield "retry: 2000\n\n"
         while True:
             events = await run_in_threadpool(ctx.store.events_after, task_id, seq)
@@ -209,6 +243,17 @@ async def _stream(ctx: Ctx, task_id: str, seq: int) -> AsyncIterator[str]:
             if idle >= 15:
                 idle = 0.0
                 yield ": keep-alive\n\n"
+            if time.monotonic() - refreshed >= STREAM_SLOT_REFRESH_S:
+                refreshed = time.monotonic()
+                with contextlib.suppress(Exception):  # a lapsed slot only frees the cap early
+                    await StreamSlots.refresh(client, owner, slot)
     finally:
-        await pubsub.aclose()
-        await client.aclose()
+        # a client that goes away cancels this generator: the cleanup must run shielded, or its awaits are
+        # cancelled too and the slot stays taken until it lapses
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(Exception):
+                await StreamSlots.release(client, owner, slot)
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+            with contextlib.suppress(Exception):
+                await client.aclose()

@@ -9,6 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from core.errors import UserError
 from services.api.auth import Forbidden
 from services.api.deps import Ctx, Reader, Tenant, authenticate
 from services.api.metrics import registry_for
@@ -29,9 +30,16 @@ async def telemetry_summary(
     TELEMETRY_RAW_RETENTION_S), or every tenant's for an admin asking `all_tenants`."""
     if all_tenants and not principal.is_admin:
         raise Forbidden("all_tenants needs the 'admin' scope")
+    longest = ctx.settings.telemetry_summary_max_window_s
+    if window > longest:
+        raise UserError(f"window is over {longest:g} s (telemetry_summary_max_window_s)")
     prices = ctx.policies.current().serving.pool_cost_per_s
     only = None if all_tenants else tenant
-    return await run_in_threadpool(lambda: ctx.telemetry.summary(window, prices=prices, tenant=only))
+    return await run_in_threadpool(
+        lambda: ctx.telemetry.summary(
+            window, prices=prices, tenant=only, max_rows=ctx.settings.telemetry_summary_max_rows
+        )
+    )
 
 
 def metrics_access(request: Request) -> None:
