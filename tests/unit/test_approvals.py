@@ -59,7 +59,7 @@ def test_a_request_is_pending_redacted_listed_and_asked_once(store: Store, acme:
     approvals = ApprovalStore(store, ttl_s=600)
     a = _request(approvals, store, tenant=acme)
     assert a.status == ApprovalStatus.PENDING and a.requested_by == "key:alice"
-    assert a.args["pid"] == 4711 and a.args["dsn"] == "***" and "hunter2" not in str(a.args)
+    assert a.args["pid"] == 4711 and "hunter2" not in str(a.args) and "***" in a.args["dsn"]
     assert a.preview == PREVIEW and a.expires_at == pytest.approx(a.created_at + 600)
     assert (
         _request(approvals, store, tenant=acme, task_id=a.task_id).id == a.id
