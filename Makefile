@@ -13,8 +13,9 @@ install: $(STAMP)
 run: $(STAMP)  ## start Redis (if none answers), the API and console, a worker per pool, the scheduler
 	@$(BIN)/opsgraph run
 
-test: $(STAMP)  ## unit and integration tests on real Redis, Celery workers, SQLite (and PostgreSQL if set)
+test: $(STAMP)  ## unit and integration tests on real Redis, Celery workers, Alertmanager, SQLite (and PostgreSQL if set)
 	@bash scripts/ensure-redis-server.sh
+	@bash scripts/ensure-alertmanager.sh
 	@$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: $(STAMP)
@@ -28,6 +29,10 @@ bench: $(STAMP)  ## benchmarks; figures printed and written to bench/results/
 	@$(BIN)/python -m bench.scheduling
 	@$(BIN)/python -m bench.dispatch
 	@$(BIN)/python -m bench.tuning
+	@$(BIN)/python -m bench.investigations
+	@$(BIN)/python -m bench.investigate_large
+	@$(BIN)/python -m bench.auth
+	@$(BIN)/python -m bench.ratelimit
 
 lint: $(STAMP)
 	@$(BIN)/ruff check .

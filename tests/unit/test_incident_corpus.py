@@ -1,0 +1,26 @@
+"""The dev split of the incident corpus as a regression guard: the rules, the formats and the reasoning together.
+
+Only the dev split: the test split is never run by a test (a failing test invites a fix, and a fix tuned on the
+held-out split would make its figure a lie); bench/investigations.py measures it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagnosis.evaluation import evaluate
+
+DEV = Path(__file__).resolve().parent.parent / "data" / "incidents" / "dev"
+
+
+def test_the_dev_split_is_diagnosed_right_without_a_forbidden_category() -> None:
+    from services.cli import _investigate_bundle  # the path `opsgraph investigate` takes
+
+    report = evaluate(DEV, _investigate_bundle)
+    overall = report["overall"]
+    wrong = [(r["name"], r["expected"], r["got"]) for r in report["results"] if not r["passed"]]
+    assert overall["scenarios"] >= 40
+    assert overall["errors"] == 0, [r for r in report["results"] if r["error"]]
+    assert overall["forbidden"] == 0, wrong
+    assert overall["accuracy"] >= 0.9, wrong
+    assert overall["keyword_recall"] >= 0.85
