@@ -140,6 +140,17 @@ def install_record_redaction() -> None:
         logging.setLogRecordFactory(_redacting_record_factory)
 
 
+class _CurrentStderr:
+    """sys.stderr as it is when a line is written, not when logging was configured: a stream swapped out since
+    (a test's capture, a daemon's redirect) and closed must not break every later log line."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str = "INFO", json_logs: bool = False) -> None:
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level.upper(), force=True)
     install_record_redaction()
@@ -153,6 +164,6 @@ def configure_logging(level: str = "INFO", json_logs: bool = False) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
