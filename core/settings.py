@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     runbook_arg_patterns: dict[str, list[str]] = Field(
         {}, description="Per runbook (file name): one regex per positional argument; others use the safe charset."
     )
-    runbook_timeout_s: float = Field(120, gt=0, le=3600, description="A runbook running longer is killed.")
+    runbook_timeout_s: float = Field(120, gt=0, le=840, description="A runbook running longer is killed.")
     runbook_output_bytes: int = Field(16 * 1024, ge=256, description="Runbook output kept (the tail beyond is cut).")
     alertmanager_url: str = Field("", description="Alertmanager base URL alertmanager_silence uses; empty: none.")
     alertmanager_max_silence_s: float = Field(7 * 86400, gt=0, description="Longest silence alertmanager_silence sets.")

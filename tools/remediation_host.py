@@ -242,7 +242,7 @@ def _tail(data: bytes, limit: int) -> tuple[str, bool]:
     args=RunRunbookArgs,
     effect=Effect.WRITE,
     idempotent=False,
-    timeout_s=3600,
+    timeout_s=900,  # the worker's limit; RUNBOOK_TIMEOUT_S (at most 840) kills the runbook first
     cost_hint_s=10,
     prerequisites=[_runbooks_configured],
     preview_fn=_preview_runbook,

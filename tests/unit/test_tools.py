@@ -127,3 +127,12 @@ def test_passwords_in_urls_are_masked() -> None:
         "api_key": "***",
         "url": "redis://:***@h:6379/0",
     }
+
+
+def test_every_tool_s_hard_timeout_fits_under_the_default_visibility_timeout() -> None:
+    """The API refuses to start otherwise (a running attempt would be delivered twice)."""
+    from core.settings import Settings
+    from tools import load_tool_modules
+    from workers.release import check_visibility
+
+    check_visibility(Settings(), load_tool_modules(Settings().tool_modules))
