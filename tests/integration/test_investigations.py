@@ -312,7 +312,8 @@ def test_a_real_alertmanager_opens_one_investigation_per_group_and_resolves_it(
 ) -> None:
     """The real Alertmanager fires at the receiver: its own grouping, payload and resolved notification."""
     port = free_port()
-    (tmp_path / "alertmanager.yml").write_text(AM_CONFIG.format(url=service.base, key="opsgraph-test-key"))
+    key = service.create_key("default", ["operate"], name="alertmanager")  # what an operator gives Alertmanager
+    (tmp_path / "alertmanager.yml").write_text(AM_CONFIG.format(url=service.base, key=key))
     am = subprocess.Popen(
         [
             str(ALERTMANAGER),
