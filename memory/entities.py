@@ -150,7 +150,7 @@ _OTHER_WORDS = """
     sporadically frequent frequently often sometimes always usually normal normally abnormal unusual unusually
     expected unexpected unexpectedly possible possibly likely maybe perhaps probably actually really
     still even ever quite rather pretty somewhat bit little lot way far back forward further
-    group groups handshake handshakes resource resources capacity limit limits quota quotas threshold thresholds budget
+    null none true false nil group groups handshake handshakes resource resources capacity limit limits quota quotas threshold thresholds budget
     over under above below beneath past within beyond across
     pager paging page oncall on-call someone somebody anyone anybody everybody nobody
     right wrong good bad better worse worst best healthy sick ill fine great poor
@@ -283,7 +283,7 @@ _NAMESPACE = re.compile(
 _K8S_DNS = re.compile(r"\b([a-z0-9][a-z0-9-]*)\.([a-z0-9][a-z0-9-]*)\.svc(?:\.cluster\.local)?\b")
 _SLASHED = re.compile(r"(?<![\w/:.])([a-z0-9][a-z0-9-]*)/([a-z][a-z0-9-]*)(?![\w/])")
 _HOSTLIKE = re.compile(r"^([a-z]+(?:-[a-z]+)*)-?0*(\d+)$")  # web-01, db1, node-3: names with a number
-_TOKEN = re.compile(r"[a-z0-9][a-z0-9_.'-]*[a-z0-9]|[a-z0-9]")
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9.'-]*[a-z0-9]|[a-z0-9]")  # redis_info names redis
 _NUMBER = re.compile(r"(?<![\w.:/-])(\d+(?:\.\d+)?)(?![\w.:%/-])")
 _GENERIC_SUFFIXES = ("-api", "-svc", "-service", "-server", "-srv", "-app", "-deployment", "-deploy")
 _COMPONENT_SUFFIXES = {"-database": "-db", "-workers": "-worker", "-consumers": "-consumer"}
