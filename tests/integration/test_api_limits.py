@@ -117,7 +117,7 @@ def test_event_resume_points_past_any_sequence_are_refused_before_the_stream(ser
 def test_open_event_streams_are_capped_per_key(service: Service) -> None:
     task_id = service.submit("check disk usage")
     url = f"{service.base}/v1/tasks/{task_id}/events"
-    with httpx.Client(timeout=30, headers=service.headers) as client:
+    with httpx.Client(timeout=30, headers=service.headers_for(task_id)) as client:
         with client.stream("GET", url) as first, client.stream("GET", url) as second:
             assert first.status_code == second.status_code == 200
             third = client.get(url)

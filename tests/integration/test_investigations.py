@@ -192,13 +192,13 @@ def test_a_bundle_over_the_limit_is_413(service: Service) -> None:
 )
 def test_a_bad_archive_is_refused_with_a_clear_4xx(service: Service, data: bytes) -> None:
     resp = service.post("/v1/investigations", files={"bundle": ("b.tar.gz", data, "application/gzip")})
-    assert resp.status_code == 400, resp.text
+    assert resp.status_code == 422, resp.text  # well-formed request, unreadable archive: as any invalid request
     assert resp.json()["error"]["code"] == "bad_bundle"
 
 
 def test_bad_requests_are_refused(service: Service) -> None:
     resp = service.post("/v1/investigations", json={"question": "why?"})
-    assert resp.status_code == 400 and "alert, evidence items or a bundle" in resp.json()["error"]["message"]
+    assert resp.status_code == 422 and "alert, evidence items or a bundle" in resp.json()["error"]["message"]
     resp = service.post("/v1/investigations", json={"evidence": [{"kind": "k8s/Pod"}]})
     assert resp.status_code == 422 and resp.json()["error"]["code"] == "invalid_request"
     resp = service.post("/v1/investigations", json={"evidence": [], "tenant": "other"})

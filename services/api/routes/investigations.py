@@ -27,7 +27,7 @@ from agents.investigation import ALERTS_FOLDER, REQUEST_FILE, investigations_roo
 from core import alert_groups
 from core.errors import UserError
 from services.api.deps import Ctx, Operator, Reader, Runner
-from services.api.errors import error_body
+from services.api.errors import error_body, error_responses
 
 router = APIRouter(tags=["investigations"])
 
@@ -222,7 +222,12 @@ def _too_large(ctx: Ctx, size: int) -> None:
         raise BundleTooLarge(f"the bundle is {size} bytes, over the limit of {ctx.settings.max_bundle_bytes}")
 
 
-@router.post("/v1/investigations", status_code=202, response_model=InvestigationCreated)
+@router.post(
+    "/v1/investigations",
+    status_code=202,
+    response_model=InvestigationCreated,
+    responses=error_responses(400, 413, 422),  # the body is read here (JSON or multipart), not by FastAPI
+)
 async def create_investigation(request: Request, ctx: Ctx, runner: Runner, principal: Operator) -> Any:
     """JSON `{alert?, evidence?, question?, bundle? (base64)}`, or multipart with a `bundle` file (and optional
     `question`, `alert` and `evidence` fields as JSON text). 202 and a task; its answer carries the Diagnosis."""
@@ -312,7 +317,7 @@ async def _from_multipart(request: Request, ctx: Ctx) -> tuple[InvestigationCrea
 # --- Alertmanager --------------------------------------------------------------------------------------------------
 
 
-@router.post("/v1/alerts/alertmanager")
+@router.post("/v1/alerts/alertmanager", responses=error_responses(400, 413, 422))
 async def alertmanager_webhook(request: Request, ctx: Ctx, runner: Runner, principal: Operator) -> Any:
     """Alertmanager's webhook receiver: one investigation per alert group (groupKey) per tenant while it fires."""
     try:
