@@ -35,7 +35,7 @@ from diagnosis.formats.base import FORMATS, Document, ParseContext
 from diagnosis.model import EvidenceItem
 
 KUBECTL_PATH = re.compile(
-    r"(?:^|/)logs/(?P<ns>[^/]+)/(?P<pod>[^/]+?)(?:/(?P<container>[^/]+?))?\.log(?:\.gz|\.bz2|\.xz)?$"
+    r"(?:^|/)logs/(?P<ns>[^/]+)/(?P<pod>[^/]+?)(?:/(?P<container>[^/]+?))?\.log(?:\.gz|\.bz2|\.xz|\.zst)?$"
 )
 KUBECTL_TS_PREFIX = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})) ")
 EPOCH_PREFIX = re.compile(r"(\d{10}(?:\.\d{1,9})?|\d{13})\b")
@@ -67,6 +67,11 @@ TS_KEYS = (
 )
 LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "loglevel", "log.level", "@l", "status")
 MSG_KEYS = ("msg", "message", "log", "@m", "event", "text", "error", "err", "MESSAGE")
+# what a structured logger puts beside the message when it logs an error: zap/zerolog `error`/`err`, pino and
+# bunyan `err` ({type, message, stack}), ECS `error` ({message, type, stack_trace}), structlog `exception`,
+# python-json-logger `exc_info`, logstash `stack_trace`. The message alone ("request failed") hides the cause.
+ERROR_KEYS = ("error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause")
+_ERROR_SUBKEYS = ("type", "kind", "name", "class", "code", "message", "msg", "stack_trace", "stack", "stacktrace")
 # journald (`journalctl -o json`): PRIORITY is the syslog severity, 0 emerg .. 7 debug
 JOURNAL_PRIORITY = {
     "0": "fatal",
@@ -80,6 +85,12 @@ JOURNAL_PRIORITY = {
 }
 # logfmt (logrus, Go's slog text handler): time=2024-06-12T14:03:01Z level=error msg="..."
 LOGFMT_TIME = re.compile(r"\b(?:time|ts|timestamp)=\"?(\d{4}-\d{2}-\d{2}[T ][0-9:.]+(?:Z|[+-]\d{2}:?\d{2})?)")
+# dmesg: "[8126684.123456] msg" (seconds since boot: no wall-clock time, so ts is None), `dmesg -r`'s "<3>"
+# syslog priority before it, and `dmesg -T`'s "[Mon Nov 23 19:02:11 2026] msg"
+DMESG_RE = re.compile(r"(?:<(?P<pri>[0-7])>)?\[\s*(?P<up>\d+\.\d+)\]\s?")
+DMESG_CTIME_RE = re.compile(
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<ctime>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?"
+)
 CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
 MAX_CONTINUATION = 4000  # characters a stack trace may add to its record
 _SNIFF = 50
@@ -152,6 +163,12 @@ class LineParser:
         return record_fields(obj, body, want_ts) if isinstance(obj, dict) else None
 
     def _text(self, body: str) -> tuple[float | None, str | None, str]:
+        m = DMESG_RE.match(body) or DMESG_CTIME_RE.match(body)
+        if m:
+            rest = body[m.end() :]
+            ts = _ctime(m["ctime"]) if "ctime" in m.groupdict() else None
+            level = JOURNAL_PRIORITY.get(m.groupdict().get("pri") or "") or _level_in(rest)
+            return ts, level, rest
         m = KLOG_RE.match(body)
         if m:
             self._guessed = True
@@ -185,6 +202,13 @@ class LineParser:
         return ts, _level_in(rest), rest
 
 
+def _ctime(text: str) -> float | None:
+    try:
+        return calendar.timegm(time.strptime(" ".join(text.split()), "%b %d %H:%M:%S %Y"))
+    except ValueError:
+        return None
+
+
 def _syslog_year(mon: str, now: float) -> int | None:
     mo = MONTHS.get(mon)
     return year_for(mo, now) if mo else None
@@ -202,12 +226,28 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
         level = normalise_level(obj["log"])
     if level is None and "PRIORITY" in obj:
         level = JOURNAL_PRIORITY.get(str(obj["PRIORITY"]))
-    msg = next((obj[k] for k in MSG_KEYS if isinstance(obj.get(k), str)), None)
-    if msg is None:
+    msg_key = next((k for k in MSG_KEYS if isinstance(obj.get(k), str)), None)
+    if msg_key is None:
         return ts, level, raw
+    msg: str = obj[msg_key]
     if level is None:  # docker's json-file wraps a text line: {"log": "E0612 ...", "stream": "stderr"}
         level = _level_in(msg)
+    details = [d for k in ERROR_KEYS if k != msg_key and (d := _error_text(obj.get(k))) and d not in msg]
+    if details:
+        msg = f"{msg.rstrip()}: {'; '.join(details)}"[: MAX_CONTINUATION + 200]
     return ts, level, msg.rstrip("\n")
+
+
+def _error_text(value: Any) -> str:
+    """An error field as text: a string, or the type, message and stack of an error object."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, dict):
+        parts = [str(value[k]).strip() for k in _ERROR_SUBKEYS if isinstance(value.get(k), str | int) and value[k]]
+        return ": ".join(dict.fromkeys(p for p in parts if p))
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):  # a traceback as lines
+        return "\n".join(v.rstrip("\n") for v in value)
+    return ""
 
 
 def _kubectl_source(path: str) -> tuple[str, dict[str, Any]] | None:
@@ -238,7 +278,7 @@ def detect(doc: Document) -> bool:
             continue
         seen += 1
         ts, level, _ = parser.parse(line)
-        hits += ts is not None or level is not None
+        hits += ts is not None or level is not None or DMESG_RE.match(line.lstrip()) is not None
         if seen >= _SNIFF:
             break
     return seen > 0 and hits >= max(1, seen * 0.3)
