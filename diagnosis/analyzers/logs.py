@@ -46,12 +46,42 @@ SPORADIC = 3
 DEPLOY_WINDOW_S = 2 * 3600
 
 BAD_DATA = re.compile(
-    r"invalid input syntax|schema mismatch|unexpected null|null value in column|failed to parse|parse error|"
-    r"could not parse|malformed|missing (?:required )?field|unexpected (?:token|field|type)|invalid (?:json|format|"
-    r"value|record|payload|utf-?8|byte sequence)|JSONDecodeError|json: cannot unmarshal|deserializ\w+ (?:error|failed)|"
-    r"violates (?:not-null|check) constraint|type mismatch|column \S+ does not exist|schema validation failed|"
-    r"Unrecognized field|NumberFormatException|value too long for type|out of range for type|"
-    r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b",
+    # generic wording of rejected input
+    r"invalid input (?:syntax|value)|schema mismatch|unexpected null|null value in column|failed to parse|parse error|"
+    r"could not parse|unable to parse|cannot parse|malformed|missing (?:required )?(?:field|property|key)|"
+    r"required (?:field|property) \S+ (?:is )?missing|unexpected (?:token|field|type|character|end of (?:json )?input)|"
+    r"invalid (?:json|format|value|record|payload|utf-?8|byte sequence|character|date|timestamp|enum|message)|"
+    r"is not valid JSON|deserializ\w+ (?:error|failed|exception)|error deserializing|failed to (?:deserializ|decod)\w*|"
+    r"violates (?:not-null|check|foreign key) constraint|type mismatch|column \S+ does not exist|no such column|"
+    r"schema validation failed|incompatible schema|schema (?:is )?incompatible|"
+    r"unknown (?:field|column|magic byte)|Unrecognized field|value too long for type|out of range for type|"
+    r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"
+    r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|"
+    r"poison(?:ed)? (?:message|pill|record)|"
+    # Java/Kotlin: Jackson, Kafka serdes, Avro, protobuf, java.time, charsets, bean validation
+    r"Json(?:Parse|Mapping|EOF)Exception|MismatchedInputException|InvalidFormatException|"
+    r"UnrecognizedPropertyException|InvalidDefinitionException|SerializationException|RecordDeserializationException|"
+    r"DeserializationException|InvalidProtocolBufferException|AvroTypeException|SchemaParseException|"
+    r"DateTimeParseException|NumberFormatException|MalformedInputException|UnmappableCharacterException|"
+    r"CharacterCodingException|ConstraintViolationException|DataIntegrityViolationException|HttpMessageNotReadable|"
+    # Python, Go, Node, Ruby
+    r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|"
+    r"json: cannot unmarshal|invalid character '.{1,4}' (?:looking for|after|in)|cannot unmarshal|"
+    r"strconv\.\w+: parsing|"
+    r"proto: cannot parse|parsing time \S+ as|JSON::ParserError|ActiveRecord::RecordInvalid|invalid byte sequence in|"
+    r"Encoding::(?:Undefined|InvalidByteSequence)\w*|"
+    # MySQL / PostgreSQL data errors (SQLSTATE class 22 and 23)
+    r"Incorrect (?:string|integer|decimal|datetime|date) value|Data truncated for column|Data too long for column|"
+    r"Out of range value for column|Column '\w+' cannot be null|Unknown column|has no equivalent in encoding|"
+    r"date/time field value out of range|SQLSTATE\[?2[23]\d{3}",
+    re.I,
+)
+# The exception class (or phrase) that names the bad data in a message: the innermost one (Java prints causes last)
+_DATA_CLASS = re.compile(r"\b((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b")
+# a consumer stuck on one record: Kafka's "Seeking to offset 88213 for partition postings-3", spring-kafka's
+# "...-3@88213", librdkafka's "[3] offset 88213"
+_OFFSET = re.compile(
+    r"offset[\s=:]+(?P<off>\d+)(?:\s+for\s+partition\s+(?P<part>[\w.\-]+))?|(?P<topic>[\w.\-]+-\d+)@(?P<off2>\d+)",
     re.I,
 )
 # An exception class named in a message; the network/database ones (timeouts, refusals) are claimed elsewhere.
@@ -228,16 +258,18 @@ def _cause_of(
     if claimed_elsewhere(msg):
         return None
     if BAD_DATA.search(msg):
+        what = _data_error_name(msg)
+        stuck = _stuck_offset(item)
         return Finding(
             analyzer="log_errors",
             domain=Domain.LOGS,
             role="cause",
             code="bad_data",
             category=Category.DATA_QUALITY,
-            title=f"{who} rejects bad data: '{_short(tpl.template, 80)}' x{tpl.count}",
+            title=f"{who} rejects bad data ({what}): '{_short(tpl.template, 80)}' x{tpl.count}",
             mechanism=(
-                f"{who} fails on its input: '{_short(msg)}' x{tpl.count} {span}; the data (schema or a field) does "
-                "not match what the code expects."
+                f"{who} fails on its input with {what}{stuck}: '{_short(_around(msg, what))}' x{tpl.count} {span}; "
+                "the data (its format, schema or a field) does not match what the code expects."
             ),
             object=who,
             score=0.7 if tpl.count >= SPORADIC else 0.45,
@@ -406,6 +438,44 @@ def _mem_actions(item: EvidenceItem, who: str) -> list[Action]:
             )
         )
     return acts
+
+
+def _data_error_name(msg: str) -> str:
+    """What names the bad data: the innermost exception class whose text is a data error (Java's nested causes
+    come last), else the phrase the data-error pattern matched."""
+    for m in reversed(list(_DATA_CLASS.finditer(msg))):
+        if BAD_DATA.search(m.group(1)) or BAD_DATA.search(msg, m.end(), m.end() + 120):
+            return m.group(1).rsplit(".", 1)[-1]
+    m = BAD_DATA.search(msg)
+    return m.group(0) if m else "bad input"
+
+
+def _stuck_offset(item: EvidenceItem) -> str:
+    """A consumer that keeps re-reading one record (a poison message): the offset (and partition) its log names
+    at least 3 times, as ", re-reading offset N of partition P (a poison message)"; else ""."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in item.data.get("records") or ():
+        for m in _OFFSET.finditer(str(r.get("msg") or "")):
+            off = m["off"] or m["off2"]
+            key = (off, m["part"] or m["topic"] or "")
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return ""
+    (off, part), n = max(counts.items(), key=lambda kv: kv[1])
+    if n < SPORADIC or n < 0.5 * sum(counts.values()):
+        return ""
+    where = f" of partition {part}" if part else ""
+    return f", re-reading offset {off}{where} {n}x (a poison message the consumer cannot skip)"
+
+
+def _around(msg: str, what: str, n: int = 160) -> str:
+    """The part of a long message around `what`, so the quoted sample shows the data error itself."""
+    flat = " ".join(msg.split())
+    i = flat.find(what)
+    if i < 0 or i + len(what) <= n - 1:
+        return flat
+    start = max(0, i - 40)
+    return "…" + flat[start:]
 
 
 def _short(s: str, n: int = 160) -> str:

@@ -1,0 +1,69 @@
+"""Rules widened by mechanism, not by one scenario's wording: each case is a message as a real library, server or
+platform words it (Jackson, Kafka, Go's encoding/json, Python, Node, Ruby, MySQL, PostgreSQL), written for
+these tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnosis.analyzers.logs import log_errors
+from diagnosis.model import Category
+from tests.unit._evidence_builders import T0, Builder, assert_refs_real, by_code, causes
+
+
+def _log_causes(obj: str, lines: list[str], extra: list[str] | None = None):  # type: ignore[no-untyped-def]
+    b = Builder()
+    recs = [(T0 + 10 * i, "error", line) for i, line in enumerate(lines * 4)]
+    recs += [(T0 + 10 * len(recs) + i, "warn", line) for i, line in enumerate(extra or [])]
+    b.log(obj, recs, namespace="shop", pod=obj.rsplit("/", 1)[-1])
+    ev = b.set()
+    found = log_errors(ev)
+    assert_refs_real(ev, found)
+    return causes(found)
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("Listener failed; nested exception is com.fasterxml.jackson.core.JsonParseException: Unexpected character "
+         "('<' (code 60)): expected a valid value", "JsonParseException"),
+        ("org.apache.kafka.common.errors.RecordDeserializationException: Error deserializing key/value for partition "
+         "orders-2 at offset 991", "RecordDeserializationException"),
+        ("handler: decode event: invalid character '<' looking for beginning of value", "invalid character"),
+        ("worker: strconv.ParseFloat: parsing \"12,50\": invalid syntax", "strconv.ParseFloat: parsing"),
+        ("UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9 in position 14: invalid continuation byte",
+         "UnicodeDecodeError"),
+        ("SyntaxError: Unexpected token < in JSON at position 0", "SyntaxError"),
+        ("JSON::ParserError: unexpected token at '<html>'", "ParserError"),
+        ("SQLSTATE[HY000]: General error: 1366 Incorrect string value: '\\xF0\\x9F\\x98' for column 'name' at row 1",
+         "Incorrect string value"),
+        ("ERROR: invalid input value for enum order_status: \"SHIPPED \"", "invalid input value"),
+        ("java.time.format.DateTimeParseException: Text '2025-13-01' could not be parsed at index 5",
+         "DateTimeParseException"),
+        ("ValueError: invalid literal for int() with base 10: 'N/A'", "invalid literal for int()"),
+    ],
+)  # fmt: skip
+def test_bad_data_by_its_real_wording_is_data_quality_and_named(line: str, named: str) -> None:
+    found = _log_causes("Pod/shop/importer-6f7d8c9b5-q2w3e", [line])
+    (cause,) = found
+    assert cause.code == "bad_data" and cause.category == Category.DATA_QUALITY
+    assert named in cause.mechanism
+
+
+def test_poison_message_names_the_offset_and_partition_it_keeps_re_reading() -> None:
+    line = (
+        "KafkaException: Seek to current after exception; nested exception is "
+        "com.fasterxml.jackson.databind.exc.MismatchedInputException: Cannot deserialize value of type `long`"
+    )
+    seek = "[Consumer clientId=billing-0, groupId=billing] Seeking to offset 4417 for partition invoices-1"
+    (cause,) = _log_causes("Pod/shop/billing-consumer-5d8c7b9f4-m2kzr", [line], [seek] * 5)
+    assert "MismatchedInputException" in cause.mechanism
+    assert "offset 4417 of partition invoices-1" in cause.mechanism and "poison" in cause.mechanism
+
+
+def test_a_code_bug_is_still_a_code_defect() -> None:
+    found = _log_causes(
+        "Pod/shop/cart-7c8d9f5b6a-x2k4p", ["TypeError: Cannot read properties of undefined (reading 'id')"]
+    )
+    assert [f.category for f in found] == [Category.CODE_DEFECT]
+    assert by_code(found, "bad_data") == []
