@@ -258,12 +258,25 @@ def span_text(first: float | None, last: float | None) -> str:
 # upstream, a kernel OOM kill, a full database) is left to that analyzer, so one failure gives one cause.
 
 NET_TIMEOUT = re.compile(
-    r"timed? ?out|timeout|deadline exceeded|DeadlineExceeded|ETIMEDOUT|SocketTimeoutException|ConnectTimeout|"
-    r"ReadTimeout",
+    r"timed? ?out|timeout|deadline exceeded|DeadlineExceeded|DEADLINE_EXCEEDED|ETIMEDOUT|SocketTimeoutException|"
+    r"ConnectTimeout|ReadTimeout",
     re.I,
 )
+# refused or unreachable: TCP refusals, no route, gRPC UNAVAILABLE (Go `code = Unavailable`, Java `Status
+# UNAVAILABLE`, Python `StatusCode.UNAVAILABLE`), an HAProxy backend with no server up
 NET_REFUSED = re.compile(
-    r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable", re.I
+    r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable|"
+    r"StatusCode\.UNAVAILABLE|StatusRuntimeException: UNAVAILABLE|\bUNAVAILABLE: |No route to host|EHOSTUNREACH|"
+    r"NoRouteToHostException|Network is unreachable|ENETUNREACH|has no server available",
+    re.I,
+)
+# a caller's circuit breaker open on an upstream (resilience4j, Hystrix, Polly, gobreaker, opossum): the upstream
+# failed first; the breaker is how the caller says so
+NET_CIRCUIT_OPEN = re.compile(
+    r"CircuitBreaker '[^']+' is (?:OPEN|FORCED_OPEN)|CallNotPermittedException|short-circuited|"
+    r"BrokenCircuitException|circuit breaker (?:is )?open|breaker is open|circuit (?:is )?open|"
+    r"ErrOpenState|Breaker is open",
+    re.I,
 )
 NET_RESET = re.compile(
     r"connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
@@ -294,10 +307,21 @@ TLS_INVALID = re.compile(
 )
 UPSTREAM_5XX = re.compile(
     r"(?:upstream|backend|returned|responded|response|status(?: code)?|HTTP)\W{0,3}(?:with\s+|code\s+|status\s+)?"
-    r"(50[0-4])\b",
+    r"(50[0-4])\b"
+    # the status with its reason phrase: "503 Service Unavailable", requests' "502 Server Error: Bad Gateway"
+    r"|\b(50[0-4])(?= (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Server Error))",
     re.I,
 )
-NETWORK_SIGNATURES = (NET_TIMEOUT, NET_REFUSED, NET_RESET, DNS_NXDOMAIN, DNS_TEMPORARY, TLS_EXPIRED, TLS_INVALID)
+NETWORK_SIGNATURES = (
+    NET_TIMEOUT,
+    NET_REFUSED,
+    NET_CIRCUIT_OPEN,
+    NET_RESET,
+    DNS_NXDOMAIN,
+    DNS_TEMPORARY,
+    TLS_EXPIRED,
+    TLS_INVALID,
+)
 
 PG_TOO_MANY = re.compile(
     r"too many clients already|remaining connection slots are reserved|too many connections|"
@@ -385,6 +409,16 @@ _TRIGGERS = (
     "status: 5",
     "status code 5",
     "http 5",
+    "server error",
+    "bad gateway",
+    "unavailable",
+    "gateway time",
+    "circuit",
+    "breaker",
+    "not permit",
+    "no route",
+    "unreachable",
+    "no server available",
     "client",
     "connection",
     "max_conn",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from diagnosis.analyzers._common import (
     DNS_NXDOMAIN,
     DNS_TEMPORARY,
+    NET_CIRCUIT_OPEN,
     NET_REFUSED,
     NET_RESET,
     NET_TIMEOUT,
@@ -100,6 +101,12 @@ _TARGET_PATTERNS = [
     re.compile(rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", re.I),
     re.compile(rf"(?:https?|grpcs?|tcp|postgres(?:ql)?|redis|amqps?|mysql|mongodb)://(?:[^@/\s\"]+@)?({_NAME})"),
     re.compile(rf"dial tcp ({_NAME}:\d+)"),
+    # resilience4j "CircuitBreaker 'payments' is OPEN", Hystrix "PaymentsCommand short-circuited", HAProxy
+    # "backend payments has no server available", urllib3 "HTTPSConnectionPool(host='api.stripe.com', port=443)"
+    re.compile(r"CircuitBreaker '([^']+)'"),
+    re.compile(rf"({_NAME}) (?:short-circuited|has no server available)"),
+    re.compile(rf"circuit(?: breaker)? (?:for|on|to) \"?'?({_NAME})", re.I),
+    re.compile(rf"host=['\"]?({_NAME})['\"]?"),
     re.compile(
         rf"(?:connect(?:ing)? to|connection to|calling|call to|request to|requests? to|host|server at|server)\s+"
         rf"\"?(?:[a-z]+://)?({_NAME})",
@@ -187,7 +194,8 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             if call_kind == "http_5xx":
                 m5 = UPSTREAM_5XX.search(msg)
                 if m5:
-                    f.statuses[m5.group(1)] = f.statuses.get(m5.group(1), 0) + 1
+                    status = m5.group(1) or m5.group(2)
+                    f.statuses[status] = f.statuses.get(status, 0) + 1
     findings: list[Finding] = []
     findings += _call_findings(calls, now)
     findings += _dns_findings(dns_nx, dns_tmp, now)
@@ -214,6 +222,8 @@ def _records_with_events(evidence: EvidenceSet) -> Iterable[Rec]:
 
 
 def _call_failure(msg: str) -> str | None:
+    if NET_CIRCUIT_OPEN.search(msg):
+        return "circuit_open"
     if NET_REFUSED.search(msg):
         return "refused"
     if NET_TIMEOUT.search(msg):
@@ -291,6 +301,7 @@ _KIND_WORDS = {
     "refused": "refused the connection",
     "reset": "reset or closed the connection",
     "http_5xx": "answered with 5xx",
+    "circuit_open": "failed often enough to open the caller's circuit breaker (calls short-circuited)",
 }
 
 
@@ -323,6 +334,7 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
             "refused": "connection_refused",
             "reset": "upstream_reset",
             "http_5xx": "upstream_5xx",
+            "circuit_open": "upstream_circuit_open",
         }[main.kind]
         sample = recs[0].msg.strip()[:200]
         mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (

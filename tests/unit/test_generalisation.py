@@ -67,3 +67,41 @@ def test_a_code_bug_is_still_a_code_defect() -> None:
     )
     assert [f.category for f in found] == [Category.CODE_DEFECT]
     assert by_code(found, "bad_data") == []
+
+
+# ---------------------------------------------------------------- dependency failures
+
+
+def _network_causes(lines: list[str]):  # type: ignore[no-untyped-def]
+    from diagnosis.analyzers.network import network_failures
+
+    b = Builder()
+    b.log("Pod/shop/checkout-6b7c8d9f5-k2j3h", [(T0 + 5 * i, "error", ln) for i, ln in enumerate(lines * 4)],
+          namespace="shop", pod="checkout-6b7c8d9f5-k2j3h")  # fmt: skip
+    ev = b.set()
+    found = network_failures(ev)
+    assert_refs_real(ev, found)
+    return [f for f in found if f.role == "cause"]
+
+
+@pytest.mark.parametrize(
+    ("line", "target", "code"),
+    [
+        ("rpc error: code = Unavailable desc = connection error: desc = \"transport: Error while dialing: dial tcp "
+         "10.4.0.7:50051: connect: connection refused\"", "10.4.0.7:50051", "connection_refused"),
+        ("io.grpc.StatusRuntimeException: DEADLINE_EXCEEDED: deadline exceeded after 2.99s calling "
+         "inventory.shop.svc:9090", "inventory.shop.svc:9090", "upstream_timeout"),
+        ("HTTPSConnectionPool(host='api.stripe.com', port=443): Max retries exceeded with url: /v1/charges "
+         "(Caused by ConnectTimeoutError)", "api.stripe.com", "upstream_timeout"),
+        ("requests.exceptions.HTTPError: 502 Server Error: Bad Gateway for url: https://api.shipfast.io/v2/labels",
+         "api.shipfast.io", "upstream_5xx"),
+        ("io.github.resilience4j.circuitbreaker.CallNotPermittedException: CircuitBreaker 'loyalty-api' is OPEN "
+         "and does not permit further calls", "loyalty-api", "upstream_circuit_open"),
+        ("backend pricing has no server available!", "pricing", "connection_refused"),
+        ("dial tcp 10.4.0.9:8080: connect: no route to host", "10.4.0.9:8080", "connection_refused"),
+    ],
+)  # fmt: skip
+def test_upstream_failures_as_real_clients_word_them(line: str, target: str, code: str) -> None:
+    found = _network_causes([line])
+    assert [(f.code, f.category) for f in found] == [(code, Category.DEPENDENCY_FAILURE)]
+    assert target in found[0].object or target in found[0].mechanism
