@@ -259,7 +259,7 @@ def _cause_of(
         return None
     if BAD_DATA.search(msg):
         what = _data_error_name(msg)
-        stuck = _stuck_offset(item)
+        stuck = _stuck_offset(item) or _input_file(item, tpl.first_ts)
         return Finding(
             analyzer="log_errors",
             domain=Domain.LOGS,
@@ -466,6 +466,25 @@ def _stuck_offset(item: EvidenceItem) -> str:
         return ""
     where = f" of partition {part}" if part else ""
     return f", re-reading offset {off}{where} {n}x (a poison message the consumer cannot skip)"
+
+
+_DATA_FILE = re.compile(r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat)(?:\.gz)?)\b", re.I)
+INPUT_WINDOW_S = 300.0  # the input a job picked up shortly before it failed on it
+
+
+def _input_file(item: EvidenceItem, first_ts: float | None) -> str:
+    """The data file the source names most around its first failure (an import or ETL job reading it), as
+    ", reading <file>"; else ""."""
+    counts: dict[str, int] = {}
+    for r in item.data.get("records") or ():
+        ts = r.get("ts")
+        if first_ts is not None and isinstance(ts, int | float) and not (first_ts - INPUT_WINDOW_S <= ts <= first_ts):
+            continue
+        for m in _DATA_FILE.finditer(str(r.get("msg") or "")):
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    if not counts:
+        return ""
+    return f", reading {max(counts.items(), key=lambda kv: kv[1])[0]}"
 
 
 def _around(msg: str, what: str, n: int = 160) -> str:

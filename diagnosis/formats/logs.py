@@ -302,7 +302,7 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 continue
             m = KUBECTL_TS_PREFIX.match(line)
             body = line[m.end() :].rstrip("\r") if m else line.rstrip("\r")
-            if last is not None and _continues(body):
+            if last is not None and (_continues(body) or _ends_python_traceback(last["msg"], body)):
                 if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
                     last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
                 continue
@@ -350,6 +350,25 @@ def _with_year(ts: float, year: int, ref: float) -> float:
         if moved <= ref + 86400:
             return moved
     return moved
+
+
+# Python prints a traceback's exception last, unindented ("UnicodeDecodeError: 'utf-8' codec can't decode ...",
+# "psycopg2.errors.NotNullViolation: null value in column ..."), and chains with unindented separator lines
+_PY_EXC_LINE = re.compile(r"(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?::\s|$)")
+_PY_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+
+
+def _ends_python_traceback(record: str, body: str) -> bool:
+    """The unindented exception line (or chain separator) that closes the Python traceback of the record above."""
+    if "Traceback (most recent call last)" not in record:
+        return False
+    tail = record.rsplit("\n", 1)[-1]
+    if body.startswith(_PY_CHAIN):
+        return True
+    if body.startswith("Traceback (most recent call last)"):  # the chained traceback, not a new error
+        return tail.startswith(_PY_CHAIN)
+    # only right after a frame line: once the exception line is joined, the record is complete
+    return tail[:1] in (" ", "\t") and _PY_EXC_LINE.match(body) is not None
 
 
 def _continues(body: str) -> bool:

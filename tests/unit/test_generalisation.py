@@ -105,3 +105,30 @@ def test_upstream_failures_as_real_clients_word_them(line: str, target: str, cod
     found = _network_causes([line])
     assert [(f.code, f.category) for f in found] == [(code, Category.DEPENDENCY_FAILURE)]
     assert target in found[0].object or target in found[0].mechanism
+
+
+def test_python_traceback_keeps_its_unindented_exception_line_and_names_the_input(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from diagnosis.bundle import load_bundle
+    from diagnosis.investigate import investigate
+
+    log = (
+        "2026-02-03 10:12:01,114 INFO import.runner: picked up s3://uploads/m-1/orders_2026-02-03.csv for m-1\n"
+        "2026-02-03 10:12:01,733 ERROR import.runner: import failed for orders_2026-02-03.csv\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/importer/runner.py", line 88, in run\n'
+        '    df = pd.read_csv(buf, encoding="utf-8")\n'
+        "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9 in position 1811: invalid continuation byte\n"
+        "2026-02-03 10:12:02,001 INFO import.runner: next upload\n"
+        "Traceback (most recent call last):\n"
+        '  File "/app/importer/runner.py", line 90, in run\n'
+        "KeyError: 'sku'\n"
+    )
+    (tmp_path / "importer.log").write_text(log)
+    ev = load_bundle(tmp_path)
+    recs = ev.kind("log")[0].data["records"]
+    tracebacks = [r["msg"] for r in recs if r["msg"].startswith("Traceback")]
+    assert len(tracebacks) == 2 and tracebacks[0].endswith("invalid continuation byte")
+    assert tracebacks[1].endswith("KeyError: 'sku'")
+    d = investigate(ev)
+    assert d.category == Category.DATA_QUALITY
+    assert "UnicodeDecodeError" in d.root_cause and "orders_2026-02-03.csv" in d.root_cause
