@@ -41,13 +41,13 @@ KUBECTL_TS_PREFIX = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9
 EPOCH_PREFIX = re.compile(r"(\d{10}(?:\.\d{1,9})?|\d{13})\b")
 LEVEL_TOKEN = re.compile(
     r"\b(?:level|lvl|severity)=\"?(?P<kv>[A-Za-z]+)"
-    r"|\[(?P<br>[A-Za-z]{3,8})\]"
-    r"|\b(?P<up>FATAL|PANIC|CRITICAL|CRIT|EMERG|ALERT|ERROR|ERR|WARNING|WARN|NOTICE|INFO|DEBUG|TRACE)\b"
+    r"|\[(?:[a-z_]+:)?(?P<br>[A-Za-z]{3,8})\]"
+    r"|\b(?P<up>FATAL|PANIC|CRITICAL|CRIT|EMERG|ALERT|SEVERE|ERROR|ERR|WARNING|WARN|NOTICE|INFO|DEBUG|TRACE)\b"
 )
 LEVELS = {
     "fatal": "fatal", "panic": "fatal", "critical": "fatal", "crit": "fatal", "emerg": "fatal",
     "emergency": "fatal", "alert": "fatal", "f": "fatal", "dpanic": "fatal",
-    "error": "error", "err": "error", "e": "error", "eror": "error",
+    "error": "error", "err": "error", "severe": "error", "e": "error", "eror": "error",
     "warning": "warn", "warn": "warn", "w": "warn",
     "info": "info", "notice": "info", "information": "info", "i": "info", "ok": "info", "success": "info",
     "debug": "debug", "trace": "debug", "d": "debug", "verbose": "debug", "dbug": "debug",
@@ -91,6 +91,18 @@ DMESG_RE = re.compile(r"(?:<(?P<pri>[0-7])>)?\[\s*(?P<up>\d+\.\d+)\]\s?")
 DMESG_CTIME_RE = re.compile(
     r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<ctime>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?"
 )
+# day-month-year with the month's name: PHP ("[02-Dec-2025 08:12:00 UTC]"), Tomcat/Catalina ("02-Dec-2025
+# 08:12:00.123"); Apache 2.4's error log ("[Tue Dec 02 08:12:00.123456 2025]")
+DMY_RE = re.compile(
+    r"(?P<d>\d{2})-(?P<mon>[A-Z][a-z]{2})-(?P<y>\d{4}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:[.,](?P<f>\d{1,6}))?"
+    r"(?: (?:UTC|GMT))?"
+)
+APACHE_RE = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) (?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?:\.(?P<f>\d{1,6}))? (?P<y>\d{4})"
+)
+PHP_LEVEL = re.compile(r"\bPHP (Fatal error|Parse error|Warning|Notice|Deprecated|Recoverable fatal error)\b")
+_PHP_LEVELS = {"Warning": "warn", "Notice": "info", "Deprecated": "info"}
 CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
 MAX_CONTINUATION = 4000  # characters a stack trace may add to its record
 _SNIFF = 50
@@ -186,6 +198,15 @@ class LineParser:
             if m:
                 ts, end = parse_ts(m[1]), m.end()
             else:
+                m = DMY_RE.match(body, start) or APACHE_RE.match(body, start)
+                if m and m["mon"] in MONTHS:
+                    frac = float(f"0.{m['f']}") if m["f"] else 0.0
+                    fields = (int(m["y"]), MONTHS[m["mon"]], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
+                    ts, end = calendar.timegm((*fields, 0, 0, 0)) + frac, m.end()
+                    rest = body[end:].lstrip(" ]\t|-:")
+                    php = PHP_LEVEL.search(rest, 0, 80)
+                    level = _PHP_LEVELS.get(php[1], "error") if php else _level_in(rest)
+                    return ts, level, rest
                 m = SYSLOG_RE.match(body, start)
                 if m:
                     self._guessed = True

@@ -94,3 +94,56 @@ def test_zstd_kubectl_log_path_names_the_pod(tmp_path: Path) -> None:
     (tmp_path / "logs" / "shop" / "cart-5c7d-abcde.log.zst").write_bytes(zstandard.ZstdCompressor().compress(data))
     (item,) = load_bundle(tmp_path).kind("log")
     assert item.object == "Pod/shop/cart-5c7d-abcde"
+
+
+def test_php_tomcat_and_apache_stamps_and_levels() -> None:
+    from diagnosis.formats.logs import LineParser
+
+    p = LineParser()
+    ts, level, msg = p.parse(
+        "[02-Dec-2025 08:12:00 UTC] PHP Fatal error:  Uncaught Error: Call to undefined function f()"
+    )
+    assert (ts, level) == (1764663120.0, "error") and msg.startswith("PHP Fatal error")
+    assert p.parse("[02-Dec-2025 08:12:00 UTC] PHP Warning:  session_start(): failed")[1] == "warn"
+    assert p.parse("02-Dec-2025 08:12:00.250 SEVERE [main] org.apache.catalina.core.StandardService boom")[:2] == (
+        1764663120.25,
+        "error",
+    )
+    apache = "[Tue Dec 02 08:12:00.123456 2025] [proxy:error] [pid 12] AH00940: HTTP: disabled connection for (pay)"
+    assert p.parse(apache)[:2] == (1764663120.123456, "error")
+
+
+def test_df_and_df_i_output_become_host_snapshots_the_host_analyzer_reads(tmp_path: Path) -> None:
+    from diagnosis.investigate import investigate
+
+    (tmp_path / "space.txt").write_text(
+        "Filesystem      Size  Used Avail Use% Mounted on\n"
+        "/dev/nvme0n1p1   50G   21G   29G  42% /\n"
+        "/dev/mapper/vg0-data\n"
+        "                200G  120G   80G  60% /srv/data\n"
+    )
+    (tmp_path / "inodes.txt").write_text(
+        "Filesystem      Inodes   IUsed IFree IUse% Mounted on\n"
+        "/dev/nvme0n1p1 3276800  241178 3035622  8% /\n"
+        "/dev/nvme1n1   6553600 6553600       0 100% /var/spool\n"
+    )
+    ev = load_bundle(tmp_path)
+    assert not ev.ignored and not ev.errors
+    space = next(i for i in ev.kind("host/snapshot") if i.source == "space.txt")
+    assert [d["mount"] for d in space.data["disks"]] == ["/", "/srv/data"]
+    d = investigate(ev)
+    assert d.category.value == "resource_exhaustion" and "/var/spool" in d.root_cause and "inodes" in d.root_cause
+
+
+def test_redis_cli_info_is_read_and_maxmemory_found(tmp_path: Path) -> None:
+    from diagnosis.investigate import investigate
+
+    (tmp_path / "cache-info.txt").write_text(
+        "# Server\r\nredis_version:7.2.4\r\ntcp_port:6379\r\n# Memory\r\nused_memory:2147000000\r\n"
+        "maxmemory:2147483648\r\nmaxmemory_policy:noeviction\r\n# Stats\r\nevicted_keys:0\r\n"
+    )
+    ev = load_bundle(tmp_path)
+    (item,) = ev.kind("redis/info")
+    assert item.data["maxmemory_policy"] == "noeviction" and item.object == "redis/cache-info:6379"
+    d = investigate(ev)
+    assert d.category.value == "resource_exhaustion" and "maxmemory" in d.root_cause
