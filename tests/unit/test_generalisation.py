@@ -132,3 +132,39 @@ def test_python_traceback_keeps_its_unindented_exception_line_and_names_the_inpu
     d = investigate(ev)
     assert d.category == Category.DATA_QUALITY
     assert "UnicodeDecodeError" in d.root_cause and "orders_2026-02-03.csv" in d.root_cause
+
+
+# ---------------------------------------------------------------- resource exhaustion
+
+
+def _pod(name: str, cpu_limit: str) -> dict:  # type: ignore[type-arg]
+    return {
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"containers": [{"name": "api", "resources": {"limits": {"cpu": cpu_limit}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_cpu_throttling_from_cadvisor_counters_names_the_container_and_its_limit() -> None:
+    from diagnosis.analyzers.metrics import cpu_throttling
+
+    b = Builder()
+    labels = {"namespace": "shop", "pod": "quote-7d9f8b6c5-x2k4p", "container": "api"}
+    b.metric("container_cpu_cfs_periods_total", [(T0 + 60 * i, 600.0 * i) for i in range(8)], labels)
+    b.metric("container_cpu_cfs_throttled_periods_total", [(T0 + 60 * i, 240.0 * i) for i in range(8)], labels)
+    b.raw("k8s/Pod", "Pod/shop/quote-7d9f8b6c5-x2k4p", _pod("quote-7d9f8b6c5-x2k4p", "250m"))
+    ev = b.set()
+    (f,) = cpu_throttling(ev)
+    assert_refs_real(ev, [f])
+    assert f.category == Category.RESOURCE_EXHAUSTION and "250m" in f.mechanism and "40%" in f.mechanism
+    assert f.object == "container api of pod shop/quote-7d9f8b6c5-x2k4p"
+
+
+def test_light_throttling_is_no_cause() -> None:
+    from diagnosis.analyzers.metrics import cpu_throttling
+
+    b = Builder()
+    labels = {"namespace": "shop", "pod": "quote-7d9f8b6c5-x2k4p", "container": "api"}
+    b.metric("namespace_pod_container:container_cpu_cfs_throttled_periods:ratio",
+             [(T0 + 60 * i, 0.04) for i in range(8)], labels)  # fmt: skip
+    assert cpu_throttling(b.set()) == []
