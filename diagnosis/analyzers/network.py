@@ -27,6 +27,7 @@ from diagnosis.analyzers._common import (
     signature_records,
     span_text,
     with_aliases,
+    workload_of_pod,
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -196,6 +197,16 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
                 if m5:
                     status = m5.group(1) or m5.group(2)
                     f.statuses[status] = f.statuses.get(status, 0) + 1
+    for rec, kind, target, status in _envoy_failures(evidence):
+        f = calls.setdefault((target, kind), Failures(target, kind))
+        f.recs.append(rec)
+        src = rec.item.data.get("source") or {}
+        # a sidecar's log speaks for its pod's workload, not for the proxy container
+        caller = workload_of_pod(str(src["pod"])) if src.get("pod") else caller_of(rec)
+        if caller and _base(target) != caller:
+            f.callers.add(caller)
+        if status.startswith("5"):
+            f.statuses[status] = f.statuses.get(status, 0) + 1
     findings: list[Finding] = []
     findings += _call_findings(calls, now)
     findings += _dns_findings(dns_nx, dns_tmp, now)
@@ -219,6 +230,38 @@ def _records_with_events(evidence: EvidenceSet) -> Iterable[Rec]:
         if reason == "DNSConfigForming" or "pull" in msg.lower() or "image" in msg.lower():
             continue
         yield Rec(ev, d.get("last_ts") or ev.ts, msg, None, "error" if d.get("type") == "Warning" else "info")
+
+
+# Envoy's (and Istio's) default access log: [ts] "METHOD path PROTO" code flags rx tx duration upstream_time "xff"
+# "user-agent" "request-id" "authority" "upstream-host". The response flags say why a call failed: UT upstream
+# timeout, UF/URX/UH/NR? connection failure, retries exhausted, no healthy upstream; UC/UR connection reset;
+# "-" with a 5xx is the upstream's own answer.
+_ENVOY_ACCESS = re.compile(
+    r"\"[A-Z]+ \S+ HTTP/[\d.]+\" (?P<code>\d{3}) (?P<flags>[A-Z,]+|-) "
+    r".*\"(?P<authority>[^\"]*)\" \"(?P<upstream>[^\"]*)\"\s*$"
+)
+_ENVOY_FLAGS = {"UT": "timeout", "UF": "refused", "URX": "refused", "UH": "refused", "UO": "refused",
+                "UC": "reset", "UR": "reset", "UPE": "reset"}  # fmt: skip
+
+
+def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]]:
+    """(record, kind, target, status) for each failed call in an Envoy access log (a sidecar's outbound calls)."""
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "HTTP/" not in msg or '" ' not in msg:
+                continue
+            m = _ENVOY_ACCESS.search(msg)
+            if not m:
+                continue
+            flags = m["flags"].split(",")
+            kind = next((_ENVOY_FLAGS[f] for f in flags if f in _ENVOY_FLAGS), None)
+            if kind is None and m["code"].startswith("5") and m["flags"] == "-":
+                kind = "http_5xx"
+            target = m["authority"] if m["authority"] not in ("", "-") else m["upstream"]
+            if kind is None or target in ("", "-"):
+                continue
+            yield Rec(item, r.get("ts"), msg, r.get("line"), "error"), kind, target, m["code"]
 
 
 def _call_failure(msg: str) -> str | None:

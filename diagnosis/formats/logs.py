@@ -71,7 +71,9 @@ MSG_KEYS = ("msg", "message", "log", "@m", "event", "text", "error", "err", "MES
 # bunyan `err` ({type, message, stack}), ECS `error` ({message, type, stack_trace}), structlog `exception`,
 # python-json-logger `exc_info`, logstash `stack_trace`. The message alone ("request failed") hides the cause.
 ERROR_KEYS = ("error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause")
-_ERROR_SUBKEYS = ("type", "kind", "name", "class", "code", "message", "msg", "stack_trace", "stack", "stacktrace")
+_ERROR_SUBKEYS = (
+    "type", "kind", "name", "class", "code", "message", "msg", "reason", "stack_trace", "stack", "stacktrace",
+)  # fmt: skip
 # journald (`journalctl -o json`): PRIORITY is the syslog severity, 0 emerg .. 7 debug
 JOURNAL_PRIORITY = {
     "0": "fatal",
@@ -253,19 +255,29 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
     msg: str = obj[msg_key]
     if level is None:  # docker's json-file wraps a text line: {"log": "E0612 ...", "stream": "stderr"}
         level = _level_in(msg)
-    details = [d for k in ERROR_KEYS if k != msg_key and (d := _error_text(obj.get(k))) and d not in msg]
-    if details:
-        msg = f"{msg.rstrip()}: {'; '.join(details)}"[: MAX_CONTINUATION + 200]
-    return ts, level, msg.rstrip("\n")
+    return ts, level, with_error_details(msg, obj, skip=msg_key).rstrip("\n")
 
 
-def _error_text(value: Any) -> str:
+def with_error_details(msg: str, obj: Any, skip: str | None = None) -> str:
+    """`msg` with the error fields a structured logger put beside it (see ERROR_KEYS) appended."""
+    if not isinstance(obj, dict):
+        return msg
+    details = [d for k in ERROR_KEYS if k != skip and (d := _error_text(obj.get(k))) and d not in msg]
+    return f"{msg.rstrip()}: {'; '.join(details)}"[: MAX_CONTINUATION + 200] if details else msg
+
+
+def _error_text(value: Any, depth: int = 0) -> str:
     """An error field as text: a string, or the type, message and stack of an error object."""
     if isinstance(value, str):
         return value.strip()
     if isinstance(value, dict):
         parts = [str(value[k]).strip() for k in _ERROR_SUBKEYS if isinstance(value.get(k), str | int) and value[k]]
-        return ": ".join(dict.fromkeys(p for p in parts if p))
+        text = ": ".join(dict.fromkeys(p for p in parts if p))
+        cause = value.get("caused_by") or value.get("cause")  # Elasticsearch, and chained error objects
+        if isinstance(cause, dict) and depth < 3:
+            inner = _error_text(cause, depth + 1)
+            text = f"{text}; caused by {inner}" if inner else text
+        return text
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):  # a traceback as lines
         return "\n".join(v.rstrip("\n") for v in value)
     return ""

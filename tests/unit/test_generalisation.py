@@ -168,3 +168,21 @@ def test_light_throttling_is_no_cause() -> None:
     b.metric("namespace_pod_container:container_cpu_cfs_throttled_periods:ratio",
              [(T0 + 60 * i, 0.04) for i in range(8)], labels)  # fmt: skip
     assert cpu_throttling(b.set()) == []
+
+
+def test_envoy_access_log_response_flags_name_the_failing_upstream() -> None:
+    from diagnosis.analyzers.network import network_failures
+
+    b = Builder()
+    ok = '"GET /v2/rates HTTP/1.1" 200 - 0 812 41 39 "-" "quote/2.0" "a1" "rates.partner.example" "198.51.100.7:443"'
+    ut = '"GET /v2/rates HTTP/1.1" 504 UT 0 24 10000 - "-" "quote/2.0" "a2" "rates.partner.example" "-"'
+    uf = '"GET /v2/rates HTTP/1.1" 503 UF,URX 0 91 3 - "-" "quote/2.0" "a3" "rates.partner.example" "198.51.100.7:443"'
+    lines = [(T0 + i, None, ok if i % 3 == 0 else ut if i % 3 == 1 else uf) for i in range(12)]
+    b.log("Pod/shop/quote-5b8c7d6f9-kx2pq/istio-proxy", lines, namespace="shop", pod="quote-5b8c7d6f9-kx2pq",
+          container="istio-proxy")  # fmt: skip
+    ev = b.set()
+    found = [f for f in network_failures(ev) if f.role == "cause"]
+    assert_refs_real(ev, found)
+    (f,) = found
+    assert f.category == Category.DEPENDENCY_FAILURE and f.code == "upstream_timeout"
+    assert "rates.partner.example" in f.object and "quote" in f.mechanism and "504 x4" in f.mechanism

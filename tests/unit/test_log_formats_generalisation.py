@@ -147,3 +147,29 @@ def test_redis_cli_info_is_read_and_maxmemory_found(tmp_path: Path) -> None:
     assert item.data["maxmemory_policy"] == "noeviction" and item.object == "redis/cache-info:6379"
     d = investigate(ev)
     assert d.category.value == "resource_exhaustion" and "maxmemory" in d.root_cause
+
+
+def test_datadog_error_attributes_and_elasticsearch_caused_by_join_the_message(tmp_path: Path) -> None:
+    entry = {
+        "id": "AQAAAY",
+        "type": "log",
+        "attributes": {
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "status": "error",
+            "service": "catalog-indexer",
+            "message": "bulk item rejected",
+            "attributes": {
+                "exception": {
+                    "type": "mapper_parsing_exception",
+                    "reason": "failed to parse field [weight] of type [float]",
+                    "caused_by": {"type": "number_format_exception", "reason": 'For input string: "1,5"'},
+                },
+                "error": {"kind": "BulkError", "message": "1 of 500 items failed"},
+            },
+        },
+    }
+    (tmp_path / "page.json").write_text(json.dumps({"data": [entry], "meta": {"page": {}}}))
+    recs = _records(tmp_path, "page.json", (tmp_path / "page.json").read_bytes())
+    msg = recs[0]["msg"]
+    assert msg.startswith("bulk item rejected: BulkError: 1 of 500 items failed; mapper_parsing_exception")
+    assert 'caused by number_format_exception: For input string: "1,5"' in msg
