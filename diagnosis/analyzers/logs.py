@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 from diagnosis.analyzers._common import (
     Rec,
@@ -103,6 +104,86 @@ APP_OOM = re.compile(
     r"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|\bMemoryError\b|fatal error: runtime: out of memory|"
     r"Cannot allocate memory|std::bad_alloc",
 )
+
+
+# A service's own workers or threads all busy, or a consumer too slow for its group: a capacity it set ran out.
+# Servers log these at WARN as often as at ERROR, so every record is read.
+APP_CAPACITY = re.compile(
+    r"(?P<pool>RejectedExecutionException|rejected from (?:java\.util\.concurrent\.)?\w*ThreadPoolExecutor|"
+    r"All threads \(\d+\) are currently busy|Thread pool (?:is )?(?:exhausted|saturated)|"
+    r"server reached (?:pm\.)?max_children setting|WORKER TIMEOUT \(pid|listen queue of socket \S+ full|"
+    r"worker_connections are not enough|max(?:imum)? (?:number of )?(?:worker|thread)s? reached|"
+    r"MaxRequestWorkers|ServerLimit)|"
+    r"(?P<poll>max\.poll\.interval\.ms|consumer poll timeout has expired|CommitFailedException|"
+    r"the group has already rebalanced)",
+)
+CAPACITY_MIN = 3
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def app_capacity(evidence: EvidenceSet) -> list[Finding]:
+    """A service whose worker or thread pool is full (requests rejected or queued), or a Kafka consumer whose
+    processing outlasts max.poll.interval.ms (evicted from its group, rebalancing, lag growing)."""
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        hits: dict[str, list[dict[str, Any]]] = {}
+        for r in item.data.get("records") or ():
+            m = APP_CAPACITY.search(str(r.get("msg") or ""))
+            if m:
+                hits.setdefault("poll" if m["poll"] else "pool", []).append(r)
+        for kind, recs in hits.items():
+            last = max((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
+                continue
+            first = min((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            who = service_of(item) or item.object
+            sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
+            if kind == "poll":
+                what = (
+                    f"{who}'s consumer takes longer between polls than max.poll.interval.ms: the broker evicts it "
+                    "from its group, the group rebalances and its partitions' lag grows"
+                )
+                title = f"{who}: consumer exceeds max.poll.interval.ms ({len(recs)}x)"
+            else:
+                what = f"{who}'s worker/thread pool is exhausted: requests are rejected or queue"
+                title = f"{who}: worker/thread pool exhausted ({len(recs)}x)"
+            out.append(
+                Finding(
+                    analyzer="app_capacity",
+                    domain=Domain.LOGS,
+                    role="cause",
+                    code="consumer_too_slow" if kind == "poll" else "app_pool_exhausted",
+                    category=Category.RESOURCE_EXHAUSTION,
+                    title=title,
+                    mechanism=f"{what}: '{sample}' x{len(recs)} {span_text(first, last)}.",
+                    object=who,
+                    score=0.75,
+                    ts=first,
+                    tags=object_tags(item, service_of(item)),
+                    explains=[
+                        "errors",
+                        "latency",
+                        "http_5xx",
+                        "backlog",
+                        "queue_backlog",
+                        "metric_shift",
+                        "upstream_timeout",
+                        "exception",
+                        "probe_*",
+                    ],
+                    evidence=[
+                        EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
+                    ],
+                    actions=[
+                        Action(
+                            description="See the rejections and the pool or consumer settings around them",
+                            command=f"grep -n -E 'max.poll|rejected|busy|max_children' <{item.object} log>",
+                        )
+                    ],
+                )
+            )
+    return with_aliases(out)
 
 
 @ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
@@ -255,7 +336,7 @@ def _cause_of(
             evidence=refs,
             actions=_mem_actions(item, who),
         )
-    if claimed_elsewhere(msg):
+    if claimed_elsewhere(msg) or APP_CAPACITY.search(msg):  # app_capacity names a pool or worker limit reached
         return None
     if BAD_DATA.search(msg):
         what = _data_error_name(msg)
@@ -303,6 +384,7 @@ def _cause_of(
             and not BAD_DATA.search(t.sample.msg)
             and not APP_OOM.search(t.sample.msg)
             and not REMOTE_FAILURE.search(t.sample.msg)
+            and not APP_CAPACITY.search(t.sample.msg)
         ),
         None,
     )

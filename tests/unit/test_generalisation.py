@@ -186,3 +186,30 @@ def test_envoy_access_log_response_flags_name_the_failing_upstream() -> None:
     (f,) = found
     assert f.category == Category.DEPENDENCY_FAILURE and f.code == "upstream_timeout"
     assert "rates.partner.example" in f.object and "quote" in f.mechanism and "504 x4" in f.mechanism
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("java.util.concurrent.RejectedExecutionException: Task io.acme.Job@1f2e rejected from "
+         "java.util.concurrent.ThreadPoolExecutor@3c4d[Running, pool size = 64, active threads = 64]",
+         "app_pool_exhausted"),
+        ("WARNING: [pool www] server reached pm.max_children setting (20), consider raising it", "app_pool_exhausted"),
+        ("[CRITICAL] WORKER TIMEOUT (pid:4711)", "app_pool_exhausted"),
+        ("Member consumer-orders-1 sending LeaveGroup request to coordinator due to consumer poll timeout has expired. "
+         "This means the time between subsequent calls to poll() was longer than the configured "
+         "max.poll.interval.ms", "consumer_too_slow"),
+    ],
+)  # fmt: skip
+def test_app_capacity_by_how_servers_word_it_even_at_warn(line: str, code: str) -> None:
+    from diagnosis.analyzers.logs import app_capacity
+
+    b = Builder()
+    b.log("Pod/shop/orders-7c8d9f5b6a-x2k4p", [(T0 + 20 * i, "warn", line) for i in range(5)],
+          namespace="shop", pod="orders-7c8d9f5b6a-x2k4p")  # fmt: skip
+    ev = b.set()
+    (f,) = app_capacity(ev)
+    assert_refs_real(ev, [f])
+    assert (f.code, f.category) == (code, Category.RESOURCE_EXHAUSTION) and f.object == "orders-7c8d9f5b6a"
+    # the same lines give no code_defect from the exception rule
+    assert all(x.category != Category.CODE_DEFECT for x in log_errors(ev))
