@@ -312,6 +312,17 @@ UPSTREAM_5XX = re.compile(
     r"|\b(50[0-4])(?= (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Server Error))",
     re.I,
 )
+# the other side understood the call and refused who made it: wrong or expired credentials, missing permissions
+AUTH_DENIED = re.compile(
+    r"\b401\b[^\n]{0,24}Unauthori[sz]ed|Unauthori[sz]ed[^\n]{0,12}\b401\b|\b403\b[^\n]{0,24}Forbidden|"
+    r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}40[13]\b|"
+    r"is forbidden: User \"[^\"]+\" cannot|AccessDenied(?:Exception)?\b|not authorized to perform|"
+    r"UnrecognizedClientException|InvalidClientTokenId|SignatureDoesNotMatch|ExpiredToken(?:Exception)?\b|"
+    r"PERMISSION_DENIED|UNAUTHENTICATED|code = (?:PermissionDenied|Unauthenticated)|"
+    r"invalid[ _]api[ _]?key|invalid (?:access |bearer )?token|invalid_grant|invalid_client|jwt expired|"
+    r"token (?:has )?expired|authentication failed for|bad credentials",
+    re.I,
+)
 NETWORK_SIGNATURES = (
     NET_TIMEOUT,
     NET_REFUSED,
@@ -410,6 +421,16 @@ _TRIGGERS = (
     "status code 5",
     "http 5",
     "server error",
+    "unauthori",
+    "forbidden",
+    "denied",
+    "unauthenticated",
+    "api key",
+    "api_key",
+    "token",
+    "credentials",
+    "authentication failed",
+    "not authorized",
     "bad gateway",
     "unavailable",
     "gateway time",
@@ -492,7 +513,9 @@ def signature_records(evidence: EvidenceSet) -> list[Rec]:
 
 def claimed_elsewhere(msg: str) -> bool:
     """Whether a network, database or host analyzer names the mechanism behind this message."""
-    return any(rx.search(msg) for rx in (*NETWORK_SIGNATURES, *DB_SIGNATURES, *HOST_SIGNATURES, UPSTREAM_5XX))
+    return any(
+        rx.search(msg) for rx in (*NETWORK_SIGNATURES, *DB_SIGNATURES, *HOST_SIGNATURES, UPSTREAM_5XX, AUTH_DENIED)
+    )
 
 
 _PG_CONTEXT = re.compile(

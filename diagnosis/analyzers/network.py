@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from diagnosis.analyzers._common import (
+    AUTH_DENIED,
     DNS_NXDOMAIN,
     DNS_TEMPORARY,
     NET_CIRCUIT_OPEN,
@@ -770,3 +771,82 @@ def _stopped_finding(f: Failures, code: str, what: str) -> Finding:
         tags=[f"upstream:{_base(f.target)}"],
         evidence=_refs(f.recs),
     )
+
+
+# ---------------------------------------------------------------- credentials and permissions refused
+_RBAC = re.compile(r'is forbidden: User "(?P<user>[^"]+)" cannot (?P<verb>\w+) resource "(?P<res>[^"]+)"')
+_SECRET_NAME = re.compile(r"\b([A-Z][A-Z0-9]*_)+(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)\b")
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def access_denied(evidence: EvidenceSet) -> list[Finding]:
+    """Calls the other side refused because of who made them (401/403, Kubernetes RBAC, AWS AccessDenied, gRPC
+    PERMISSION_DENIED, invalid or expired keys and tokens): the credentials or permissions are set wrong, which
+    no retry or scaling fixes. One finding per target (or RBAC subject) with at least MIN_FAILURES refusals."""
+    now = now_of(evidence)
+    groups: dict[str, list[Rec]] = {}
+    for rec in signature_records(evidence):
+        if not AUTH_DENIED.search(rec.msg):
+            continue
+        m = _RBAC.search(rec.msg)
+        key = f"serviceaccount {m['user']}" if m else (_target(rec.msg) or service_of(rec.item) or rec.item.object)
+        groups.setdefault(key, []).append(rec)
+    out: list[Finding] = []
+    for target, recs in groups.items():
+        if len(recs) < MIN_FAILURES:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        first, last = recs[0].ts, recs[-1].ts
+        stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        callers = sorted({c for r in recs if (c := service_of(r.item))})
+        m = _RBAC.search(recs[-1].msg)
+        sample = " ".join(recs[-1].msg.split())
+        shown = sample[max(0, AUTH_DENIED.search(sample).start() - 60) :][:220] if AUTH_DENIED.search(sample) else ""
+        secret = next((s.group(0) for r in recs for s in [_SECRET_NAME.search(r.msg)] if s), None)
+        if m:
+            what = (
+                f"{m['user']} is not allowed to {m['verb']} {m['res']} (Kubernetes RBAC: the API server answers "
+                "forbidden); its Role/ClusterRole or binding lacks that permission"
+            )
+        else:
+            what = (
+                f"{target} refuses the calls of {', '.join(callers) or 'its caller'} as unauthorised "
+                f"({'the credential ' + secret if secret else 'the API key, token or permissions'} it sends "
+                "is wrong, expired or lacks access)"
+            )
+        out.append(
+            Finding(
+                analyzer="access_denied",
+                domain=Domain.NETWORK,
+                role="benign" if stopped else "cause",
+                code="access_denied_stopped" if stopped else "access_denied",
+                category=Category.HEALTHY if stopped else Category.CONFIGURATION_ERROR,
+                title=f"{target}: access denied {len(recs)}x",
+                mechanism=f"{what}: '{shown}' x{len(recs)} {span_text(first, last)}.",
+                object=target,
+                score=0.8,
+                ts=first,
+                tags=_target_tags(target) + [f"service:{c}" for c in callers],
+                explains=[
+                    "errors",
+                    "exception",
+                    "http_5xx",
+                    "upstream_5xx",
+                    "job_failed",
+                    "crash_loop",
+                    "pod_restarts",
+                ],
+                evidence=_refs(recs),
+                actions=[
+                    Action(
+                        description="Check who the caller authenticates as and what it may do",
+                        command=(
+                            f"kubectl auth can-i {m['verb']} {m['res']} --as={m['user']}"
+                            if m
+                            else f"grep -n -m 5 -E '401|403|denied|forbidden' <{recs[0].item.object} log>"
+                        ),
+                    )
+                ],
+            )
+        )
+    return with_aliases(out)

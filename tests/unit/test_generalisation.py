@@ -213,3 +213,30 @@ def test_app_capacity_by_how_servers_word_it_even_at_warn(line: str, code: str) 
     assert (f.code, f.category) == (code, Category.RESOURCE_EXHAUSTION) and f.object == "orders-7c8d9f5b6a"
     # the same lines give no code_defect from the exception rule
     assert all(x.category != Category.CODE_DEFECT for x in log_errors(ev))
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: https://api.smsgate.example/v1/send",
+         "api.smsgate.example"),
+        ("E0814 01:10:31.592725 1 reflector.go:150] failed to list *v1.Secret: secrets is forbidden: User "
+         "\"system:serviceaccount:ops:backup\" cannot list resource \"secrets\" in API group \"\" "
+         "in the namespace \"ops\"",
+         "system:serviceaccount:ops:backup"),
+        ("botocore.exceptions.ClientError: An error occurred (AccessDenied) when calling the PutObject operation: "
+         "User: arn:aws:sts::123456789012:assumed-role/exporter/i-0ab is not authorized to perform: s3:PutObject "
+         "on resource: https://exports-bucket.s3.amazonaws.com", "exports-bucket.s3.amazonaws.com"),
+    ],
+)  # fmt: skip
+def test_refused_credentials_and_permissions_are_configuration(line: str, named: str) -> None:
+    from diagnosis.analyzers.network import access_denied
+
+    b = Builder()
+    b.log("Pod/ops/exporter-6f7d8c9b5-q2w3e", [(T0 + 30 * i, "error", line) for i in range(4)],
+          namespace="ops", pod="exporter-6f7d8c9b5-q2w3e")  # fmt: skip
+    ev = b.set()
+    (f,) = access_denied(ev)
+    assert_refs_real(ev, [f])
+    assert f.category == Category.CONFIGURATION_ERROR and named in f.object and named in f.mechanism
+    assert all(x.category != Category.CODE_DEFECT for x in log_errors(ev))
