@@ -177,7 +177,9 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             _add(tls, _target(msg) or "unknown host", tls_kind, rec, caller_of(rec))
         elif DNS_TEMPORARY.search(msg):
             m = _RESOLVER.search(msg)
-            _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=_target(msg))
+            q = _COREDNS_QUERY.search(msg)  # CoreDNS's own error line names the query, not a host:port
+            name = q.group(1) if q else _target(msg)
+            _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=name)
         elif DNS_NXDOMAIN.search(msg):
             name = _dns_name(msg)
             _add(dns_nx, name or "unknown name", "nxdomain", rec, caller_of(rec))
@@ -475,13 +477,83 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
         recs = sorted((r for f in live_nx.values() for r in f.recs), key=lambda r: r.ts or 0)
         names = sorted(live_nx)
         out.append(_dns_outage(recs, names, "NXDOMAIN for many names"))
+    # every temporary failure, from clients and from CoreDNS forwarding alike, about one external name: that
+    # name's authoritative servers fail (one Failures holding them all decides)
+    live_tmp = [f for f in tmp.values() if not _stopped(f, now)]
+    if len(live_tmp) > 1:
+        merged = Failures(live_tmp[0].target, "dns_temporary")
+        for f in live_tmp:
+            merged.recs += f.recs
+            merged.callers |= f.callers
+            for k, v in f.statuses.items():
+                merged.statuses[k] = merged.statuses.get(k, 0) + v
+        external = _authoritative_failure(merged)
+        if external:
+            out.append(_dns_authoritative(merged, external, ", ".join(sorted(tmp))))
+            return out
     for resolver, f in tmp.items():
         if _stopped(f, now):
             out.append(_stopped_finding(f, "dns_failure_stopped", f"DNS via {resolver}"))
             continue
         resolved = ", ".join(sorted(f.statuses)[:5]) or "names"
+        external = _authoritative_failure(f)
+        if external:
+            out.append(_dns_authoritative(f, external, resolver))
+            continue
         out.append(_dns_outage(f.recs, [resolver], f"temporary failures resolving {resolved} via {resolver}"))
     return out
+
+
+# CoreDNS errors plugin: "[ERROR] plugin/errors: 2 maps.example.com. A: read udp ...: i/o timeout"
+_COREDNS_QUERY = re.compile(r"plugin/errors: \d+ (\S+?)\.? (?:A|AAAA|SRV|CNAME|PTR|MX|TXT|NS|SOA|HTTPS)\b")
+_CLUSTER_SUFFIXES = (".svc", ".cluster.local", ".local", ".internal", ".lan", ".localdomain")
+_SERVFAIL = re.compile(r"SERVFAIL|server misbehaving|No Reachable Authority|REFUSED", re.I)
+
+
+def _authoritative_failure(f: Failures) -> str | None:
+    """The one external name every failure is about, when each says SERVFAIL ("server misbehaving" in Go): the
+    resolver answers, but the name's own authoritative servers do not. A resolver that is down fails every name,
+    and times out rather than answering SERVFAIL."""
+    names = [n for n in f.statuses if n and "." in n]
+    if len(names) != 1 or len(f.statuses) != 1:
+        return None
+    name = names[0].split(":")[0].rstrip(".")
+    if name.endswith(_CLUSTER_SUFFIXES) or name.count(".") < 1:
+        return None
+    # SERVFAIL from the resolver, or CoreDNS's forwarder failing for that name (while it answers others)
+    servfail = [r for r in f.recs if _SERVFAIL.search(r.msg)]
+    forwarded = [r for r in f.recs if _COREDNS_QUERY.search(r.msg)]
+    return name if servfail and len(servfail) + len(forwarded) >= len(f.recs) else None
+
+
+def _dns_authoritative(f: Failures, name: str, resolver: str) -> Finding:
+    recs = sorted(f.recs, key=lambda r: r.ts or 0)
+    clients = sorted(c for c in f.callers if c not in ("coredns", "kube-dns", "dnsmasq", "node-local-dns"))
+    callers = ", ".join(clients) or "clients"
+    domain = ".".join(name.split(".")[-2:])
+    return Finding(
+        analyzer="network_failures",
+        domain=Domain.NETWORK,
+        role="cause",
+        code="dns_authoritative_failure",
+        category=Category.DEPENDENCY_FAILURE,
+        title=f"DNS for {name}: SERVFAIL from its authoritative servers ({len(recs)}x)",
+        mechanism=(
+            f"{callers} cannot resolve {name}: the resolver {resolver} answers SERVFAIL for it alone "
+            f"{span_text(recs[0].ts, recs[-1].ts)}, so the authoritative name servers of {domain} (the provider's "
+            "DNS) fail, not our resolver, which resolves other names."
+        ),
+        object=f"DNS of {name}",
+        score=0.75,
+        ts=recs[0].ts,
+        tags=[f"dns:{name}", f"upstream:{name}", *(f"service:{c}" for c in clients)],
+        explains=["errors", "http_5xx", "latency", "upstream_timeout", "exception", "job_failed"],
+        evidence=_refs(recs),
+        actions=[
+            Action(description="Ask the authoritative servers directly", command=f"dig +trace {name}"),
+            Action(description="Compare with a public resolver", command=f"dig @1.1.1.1 {name}"),
+        ],
+    )
 
 
 def _dns_outage(recs: list[Rec], names: list[str], what: str) -> Finding:

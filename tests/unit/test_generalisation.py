@@ -240,3 +240,34 @@ def test_refused_credentials_and_permissions_are_configuration(line: str, named:
     assert_refs_real(ev, [f])
     assert f.category == Category.CONFIGURATION_ERROR and named in f.object and named in f.mechanism
     assert all(x.category != Category.CODE_DEFECT for x in log_errors(ev))
+
+
+def test_servfail_for_one_external_name_is_its_providers_dns_not_our_resolver() -> None:
+    from diagnosis.analyzers.network import network_failures
+
+    b = Builder()
+    client = "lookup api.partnermaps.example on 172.20.0.10:53: server misbehaving"
+    coredns = (
+        "[ERROR] plugin/errors: 2 api.partnermaps.example. A: read udp 10.0.2.41:3{:04d}->10.0.0.2:53: i/o timeout"
+    )
+    b.log("Pod/shop/geo-6f7d8c9b5-q2w3e", [(T0 + 20 * i, "error", client) for i in range(6)],
+          namespace="shop", pod="geo-6f7d8c9b5-q2w3e")  # fmt: skip
+    b.log("Pod/kube-system/coredns-5d78c9869d-abcde", [(T0 + 20 * i, "error", coredns.format(i)) for i in range(6)],
+          namespace="kube-system", pod="coredns-5d78c9869d-abcde")  # fmt: skip
+    ev = b.set()
+    found = [f for f in network_failures(ev) if f.role == "cause"]
+    assert_refs_real(ev, found)
+    (f,) = found
+    assert f.category == Category.DEPENDENCY_FAILURE and "api.partnermaps.example" in f.object
+    assert "SERVFAIL" in f.mechanism and "partnermaps.example" in f.mechanism
+
+
+def test_a_resolver_timing_out_for_many_names_is_still_infrastructure() -> None:
+    from diagnosis.analyzers.network import network_failures
+
+    b = Builder()
+    lines = [(T0 + 20 * i, "error", f"lookup svc{i % 4}.shop.svc.cluster.local on 10.96.0.10:53: read udp: i/o timeout")
+             for i in range(8)]  # fmt: skip
+    b.log("Pod/shop/geo-6f7d8c9b5-q2w3e", lines, namespace="shop", pod="geo-6f7d8c9b5-q2w3e")
+    (f,) = [f for f in network_failures(b.set()) if f.role == "cause"]
+    assert f.category == Category.INFRASTRUCTURE
