@@ -211,7 +211,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
         if status.startswith("5"):
             f.statuses[status] = f.statuses.get(status, 0) + 1
     findings: list[Finding] = []
-    findings += _call_findings(calls, now)
+    findings += _named_by_cluster(_call_findings(calls, now), evidence)
     findings += _dns_findings(dns_nx, dns_tmp, now)
     findings += _tls_findings(tls, now)
     findings += _probe_findings(evidence)
@@ -245,6 +245,59 @@ _ENVOY_ACCESS = re.compile(
 )
 _ENVOY_FLAGS = {"UT": "timeout", "UF": "refused", "URX": "refused", "UH": "refused", "UO": "refused",
                 "UC": "reset", "UR": "reset", "UPE": "reset"}  # fmt: skip
+
+
+def _ip_owners(evidence: EvidenceSet) -> dict[str, tuple[str, str, list[str]]]:
+    """Pod IP -> (namespace, pod, the Services whose endpoints hold it), from Pods and Endpoints."""
+    owners: dict[str, tuple[str, str, list[str]]] = {}
+    for p in evidence.kind("k8s/Pod"):
+        meta, status = p.data.get("metadata") or {}, p.data.get("status") or {}
+        ips = [status.get("podIP")] + [x.get("ip") for x in status.get("podIPs") or () if isinstance(x, dict)]
+        for ip in filter(None, ips):
+            owners[str(ip)] = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""), [])
+    for ep in evidence.kind("k8s/Endpoints"):
+        meta = ep.data.get("metadata") or {}
+        svc, ns = str(meta.get("name") or ""), str(meta.get("namespace") or "default")
+        for subset in ep.data.get("subsets") or ():
+            for addr in [*(subset.get("addresses") or ()), *(subset.get("notReadyAddresses") or ())]:
+                ip, ref = str(addr.get("ip") or ""), addr.get("targetRef") or {}
+                if not ip:
+                    continue
+                pod = owners.get(ip, (ns, str(ref.get("name") or ""), []))
+                owners[ip] = (pod[0], pod[1], [*pod[2], svc])
+    return owners
+
+
+def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
+    """An upstream given as a pod IP is named by its pod and the Services behind it, so a cause on that pod or
+    Service (a crash, a wrong targetPort) links to the calls that failed, and the answer names the object."""
+    if not findings:
+        return findings
+    owners = _ip_owners(evidence)
+    if not owners:
+        return findings
+    out = []
+    for f in findings:
+        ips = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
+        owner = next((owners[ip] for ip in ips if ip in owners), None)
+        if owner is None:
+            out.append(f)
+            continue
+        ns, pod, services = owner
+        extra = ([f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"] if pod else []) + [
+            f"service:{svc}" for svc in services
+        ]
+        who = f"pod {ns}/{pod}" + (f" (Service {', '.join(dict.fromkeys(services))})" if services else "")
+        out.append(
+            f.model_copy(
+                update={
+                    "tags": list(dict.fromkeys([*f.tags, *extra])),
+                    "object": f"{f.object} = {who}",
+                    "mechanism": f"{f.mechanism} The address is {who}.",
+                }
+            )
+        )
+    return out
 
 
 def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]]:

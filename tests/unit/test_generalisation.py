@@ -271,3 +271,21 @@ def test_a_resolver_timing_out_for_many_names_is_still_infrastructure() -> None:
     b.log("Pod/shop/geo-6f7d8c9b5-q2w3e", lines, namespace="shop", pod="geo-6f7d8c9b5-q2w3e")
     (f,) = [f for f in network_failures(b.set()) if f.role == "cause"]
     assert f.category == Category.INFRASTRUCTURE
+
+
+def test_an_upstream_pod_ip_is_named_by_its_pod_and_service() -> None:
+    from diagnosis.analyzers.network import network_failures
+
+    b = Builder()
+    line = ("connect() failed (111: Connection refused) while connecting to upstream, client: 20.1.2.3, "
+            "upstream: \"http://10.244.1.18:8080/v1/quote\"")  # fmt: skip
+    b.log("Pod/ingress/nginx-7d9f8c6b5d-z4hpl", [(T0 + 10 * i, "error", line) for i in range(5)],
+          namespace="ingress", pod="nginx-7d9f8c6b5d-z4hpl")  # fmt: skip
+    pod = {"metadata": {"name": "quote-5f7b9c6d4-9xw2d", "namespace": "shop"}, "status": {"podIP": "10.244.1.18"}}
+    b.raw("k8s/Pod", "Pod/shop/quote-5f7b9c6d4-9xw2d", pod)
+    address = {"ip": "10.244.1.18", "targetRef": {"kind": "Pod", "name": "quote-5f7b9c6d4-9xw2d"}}
+    endpoints = {"metadata": {"name": "quote", "namespace": "shop"}, "subsets": [{"addresses": [address]}]}
+    b.raw("k8s/Endpoints", "Endpoints/shop/quote", endpoints)
+    (f,) = [f for f in network_failures(b.set()) if f.role == "cause"]
+    assert "pod shop/quote-5f7b9c6d4-9xw2d (Service quote)" in f.object
+    assert {"pod:shop/quote-5f7b9c6d4-9xw2d", "service:quote"} <= set(f.tags)
