@@ -372,7 +372,10 @@ HOST_FDS = re.compile(r"Too many open files|EMFILE|ENFILE|file-max limit", re.I)
 HOST_DISK = re.compile(r"No space left on device|ENOSPC|disk quota exceeded|filesystem full", re.I)
 HOST_HW = re.compile(
     r"I/O error, dev \S+|EXT4-fs error|XFS .* (?:metadata I/O error|Corruption)|Remounting filesystem read-only|"
-    r"blocked for more than \d+ seconds|Hardware Error|Machine check|NMI watchdog|soft lockup",
+    r"blocked for more than \d+ seconds|Hardware Error|Machine check|NMI watchdog|soft lockup|"
+    # storage devices not answering: NVMe/SCSI command timeouts and resets, EBS/virtio stalls
+    r"nvme\d*:? .*\btimeout, (?:aborting|reset)|I/O \d+ QID \d+ timeout|Buffer I/O error on dev|"
+    r"blk_update_request: I/O error|critical medium error|SCSI error: return code|rejecting I/O to offline device",
     re.I,
 )
 HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW)
@@ -476,6 +479,12 @@ _TRIGGERS = (
     "machine check",
     "nmi",
     "lockup",
+    "timeout, abort",
+    "qid",
+    "buffer i/o",
+    "medium error",
+    "scsi error",
+    "offline device",
 )
 
 

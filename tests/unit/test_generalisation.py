@@ -289,3 +289,14 @@ def test_an_upstream_pod_ip_is_named_by_its_pod_and_service() -> None:
     (f,) = [f for f in network_failures(b.set()) if f.role == "cause"]
     assert "pod shop/quote-5f7b9c6d4-9xw2d (Service quote)" in f.object
     assert {"pod:shop/quote-5f7b9c6d4-9xw2d", "service:quote"} <= set(f.tags)
+
+
+def test_nvme_command_timeouts_are_a_device_failure_named_by_its_device() -> None:
+    from diagnosis.analyzers.host import host
+
+    b = Builder()
+    line = "nvme nvme1: I/O tag 871 (5367) opcode 0x1 (I/O Cmd) QID 3 timeout, aborting req_op:WRITE(1) size:131072"
+    b.log("dmesg.txt", [(None, None, line)] * 3)  # type: ignore[list-item]
+    ev = b.set()
+    (f,) = [f for f in host(ev) if f.role == "cause"]
+    assert f.category == Category.INFRASTRUCTURE and f.object == "device nvme1"
