@@ -528,8 +528,8 @@ def _data_error_name(msg: str) -> str:
     for m in reversed(list(_DATA_CLASS.finditer(msg))):
         if BAD_DATA.search(m.group(1)) or BAD_DATA.search(msg, m.end(), m.end() + 120):
             return m.group(1).rsplit(".", 1)[-1]
-    m = BAD_DATA.search(msg)
-    return m.group(0) if m else "bad input"
+    phrase = BAD_DATA.search(msg)
+    return phrase.group(0) if phrase else "bad input"
 
 
 def _stuck_offset(item: EvidenceItem) -> str:

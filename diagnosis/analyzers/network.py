@@ -926,7 +926,8 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
         callers = sorted({c for r in recs if (c := service_of(r.item))})
         m = _RBAC.search(recs[-1].msg)
         sample = " ".join(recs[-1].msg.split())
-        shown = sample[max(0, AUTH_DENIED.search(sample).start() - 60) :][:220] if AUTH_DENIED.search(sample) else ""
+        hit = AUTH_DENIED.search(sample)
+        shown = sample[max(0, hit.start() - 60) :][:220] if hit else sample[:220]
         secret = next((s.group(0) for r in recs for s in [_SECRET_NAME.search(r.msg)] if s), None)
         if m:
             what = (

@@ -180,9 +180,9 @@ class LineParser:
         m = DMESG_RE.match(body) or DMESG_CTIME_RE.match(body)
         if m:
             rest = body[m.end() :]
-            ts = _ctime(m["ctime"]) if "ctime" in m.groupdict() else None
+            stamp = _ctime(m["ctime"]) if "ctime" in m.groupdict() else None
             level = JOURNAL_PRIORITY.get(m.groupdict().get("pri") or "") or _level_in(rest)
-            return ts, level, rest
+            return stamp, level, rest
         m = KLOG_RE.match(body)
         if m:
             self._guessed = True
