@@ -414,7 +414,13 @@ def build_investigation_graph() -> Any:
         rt = _runtime(config)
         snap = rt.snapshot()
         kinds = snap.kinds()
-        registry = rt.registry or _module("diagnosis.analyzers").ANALYZERS
+        registry = rt.registry
+        if registry is None:
+            # the analyzer modules register themselves on import: load them before asking which specialists have
+            # something to read, or the first investigation of a process (every `opsgraph investigate`) sees an
+            # empty registry and sends no specialist at all
+            _module("diagnosis.investigate").load_analyzers()
+            registry = _module("diagnosis.analyzers").ANALYZERS
         # a specialist goes out only when one of its analyzers has evidence to read
         chosen = [
             name

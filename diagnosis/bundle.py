@@ -1,4 +1,4 @@
-"""Evidence bundles: a folder, a .tar(.gz|.bz2|.xz) or a .zip of exports, read into an EvidenceSet.
+"""Evidence bundles: a folder, a .tar(.gz|.bz2|.xz|.zst) or a .zip of exports, read into an EvidenceSet.
 
 Archives are recognised by their magic bytes, never by name, and read member by member without extracting
 to disk. What is refused outright (BundleError) is what makes a bundle unsafe or too big to read: an archive
@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -203,8 +203,6 @@ class _Loader:
         self.parse(path, raw)
 
     def decompress(self, path: str, raw: bytes) -> bytes:
-        if raw[:4] == _ZSTD:
-            raise _Unsupported("zstd-compressed: decompress it (zstd -d) before adding it to the bundle")
         opener = _decompressor(raw[:6])
         if opener is None:
             return raw
@@ -300,14 +298,47 @@ def _read_member(loader: _Loader, path: str, read: Callable[[], bytes]) -> None:
 
 
 def _decompressor(head: bytes) -> Callable[[IO[bytes]], IO[bytes]] | None:
-    """A reader that decompresses a gzip, bzip2 or xz stream, by its magic bytes; None for anything else."""
+    """A reader that decompresses a gzip, bzip2, xz or zstd stream, by its magic bytes; None for anything else."""
     if head.startswith(_GZIP):
         return lambda f: cast(IO[bytes], gzip.GzipFile(fileobj=f))
     if head.startswith(_BZ2):
         return lambda f: cast(IO[bytes], bz2.BZ2File(f))
     if head.startswith(_XZ):
         return lambda f: cast(IO[bytes], lzma.LZMAFile(f))
+    if head.startswith(_ZSTD):
+        return _zstd_reader
     return None
+
+
+def _zstd_reader(f: IO[bytes]) -> IO[bytes]:
+    """zstd (`zstd`, logrotate's zstd compression, journald exports): a stream reader, so frames written without
+    their content size (streamed compression) decompress too, bounded by the caller's read loop."""
+    import zstandard  # only for the bundles that hold .zst files
+
+    return cast(IO[bytes], _ZstdStream(zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True)))
+
+
+class _ZstdStream(io.RawIOBase):
+    """zstandard's reader, raising OSError (as gzip, bz2 and lzma do) for a corrupt or truncated stream."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+        import zstandard
+
+        try:
+            data: bytes = self.inner.read(n)
+        except zstandard.ZstdError as exc:
+            raise OSError(f"zstd: {exc}") from None
+        return data
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
 
 
 def _is_tar(p: Path, head: bytes) -> bool:

@@ -552,22 +552,32 @@ _DIAGNOSIS_KEYS = (
 
 
 def _load_bundle(path: Any) -> Any:
-    from agents.investigation import load_bundle
+    """diagnosis.bundle.load_bundle under its default limits (what agents.investigation.load_bundle does, without
+    importing LangGraph)."""
+    from diagnosis.bundle import BundleLimits, load_bundle
 
-    return load_bundle(path)
+    return load_bundle(path, BundleLimits())
 
 
 def _diagnose(evidence: Any, question: str | None) -> Any:
+    """The Diagnosis of `evidence`. With an LLM configured: the LangGraph investigation (specialists, the lead, the
+    LLM refinement). Without one the graph adds nothing the rules do not give (a bundle cannot fetch more
+    evidence), so the same analyzers and reasoning run directly: importing LangGraph is most of the start-up."""
+    settings = get_settings()
+    if not settings.llm_base_url:
+        from diagnosis.investigate import investigate as investigate_evidence
+
+        return investigate_evidence(evidence, question)
     from agents.investigation import DiagnosisRefiner, run_investigation
 
-    refiner = DiagnosisRefiner.from_settings(get_settings())
+    refiner = DiagnosisRefiner.from_settings(settings)
     return run_investigation(evidence, question=question, refiner=refiner).diagnosis
 
 
 def _investigate_bundle(path: Any, question: str | None) -> Any:
-    """Load a bundle and run the investigation graph on it, in this process (no API, Redis or workers).
+    """Load a bundle and investigate it in this process (no API, Redis or workers).
 
-    Only langgraph and diagnosis load here: no Celery, FAISS, torch or embedding model."""
+    Only diagnosis loads here (and LangGraph when an LLM is configured): no Celery, FAISS, torch or embedding model."""
     return _diagnose(_load_bundle(path), question)
 
 
@@ -580,21 +590,21 @@ def investigate(
     """Investigate an evidence bundle in-process and print the Diagnosis (post-mortems, CI)."""
     from pathlib import Path
 
-    from agents.investigation import InvestigationError
-
     bundle = Path(path)
     if not bundle.exists():
         fail(f"no such bundle: {path}", 2)
     try:
         evidence = _load_bundle(bundle)
-    except InvestigationError as exc:  # a part of opsgraph is missing, not the bundle's fault
-        fail(str(exc), 1)
+    except ModuleNotFoundError as exc:  # a part of opsgraph is missing, not the bundle's fault
+        fail(f"{exc.name} is not installed: the investigation needs it", 1)
     except Exception as exc:  # whatever load_bundle refuses (limits, escaping entries, a bad archive): one line
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         fail(f"bundle refused: {first}", 2)
     try:
         diagnosis = _diagnose(evidence, question or None)
-    except InvestigationError as exc:
+    except ModuleNotFoundError as exc:
+        fail(f"{exc.name} is not installed: the investigation needs it", 1)
+    except RuntimeError as exc:  # agents.investigation.InvestigationError on the LLM path
         fail(str(exc), 1)
     if as_json:
         print(json.dumps(diagnosis.model_dump(mode="json", include=set(_DIAGNOSIS_KEYS))))

@@ -258,12 +258,25 @@ def span_text(first: float | None, last: float | None) -> str:
 # upstream, a kernel OOM kill, a full database) is left to that analyzer, so one failure gives one cause.
 
 NET_TIMEOUT = re.compile(
-    r"timed? ?out|timeout|deadline exceeded|DeadlineExceeded|ETIMEDOUT|SocketTimeoutException|ConnectTimeout|"
-    r"ReadTimeout",
+    r"timed? ?out|timeout|deadline exceeded|DeadlineExceeded|DEADLINE_EXCEEDED|ETIMEDOUT|SocketTimeoutException|"
+    r"ConnectTimeout|ReadTimeout",
     re.I,
 )
+# refused or unreachable: TCP refusals, no route, gRPC UNAVAILABLE (Go `code = Unavailable`, Java `Status
+# UNAVAILABLE`, Python `StatusCode.UNAVAILABLE`), an HAProxy backend with no server up
 NET_REFUSED = re.compile(
-    r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable", re.I
+    r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable|"
+    r"StatusCode\.UNAVAILABLE|StatusRuntimeException: UNAVAILABLE|\bUNAVAILABLE: |No route to host|EHOSTUNREACH|"
+    r"NoRouteToHostException|Network is unreachable|ENETUNREACH|has no server available",
+    re.I,
+)
+# a caller's circuit breaker open on an upstream (resilience4j, Hystrix, Polly, gobreaker, opossum): the upstream
+# failed first; the breaker is how the caller says so
+NET_CIRCUIT_OPEN = re.compile(
+    r"CircuitBreaker '[^']+' is (?:OPEN|FORCED_OPEN)|CallNotPermittedException|short-circuited|"
+    r"BrokenCircuitException|circuit breaker (?:is )?open|breaker is open|circuit (?:is )?open|"
+    r"ErrOpenState|Breaker is open",
+    re.I,
 )
 NET_RESET = re.compile(
     r"connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
@@ -294,10 +307,32 @@ TLS_INVALID = re.compile(
 )
 UPSTREAM_5XX = re.compile(
     r"(?:upstream|backend|returned|responded|response|status(?: code)?|HTTP)\W{0,3}(?:with\s+|code\s+|status\s+)?"
-    r"(50[0-4])\b",
+    r"(50[0-4])\b"
+    # the status with its reason phrase: "503 Service Unavailable", requests' "502 Server Error: Bad Gateway"
+    r"|\b(50[0-4])(?= (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Server Error))",
     re.I,
 )
-NETWORK_SIGNATURES = (NET_TIMEOUT, NET_REFUSED, NET_RESET, DNS_NXDOMAIN, DNS_TEMPORARY, TLS_EXPIRED, TLS_INVALID)
+# the other side understood the call and refused who made it: wrong or expired credentials, missing permissions
+AUTH_DENIED = re.compile(
+    r"\b401\b[^\n]{0,24}Unauthori[sz]ed|Unauthori[sz]ed[^\n]{0,12}\b401\b|\b403\b[^\n]{0,24}Forbidden|"
+    r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}40[13]\b|"
+    r"is forbidden: User \"[^\"]+\" cannot|AccessDenied(?:Exception)?\b|not authorized to perform|"
+    r"UnrecognizedClientException|InvalidClientTokenId|SignatureDoesNotMatch|ExpiredToken(?:Exception)?\b|"
+    r"PERMISSION_DENIED|UNAUTHENTICATED|code = (?:PermissionDenied|Unauthenticated)|"
+    r"invalid[ _]api[ _]?key|invalid (?:access |bearer )?token|invalid_grant|invalid_client|jwt expired|"
+    r"token (?:has )?expired|authentication failed for|bad credentials",
+    re.I,
+)
+NETWORK_SIGNATURES = (
+    NET_TIMEOUT,
+    NET_REFUSED,
+    NET_CIRCUIT_OPEN,
+    NET_RESET,
+    DNS_NXDOMAIN,
+    DNS_TEMPORARY,
+    TLS_EXPIRED,
+    TLS_INVALID,
+)
 
 PG_TOO_MANY = re.compile(
     r"too many clients already|remaining connection slots are reserved|too many connections|"
@@ -337,7 +372,10 @@ HOST_FDS = re.compile(r"Too many open files|EMFILE|ENFILE|file-max limit", re.I)
 HOST_DISK = re.compile(r"No space left on device|ENOSPC|disk quota exceeded|filesystem full", re.I)
 HOST_HW = re.compile(
     r"I/O error, dev \S+|EXT4-fs error|XFS .* (?:metadata I/O error|Corruption)|Remounting filesystem read-only|"
-    r"blocked for more than \d+ seconds|Hardware Error|Machine check|NMI watchdog|soft lockup",
+    r"blocked for more than \d+ seconds|Hardware Error|Machine check|NMI watchdog|soft lockup|"
+    # storage devices not answering: NVMe/SCSI command timeouts and resets, EBS/virtio stalls
+    r"nvme\d*:? .*\btimeout, (?:aborting|reset)|I/O \d+ QID \d+ timeout|Buffer I/O error on dev|"
+    r"blk_update_request: I/O error|critical medium error|SCSI error: return code|rejecting I/O to offline device",
     re.I,
 )
 HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW)
@@ -385,6 +423,26 @@ _TRIGGERS = (
     "status: 5",
     "status code 5",
     "http 5",
+    "server error",
+    "unauthori",
+    "forbidden",
+    "denied",
+    "unauthenticated",
+    "api key",
+    "api_key",
+    "token",
+    "credentials",
+    "authentication failed",
+    "not authorized",
+    "bad gateway",
+    "unavailable",
+    "gateway time",
+    "circuit",
+    "breaker",
+    "not permit",
+    "no route",
+    "unreachable",
+    "no server available",
     "client",
     "connection",
     "max_conn",
@@ -421,6 +479,12 @@ _TRIGGERS = (
     "machine check",
     "nmi",
     "lockup",
+    "timeout, abort",
+    "qid",
+    "buffer i/o",
+    "medium error",
+    "scsi error",
+    "offline device",
 )
 
 
@@ -458,7 +522,9 @@ def signature_records(evidence: EvidenceSet) -> list[Rec]:
 
 def claimed_elsewhere(msg: str) -> bool:
     """Whether a network, database or host analyzer names the mechanism behind this message."""
-    return any(rx.search(msg) for rx in (*NETWORK_SIGNATURES, *DB_SIGNATURES, *HOST_SIGNATURES, UPSTREAM_5XX))
+    return any(
+        rx.search(msg) for rx in (*NETWORK_SIGNATURES, *DB_SIGNATURES, *HOST_SIGNATURES, UPSTREAM_5XX, AUTH_DENIED)
+    )
 
 
 _PG_CONTEXT = re.compile(

@@ -46,6 +46,11 @@ POD_EFFECTS = [
     "exception",
     "crash_loop",
     "probe_failed",
+    # a crashing or OOM-killed pod fails its callers' calls: timeouts, resets, refusals and 5xx from the upstream
+    # it serves, and NXDOMAIN/SERVFAIL when it is the resolver (CoreDNS); the reasoning links them by name
+    "upstream_*",
+    "connection_*",
+    "dns_*",
 ]
 IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"}
 CONFIG_WAIT = {"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "PreCreateHookError"}

@@ -58,7 +58,9 @@ _SYSTEMD_OOM = re.compile(
 _PG_SIGNAL9 = re.compile(r"server process \(PID (\d+)\) was terminated by signal 9", re.I)
 _MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs)[\s:=]+\"?(/[\w./\-]*)", re.I)
 _PATH = re.compile(r"(/(?:var|data|tmp|home|srv|opt|mnt|usr|log)[\w./\-]*)")
-_DEVICE = re.compile(r"dev (\w+)|\((\w+)\)|EXT4-fs error \(device (\w+)\)", re.I)
+_DEVICE = re.compile(
+    r"EXT4-fs error \(device (\w+)\)|\bdev (\w+)|\bnvme (nvme\d+(?:n\d+)?)\b|\bdevice (\w+)|\(([A-Za-z]\w*)\)", re.I
+)
 
 
 # what a process or host that went away explains: its own absence and what its clients saw

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 from diagnosis.analyzers._common import (
     Rec,
@@ -46,12 +47,42 @@ SPORADIC = 3
 DEPLOY_WINDOW_S = 2 * 3600
 
 BAD_DATA = re.compile(
-    r"invalid input syntax|schema mismatch|unexpected null|null value in column|failed to parse|parse error|"
-    r"could not parse|malformed|missing (?:required )?field|unexpected (?:token|field|type)|invalid (?:json|format|"
-    r"value|record|payload|utf-?8|byte sequence)|JSONDecodeError|json: cannot unmarshal|deserializ\w+ (?:error|failed)|"
-    r"violates (?:not-null|check) constraint|type mismatch|column \S+ does not exist|schema validation failed|"
-    r"Unrecognized field|NumberFormatException|value too long for type|out of range for type|"
-    r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b",
+    # generic wording of rejected input
+    r"invalid input (?:syntax|value)|schema mismatch|unexpected null|null value in column|failed to parse|parse error|"
+    r"could not parse|unable to parse|cannot parse|malformed|missing (?:required )?(?:field|property|key)|"
+    r"required (?:field|property) \S+ (?:is )?missing|unexpected (?:token|field|type|character|end of (?:json )?input)|"
+    r"invalid (?:json|format|value|record|payload|utf-?8|byte sequence|character|date|timestamp|enum|message)|"
+    r"is not valid JSON|deserializ\w+ (?:error|failed|exception)|error deserializing|failed to (?:deserializ|decod)\w*|"
+    r"violates (?:not-null|check|foreign key) constraint|type mismatch|column \S+ does not exist|no such column|"
+    r"schema validation failed|incompatible schema|schema (?:is )?incompatible|"
+    r"unknown (?:field|column|magic byte)|Unrecognized field|value too long for type|out of range for type|"
+    r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"
+    r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|"
+    r"poison(?:ed)? (?:message|pill|record)|"
+    # Java/Kotlin: Jackson, Kafka serdes, Avro, protobuf, java.time, charsets, bean validation
+    r"Json(?:Parse|Mapping|EOF)Exception|MismatchedInputException|InvalidFormatException|"
+    r"UnrecognizedPropertyException|InvalidDefinitionException|SerializationException|RecordDeserializationException|"
+    r"DeserializationException|InvalidProtocolBufferException|AvroTypeException|SchemaParseException|"
+    r"DateTimeParseException|NumberFormatException|MalformedInputException|UnmappableCharacterException|"
+    r"CharacterCodingException|ConstraintViolationException|DataIntegrityViolationException|HttpMessageNotReadable|"
+    # Python, Go, Node, Ruby
+    r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|"
+    r"json: cannot unmarshal|invalid character '.{1,4}' (?:looking for|after|in)|cannot unmarshal|"
+    r"strconv\.\w+: parsing|"
+    r"proto: cannot parse|parsing time \S+ as|JSON::ParserError|ActiveRecord::RecordInvalid|invalid byte sequence in|"
+    r"Encoding::(?:Undefined|InvalidByteSequence)\w*|"
+    # MySQL / PostgreSQL data errors (SQLSTATE class 22 and 23)
+    r"Incorrect (?:string|integer|decimal|datetime|date) value|Data truncated for column|Data too long for column|"
+    r"Out of range value for column|Column '\w+' cannot be null|Unknown column|has no equivalent in encoding|"
+    r"date/time field value out of range|SQLSTATE\[?2[23]\d{3}",
+    re.I,
+)
+# The exception class (or phrase) that names the bad data in a message: the innermost one (Java prints causes last)
+_DATA_CLASS = re.compile(r"\b((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b")
+# a consumer stuck on one record: Kafka's "Seeking to offset 88213 for partition postings-3", spring-kafka's
+# "...-3@88213", librdkafka's "[3] offset 88213"
+_OFFSET = re.compile(
+    r"offset[\s=:]+(?P<off>\d+)(?:\s+for\s+partition\s+(?P<part>[\w.\-]+))?|(?P<topic>[\w.\-]+-\d+)@(?P<off2>\d+)",
     re.I,
 )
 # An exception class named in a message; the network/database ones (timeouts, refusals) are claimed elsewhere.
@@ -73,6 +104,86 @@ APP_OOM = re.compile(
     r"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|\bMemoryError\b|fatal error: runtime: out of memory|"
     r"Cannot allocate memory|std::bad_alloc",
 )
+
+
+# A service's own workers or threads all busy, or a consumer too slow for its group: a capacity it set ran out.
+# Servers log these at WARN as often as at ERROR, so every record is read.
+APP_CAPACITY = re.compile(
+    r"(?P<pool>RejectedExecutionException|rejected from (?:java\.util\.concurrent\.)?\w*ThreadPoolExecutor|"
+    r"All threads \(\d+\) are currently busy|Thread pool (?:is )?(?:exhausted|saturated)|"
+    r"server reached (?:pm\.)?max_children setting|WORKER TIMEOUT \(pid|listen queue of socket \S+ full|"
+    r"worker_connections are not enough|max(?:imum)? (?:number of )?(?:worker|thread)s? reached|"
+    r"MaxRequestWorkers|ServerLimit)|"
+    r"(?P<poll>max\.poll\.interval\.ms|consumer poll timeout has expired|CommitFailedException|"
+    r"the group has already rebalanced)",
+)
+CAPACITY_MIN = 3
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def app_capacity(evidence: EvidenceSet) -> list[Finding]:
+    """A service whose worker or thread pool is full (requests rejected or queued), or a Kafka consumer whose
+    processing outlasts max.poll.interval.ms (evicted from its group, rebalancing, lag growing)."""
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        hits: dict[str, list[dict[str, Any]]] = {}
+        for r in item.data.get("records") or ():
+            m = APP_CAPACITY.search(str(r.get("msg") or ""))
+            if m:
+                hits.setdefault("poll" if m["poll"] else "pool", []).append(r)
+        for kind, recs in hits.items():
+            last = max((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
+                continue
+            first = min((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            who = service_of(item) or item.object
+            sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
+            if kind == "poll":
+                what = (
+                    f"{who}'s consumer takes longer between polls than max.poll.interval.ms: the broker evicts it "
+                    "from its group, the group rebalances and its partitions' lag grows"
+                )
+                title = f"{who}: consumer exceeds max.poll.interval.ms ({len(recs)}x)"
+            else:
+                what = f"{who}'s worker/thread pool is exhausted: requests are rejected or queue"
+                title = f"{who}: worker/thread pool exhausted ({len(recs)}x)"
+            out.append(
+                Finding(
+                    analyzer="app_capacity",
+                    domain=Domain.LOGS,
+                    role="cause",
+                    code="consumer_too_slow" if kind == "poll" else "app_pool_exhausted",
+                    category=Category.RESOURCE_EXHAUSTION,
+                    title=title,
+                    mechanism=f"{what}: '{sample}' x{len(recs)} {span_text(first, last)}.",
+                    object=who,
+                    score=0.75,
+                    ts=first,
+                    tags=object_tags(item, service_of(item)),
+                    explains=[
+                        "errors",
+                        "latency",
+                        "http_5xx",
+                        "backlog",
+                        "queue_backlog",
+                        "metric_shift",
+                        "upstream_timeout",
+                        "exception",
+                        "probe_*",
+                    ],
+                    evidence=[
+                        EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
+                    ],
+                    actions=[
+                        Action(
+                            description="See the rejections and the pool or consumer settings around them",
+                            command=f"grep -n -E 'max.poll|rejected|busy|max_children' <{item.object} log>",
+                        )
+                    ],
+                )
+            )
+    return with_aliases(out)
 
 
 @ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
@@ -225,19 +336,21 @@ def _cause_of(
             evidence=refs,
             actions=_mem_actions(item, who),
         )
-    if claimed_elsewhere(msg):
+    if claimed_elsewhere(msg) or APP_CAPACITY.search(msg):  # app_capacity names a pool or worker limit reached
         return None
     if BAD_DATA.search(msg):
+        what = _data_error_name(msg)
+        stuck = _stuck_offset(item) or _input_file(item, tpl.first_ts)
         return Finding(
             analyzer="log_errors",
             domain=Domain.LOGS,
             role="cause",
             code="bad_data",
             category=Category.DATA_QUALITY,
-            title=f"{who} rejects bad data: '{_short(tpl.template, 80)}' x{tpl.count}",
+            title=f"{who} rejects bad data ({what}): '{_short(tpl.template, 80)}' x{tpl.count}",
             mechanism=(
-                f"{who} fails on its input: '{_short(msg)}' x{tpl.count} {span}; the data (schema or a field) does "
-                "not match what the code expects."
+                f"{who} fails on its input with {what}{stuck}: '{_short(_around(msg, what))}' x{tpl.count} {span}; "
+                "the data (its format, schema or a field) does not match what the code expects."
             ),
             object=who,
             score=0.7 if tpl.count >= SPORADIC else 0.45,
@@ -271,6 +384,7 @@ def _cause_of(
             and not BAD_DATA.search(t.sample.msg)
             and not APP_OOM.search(t.sample.msg)
             and not REMOTE_FAILURE.search(t.sample.msg)
+            and not APP_CAPACITY.search(t.sample.msg)
         ),
         None,
     )
@@ -406,6 +520,63 @@ def _mem_actions(item: EvidenceItem, who: str) -> list[Action]:
             )
         )
     return acts
+
+
+def _data_error_name(msg: str) -> str:
+    """What names the bad data: the innermost exception class whose text is a data error (Java's nested causes
+    come last), else the phrase the data-error pattern matched."""
+    for m in reversed(list(_DATA_CLASS.finditer(msg))):
+        if BAD_DATA.search(m.group(1)) or BAD_DATA.search(msg, m.end(), m.end() + 120):
+            return m.group(1).rsplit(".", 1)[-1]
+    phrase = BAD_DATA.search(msg)
+    return phrase.group(0) if phrase else "bad input"
+
+
+def _stuck_offset(item: EvidenceItem) -> str:
+    """A consumer that keeps re-reading one record (a poison message): the offset (and partition) its log names
+    at least 3 times, as ", re-reading offset N of partition P (a poison message)"; else ""."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in item.data.get("records") or ():
+        for m in _OFFSET.finditer(str(r.get("msg") or "")):
+            off = m["off"] or m["off2"]
+            key = (off, m["part"] or m["topic"] or "")
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return ""
+    (off, part), n = max(counts.items(), key=lambda kv: kv[1])
+    if n < SPORADIC or n < 0.5 * sum(counts.values()):
+        return ""
+    where = f" of partition {part}" if part else ""
+    return f", re-reading offset {off}{where} {n}x (a poison message the consumer cannot skip)"
+
+
+_DATA_FILE = re.compile(r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat)(?:\.gz)?)\b", re.I)
+INPUT_WINDOW_S = 300.0  # the input a job picked up shortly before it failed on it
+
+
+def _input_file(item: EvidenceItem, first_ts: float | None) -> str:
+    """The data file the source names most around its first failure (an import or ETL job reading it), as
+    ", reading <file>"; else ""."""
+    counts: dict[str, int] = {}
+    for r in item.data.get("records") or ():
+        ts = r.get("ts")
+        if first_ts is not None and isinstance(ts, int | float) and not (first_ts - INPUT_WINDOW_S <= ts <= first_ts):
+            continue
+        for m in _DATA_FILE.finditer(str(r.get("msg") or "")):
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    if not counts:
+        return ""
+    return f", reading {max(counts.items(), key=lambda kv: kv[1])[0]}"
+
+
+def _around(msg: str, what: str, n: int = 160) -> str:
+    """The part of a long message around `what`, so the quoted sample shows the data error itself."""
+    flat = " ".join(msg.split())
+    i = flat.find(what)
+    if i < 0 or i + len(what) <= n - 1:
+        return flat
+    start = max(0, i - 40)
+    return "…" + flat[start:]
 
 
 def _short(s: str, n: int = 160) -> str:

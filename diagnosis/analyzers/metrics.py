@@ -621,3 +621,124 @@ def _resource_actions(s: _Series) -> list[Action]:
             ),
         )
     ]
+
+
+# ---------------------------------------------------------------- CPU throttling (cgroup CFS quota)
+# A container at its CPU limit is throttled: the kernel stops it for the rest of each 100 ms period once it has
+# used its quota, so requests stall although the node has idle CPU. Read from cAdvisor's counters
+# (container_cpu_cfs_throttled_periods_total / container_cpu_cfs_periods_total) or a recorded ratio of them.
+THROTTLED_SHARE = 0.25  # a quarter of the periods throttled, over the trailing points, is a latency cause
+_THROTTLED = re.compile(r"cfs_throttled_periods|cpu_throttl", re.I)
+_PERIODS = re.compile(r"cfs_periods", re.I)
+
+
+@ANALYZERS.analyzer(domain=Domain.METRICS, reads={"metric"})
+def cpu_throttling(evidence: EvidenceSet) -> list[Finding]:
+    periods: dict[tuple[str, str, str], EvidenceItem] = {}
+    throttled: list[EvidenceItem] = []
+    for m in evidence.kind("metric"):
+        name = str(m.data.get("name") or m.object)
+        if _THROTTLED.search(name):
+            throttled.append(m)
+        elif _PERIODS.search(name):
+            periods[_pod_key(m)] = m
+    out: list[Finding] = []
+    for m in throttled:
+        name = str(m.data.get("name") or m.object)
+        pts = points_of(m.data.get("points"))
+        if len(pts) < 2:
+            continue
+        pair = periods.get(_pod_key(m))
+        if name.endswith("_total") and pair is not None:
+            share = _counter_share(pts, points_of(pair.data.get("points")))
+        elif "ratio" in name.lower() or max(v for _, v in pts) <= 1.0:
+            tail = [v for _, v in pts[-3:]]
+            share = sorted(tail)[len(tail) // 2]
+        else:
+            continue
+        if share is None or share < THROTTLED_SHARE:
+            continue
+        ns, pod, container = _pod_key(m)
+        if not pod:
+            continue
+        limit, limit_ref = _cpu_limit(evidence, ns, pod, container)
+        since = next((t for t, v in pts if v >= THROTTLED_SHARE), pts[-1][0])
+        where = f"container {container} of pod {ns}/{pod}" if container else f"pod {ns}/{pod}"
+        lim = f" at its CPU limit {limit}" if limit else " at its CPU limit"
+        refs = [EvidenceRef(item=m.id, field=f"points.{len(pts) - 1}", value=round(pts[-1][1], 4))]
+        if limit_ref:
+            refs.append(limit_ref)
+        out.append(
+            Finding(
+                analyzer="cpu_throttling",
+                domain=Domain.METRICS,
+                role="cause",
+                code="cpu_throttled",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{where} CPU-throttled {share:.0%} of periods{lim}",
+                mechanism=(
+                    f"{where} is throttled by its cgroup CPU quota{lim}: {share:.0%} of CFS periods throttled "
+                    f"since {fmt_ts(since)}, so requests stall waiting for CPU time even though the node may be idle."
+                ),
+                object=where,
+                score=0.8,
+                ts=since,
+                tags=[f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"],
+                explains=[
+                    "latency",
+                    "http_5xx",
+                    "errors",
+                    "upstream_timeout",
+                    "probe_*",
+                    "pod_restarts",
+                    "cpu_high",
+                    "metric_shift",
+                    "backlog",
+                    "queue_backlog",
+                ],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description="CPU use against the limit, per container",
+                        command=f"kubectl top pod {pod} -n {ns} --containers",
+                    ),
+                    Action(
+                        description="Raise the CPU limit (or remove it and keep the request)",
+                        command=f"kubectl set resources deployment/{workload_of_pod(pod)} -n {ns} "
+                        f"{'-c ' + container + ' ' if container else ''}--limits=cpu=<more>",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)
+
+
+def _pod_key(m: EvidenceItem) -> tuple[str, str, str]:
+    lb = m.data.get("labels") or {}
+    return (str(lb.get("namespace") or "default"), str(lb.get("pod") or ""), str(lb.get("container") or ""))
+
+
+def _counter_share(throttled: list[Point], periods: list[Point]) -> float | None:
+    """Throttled periods over all periods between the last few samples (counters: increases, not values)."""
+    if len(throttled) < 2 or len(periods) < 2:
+        return None
+    k = min(4, len(throttled), len(periods))
+    dt = throttled[-1][1] - throttled[-k][1]
+    dp = periods[-1][1] - periods[-k][1]
+    return dt / dp if dp > 0 and dt >= 0 else None
+
+
+def _cpu_limit(evidence: EvidenceSet, ns: str, pod: str, container: str) -> tuple[str | None, EvidenceRef | None]:
+    pods = [p for p in evidence.kind("k8s/Pod") if p.object == f"Pod/{ns}/{pod}"]
+    # a sibling of the same workload declares the same limit when the throttled pod itself was not exported
+    workload = workload_of_pod(pod)
+    pods += [p for p in evidence.kind("k8s/Pod") if workload_of_pod(p.object.rsplit("/", 1)[-1]) == workload]
+    for p in pods:
+        for i, c in enumerate(((p.data.get("spec") or {}).get("containers")) or ()):
+            if container and c.get("name") != container:
+                continue
+            cpu = ((c.get("resources") or {}).get("limits") or {}).get("cpu")
+            if cpu:
+                return str(cpu), EvidenceRef(item=p.id, field=f"spec.containers.{i}.resources.limits.cpu", value=cpu)
+    return None, None

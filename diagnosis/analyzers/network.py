@@ -10,8 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from diagnosis.analyzers._common import (
+    AUTH_DENIED,
     DNS_NXDOMAIN,
     DNS_TEMPORARY,
+    NET_CIRCUIT_OPEN,
     NET_REFUSED,
     NET_RESET,
     NET_TIMEOUT,
@@ -26,6 +28,7 @@ from diagnosis.analyzers._common import (
     signature_records,
     span_text,
     with_aliases,
+    workload_of_pod,
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -100,6 +103,12 @@ _TARGET_PATTERNS = [
     re.compile(rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", re.I),
     re.compile(rf"(?:https?|grpcs?|tcp|postgres(?:ql)?|redis|amqps?|mysql|mongodb)://(?:[^@/\s\"]+@)?({_NAME})"),
     re.compile(rf"dial tcp ({_NAME}:\d+)"),
+    # resilience4j "CircuitBreaker 'payments' is OPEN", Hystrix "PaymentsCommand short-circuited", HAProxy
+    # "backend payments has no server available", urllib3 "HTTPSConnectionPool(host='api.stripe.com', port=443)"
+    re.compile(r"CircuitBreaker '([^']+)'"),
+    re.compile(rf"({_NAME}) (?:short-circuited|has no server available)"),
+    re.compile(rf"circuit(?: breaker)? (?:for|on|to) \"?'?({_NAME})", re.I),
+    re.compile(rf"host=['\"]?({_NAME})['\"]?"),
     re.compile(
         rf"(?:connect(?:ing)? to|connection to|calling|call to|request to|requests? to|host|server at|server)\s+"
         rf"\"?(?:[a-z]+://)?({_NAME})",
@@ -168,7 +177,9 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             _add(tls, _target(msg) or "unknown host", tls_kind, rec, caller_of(rec))
         elif DNS_TEMPORARY.search(msg):
             m = _RESOLVER.search(msg)
-            _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=_target(msg))
+            q = _COREDNS_QUERY.search(msg)  # CoreDNS's own error line names the query, not a host:port
+            name = q.group(1) if q else _target(msg)
+            _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=name)
         elif DNS_NXDOMAIN.search(msg):
             name = _dns_name(msg)
             _add(dns_nx, name or "unknown name", "nxdomain", rec, caller_of(rec))
@@ -187,9 +198,20 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             if call_kind == "http_5xx":
                 m5 = UPSTREAM_5XX.search(msg)
                 if m5:
-                    f.statuses[m5.group(1)] = f.statuses.get(m5.group(1), 0) + 1
+                    status = m5.group(1) or m5.group(2)
+                    f.statuses[status] = f.statuses.get(status, 0) + 1
+    for rec, kind, target, status in _envoy_failures(evidence):
+        f = calls.setdefault((target, kind), Failures(target, kind))
+        f.recs.append(rec)
+        src = rec.item.data.get("source") or {}
+        # a sidecar's log speaks for its pod's workload, not for the proxy container
+        caller = workload_of_pod(str(src["pod"])) if src.get("pod") else caller_of(rec)
+        if caller and _base(target) != caller:
+            f.callers.add(caller)
+        if status.startswith("5"):
+            f.statuses[status] = f.statuses.get(status, 0) + 1
     findings: list[Finding] = []
-    findings += _call_findings(calls, now)
+    findings += _named_by_cluster(_call_findings(calls, now), evidence)
     findings += _dns_findings(dns_nx, dns_tmp, now)
     findings += _tls_findings(tls, now)
     findings += _probe_findings(evidence)
@@ -213,7 +235,94 @@ def _records_with_events(evidence: EvidenceSet) -> Iterable[Rec]:
         yield Rec(ev, d.get("last_ts") or ev.ts, msg, None, "error" if d.get("type") == "Warning" else "info")
 
 
+# Envoy's (and Istio's) default access log: [ts] "METHOD path PROTO" code flags rx tx duration upstream_time "xff"
+# "user-agent" "request-id" "authority" "upstream-host". The response flags say why a call failed: UT upstream
+# timeout, UF/URX/UH/NR? connection failure, retries exhausted, no healthy upstream; UC/UR connection reset;
+# "-" with a 5xx is the upstream's own answer.
+_ENVOY_ACCESS = re.compile(
+    r"\"[A-Z]+ \S+ HTTP/[\d.]+\" (?P<code>\d{3}) (?P<flags>[A-Z,]+|-) "
+    r".*\"(?P<authority>[^\"]*)\" \"(?P<upstream>[^\"]*)\"\s*$"
+)
+_ENVOY_FLAGS = {"UT": "timeout", "UF": "refused", "URX": "refused", "UH": "refused", "UO": "refused",
+                "UC": "reset", "UR": "reset", "UPE": "reset"}  # fmt: skip
+
+
+def _ip_owners(evidence: EvidenceSet) -> dict[str, tuple[str, str, list[str]]]:
+    """Pod IP -> (namespace, pod, the Services whose endpoints hold it), from Pods and Endpoints."""
+    owners: dict[str, tuple[str, str, list[str]]] = {}
+    for p in evidence.kind("k8s/Pod"):
+        meta, status = p.data.get("metadata") or {}, p.data.get("status") or {}
+        ips = [status.get("podIP")] + [x.get("ip") for x in status.get("podIPs") or () if isinstance(x, dict)]
+        for ip in filter(None, ips):
+            owners[str(ip)] = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""), [])
+    for ep in evidence.kind("k8s/Endpoints"):
+        meta = ep.data.get("metadata") or {}
+        svc, ns = str(meta.get("name") or ""), str(meta.get("namespace") or "default")
+        for subset in ep.data.get("subsets") or ():
+            for addr in [*(subset.get("addresses") or ()), *(subset.get("notReadyAddresses") or ())]:
+                ip, ref = str(addr.get("ip") or ""), addr.get("targetRef") or {}
+                if not ip:
+                    continue
+                pod = owners.get(ip, (ns, str(ref.get("name") or ""), []))
+                owners[ip] = (pod[0], pod[1], [*pod[2], svc])
+    return owners
+
+
+def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
+    """An upstream given as a pod IP is named by its pod and the Services behind it, so a cause on that pod or
+    Service (a crash, a wrong targetPort) links to the calls that failed, and the answer names the object."""
+    if not findings:
+        return findings
+    owners = _ip_owners(evidence)
+    if not owners:
+        return findings
+    out = []
+    for f in findings:
+        ips = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
+        owner = next((owners[ip] for ip in ips if ip in owners), None)
+        if owner is None:
+            out.append(f)
+            continue
+        ns, pod, services = owner
+        extra = ([f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"] if pod else []) + [
+            f"service:{svc}" for svc in services
+        ]
+        who = f"pod {ns}/{pod}" + (f" (Service {', '.join(dict.fromkeys(services))})" if services else "")
+        out.append(
+            f.model_copy(
+                update={
+                    "tags": list(dict.fromkeys([*f.tags, *extra])),
+                    "object": f"{f.object} = {who}",
+                    "mechanism": f"{f.mechanism} The address is {who}.",
+                }
+            )
+        )
+    return out
+
+
+def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]]:
+    """(record, kind, target, status) for each failed call in an Envoy access log (a sidecar's outbound calls)."""
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "HTTP/" not in msg or '" ' not in msg:
+                continue
+            m = _ENVOY_ACCESS.search(msg)
+            if not m:
+                continue
+            flags = m["flags"].split(",")
+            kind = next((_ENVOY_FLAGS[f] for f in flags if f in _ENVOY_FLAGS), None)
+            if kind is None and m["code"].startswith("5") and m["flags"] == "-":
+                kind = "http_5xx"
+            target = m["authority"] if m["authority"] not in ("", "-") else m["upstream"]
+            if kind is None or target in ("", "-"):
+                continue
+            yield Rec(item, r.get("ts"), msg, r.get("line"), "error"), kind, target, m["code"]
+
+
 def _call_failure(msg: str) -> str | None:
+    if NET_CIRCUIT_OPEN.search(msg):
+        return "circuit_open"
     if NET_REFUSED.search(msg):
         return "refused"
     if NET_TIMEOUT.search(msg):
@@ -291,6 +400,7 @@ _KIND_WORDS = {
     "refused": "refused the connection",
     "reset": "reset or closed the connection",
     "http_5xx": "answered with 5xx",
+    "circuit_open": "failed often enough to open the caller's circuit breaker (calls short-circuited)",
 }
 
 
@@ -323,6 +433,7 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
             "refused": "connection_refused",
             "reset": "upstream_reset",
             "http_5xx": "upstream_5xx",
+            "circuit_open": "upstream_circuit_open",
         }[main.kind]
         sample = recs[0].msg.strip()[:200]
         mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (
@@ -419,13 +530,83 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
         recs = sorted((r for f in live_nx.values() for r in f.recs), key=lambda r: r.ts or 0)
         names = sorted(live_nx)
         out.append(_dns_outage(recs, names, "NXDOMAIN for many names"))
+    # every temporary failure, from clients and from CoreDNS forwarding alike, about one external name: that
+    # name's authoritative servers fail (one Failures holding them all decides)
+    live_tmp = [f for f in tmp.values() if not _stopped(f, now)]
+    if len(live_tmp) > 1:
+        merged = Failures(live_tmp[0].target, "dns_temporary")
+        for f in live_tmp:
+            merged.recs += f.recs
+            merged.callers |= f.callers
+            for k, v in f.statuses.items():
+                merged.statuses[k] = merged.statuses.get(k, 0) + v
+        external = _authoritative_failure(merged)
+        if external:
+            out.append(_dns_authoritative(merged, external, ", ".join(sorted(tmp))))
+            return out
     for resolver, f in tmp.items():
         if _stopped(f, now):
             out.append(_stopped_finding(f, "dns_failure_stopped", f"DNS via {resolver}"))
             continue
         resolved = ", ".join(sorted(f.statuses)[:5]) or "names"
+        external = _authoritative_failure(f)
+        if external:
+            out.append(_dns_authoritative(f, external, resolver))
+            continue
         out.append(_dns_outage(f.recs, [resolver], f"temporary failures resolving {resolved} via {resolver}"))
     return out
+
+
+# CoreDNS errors plugin: "[ERROR] plugin/errors: 2 maps.example.com. A: read udp ...: i/o timeout"
+_COREDNS_QUERY = re.compile(r"plugin/errors: \d+ (\S+?)\.? (?:A|AAAA|SRV|CNAME|PTR|MX|TXT|NS|SOA|HTTPS)\b")
+_CLUSTER_SUFFIXES = (".svc", ".cluster.local", ".local", ".internal", ".lan", ".localdomain")
+_SERVFAIL = re.compile(r"SERVFAIL|server misbehaving|No Reachable Authority|REFUSED", re.I)
+
+
+def _authoritative_failure(f: Failures) -> str | None:
+    """The one external name every failure is about, when each says SERVFAIL ("server misbehaving" in Go): the
+    resolver answers, but the name's own authoritative servers do not. A resolver that is down fails every name,
+    and times out rather than answering SERVFAIL."""
+    names = [n for n in f.statuses if n and "." in n]
+    if len(names) != 1 or len(f.statuses) != 1:
+        return None
+    name = names[0].split(":")[0].rstrip(".")
+    if name.endswith(_CLUSTER_SUFFIXES) or name.count(".") < 1:
+        return None
+    # SERVFAIL from the resolver, or CoreDNS's forwarder failing for that name (while it answers others)
+    servfail = [r for r in f.recs if _SERVFAIL.search(r.msg)]
+    forwarded = [r for r in f.recs if _COREDNS_QUERY.search(r.msg)]
+    return name if servfail and len(servfail) + len(forwarded) >= len(f.recs) else None
+
+
+def _dns_authoritative(f: Failures, name: str, resolver: str) -> Finding:
+    recs = sorted(f.recs, key=lambda r: r.ts or 0)
+    clients = sorted(c for c in f.callers if c not in ("coredns", "kube-dns", "dnsmasq", "node-local-dns"))
+    callers = ", ".join(clients) or "clients"
+    domain = ".".join(name.split(".")[-2:])
+    return Finding(
+        analyzer="network_failures",
+        domain=Domain.NETWORK,
+        role="cause",
+        code="dns_authoritative_failure",
+        category=Category.DEPENDENCY_FAILURE,
+        title=f"DNS for {name}: SERVFAIL from its authoritative servers ({len(recs)}x)",
+        mechanism=(
+            f"{callers} cannot resolve {name}: the resolver {resolver} answers SERVFAIL for it alone "
+            f"{span_text(recs[0].ts, recs[-1].ts)}, so the authoritative name servers of {domain} (the provider's "
+            "DNS) fail, not our resolver, which resolves other names."
+        ),
+        object=f"DNS of {name}",
+        score=0.75,
+        ts=recs[0].ts,
+        tags=[f"dns:{name}", f"upstream:{name}", *(f"service:{c}" for c in clients)],
+        explains=["errors", "http_5xx", "latency", "upstream_timeout", "exception", "job_failed"],
+        evidence=_refs(recs),
+        actions=[
+            Action(description="Ask the authoritative servers directly", command=f"dig +trace {name}"),
+            Action(description="Compare with a public resolver", command=f"dig @1.1.1.1 {name}"),
+        ],
+    )
 
 
 def _dns_outage(recs: list[Rec], names: list[str], what: str) -> Finding:
@@ -715,3 +896,83 @@ def _stopped_finding(f: Failures, code: str, what: str) -> Finding:
         tags=[f"upstream:{_base(f.target)}"],
         evidence=_refs(f.recs),
     )
+
+
+# ---------------------------------------------------------------- credentials and permissions refused
+_RBAC = re.compile(r'is forbidden: User "(?P<user>[^"]+)" cannot (?P<verb>\w+) resource "(?P<res>[^"]+)"')
+_SECRET_NAME = re.compile(r"\b([A-Z][A-Z0-9]*_)+(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)\b")
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def access_denied(evidence: EvidenceSet) -> list[Finding]:
+    """Calls the other side refused because of who made them (401/403, Kubernetes RBAC, AWS AccessDenied, gRPC
+    PERMISSION_DENIED, invalid or expired keys and tokens): the credentials or permissions are set wrong, which
+    no retry or scaling fixes. One finding per target (or RBAC subject) with at least MIN_FAILURES refusals."""
+    now = now_of(evidence)
+    groups: dict[str, list[Rec]] = {}
+    for rec in signature_records(evidence):
+        if not AUTH_DENIED.search(rec.msg):
+            continue
+        m = _RBAC.search(rec.msg)
+        key = f"serviceaccount {m['user']}" if m else (_target(rec.msg) or service_of(rec.item) or rec.item.object)
+        groups.setdefault(key, []).append(rec)
+    out: list[Finding] = []
+    for target, recs in groups.items():
+        if len(recs) < MIN_FAILURES:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        first, last = recs[0].ts, recs[-1].ts
+        stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        callers = sorted({c for r in recs if (c := service_of(r.item))})
+        m = _RBAC.search(recs[-1].msg)
+        sample = " ".join(recs[-1].msg.split())
+        hit = AUTH_DENIED.search(sample)
+        shown = sample[max(0, hit.start() - 60) :][:220] if hit else sample[:220]
+        secret = next((s.group(0) for r in recs for s in [_SECRET_NAME.search(r.msg)] if s), None)
+        if m:
+            what = (
+                f"{m['user']} is not allowed to {m['verb']} {m['res']} (Kubernetes RBAC: the API server answers "
+                "forbidden); its Role/ClusterRole or binding lacks that permission"
+            )
+        else:
+            what = (
+                f"{target} refuses the calls of {', '.join(callers) or 'its caller'} as unauthorised "
+                f"({'the credential ' + secret if secret else 'the API key, token or permissions'} it sends "
+                "is wrong, expired or lacks access)"
+            )
+        out.append(
+            Finding(
+                analyzer="access_denied",
+                domain=Domain.NETWORK,
+                role="benign" if stopped else "cause",
+                code="access_denied_stopped" if stopped else "access_denied",
+                category=Category.HEALTHY if stopped else Category.CONFIGURATION_ERROR,
+                title=f"{target}: access denied {len(recs)}x",
+                mechanism=f"{what}: '{shown}' x{len(recs)} {span_text(first, last)}.",
+                object=target,
+                score=0.8,
+                ts=first,
+                tags=_target_tags(target) + [f"service:{c}" for c in callers],
+                explains=[
+                    "errors",
+                    "exception",
+                    "http_5xx",
+                    "upstream_5xx",
+                    "job_failed",
+                    "crash_loop",
+                    "pod_restarts",
+                ],
+                evidence=_refs(recs),
+                actions=[
+                    Action(
+                        description="Check who the caller authenticates as and what it may do",
+                        command=(
+                            f"kubectl auth can-i {m['verb']} {m['res']} --as={m['user']}"
+                            if m
+                            else f"grep -n -m 5 -E '401|403|denied|forbidden' <{recs[0].item.object} log>"
+                        ),
+                    )
+                ],
+            )
+        )
+    return with_aliases(out)

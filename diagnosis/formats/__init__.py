@@ -4,7 +4,7 @@ One module per family: alertmanager, kubernetes, prometheus, aws (CloudWatch, RD
 datadog, postgres, and logs (the catch-all for text and JSON-lines logs, offered last).
 """
 
-from diagnosis.formats import alertmanager, aws, datadog, kubernetes, logs, postgres, prometheus
+from diagnosis.formats import alertmanager, aws, datadog, hosttext, kubernetes, logs, postgres, prometheus
 from diagnosis.formats.base import (
     FORMATS,
     Document,
@@ -29,6 +29,7 @@ __all__ = [
     "aws",
     "datadog",
     "describe_unknown",
+    "hosttext",
     "kubernetes",
     "logs",
     "postgres",

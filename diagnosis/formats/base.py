@@ -39,7 +39,7 @@ class Document:
     @property
     def stem(self) -> str:
         name = self.path.rsplit("/", 1)[-1]
-        for suffix in (".gz", ".bz2", ".xz"):
+        for suffix in (".gz", ".bz2", ".xz", ".zst"):
             name = name.removesuffix(suffix)
         return name.split(".", 1)[0]
 
@@ -170,6 +170,10 @@ def sniff(path: str, raw: bytes) -> Document:
         except json.JSONDecodeError as exc:
             if _looks_jsonl(text):
                 return Document(path, "jsonl", text=text)
+            if end >= 0 and _is_json_object(first):
+                # a log mixing JSON lines with plain text (a stack trace, a banner, another logger's lines):
+                # read line by line, each JSON line as a record, not the whole file as malformed JSON
+                return Document(path, "text", text=text)
             if _JSON_START.match(first) or first.startswith('{"'):
                 raise NotReadable(
                     f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", ignored=False
@@ -213,6 +217,13 @@ def _yaml_loader() -> Any:
         for first, entries in base.yaml_implicit_resolvers.items()
     }
     return type("PlainTimeLoader", (base,), {"yaml_implicit_resolvers": resolvers})
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 def _looks_jsonl(text: str) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from diagnosis.formats._time import parse_ts
 from diagnosis.formats.base import FORMATS, Document, ParseContext
-from diagnosis.formats.logs import normalise_level
+from diagnosis.formats.logs import normalise_level, with_error_details
 from diagnosis.model import EvidenceItem
 
 
@@ -47,6 +47,9 @@ def parse_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         msg = entry.get("message")
         if not isinstance(msg, str):
             msg = str(get_nested_message(entry.get("attributes")) or "")
+        # Datadog's standard error attributes (error.kind, error.message, error.stack) and whatever error object
+        # the logger attached: the message alone ("bulk item rejected") hides what failed
+        msg = with_error_details(msg, entry.get("attributes"), skip="message")
         by_service[service].append({"ts": parse_ts(entry.get("timestamp")), "level": level, "msg": msg, "line": n})
         if entry.get("host"):
             hosts[service].add(str(entry["host"]))

@@ -35,19 +35,19 @@ from diagnosis.formats.base import FORMATS, Document, ParseContext
 from diagnosis.model import EvidenceItem
 
 KUBECTL_PATH = re.compile(
-    r"(?:^|/)logs/(?P<ns>[^/]+)/(?P<pod>[^/]+?)(?:/(?P<container>[^/]+?))?\.log(?:\.gz|\.bz2|\.xz)?$"
+    r"(?:^|/)logs/(?P<ns>[^/]+)/(?P<pod>[^/]+?)(?:/(?P<container>[^/]+?))?\.log(?:\.gz|\.bz2|\.xz|\.zst)?$"
 )
 KUBECTL_TS_PREFIX = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})) ")
 EPOCH_PREFIX = re.compile(r"(\d{10}(?:\.\d{1,9})?|\d{13})\b")
 LEVEL_TOKEN = re.compile(
     r"\b(?:level|lvl|severity)=\"?(?P<kv>[A-Za-z]+)"
-    r"|\[(?P<br>[A-Za-z]{3,8})\]"
-    r"|\b(?P<up>FATAL|PANIC|CRITICAL|CRIT|EMERG|ALERT|ERROR|ERR|WARNING|WARN|NOTICE|INFO|DEBUG|TRACE)\b"
+    r"|\[(?:[a-z_]+:)?(?P<br>[A-Za-z]{3,8})\]"
+    r"|\b(?P<up>FATAL|PANIC|CRITICAL|CRIT|EMERG|ALERT|SEVERE|ERROR|ERR|WARNING|WARN|NOTICE|INFO|DEBUG|TRACE)\b"
 )
 LEVELS = {
     "fatal": "fatal", "panic": "fatal", "critical": "fatal", "crit": "fatal", "emerg": "fatal",
     "emergency": "fatal", "alert": "fatal", "f": "fatal", "dpanic": "fatal",
-    "error": "error", "err": "error", "e": "error", "eror": "error",
+    "error": "error", "err": "error", "severe": "error", "e": "error", "eror": "error",
     "warning": "warn", "warn": "warn", "w": "warn",
     "info": "info", "notice": "info", "information": "info", "i": "info", "ok": "info", "success": "info",
     "debug": "debug", "trace": "debug", "d": "debug", "verbose": "debug", "dbug": "debug",
@@ -67,6 +67,13 @@ TS_KEYS = (
 )
 LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "loglevel", "log.level", "@l", "status")
 MSG_KEYS = ("msg", "message", "log", "@m", "event", "text", "error", "err", "MESSAGE")
+# what a structured logger puts beside the message when it logs an error: zap/zerolog `error`/`err`, pino and
+# bunyan `err` ({type, message, stack}), ECS `error` ({message, type, stack_trace}), structlog `exception`,
+# python-json-logger `exc_info`, logstash `stack_trace`. The message alone ("request failed") hides the cause.
+ERROR_KEYS = ("error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause")
+_ERROR_SUBKEYS = (
+    "type", "kind", "name", "class", "code", "message", "msg", "reason", "stack_trace", "stack", "stacktrace",
+)  # fmt: skip
 # journald (`journalctl -o json`): PRIORITY is the syslog severity, 0 emerg .. 7 debug
 JOURNAL_PRIORITY = {
     "0": "fatal",
@@ -80,6 +87,24 @@ JOURNAL_PRIORITY = {
 }
 # logfmt (logrus, Go's slog text handler): time=2024-06-12T14:03:01Z level=error msg="..."
 LOGFMT_TIME = re.compile(r"\b(?:time|ts|timestamp)=\"?(\d{4}-\d{2}-\d{2}[T ][0-9:.]+(?:Z|[+-]\d{2}:?\d{2})?)")
+# dmesg: "[8126684.123456] msg" (seconds since boot: no wall-clock time, so ts is None), `dmesg -r`'s "<3>"
+# syslog priority before it, and `dmesg -T`'s "[Mon Nov 23 19:02:11 2026] msg"
+DMESG_RE = re.compile(r"(?:<(?P<pri>[0-7])>)?\[\s*(?P<up>\d+\.\d+)\]\s?")
+DMESG_CTIME_RE = re.compile(
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<ctime>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?"
+)
+# day-month-year with the month's name: PHP ("[02-Dec-2025 08:12:00 UTC]"), Tomcat/Catalina ("02-Dec-2025
+# 08:12:00.123"); Apache 2.4's error log ("[Tue Dec 02 08:12:00.123456 2025]")
+DMY_RE = re.compile(
+    r"(?P<d>\d{2})-(?P<mon>[A-Z][a-z]{2})-(?P<y>\d{4}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:[.,](?P<f>\d{1,6}))?"
+    r"(?: (?:UTC|GMT))?"
+)
+APACHE_RE = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) (?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?:\.(?P<f>\d{1,6}))? (?P<y>\d{4})"
+)
+PHP_LEVEL = re.compile(r"\bPHP (Fatal error|Parse error|Warning|Notice|Deprecated|Recoverable fatal error)\b")
+_PHP_LEVELS = {"Warning": "warn", "Notice": "info", "Deprecated": "info"}
 CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
 MAX_CONTINUATION = 4000  # characters a stack trace may add to its record
 _SNIFF = 50
@@ -152,6 +177,12 @@ class LineParser:
         return record_fields(obj, body, want_ts) if isinstance(obj, dict) else None
 
     def _text(self, body: str) -> tuple[float | None, str | None, str]:
+        m = DMESG_RE.match(body) or DMESG_CTIME_RE.match(body)
+        if m:
+            rest = body[m.end() :]
+            stamp = _ctime(m["ctime"]) if "ctime" in m.groupdict() else None
+            level = JOURNAL_PRIORITY.get(m.groupdict().get("pri") or "") or _level_in(rest)
+            return stamp, level, rest
         m = KLOG_RE.match(body)
         if m:
             self._guessed = True
@@ -169,6 +200,15 @@ class LineParser:
             if m:
                 ts, end = parse_ts(m[1]), m.end()
             else:
+                m = DMY_RE.match(body, start) or APACHE_RE.match(body, start)
+                if m and m["mon"] in MONTHS:
+                    frac = float(f"0.{m['f']}") if m["f"] else 0.0
+                    fields = (int(m["y"]), MONTHS[m["mon"]], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
+                    ts, end = calendar.timegm((*fields, 0, 0, 0)) + frac, m.end()
+                    rest = body[end:].lstrip(" ]\t|-:")
+                    php = PHP_LEVEL.search(rest, 0, 80)
+                    level = _PHP_LEVELS.get(php[1], "error") if php else _level_in(rest)
+                    return ts, level, rest
                 m = SYSLOG_RE.match(body, start)
                 if m:
                     self._guessed = True
@@ -183,6 +223,13 @@ class LineParser:
             if m:
                 ts = parse_ts(m[1])
         return ts, _level_in(rest), rest
+
+
+def _ctime(text: str) -> float | None:
+    try:
+        return calendar.timegm(time.strptime(" ".join(text.split()), "%b %d %H:%M:%S %Y"))
+    except ValueError:
+        return None
 
 
 def _syslog_year(mon: str, now: float) -> int | None:
@@ -202,12 +249,38 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
         level = normalise_level(obj["log"])
     if level is None and "PRIORITY" in obj:
         level = JOURNAL_PRIORITY.get(str(obj["PRIORITY"]))
-    msg = next((obj[k] for k in MSG_KEYS if isinstance(obj.get(k), str)), None)
-    if msg is None:
+    msg_key = next((k for k in MSG_KEYS if isinstance(obj.get(k), str)), None)
+    if msg_key is None:
         return ts, level, raw
+    msg: str = obj[msg_key]
     if level is None:  # docker's json-file wraps a text line: {"log": "E0612 ...", "stream": "stderr"}
         level = _level_in(msg)
-    return ts, level, msg.rstrip("\n")
+    return ts, level, with_error_details(msg, obj, skip=msg_key).rstrip("\n")
+
+
+def with_error_details(msg: str, obj: Any, skip: str | None = None) -> str:
+    """`msg` with the error fields a structured logger put beside it (see ERROR_KEYS) appended."""
+    if not isinstance(obj, dict):
+        return msg
+    details = [d for k in ERROR_KEYS if k != skip and (d := _error_text(obj.get(k))) and d not in msg]
+    return f"{msg.rstrip()}: {'; '.join(details)}"[: MAX_CONTINUATION + 200] if details else msg
+
+
+def _error_text(value: Any, depth: int = 0) -> str:
+    """An error field as text: a string, or the type, message and stack of an error object."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, dict):
+        parts = [str(value[k]).strip() for k in _ERROR_SUBKEYS if isinstance(value.get(k), str | int) and value[k]]
+        text = ": ".join(dict.fromkeys(p for p in parts if p))
+        cause = value.get("caused_by") or value.get("cause")  # Elasticsearch, and chained error objects
+        if isinstance(cause, dict) and depth < 3:
+            inner = _error_text(cause, depth + 1)
+            text = f"{text}; caused by {inner}" if inner else text
+        return text
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):  # a traceback as lines
+        return "\n".join(v.rstrip("\n") for v in value)
+    return ""
 
 
 def _kubectl_source(path: str) -> tuple[str, dict[str, Any]] | None:
@@ -238,7 +311,7 @@ def detect(doc: Document) -> bool:
             continue
         seen += 1
         ts, level, _ = parser.parse(line)
-        hits += ts is not None or level is not None
+        hits += ts is not None or level is not None or DMESG_RE.match(line.lstrip()) is not None
         if seen >= _SNIFF:
             break
     return seen > 0 and hits >= max(1, seen * 0.3)
@@ -262,7 +335,7 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 continue
             m = KUBECTL_TS_PREFIX.match(line)
             body = line[m.end() :].rstrip("\r") if m else line.rstrip("\r")
-            if last is not None and _continues(body):
+            if last is not None and (_continues(body) or _ends_python_traceback(last["msg"], body)):
                 if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
                     last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
                 continue
@@ -310,6 +383,25 @@ def _with_year(ts: float, year: int, ref: float) -> float:
         if moved <= ref + 86400:
             return moved
     return moved
+
+
+# Python prints a traceback's exception last, unindented ("UnicodeDecodeError: 'utf-8' codec can't decode ...",
+# "psycopg2.errors.NotNullViolation: null value in column ..."), and chains with unindented separator lines
+_PY_EXC_LINE = re.compile(r"(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?::\s|$)")
+_PY_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+
+
+def _ends_python_traceback(record: str, body: str) -> bool:
+    """The unindented exception line (or chain separator) that closes the Python traceback of the record above."""
+    if "Traceback (most recent call last)" not in record:
+        return False
+    tail = record.rsplit("\n", 1)[-1]
+    if body.startswith(_PY_CHAIN):
+        return True
+    if body.startswith("Traceback (most recent call last)"):  # the chained traceback, not a new error
+        return tail.startswith(_PY_CHAIN)
+    # only right after a frame line: once the exception line is joined, the record is complete
+    return tail[:1] in (" ", "\t") and _PY_EXC_LINE.match(body) is not None
 
 
 def _continues(body: str) -> bool:

@@ -142,3 +142,45 @@ def test_investigate_cli_refuses_a_bad_bundle_with_one_line_and_exit_2(
     result = CliRunner().invoke(cli.app, ["investigate", str(tmp_path)])
     assert result.exit_code == 2
     assert result.output.strip() == "error: bundle refused: entry ../../etc/passwd escapes the bundle"
+
+
+def test_investigate_without_an_llm_runs_the_rules_without_importing_langgraph(tmp_path: Path) -> None:
+    """No LLM configured: the CLI calls diagnosis.investigate.investigate directly (the same analyzers and
+    reasoning as the graph); LangGraph, most of the start-up, is not imported."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "logs" / "shop").mkdir(parents=True)
+    line = "2026-01-01T00:{:02d}:00Z ERROR panic: runtime error: invalid memory address or nil pointer dereference"
+    (tmp_path / "logs" / "shop" / "cart-7c8d9f5b6a-x2k4p.log").write_text("\n".join(line.format(m) for m in range(9)))
+    script = (
+        "import sys\n"
+        "from services import cli\n"
+        "d = cli._diagnose(cli._load_bundle(sys.argv[1]), None)\n"
+        "print(d.category.value, 'langgraph' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPSGRAPH_")}
+    env["PYTHONPATH"] = str(root)
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["code_defect", "False"]
+
+
+def test_investigate_with_an_llm_configured_runs_the_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import agents.investigation as investigation
+
+    calls: list[object] = []
+
+    class Result:
+        diagnosis = Diagnosis(category=Category.HEALTHY, root_cause="graph", confidence=0.9)
+
+    def run(evidence: object, **kw: object) -> Result:
+        calls.append(kw.get("refiner"))
+        return Result()
+
+    monkeypatch.setattr(cli, "get_settings", lambda: type("S", (), {"llm_base_url": "http://127.0.0.1:9/v1"})())
+    monkeypatch.setattr(investigation.DiagnosisRefiner, "from_settings", classmethod(lambda cls, s: "refiner"))
+    monkeypatch.setattr(investigation, "run_investigation", run)
+    assert cli._diagnose(object(), None).root_cause == "graph" and calls == ["refiner"]

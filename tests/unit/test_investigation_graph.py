@@ -433,3 +433,30 @@ def test_the_llm_budget_of_the_serving_policy_is_kept(llm: DeterministicOpenAISe
     llm.content = "not json"
     result, _ = _rules_run(routed)
     assert llm.requests[0]["body"]["model"] == "big-model" and result.llm_call["cost"] > 0
+
+
+def test_first_investigation_of_a_fresh_process_sends_specialists(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The analyzers register on import: a fresh process (every `opsgraph investigate`) must load them before the
+    lead picks specialists, or it sees an empty registry and concludes from the alerts alone."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "logs" / "shop").mkdir(parents=True)
+    lines = [f"2026-01-01T00:{m:02d}:00Z ERROR panic: runtime error: invalid memory address or nil pointer dereference"
+             for m in range(10)]  # fmt: skip
+    (tmp_path / "logs" / "shop" / "cart-7c8d9f5b6a-x2k4p.log").write_text("\n".join(lines) + "\n")
+    script = (
+        "import sys\n"
+        "from agents.investigation import load_bundle, run_investigation\n"
+        "r = run_investigation(load_bundle(sys.argv[1]))\n"
+        "print(','.join(r.specialists), r.diagnosis.category.value)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True, cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    specialists, category = out.stdout.split()
+    assert "network" in specialists.split(",")
+    assert category == "code_defect"

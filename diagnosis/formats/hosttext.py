@@ -1,0 +1,99 @@
+"""Command output an operator saves from a host: `df` (space: -h, -k, -P, -T) and `df -i` (inodes) as a
+`host/snapshot` item, and `redis-cli INFO` as a `redis/info` item - the same shapes the live tools write, so the host
+and database analyzers read them unchanged.
+
+`df` prints no host name and no time: the object is the file (`host/<path>`) and ts is None.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.model import EvidenceItem
+
+_DF_HEADER = re.compile(r"^Filesystem\s+(?:Type\s+)?(?P<cols>.*?)\s+Mounted on\s*$", re.I)
+_PCT = re.compile(r"^(\d{1,3})%$")
+
+
+def _df_header(doc: Document) -> tuple[bool, int] | None:
+    """(inodes?, index of the Use% column) when the first non-blank line is a df header."""
+    for line in doc.lines():
+        if not line.strip():
+            continue
+        m = _DF_HEADER.match(line.strip())
+        if not m:
+            return None
+        cols = m["cols"].split()
+        names = [c.lower() for c in cols]
+        pct = next((i for i, c in enumerate(names) if c in ("use%", "iuse%", "capacity")), None)
+        if pct is None:
+            return None
+        return "iuse%" in names or "inodes" in names, pct
+    return None
+
+
+def detect_df(doc: Document) -> bool:
+    return _df_header(doc) is not None
+
+
+@FORMATS.format("df", shapes={"text"}, detect=detect_df, order=20)
+def parse_df(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    header = _df_header(doc)
+    assert header is not None
+    inodes, pct_col = header
+    has_type = bool(re.match(r"^Filesystem\s+Type\b", doc.text.lstrip(), re.I))
+    disks: list[dict[str, Any]] = []
+    pending = ""
+    for line in list(doc.lines())[1:]:
+        if not line.strip():
+            continue
+        fields = (pending + " " + line).split() if pending else line.split()
+        if len(fields) == 1:  # a long device name wraps onto its own line (df without -P)
+            pending = fields[0]
+            continue
+        pending = ""
+        values = fields[1 + has_type :]
+        if len(values) < pct_col + 2:
+            continue
+        m = _PCT.match(values[pct_col])
+        if not m:
+            continue
+        mount = " ".join(values[pct_col + 1 :])
+        entry: dict[str, Any] = {"mount": mount, "device": fields[0]}
+        entry["inodes_percent" if inodes else "percent"] = float(m[1])
+        disks.append(entry)
+    yield ctx.item(doc.path, "host/snapshot", f"host/{doc.path}", {"disks": disks, "source": "df"}, None)
+
+
+_REDIS_SECTION = re.compile(r"^# (Server|Clients|Memory|Persistence|Stats|Replication|CPU|Keyspace)\s*$", re.M)
+_REDIS_KV = re.compile(r"^([a-z_][a-z0-9_]*):(.*)$")
+
+
+def detect_redis_info(doc: Document) -> bool:
+    head = doc.text[:4096]
+    return len(_REDIS_SECTION.findall(head)) >= 1 and ("used_memory:" in doc.text or "redis_version:" in head)
+
+
+@FORMATS.format("redis_info", shapes={"text"}, detect=detect_redis_info, order=20)
+def parse_redis_info(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    info: dict[str, Any] = {}
+    for line in doc.lines():
+        m = _REDIS_KV.match(line.strip())
+        if not m:
+            continue
+        raw = m[2].strip()
+        info[m[1]] = int(raw) if raw.lstrip("-").isdigit() else raw
+    server = f"{doc.stem}:{info['tcp_port']}" if "tcp_port" in info else doc.stem
+    data = {
+        "server": server,
+        "healthy": True,
+        "used_memory_bytes": info.get("used_memory"),
+        "maxmemory_bytes": info.get("maxmemory"),
+        "maxmemory_policy": info.get("maxmemory_policy"),
+        "evicted_keys": info.get("evicted_keys"),
+        "info": info,
+    }
+    yield ctx.item(doc.path, "redis/info", f"redis/{server}", data, None)
