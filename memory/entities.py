@@ -370,7 +370,7 @@ def extract_entities(text: str, aliases: Mapping[str, str] | None = None) -> dic
     if intent:
         out["intent"].add(f"change:{intent}")
     out["quoted"] = set(QUOTED.findall(text))
-    low = QUOTED.sub(" ", low)
+    # quoted text is an entity whole and is read for the entities inside it too (a JSON argument "redis-server")
     out["urls"] = {u.rstrip(".") for u in URL.findall(low)}
     rest = URL.sub(" ", low)
 
@@ -501,6 +501,9 @@ def extract_entities(text: str, aliases: Mapping[str, str] | None = None) -> dic
             out["numbers"].add(bare)
             continue
         name = _service(bare, aliases)
+        if name in SYSTEMS:
+            out["systems"].add(name)
+            continue
         if nxt in _COMPONENTS and "-" not in bare:  # "billing worker" is billing-worker, not billing
             name = f"{name}-{_COMPONENTS[nxt]}"
         out["names"].add(name)
@@ -518,6 +521,8 @@ def _service(name: str, aliases: Mapping[str, str] | None) -> str:
     for suffix, short in _COMPONENT_SUFFIXES.items():
         if name.endswith(suffix):
             name = name[: -len(suffix)] + short
+    if name in SYSTEMS or name in _SYSTEM_ALIASES:
+        return _SYSTEM_ALIASES.get(name, name)  # redis-server is redis (and redis is no plural)
     head, dash, tail = name.rpartition("-")
     first = head if dash else tail
     if len(first) > 4 and first.endswith("s") and not first.endswith("ss"):
