@@ -150,7 +150,8 @@ _OTHER_WORDS = """
     sporadically frequent frequently often sometimes always usually normal normally abnormal unusual unusually
     expected unexpected unexpectedly possible possibly likely maybe perhaps probably actually really
     still even ever quite rather pretty somewhat bit little lot way far back forward further
-    null none true false nil group groups handshake handshakes resource resources capacity limit limits quota quotas threshold thresholds budget
+    null none true false nil group groups handshake handshakes resource resources capacity limit limits
+    quota quotas threshold thresholds budget
     over under above below beneath past within beyond across
     pager paging page oncall on-call someone somebody anyone anybody everybody nobody
     right wrong good bad better worse worst best healthy sick ill fine great poor
