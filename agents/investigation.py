@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
-import importlib
 import json
 import operator
 import re
@@ -51,6 +50,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from diagnosis.analyzers import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Category, Claim, Diagnosis, Domain, EvidenceItem, Finding, RuledOut
 
@@ -71,17 +71,7 @@ DEFAULT_MAX_REQUESTS = 4  # requests per round
 
 
 class InvestigationError(RuntimeError):
-    """A part the investigation needs is missing (a module not installed) or the evidence cannot be read."""
-
-
-def _module(name: str) -> Any:
-    """A diagnosis module another part of the project provides; a clear error when it is not there."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        raise InvestigationError(f"{name} is not installed: the investigation needs it ({exc})") from None
+    """The investigation was run the wrong way, or its evidence cannot be read."""
 
 
 class Reasoning(Protocol):
@@ -93,7 +83,9 @@ class Reasoning(Protocol):
 
 
 def default_reasoning() -> Reasoning:
-    return _module("diagnosis.investigate")  # type: ignore[no-any-return]
+    from diagnosis import investigate
+
+    return investigate  # type: ignore[return-value]
 
 
 # --- evidence requests and sources -------------------------------------------------------------------------------
@@ -226,7 +218,8 @@ class LiveSource:
         if row is None or row.status != NodeStatus.SUCCEEDED.value or not row.result:
             self.unanswered.append(request)
             return EvidenceSet()
-        items_from_tool_result = _module("diagnosis.live").items_from_tool_result
+        from diagnosis.live import items_from_tool_result
+
         return EvidenceSet(items_from_tool_result(node_id, tool, row.result.get("data") or {}))
 
 
@@ -419,8 +412,10 @@ def build_investigation_graph() -> Any:
             # the analyzer modules register themselves on import: load them before asking which specialists have
             # something to read, or the first investigation of a process (every `opsgraph investigate`) sees an
             # empty registry and sends no specialist at all
-            _module("diagnosis.investigate").load_analyzers()
-            registry = _module("diagnosis.analyzers").ANALYZERS
+            from diagnosis.investigate import load_analyzers
+
+            load_analyzers()
+            registry = ANALYZERS
         # a specialist goes out only when one of its analyzers has evidence to read
         chosen = [
             name
@@ -764,12 +759,11 @@ def merge_evidence(into: EvidenceSet, other: EvidenceSet, prefix: str) -> None:
 
 
 def load_bundle(path: Any) -> EvidenceSet:
-    """diagnosis.bundle.load_bundle under the limits that module defines; its refusals propagate as they are."""
-    bundle = _module("diagnosis.bundle")
-    limits_type = getattr(bundle, "BundleLimits", None)
-    limits = limits_type() if limits_type is not None else getattr(bundle, "DEFAULT_LIMITS", None)
-    result: EvidenceSet = bundle.load_bundle(path, limits)
-    return result
+    """A bundle under the default limits; its refusals (BundleError) propagate as they are."""
+    from diagnosis.bundle import BundleLimits
+    from diagnosis.bundle import load_bundle as load
+
+    return load(path, BundleLimits())
 
 
 # --- the ops graph's use: investigations and diagnose requests ---------------------------------------------------
@@ -879,8 +873,8 @@ def investigate_request(ctx: OpsContext, task_id: str, spec: dict[str, Any]) -> 
 def investigate_live(ctx: OpsContext, task_id: str, goal: str, *, tenant: str, priority: int) -> dict[str, Any]:
     """A diagnose request: the live tools' results become evidence; specialists may add plan nodes for more."""
     from core.types import NodeStatus
+    from diagnosis.live import items_from_tool_result
 
-    items_from_tool_result = _module("diagnosis.live").items_from_tool_result
     evidence = EvidenceSet()
     for node_id, row in ctx.store.latest_attempts(task_id).items():
         if row.status == NodeStatus.SUCCEEDED.value and row.result:
