@@ -31,6 +31,7 @@ from diagnosis.analyzers._common import (
     PG_VACUUM,
     REDIS_OOM,
     Rec,
+    first_and_last_refs,
     fmt_ts,
     is_db_storage_line,
     now_of,
@@ -855,7 +856,7 @@ def _connections(ctx: _Context) -> list[Finding]:
     if mx:
         refs.append(mx[1])
     if log_hits:
-        refs += [ref_of(log_hits[0]), ref_of(log_hits[-1])] if len(log_hits) > 1 else [ref_of(log_hits[0])]
+        refs += first_and_last_refs(log_hits)
     for m in conn_metric[:1]:
         pts = _pts(m)
         if pts:
@@ -1806,7 +1807,7 @@ def _log_symptoms(ctx: _Context) -> list[Finding]:
                 score=0.5,
                 ts=first,
                 tags=[f"db:{ident}", *(f"service:{s}" for s in services)],
-                evidence=[ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])],
+                evidence=first_and_last_refs(recs),
                 needs=[f"pg_stat_activity and pg_locks of {ident}"]
                 if code == "db_waits"
                 else [f"RDS events and metrics of {ident}"],
