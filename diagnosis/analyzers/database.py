@@ -1344,6 +1344,39 @@ _IO_EFFECTS = [
 CREDITS_EMPTY = 0.05
 
 
+def _credits_exhausted(
+    m: EvidenceItem,
+    pts: list[Point],
+    ident: str,
+    empty_at: float,
+    *,
+    code: str,
+    title: str,
+    mechanism: str,
+    object: str,
+    explains: list[str],
+    fix: Action,
+) -> Finding:
+    """A burstable AWS resource (CPU or storage) that spent its credit balance and is throttled to its baseline:
+    the balance metric's last point is the evidence, moving off the credit model the fix."""
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="cause",
+        code=code,
+        category=Category.RESOURCE_EXHAUSTION,
+        title=title,
+        mechanism=mechanism,
+        object=object,
+        score=0.85,
+        ts=empty_at,
+        tags=[f"db:{ident}"],
+        explains=explains,
+        evidence=[_mref(m, -1, pts)],
+        actions=[fix],
+    )
+
+
 def _cpu_credits(ctx: _Context) -> list[Finding]:
     out = []
     for m in ctx.metric("CPUCreditBalance"):
@@ -1356,12 +1389,12 @@ def _cpu_credits(ctx: _Context) -> list[Finding]:
         ident = _instance(m) or ctx.db_name()
         empty_at = next((t for t, v in pts if v <= max(CREDITS_EMPTY * peak, 1.0)), pts[-1][0])
         out.append(
-            Finding(
-                analyzer="database",
-                domain=Domain.DATABASE,
-                role="cause",
+            _credits_exhausted(
+                m,
+                pts,
+                ident,
+                empty_at,
                 code="cpu_credits_exhausted",
-                category=Category.RESOURCE_EXHAUSTION,
                 title=f"{ident} out of CPU credits (CPUCreditBalance {last:.0f})",
                 mechanism=(
                     f"{ident} is a burstable instance whose CPUCreditBalance fell from {peak:.0f} to {last:.0f} (empty "
@@ -1369,9 +1402,6 @@ def _cpu_credits(ctx: _Context) -> list[Finding]:
                     "(queries, WAL replay) slows down."
                 ),
                 object=f"CPU credits of {ident}",
-                score=0.85,
-                ts=empty_at,
-                tags=[f"db:{ident}"],
                 explains=[
                     "replication_lag",
                     "replica_lag",
@@ -1381,17 +1411,14 @@ def _cpu_credits(ctx: _Context) -> list[Finding]:
                     "upstream_timeout",
                     "errors",
                 ],
-                evidence=[_mref(m, -1, pts)],
-                actions=[
-                    Action(
-                        description="Move off the burstable class (or enable unlimited credits)",
-                        command=(
-                            f"aws rds modify-db-instance --db-instance-identifier {ident} --db-instance-class "
-                            "db.r6g.large --apply-immediately"
-                        ),
-                        kind="write",
+                fix=Action(
+                    description="Move off the burstable class (or enable unlimited credits)",
+                    command=(
+                        f"aws rds modify-db-instance --db-instance-identifier {ident} --db-instance-class "
+                        "db.r6g.large --apply-immediately"
                     ),
-                ],
+                    kind="write",
+                ),
             )
         )
     return out
@@ -1411,12 +1438,12 @@ def _burst_balance(ctx: _Context) -> list[Finding]:
         empty_at = next((t for t, v in pts if v <= BURST_EMPTY), pts[-1][0])
         name = str(m.data.get("name"))
         out.append(
-            Finding(
-                analyzer="database",
-                domain=Domain.DATABASE,
-                role="cause",
+            _credits_exhausted(
+                m,
+                pts,
+                ident,
+                empty_at,
                 code="burst_balance_exhausted",
-                category=Category.RESOURCE_EXHAUSTION,
                 title=f"{ident} {name} exhausted ({last:.0f}%)",
                 mechanism=(
                     f"{ident}'s {name} fell from {peak:.0f}% to {last:.0f}% (empty since {fmt_ts(empty_at)}): the "
@@ -1424,21 +1451,15 @@ def _burst_balance(ctx: _Context) -> list[Finding]:
                     "spent its I/O credits and is throttled to its baseline IOPS, so every read and write queues."
                 ),
                 object=f"storage volume of {ident}",
-                score=0.85,
-                ts=empty_at,
-                tags=[f"db:{ident}"],
                 explains=["latency", "io_high", "db_waits", "errors", "upstream_timeout", "replica_lag", "cpu_high"],
-                evidence=[_mref(m, -1, pts)],
-                actions=[
-                    Action(
-                        description="Move to gp3 (baseline 3000 IOPS, no credits) or provisioned IOPS",
-                        command=(
-                            f"aws rds modify-db-instance --db-instance-identifier {ident} --storage-type gp3 "
-                            "--apply-immediately"
-                        ),
-                        kind="write",
+                fix=Action(
+                    description="Move to gp3 (baseline 3000 IOPS, no credits) or provisioned IOPS",
+                    command=(
+                        f"aws rds modify-db-instance --db-instance-identifier {ident} --storage-type gp3 "
+                        "--apply-immediately"
                     ),
-                ],
+                    kind="write",
+                ),
             )
         )
     return out
