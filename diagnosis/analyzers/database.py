@@ -1170,6 +1170,15 @@ def _storage(ctx: _Context) -> list[Finding]:
     return out
 
 
+def _rds_modify(ident: str, options: str, description: str) -> Action:
+    """A write action that changes an RDS instance's class or storage at once (not at the next maintenance window)."""
+    return Action(
+        description=description,
+        command=f"aws rds modify-db-instance --db-instance-identifier {ident} {options} --apply-immediately",
+        kind="write",
+    )
+
+
 def _storage_finding(
     ctx: _Context,
     ident: str,
@@ -1206,13 +1215,10 @@ def _storage_finding(
                 description="What uses the space (largest relations, WAL kept by replication slots)",
                 command='psql -c "SELECT relname, pg_size_pretty(pg_total_relation_size(relid)) FROM pg_statio_user_tables ORDER BY pg_total_relation_size(relid) DESC LIMIT 10" -c "SELECT slot_name, active, pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)) FROM pg_replication_slots"',  # noqa: E501 (an exact command or data line reads better whole)
             ),
-            Action(
-                description="Grow the storage (or enable storage autoscaling)",
-                command=(
-                    f"aws rds modify-db-instance --db-instance-identifier {ident} --allocated-storage <GiB> "
-                    "--max-allocated-storage <GiB> --apply-immediately"
-                ),
-                kind="write",
+            _rds_modify(
+                ident,
+                "--allocated-storage <GiB> --max-allocated-storage <GiB>",
+                "Grow the storage (or enable storage autoscaling)",
             ),
         ],
     )
@@ -1411,13 +1417,10 @@ def _cpu_credits(ctx: _Context) -> list[Finding]:
                     "upstream_timeout",
                     "errors",
                 ],
-                fix=Action(
-                    description="Move off the burstable class (or enable unlimited credits)",
-                    command=(
-                        f"aws rds modify-db-instance --db-instance-identifier {ident} --db-instance-class "
-                        "db.r6g.large --apply-immediately"
-                    ),
-                    kind="write",
+                fix=_rds_modify(
+                    ident,
+                    "--db-instance-class db.r6g.large",
+                    "Move off the burstable class (or enable unlimited credits)",
                 ),
             )
         )
@@ -1452,13 +1455,8 @@ def _burst_balance(ctx: _Context) -> list[Finding]:
                 ),
                 object=f"storage volume of {ident}",
                 explains=["latency", "io_high", "db_waits", "errors", "upstream_timeout", "replica_lag", "cpu_high"],
-                fix=Action(
-                    description="Move to gp3 (baseline 3000 IOPS, no credits) or provisioned IOPS",
-                    command=(
-                        f"aws rds modify-db-instance --db-instance-identifier {ident} --storage-type gp3 "
-                        "--apply-immediately"
-                    ),
-                    kind="write",
+                fix=_rds_modify(
+                    ident, "--storage-type gp3", "Move to gp3 (baseline 3000 IOPS, no credits) or provisioned IOPS"
                 ),
             )
         )
