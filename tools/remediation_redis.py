@@ -71,6 +71,10 @@ def _target(settings: Settings, instance: str | None) -> tuple[str, str] | ToolR
     return url, _address(url)
 
 
+def _unreachable(where: str, exc: redis.RedisError) -> ToolResult:
+    return failed(f"Redis at {where} unreachable: {redact(str(exc))}", "unreachable")
+
+
 def _client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5, decode_responses=False)
 
@@ -106,7 +110,7 @@ def _preview_config_set(args: RedisConfigSetArgs, ctx: ToolContext) -> ToolResul
     try:
         current = _config_get(_client(url), args.parameter)
     except redis.RedisError as exc:
-        return failed(f"Redis at {where} unreachable: {redact(str(exc))}", "unreachable")
+        return _unreachable(where, exc)
     if current is None:
         return failed(f"Redis at {where} has no parameter {args.parameter!r}", "not_found")
     change = "no change: already set" if current == args.value else f"{current} -> {args.value}"
@@ -144,7 +148,7 @@ def redis_config_set(args: RedisConfigSetArgs, ctx: ToolContext) -> ToolResult:
     except redis.ResponseError as exc:
         return failed(f"Redis at {where} refused {args.parameter}={args.value}: {exc}", "rejected_by_target")
     except redis.RedisError as exc:
-        return failed(f"Redis at {where} unreachable: {redact(str(exc))}", "unreachable")
+        return _unreachable(where, exc)
     return ToolResult(
         status=ToolStatus.SUCCESS,
         summary=f"set {args.parameter} on {where}: {before} -> {after}",
@@ -181,7 +185,7 @@ def _preview_delete_keys(args: RedisDeleteKeysArgs, ctx: ToolContext) -> ToolRes
     try:
         keys = _matching_keys(_client(url), args.pattern, cap)
     except redis.RedisError as exc:
-        return failed(f"Redis at {where} unreachable: {redact(str(exc))}", "unreachable")
+        return _unreachable(where, exc)
     sample = [_decode(k) for k in sorted(keys)[:_SAMPLE_KEYS]]
     data = {"target": where, "pattern": args.pattern, "matched": len(keys), "cap": cap, "sample": sample}
     if len(keys) > cap:

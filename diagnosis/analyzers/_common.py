@@ -128,6 +128,11 @@ def ref_of(rec: Rec, value: str | None = None) -> EvidenceRef:
     return EvidenceRef(item=rec.item.id, line=rec.line, value=text[:300])
 
 
+def first_and_last_refs(recs: list[Rec]) -> list[EvidenceRef]:
+    """The first and the last of a run of matching lines (the one line once when there is only one)."""
+    return [ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])]
+
+
 # ---------------------------------------------------------------- objects
 
 # a Deployment's pod: <name>-<replicaset hash 5-10>-<pod suffix 5>; a StatefulSet's: <name>-<ordinal>

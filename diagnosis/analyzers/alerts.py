@@ -141,18 +141,22 @@ def alertmanager_alerts(evidence: EvidenceSet) -> list[Finding]:
             key = next(k for k in ("summary", "description", "message") if annotations.get(k))
             refs.append(ref(latest, f"annotations.{key}", summary))
         base: dict[str, Any] = {"analyzer": "alertmanager_alerts", "domain": Domain.ALERTS, "object": obj, "tags": tags}
+        # resolved, flapping and informational alerts are all a healthy signal on the same alert
+        benign: dict[str, Any] = {
+            **base,
+            "role": "benign",
+            "code": f"alert:{name}",
+            "category": Category.HEALTHY,
+            "ts": starts,
+            "evidence": refs,
+        }
         if name.lower() in ALWAYS_ON:
             continue  # fires by design to prove the alerting pipeline works
         if d.get("status") == "resolved":
             lasted = f" after {fmt_age(ends - starts)}" if ends and starts else ""
             out.append(
                 Finding(
-                    **base,
-                    role="benign",
-                    code=f"alert:{name}",
-                    category=Category.HEALTHY,
-                    ts=starts,
-                    evidence=refs,
+                    **benign,
                     title=f"alert {name} on {obj} resolved at {fmt_ts(ends)}",
                     mechanism=f"a recovered signal: alert {name} resolved{lasted} and has not fired again",
                 )
@@ -170,12 +174,7 @@ def alertmanager_alerts(evidence: EvidenceSet) -> list[Finding]:
         if len(resolved) >= FLAP_EPISODES - 1 and len(short) == len(resolved) and current_short:
             out.append(
                 Finding(
-                    **base,
-                    role="benign",
-                    code=f"alert:{name}",
-                    category=Category.HEALTHY,
-                    ts=starts,
-                    evidence=refs,
+                    **benign,
                     title=f"alert {name} on {obj} flapping ({len(items)} episodes)",
                     mechanism=f"a flapping alert: {name} fired and resolved {len(resolved)} times, each for under "
                     f"{fmt_age(FLAP_MAX_S)}; its threshold sits on the metric's normal variation",
@@ -194,12 +193,7 @@ def alertmanager_alerts(evidence: EvidenceSet) -> list[Finding]:
         if severity in ("info", "none", "informational"):
             out.append(
                 Finding(
-                    **base,
-                    role="benign",
-                    code=f"alert:{name}",
-                    category=Category.HEALTHY,
-                    ts=starts,
-                    evidence=refs,
+                    **benign,
                     title=f"informational alert {name} on {obj}",
                     mechanism=f"alert {name} is informational (severity {severity}), not a failure",
                 )

@@ -59,6 +59,35 @@ def _owned_by(rs: EvidenceItem, kind: str, name: str) -> bool:
     return any(o.get("kind") == kind and o.get("name") == name for o in meta(rs).get("ownerReferences") or ())
 
 
+def _rollout_cause(
+    workload: str,
+    *,
+    ts: float | None,
+    tags: list[str],
+    title: str,
+    mechanism: str,
+    evidence: list[EvidenceRef],
+    actions: list[Action],
+) -> Finding:
+    """A recent rollout of `workload` ("Kind ns/name") named as the change that brought a defect."""
+    return Finding(
+        analyzer="kubernetes_rollouts_changes",
+        domain=Domain.CHANGES,
+        role="cause",
+        code="recent_deploy",
+        category=Category.CODE_DEFECT,
+        score=DEPLOY_SCORE,
+        ts=ts,
+        tags=tags,
+        object=workload,
+        title=title,
+        mechanism=mechanism,
+        explains=DEPLOY_EXPLAINS,
+        evidence=evidence,
+        actions=actions,
+    )
+
+
 @ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"k8s/Deployment", "k8s/ReplicaSet", "k8s/StatefulSet", "k8s/Event"})
 def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
     """Deployments whose newest ReplicaSet (or ScalingReplicaSet event) is recent, with the image change it
@@ -140,21 +169,14 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
         labels = ((dep.data.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") if dep else None
         ago = f", {fmt_age(now - when)} before the evidence ends" if now else ""
         out.append(
-            Finding(
-                analyzer="kubernetes_rollouts_changes",
-                domain=Domain.CHANGES,
-                role="cause",
-                code="recent_deploy",
-                category=Category.CODE_DEFECT,
-                score=DEPLOY_SCORE,
+            _rollout_cause(
+                f"Deployment {ns}/{name}",
                 ts=when,
                 tags=workload_tags(ns, name, labels),
-                object=f"Deployment {ns}/{name}",
                 title=f"Deployment {ns}/{name} rolled out at {fmt_ts(when)} ({change})",
                 mechanism=f"the rollout of Deployment {ns}/{name} at {fmt_ts(when)}{ago} ({change}) brought "
                 f"a defect that "
                 "makes the new version fail",
-                explains=DEPLOY_EXPLAINS,
                 evidence=refs,
                 actions=[
                     Action(
@@ -176,19 +198,13 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
         if not cur or not upd or cur == upd or (ns, name) in seen:
             continue
         out.append(
-            Finding(
-                analyzer="kubernetes_rollouts_changes",
-                domain=Domain.CHANGES,
-                role="cause",
-                code="recent_deploy",
-                category=Category.CODE_DEFECT,
-                score=DEPLOY_SCORE,
+            _rollout_cause(
+                f"StatefulSet {ns}/{name}",
+                ts=None,
                 tags=workload_tags(ns, name, meta(sts).get("labels")),
-                object=f"StatefulSet {ns}/{name}",
                 title=f"StatefulSet {ns}/{name} updating ({cur} -> {upd})",
                 mechanism=f"the update of StatefulSet {ns}/{name} to revision {upd} brought a defect that "
                 f"makes it fail",
-                explains=DEPLOY_EXPLAINS,
                 evidence=[ref(sts, "status.updateRevision", upd)],
                 actions=[
                     Action(

@@ -31,6 +31,7 @@ from diagnosis.analyzers._common import (
     PG_VACUUM,
     REDIS_OOM,
     Rec,
+    first_and_last_refs,
     fmt_ts,
     is_db_storage_line,
     now_of,
@@ -855,7 +856,7 @@ def _connections(ctx: _Context) -> list[Finding]:
     if mx:
         refs.append(mx[1])
     if log_hits:
-        refs += [ref_of(log_hits[0]), ref_of(log_hits[-1])] if len(log_hits) > 1 else [ref_of(log_hits[0])]
+        refs += first_and_last_refs(log_hits)
     for m in conn_metric[:1]:
         pts = _pts(m)
         if pts:
@@ -1169,6 +1170,15 @@ def _storage(ctx: _Context) -> list[Finding]:
     return out
 
 
+def _rds_modify(ident: str, options: str, description: str) -> Action:
+    """A write action that changes an RDS instance's class or storage at once (not at the next maintenance window)."""
+    return Action(
+        description=description,
+        command=f"aws rds modify-db-instance --db-instance-identifier {ident} {options} --apply-immediately",
+        kind="write",
+    )
+
+
 def _storage_finding(
     ctx: _Context,
     ident: str,
@@ -1205,13 +1215,10 @@ def _storage_finding(
                 description="What uses the space (largest relations, WAL kept by replication slots)",
                 command='psql -c "SELECT relname, pg_size_pretty(pg_total_relation_size(relid)) FROM pg_statio_user_tables ORDER BY pg_total_relation_size(relid) DESC LIMIT 10" -c "SELECT slot_name, active, pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)) FROM pg_replication_slots"',  # noqa: E501 (an exact command or data line reads better whole)
             ),
-            Action(
-                description="Grow the storage (or enable storage autoscaling)",
-                command=(
-                    f"aws rds modify-db-instance --db-instance-identifier {ident} --allocated-storage <GiB> "
-                    "--max-allocated-storage <GiB> --apply-immediately"
-                ),
-                kind="write",
+            _rds_modify(
+                ident,
+                "--allocated-storage <GiB> --max-allocated-storage <GiB>",
+                "Grow the storage (or enable storage autoscaling)",
             ),
         ],
     )
@@ -1343,6 +1350,39 @@ _IO_EFFECTS = [
 CREDITS_EMPTY = 0.05
 
 
+def _credits_exhausted(
+    m: EvidenceItem,
+    pts: list[Point],
+    ident: str,
+    empty_at: float,
+    *,
+    code: str,
+    title: str,
+    mechanism: str,
+    object: str,
+    explains: list[str],
+    fix: Action,
+) -> Finding:
+    """A burstable AWS resource (CPU or storage) that spent its credit balance and is throttled to its baseline:
+    the balance metric's last point is the evidence, moving off the credit model the fix."""
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="cause",
+        code=code,
+        category=Category.RESOURCE_EXHAUSTION,
+        title=title,
+        mechanism=mechanism,
+        object=object,
+        score=0.85,
+        ts=empty_at,
+        tags=[f"db:{ident}"],
+        explains=explains,
+        evidence=[_mref(m, -1, pts)],
+        actions=[fix],
+    )
+
+
 def _cpu_credits(ctx: _Context) -> list[Finding]:
     out = []
     for m in ctx.metric("CPUCreditBalance"):
@@ -1355,12 +1395,12 @@ def _cpu_credits(ctx: _Context) -> list[Finding]:
         ident = _instance(m) or ctx.db_name()
         empty_at = next((t for t, v in pts if v <= max(CREDITS_EMPTY * peak, 1.0)), pts[-1][0])
         out.append(
-            Finding(
-                analyzer="database",
-                domain=Domain.DATABASE,
-                role="cause",
+            _credits_exhausted(
+                m,
+                pts,
+                ident,
+                empty_at,
                 code="cpu_credits_exhausted",
-                category=Category.RESOURCE_EXHAUSTION,
                 title=f"{ident} out of CPU credits (CPUCreditBalance {last:.0f})",
                 mechanism=(
                     f"{ident} is a burstable instance whose CPUCreditBalance fell from {peak:.0f} to {last:.0f} (empty "
@@ -1368,9 +1408,6 @@ def _cpu_credits(ctx: _Context) -> list[Finding]:
                     "(queries, WAL replay) slows down."
                 ),
                 object=f"CPU credits of {ident}",
-                score=0.85,
-                ts=empty_at,
-                tags=[f"db:{ident}"],
                 explains=[
                     "replication_lag",
                     "replica_lag",
@@ -1380,17 +1417,11 @@ def _cpu_credits(ctx: _Context) -> list[Finding]:
                     "upstream_timeout",
                     "errors",
                 ],
-                evidence=[_mref(m, -1, pts)],
-                actions=[
-                    Action(
-                        description="Move off the burstable class (or enable unlimited credits)",
-                        command=(
-                            f"aws rds modify-db-instance --db-instance-identifier {ident} --db-instance-class "
-                            "db.r6g.large --apply-immediately"
-                        ),
-                        kind="write",
-                    ),
-                ],
+                fix=_rds_modify(
+                    ident,
+                    "--db-instance-class db.r6g.large",
+                    "Move off the burstable class (or enable unlimited credits)",
+                ),
             )
         )
     return out
@@ -1410,12 +1441,12 @@ def _burst_balance(ctx: _Context) -> list[Finding]:
         empty_at = next((t for t, v in pts if v <= BURST_EMPTY), pts[-1][0])
         name = str(m.data.get("name"))
         out.append(
-            Finding(
-                analyzer="database",
-                domain=Domain.DATABASE,
-                role="cause",
+            _credits_exhausted(
+                m,
+                pts,
+                ident,
+                empty_at,
                 code="burst_balance_exhausted",
-                category=Category.RESOURCE_EXHAUSTION,
                 title=f"{ident} {name} exhausted ({last:.0f}%)",
                 mechanism=(
                     f"{ident}'s {name} fell from {peak:.0f}% to {last:.0f}% (empty since {fmt_ts(empty_at)}): the "
@@ -1423,21 +1454,10 @@ def _burst_balance(ctx: _Context) -> list[Finding]:
                     "spent its I/O credits and is throttled to its baseline IOPS, so every read and write queues."
                 ),
                 object=f"storage volume of {ident}",
-                score=0.85,
-                ts=empty_at,
-                tags=[f"db:{ident}"],
                 explains=["latency", "io_high", "db_waits", "errors", "upstream_timeout", "replica_lag", "cpu_high"],
-                evidence=[_mref(m, -1, pts)],
-                actions=[
-                    Action(
-                        description="Move to gp3 (baseline 3000 IOPS, no credits) or provisioned IOPS",
-                        command=(
-                            f"aws rds modify-db-instance --db-instance-identifier {ident} --storage-type gp3 "
-                            "--apply-immediately"
-                        ),
-                        kind="write",
-                    ),
-                ],
+                fix=_rds_modify(
+                    ident, "--storage-type gp3", "Move to gp3 (baseline 3000 IOPS, no credits) or provisioned IOPS"
+                ),
             )
         )
     return out
@@ -1806,7 +1826,7 @@ def _log_symptoms(ctx: _Context) -> list[Finding]:
                 score=0.5,
                 ts=first,
                 tags=[f"db:{ident}", *(f"service:{s}" for s in services)],
-                evidence=[ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])],
+                evidence=first_and_last_refs(recs),
                 needs=[f"pg_stat_activity and pg_locks of {ident}"]
                 if code == "db_waits"
                 else [f"RDS events and metrics of {ident}"],

@@ -16,6 +16,7 @@ from diagnosis.analyzers._common import (
     HOST_HW,
     HOST_OOM,
     Rec,
+    first_and_last_refs,
     is_db_storage_line,
     now_of,
     ref_of,
@@ -464,7 +465,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     "latency",
                     "upstream_timeout",
                 ],
-                evidence=[ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])],
+                evidence=first_and_last_refs(recs),
                 actions=_fd_actions(svc),
             )
         )
@@ -492,7 +493,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     *{f"service:{s}" for s in (service_of(r.item) for r in recs) if s},
                 ],
                 explains=["errors", "exception", "disk_full", "pod_restarts", "crash_loop", "http_5xx", "process_down"],
-                evidence=[ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])],
+                evidence=first_and_last_refs(recs),
                 actions=_disk_actions(mount if mount != "?" else "/", "space"),
             )
         )

@@ -251,40 +251,30 @@ def kubernetes_nodes(evidence: EvidenceSet) -> list[Finding]:
         if "NodeNotReady" in reasons or "Rebooted" in reasons or "NodeNotSchedulable" in reasons:
             e = reasons.get("NodeNotReady") or reasons.get("Rebooted") or reasons["NodeNotSchedulable"]
             out.append(
-                k8s_finding(
-                    "kubernetes_nodes",
-                    role=CAUSE,
+                _node_event_cause(
+                    name,
+                    e,
+                    tags,
                     code="node_not_ready",
                     category=Category.INFRASTRUCTURE,
-                    object=node_obj,
-                    score=0.7,
-                    ts=event_ts(e),
-                    tags=tags,
                     title=f"{node_obj} {e.data.get('reason')}",
                     mechanism=f"{node_obj} went NotReady ({e.data.get('message') or e.data.get('reason')})",
                     explains=[*POD_EFFECTS, "evicted", "pod_unknown"],
-                    evidence=[ref(e, "message", e.data.get("message"))],
-                    actions=[Action(description="Show the node", command=f"kubectl describe node {name}")],
                 )
             )
         elif "SystemOOM" in reasons or "OOMKilling" in reasons:
             e = reasons.get("SystemOOM") or reasons["OOMKilling"]
             out.append(
-                k8s_finding(
-                    "kubernetes_nodes",
-                    role=CAUSE,
+                _node_event_cause(
+                    name,
+                    e,
+                    tags,
                     code="node_memory_pressure",
                     category=Category.RESOURCE_EXHAUSTION,
-                    object=node_obj,
-                    score=0.7,
-                    ts=event_ts(e),
-                    tags=tags,
                     title=f"{node_obj} system OOM",
                     mechanism=f"{node_obj} ran out of memory and the kernel OOM killer killed processes "
                     f"({str(e.data.get('message') or '')[:120]})",
                     explains=["evicted", "oom_killed_nolimit", "oom_kill", "memory_high", *POD_EFFECTS],
-                    evidence=[ref(e, "message", e.data.get("message"))],
-                    actions=[Action(description="Show the node", command=f"kubectl describe node {name}")],
                 )
             )
         elif reasons.keys() & {"FreeDiskSpaceFailed", "ImageGCFailed", "EvictionThresholdMet"}:
@@ -292,24 +282,49 @@ def kubernetes_nodes(evidence: EvidenceSet) -> list[Finding]:
                 reasons[r] for r in ("FreeDiskSpaceFailed", "ImageGCFailed", "EvictionThresholdMet") if r in reasons
             )
             out.append(
-                k8s_finding(
-                    "kubernetes_nodes",
-                    role=CAUSE,
+                _node_event_cause(
+                    name,
+                    e,
+                    tags,
                     code="node_disk_pressure",
                     category=Category.RESOURCE_EXHAUSTION,
-                    object=node_obj,
-                    score=0.7,
-                    ts=event_ts(e),
-                    tags=tags,
                     title=f"{node_obj} {e.data.get('reason')}",
                     mechanism=f"{node_obj} is running out of resources "
                     f"({e.data.get('message') or e.data.get('reason')})",
                     explains=["evicted", "disk_full", "image_pull_disk_full", *POD_EFFECTS],
-                    evidence=[ref(e, "message", e.data.get("message"))],
-                    actions=[Action(description="Show the node", command=f"kubectl describe node {name}")],
                 )
             )
     return out
+
+
+def _node_event_cause(
+    name: str,
+    event: EvidenceItem,
+    tags: list[str],
+    *,
+    code: str,
+    category: Category,
+    title: str,
+    mechanism: str,
+    explains: list[str],
+) -> Finding:
+    """A node fault read from one of its Warning events alone (no condition said it): a weaker cause than a
+    condition, with the event's message as evidence and `kubectl describe node` as the next step."""
+    return k8s_finding(
+        "kubernetes_nodes",
+        role=CAUSE,
+        code=code,
+        category=category,
+        object=f"Node {name}",
+        score=0.7,
+        ts=event_ts(event),
+        tags=tags,
+        title=title,
+        mechanism=mechanism,
+        explains=explains,
+        evidence=[ref(event, "message", event.data.get("message"))],
+        actions=[Action(description="Show the node", command=f"kubectl describe node {name}")],
+    )
 
 
 # ------------------------------------------------------------------------------------------ workloads
