@@ -5,8 +5,8 @@ receiver's grouping (one investigation per group and tenant) and resolution; a b
 archive (4xx). Investigations run no tool; a diagnose
 request's tools (and the ones the investigation adds) run on one cpu worker.
 
-Until diagnosis.bundle and diagnosis.investigate land (other parts of issue 13), the API process gets the LOCAL
-STAND-INS in tests/integration/standins/sitecustomize.py; with the real modules present they do nothing.
+The API process also loads one deterministic test analyzer (tests/integration/analyzer_plugin/sitecustomize.py)
+beside the real ones, so the diagnose-request test can watch an investigation grow its live plan.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tests.harness import ROOT, RedisServer, Service, free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
-STANDINS = Path(__file__).resolve().parent / "standins"
+ANALYZER_PLUGIN = Path(__file__).resolve().parent / "analyzer_plugin"
 MAX_BUNDLE = 300_000
 
 
@@ -43,7 +43,7 @@ def service(
         redis_server.url,
         database_url,
         OPSGRAPH_MAX_BUNDLE_BYTES=str(MAX_BUNDLE),
-        PYTHONPATH=os.pathsep.join([str(STANDINS), str(ROOT)]),
+        PYTHONPATH=os.pathsep.join([str(ANALYZER_PLUGIN), str(ROOT)]),
     )
     svc.redis.flushdb()
     (svc.workdir / "logs").mkdir()
