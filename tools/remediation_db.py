@@ -20,8 +20,9 @@ from core.logging import redact
 from core.settings import Settings
 from core.types import Effect, ToolResult, ToolStatus
 from tools._registry import CATALOG
-from tools._remediation import OPSGRAPH_APPLICATION_NAME, failed, mask_sql_literals, refused
+from tools._remediation import OPSGRAPH_APPLICATION_NAME, failed, refused
 from tools.base import ToolArgs, ToolContext
+from tools.pg import mask_query
 
 _SESSION_SQL = """
 SELECT a.pid, a.usename, a.application_name, a.client_addr::text AS client_addr, a.client_port, a.datname,
@@ -116,7 +117,7 @@ def _describe_session(conn: psycopg.Connection[dict[str, Any]], session: dict[st
         "query_age_s": _round(session["query_age_s"]),
         "wait": f"{session['wait_event_type']}:{session['wait_event']}" if session["wait_event_type"] else None,
         "backend_start": session["backend_start"],
-        "query": mask_sql_literals(session["query"] or ""),
+        "query": mask_query(session["query"] or ""),
         "locks_held": [
             {"lock": r["locktype"], "mode": r["mode"], "relation": r["relation"], "count": r["n"]} for r in held
         ],
@@ -127,7 +128,7 @@ def _describe_session(conn: psycopg.Connection[dict[str, Any]], session: dict[st
                 "state": r["state"],
                 "waiting_s": _round(r["waiting_s"]),
                 "directly": session["pid"] in r["blocked_by"],
-                "query": mask_sql_literals(r["query"] or "", 160),
+                "query": mask_query(r["query"] or "", 160),
             }
             for r in blocked
         ],
@@ -243,7 +244,7 @@ def _end_session(args: PostgresSessionArgs, ctx: ToolContext, verb: str) -> Tool
             "action": verb,
             "pid": args.pid,
             "before": before,
-            "after": None if after is None else {"state": after["state"], "query": mask_sql_literals(after["query"])},
+            "after": None if after is None else {"state": after["state"], "query": mask_query(after["query"])},
         },
         evidence=[f"{verb} pid {args.pid} on {where}: before: {_session_line(before)}"],
     )

@@ -23,7 +23,7 @@ from core.settings import Settings
 from core.types import Effect, ToolStatus
 from tests.harness import ROOT, PostgresDatabase, RedisServer, free_port, wait_until
 from tools import CATALOG, ToolContext
-from tools._remediation import mask_sql_literals
+from tools.pg import mask_query
 
 WRITE_TOOLS = [
     "postgres_cancel_query",
@@ -52,12 +52,13 @@ def test_write_tools_are_never_retried_and_unavailable_until_configured(tmp_path
 
 
 def test_sql_literals_are_masked_for_approvers() -> None:
+    """The write tools' previews show queries as postgres_activity does (one masking, tools.pg.mask_query)."""
     query = "UPDATE orders SET note = 'alice@example.com', qty = qty + 12.5 WHERE id = 4711 AND code = $1"
-    masked = mask_sql_literals(query)
-    assert masked == "UPDATE orders SET note = ?, qty = qty + ? WHERE id = ? AND code = $1"
-    assert mask_sql_literals("SELECT $tag$secret$tag$, E'it''s'") == "SELECT ?, ?"
-    assert mask_sql_literals("SELECT col1 FROM t2") == "SELECT col1 FROM t2"
-    assert len(mask_sql_literals("SELECT " + "x, " * 500)) == 300
+    masked = mask_query(query)
+    assert masked == "UPDATE orders SET note = '?', qty = qty + ? WHERE id = ? AND code = $1"
+    assert mask_query("SELECT $tag$secret$tag$, E'it''s'") == "SELECT $$?$$, '?'"
+    assert mask_query("SELECT col1 FROM t2") == "SELECT col1 FROM t2"
+    assert len(mask_query("SELECT " + "x, " * 500, 300)) == 300
 
 
 # PostgreSQL -----------------------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ def test_terminate_ends_an_idle_in_transaction_session_and_releases_its_writers(
     assert session["state"] == "idle in transaction" and session["application"] == "billing"
     assert session["user"].startswith("app_") and session["xact_age_s"] >= 0
     assert any(lk["relation"] == "orders" and lk["mode"] == "RowExclusiveLock" for lk in session["locks_held"])
-    assert "alice" not in session["query"] and "note = ?" in session["query"]
+    assert "alice" not in session["query"] and "note = '?'" in session["query"]
     assert f"pid {pid}" in preview.summary and "blocks 3 session(s)" in preview.summary
     assert _alive(admin_dsn, pid) and not done  # a preview changes nothing
 
