@@ -13,38 +13,22 @@ from functools import lru_cache
 from typing import Any
 
 from diagnosis.evidence import EvidenceSet
+from diagnosis.formats._time import parse_ts as parse_export_ts
 
 _NOW_CACHE: weakref.WeakKeyDictionary[EvidenceSet, tuple[int, float | None]] = weakref.WeakKeyDictionary()
 _FRACTION = re.compile(r"\.(\d+)")
 
 
 def parse_ts(value: Any) -> float | None:
-    """Epoch seconds from an epoch number (seconds or milliseconds) or an RFC 3339 / ISO 8601 string."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        v = float(value)
-        return v / 1000.0 if v > 1e11 else v  # milliseconds since the epoch
-    if not isinstance(value, str) or not value.strip():
-        return None
-    return _parse_text(value)
+    """Epoch seconds from any timestamp an export carries (the bundle parsers' one parser); None when unset."""
+    if isinstance(value, str):
+        return _parse_text(value)
+    return parse_export_ts(value)
 
 
 @lru_cache(maxsize=65536)  # exports repeat the same timestamps many times over
 def _parse_text(value: str) -> float | None:
-    text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    # Python's fromisoformat takes at most 6 fractional digits; Kubernetes and Go print up to 9
-    text = _FRACTION.sub(lambda m: "." + m.group(1)[:6].ljust(6, "0"), text, count=1)
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            return parse_ts(float(value))
-        except ValueError:
-            return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
+    return parse_export_ts(value)
 
 
 def fmt_ts(ts: float | None) -> str:

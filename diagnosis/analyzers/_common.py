@@ -6,58 +6,17 @@ import re
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import EvidenceItem, EvidenceRef, Finding
+from diagnosis.timeline import evidence_now, fmt_ts
 
 # ---------------------------------------------------------------- now
 
 
-_NOW_CACHE: weakref.WeakKeyDictionary[EvidenceSet, tuple[int, float | None]] = weakref.WeakKeyDictionary()
-
-
-def now_of(evidence: EvidenceSet) -> float | None:
-    """The newest timestamp in the evidence: bundles are exports from the past, so "now" is when the evidence
-    ends, never the wall clock. None when nothing in it carries a time."""
-    cached = _NOW_CACHE.get(evidence)
-    if cached is not None and cached[0] == len(evidence):
-        return cached[1]
-    newest: float | None = None
-
-    def see(ts: Any) -> None:
-        nonlocal newest
-        if isinstance(ts, int | float) and ts > 0 and (newest is None or ts > newest):
-            newest = float(ts)
-
-    for item in evidence:
-        see(item.ts)
-        d = item.data
-        if item.kind == "log":
-            recs = d.get("records") or ()
-            for r in recs[-1:]:  # records are in source order: the last is the newest in practice
-                see(r.get("ts"))
-        elif item.kind == "metric":
-            pts = d.get("points") or ()
-            if pts:
-                see(pts[-1][0])
-        elif item.kind == "pg/session":
-            see(d.get("captured_at"))
-        elif item.kind in ("rds/event",):
-            see(d.get("ts"))
-        elif item.kind == "k8s/Event":
-            see(d.get("last_ts"))
-        elif item.kind == "alert":
-            see(d.get("starts_at"))
-    _NOW_CACHE[evidence] = (len(evidence), newest)
-    return newest
-
-
-def fmt_ts(ts: float | None) -> str:
-    if ts is None:
-        return "?"
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+# one "now" and one time format for every analyzer (diagnosis/timeline.py); the names stay for the callers here
+now_of = evidence_now
 
 
 # ---------------------------------------------------------------- log records

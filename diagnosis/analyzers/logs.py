@@ -9,7 +9,6 @@ network, database or host analyzer.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any
 
 from diagnosis.analyzers._common import (
@@ -30,6 +29,7 @@ from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 from diagnosis.series import human_duration, median
+from diagnosis.timeline import parse_ts
 
 # An error template whose last record is this long before "now" has stopped: the fault recovered (15 min is
 # three times the usual 5-minute alert evaluation window, long enough that "still failing" would show).
@@ -471,7 +471,7 @@ def _deploys(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
             )
     for rs in evidence.kind("k8s/ReplicaSet"):
         created = (rs.data.get("metadata") or {}).get("creationTimestamp")
-        ts = _iso(created)
+        ts = parse_ts(created)
         if ts:
             out.append(
                 (
@@ -493,15 +493,6 @@ def _deploy_before(
         if who in d[1] and 0 <= first_ts - d[0] <= DEPLOY_WINDOW_S and (best is None or d[0] > best[0]):
             best = d
     return best
-
-
-def _iso(s: object) -> float | None:
-    if not isinstance(s, str):
-        return None
-    try:
-        return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _mem_actions(item: EvidenceItem, who: str) -> list[Action]:
