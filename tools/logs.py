@@ -27,6 +27,7 @@ from pydantic import Field
 
 from core.logging import redact
 from core.types import ToolResult, ToolStatus
+from diagnosis.analyzers._common import template_of as mask_variables
 from tools._registry import CATALOG
 from tools.base import ToolArgs, ToolContext, finding
 
@@ -64,15 +65,6 @@ _LEVEL_NAMES = {
 _GLOG_LEVELS = {"E": "error", "W": "warn", "I": "info", "F": "fatal"}
 
 # Masks that turn a line into its template: the parts that vary between occurrences of one message.
-_TEMPLATE_MASKS: list[tuple[re.Pattern[str], str]] = [
-    (_ISO, "<ts>"),
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
-    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<ip>"),
-    (re.compile(r"\b(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{1,4}\b", re.I), "<ip>"),
-    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|minutes|h)\b"), "<dur>"),
-    (re.compile(r"\b(?:0x)?[0-9a-f]*\d[0-9a-f]*\b", re.I), "<n>"),  # hex ids and plain numbers (with a digit)
-    (re.compile(r"\"[^\"]{0,200}\"|'[^']{0,200}'"), "<str>"),
-]
 _STRIP_PREFIX = re.compile(r"^\s*(?:<ts>|<n>)?[\s,|-]*")
 
 _MAX_FILES = 200
@@ -140,11 +132,9 @@ def line_level(line: str) -> str | None:
 
 
 def template_of(line: str) -> str:
-    """The line with its variable parts masked: one template per kind of message."""
-    t = line.strip()[:400]
-    for pattern, mask in _TEMPLATE_MASKS:
-        t = pattern.sub(mask, t)
-    return _STRIP_PREFIX.sub("", t)[:300]
+    """The line with its variable parts masked (the analyzers' masking) and its leading stamp dropped: one
+    template per kind of message."""
+    return _STRIP_PREFIX.sub("", mask_variables(line[:400]))[:300]
 
 
 def resolve_inside(path: str | Path, roots: list[Path]) -> Path | None:
