@@ -12,6 +12,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.planner import Planner, make_planner
 from agents.validation import validate_plan
+from core.approvals import ApprovalStore
 from core.db import Store
 from core.events import EventBus
 from core.policies import PolicyStore
@@ -46,6 +47,7 @@ class OpsContext:
     facts: SemanticMemory
     telemetry: Telemetry
     policies: PolicyStore
+    approvals: ApprovalStore
     _closers: list[Any]
 
     def close(self) -> None:
@@ -125,5 +127,6 @@ def build_context(settings: Settings, celery: Celery, toolset: Toolset | None = 
         facts=facts,
         telemetry=telemetry,
         policies=policies,
+        approvals=ApprovalStore.from_settings(settings, store),
         _closers=[closer],
     )

@@ -870,13 +870,18 @@ def investigate_request(ctx: OpsContext, task_id: str, spec: dict[str, Any]) -> 
     return {"diagnosis": result.diagnosis.model_dump(mode="json"), "items": cited_items(result.diagnosis, evidence)}
 
 
-def investigate_live(ctx: OpsContext, task_id: str, goal: str, *, tenant: str, priority: int) -> dict[str, Any]:
-    """A diagnose request: the live tools' results become evidence; specialists may add plan nodes for more."""
+def investigate_live(
+    ctx: OpsContext, task_id: str, goal: str, *, tenant: str, priority: int, nodes: set[str] | None = None
+) -> dict[str, Any]:
+    """A diagnose request: the live tools' results become evidence; specialists may add plan nodes for more.
+    `nodes` limits the evidence to those nodes' results (a remediation's verify checks, not its writes)."""
     from core.types import NodeStatus
     from diagnosis.live import items_from_tool_result
 
     evidence = EvidenceSet()
     for node_id, row in ctx.store.latest_attempts(task_id).items():
+        if nodes is not None and node_id not in nodes:
+            continue
         if row.status == NodeStatus.SUCCEEDED.value and row.result:
             for item in items_from_tool_result(node_id, row.tool, row.result.get("data") or {}):
                 if evidence.get(item.id) is None:

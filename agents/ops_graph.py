@@ -1,5 +1,8 @@
 """The ops graph: intake -> recall -> plan -> dispatch (loops until the DAG ends) -> synthesize -> remember.
 
+A write node stops the dispatch loop at `gate`: the graph interrupts there until a person approves or rejects it
+(or the request expires), then dispatch goes on with the decision (agents/remediation.py).
+
 Compiled with a durable checkpointer, thread id = task id, so a restarted API resumes a task at the
 step it was in. Each step is idempotent against the database: dispatch never releases a node twice.
 """
@@ -17,6 +20,7 @@ from agents.errors import PlanInvalid
 from agents.investigation import diagnose_answer, investigate_live, investigate_request, is_diagnose
 from agents.planner import PlanOutcome
 from agents.recall import recall, remember
+from agents.remediation import approval_gate, remediation_answer, verify_remediation
 from agents.synthesis import failure_answer, synthesize_answer
 from agents.validation import validate_plan
 from core import keys
@@ -38,6 +42,8 @@ class OpsState(TypedDict, total=False):
     facts: list[dict[str, Any]]
     outcome: str  # accepted | investigation | ended | planned | invalid | cancelled | stopped | finished
     diagnosis: dict[str, Any] | None  # {"diagnosis": Diagnosis JSON, "items": cited items}: investigations, diagnoses
+    gated: dict[str, Any] | None  # the write node waiting for a person: {node_id, tool, args}
+    decisions: dict[str, dict[str, Any]]  # write node id -> the person's decision (approved, rejected, expired)
 
 
 def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
@@ -100,10 +106,20 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         if task.status == TaskStatus.CANCELLED.value:
             cancel_open_attempts(ctx, task_id)
             return {"done": True, "outcome": "cancelled"}
-        progress = ctx.dispatcher.run_until_progress(task_id, plan_obj, tenant=task.tenant, priority=task.priority)
+        progress = ctx.dispatcher.run_until_progress(
+            task_id, plan_obj, tenant=task.tenant, priority=task.priority, decisions=state.get("decisions") or {}
+        )
+        if progress.gated:
+            return {"done": False, "gated": progress.gated[0]}
         if progress.done:
             return {"done": True, "outcome": "stopped" if progress.stopped else "finished"}
         return {"done": False}
+
+    def gate(state: OpsState) -> OpsState:
+        """Ask a person about the write node and wait (LangGraph interrupt) for the decision."""
+        gated = state.get("gated") or {}
+        decision = approval_gate(ctx, state["task_id"], gated)
+        return {"gated": None, "decisions": {**(state.get("decisions") or {}), gated["node_id"]: decision}}
 
     def investigate(state: OpsState) -> OpsState:
         """Investigations and diagnose requests end in a Diagnosis: the evidence of the request (a bundle, alerts,
@@ -119,9 +135,13 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
                 return {"diagnosis": None, "outcome": "ended"}
             return {"diagnosis": diagnosis}
         plan_obj = store.latest_plan(task_id) or Plan.model_validate(state["plan"])
-        if state.get("outcome") == "cancelled" or not is_diagnose(plan_obj.category, state["goal"]):
+        if state.get("outcome") == "cancelled":
             return {"diagnosis": None}
         task = store.get_task(task_id)
+        if isinstance((task.inputs or {}).get("remediation"), dict):  # the writes ran (or not): did they work?
+            return {"diagnosis": verify_remediation(ctx, task)}
+        if not is_diagnose(plan_obj.category, state["goal"]):
+            return {"diagnosis": None}
         try:
             return {
                 "diagnosis": investigate_live(ctx, task_id, state["goal"], tenant=task.tenant, priority=task.priority)
@@ -150,7 +170,9 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         # what the task read, compressed within its budget: the context a person or an LLM reads next
         answer["working_memory"] = working_memory(outputs, ctx.settings.working_memory_tokens)
         outcome = state.get("diagnosis")
-        if outcome:
+        if outcome and "remediation" in outcome:
+            answer = remediation_answer(outcome, answer)
+        elif outcome:
             answer = diagnose_answer(outcome, answer)
         bus.emit(task_id, EventType.ANSWER, {"headline": answer["headline"], "severity": answer["severity"]})
         ran = [r for r in latest.values() if r.status != NodeStatus.SKIPPED.value]
@@ -181,6 +203,8 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
         return "dispatch" if state.get("outcome") == "planned" else END
 
     def after_dispatch(state: OpsState) -> str:
+        if state.get("gated"):
+            return "gate"
         return "investigate" if state.get("done") else "dispatch"
 
     def after_investigate(state: OpsState) -> str:
@@ -194,6 +218,7 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
     graph.add_node("intake", intake)
     graph.add_node("plan", plan)
     graph.add_node("dispatch", dispatch)
+    graph.add_node("gate", gate)
     graph.add_node("investigate", investigate)
     graph.add_node("synthesize", synthesize)
     graph.add_node("recall", recall_step)
@@ -202,7 +227,8 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
     graph.add_conditional_edges("intake", after_intake, ["recall", "investigate", END])
     graph.add_conditional_edges("recall", after_recall, ["plan", END])
     graph.add_conditional_edges("plan", after_plan, ["dispatch", END])
-    graph.add_conditional_edges("dispatch", after_dispatch, ["dispatch", "investigate"])
+    graph.add_conditional_edges("dispatch", after_dispatch, ["dispatch", "gate", "investigate"])
+    graph.add_edge("gate", "dispatch")
     graph.add_conditional_edges("investigate", after_investigate, ["synthesize", END])
     graph.add_conditional_edges("synthesize", after_synthesize, ["remember", END])
     graph.add_edge("remember", END)

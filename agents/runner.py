@@ -9,11 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 import redis
 import structlog
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
 
 from agents.context import OpsContext
 from agents.ops_graph import build_ops_graph, cancel_open_attempts
+from agents.remediation import waiting_approval
 from agents.synthesis import failure_answer
 from core import keys
+from core.approvals import ApprovalStatus
 from core.types import TaskStatus
 
 log = structlog.get_logger(__name__)
@@ -112,7 +115,17 @@ class TaskRunner:
         config: RunnableConfig = {"configurable": {"thread_id": task_id}, "recursion_limit": _RECURSION_LIMIT}
         bound = log.bind(task_id=task_id)
         snapshot = self.graph.get_state(config)
-        if snapshot.next:
+        waiting_on = waiting_approval([i for t in snapshot.tasks for i in t.interrupts])
+        if waiting_on is not None:
+            # stopped at the approval gate: go on only once the request is decided, has expired or the task was
+            # cancelled (the gate reads the outcome from the approvals table; the resume value only wakes it)
+            approval = self.ctx.approvals.refresh(waiting_on)
+            cancelled = self.ctx.store.get_task(task_id).status == TaskStatus.CANCELLED.value
+            if approval.status == ApprovalStatus.PENDING and not cancelled:
+                return
+            bound.info("resuming task after its approval request", approval=waiting_on, status=approval.status.value)
+            self.graph.invoke(Command(resume={"approval_id": waiting_on}), config, durability="sync")
+        elif snapshot.next:
             bound.info("resuming task from checkpoint", next=list(snapshot.next))
             self.graph.invoke(None, config, durability="sync")
         elif not snapshot.values:

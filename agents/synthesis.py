@@ -44,6 +44,7 @@ def synthesize_answer(
 ) -> dict[str, Any]:
     findings: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []  # a write nobody approved, or a node whose input never came
     nodes: list[dict[str, Any]] = []
     for node in plan.nodes:
         row = latest.get(node.id)
@@ -75,6 +76,8 @@ def synthesize_answer(
                 )
         elif row.status in (NodeStatus.FAILED.value, NodeStatus.LOST.value, NodeStatus.CANCELLED.value):
             failed.append({"node_id": node.id, "tool": node.tool, "error": row.error or result.get("summary")})
+        elif row.status == NodeStatus.SKIPPED.value:
+            skipped.append({"node_id": node.id, "tool": node.tool, "reason": row.error or result.get("summary")})
     findings.sort(key=lambda f: _RANK.get(f["severity"], 3))
     problems = [f for f in findings if f["severity"] in ("critical", "warn")]
     worst = problems[0]["severity"] if problems else "ok"
@@ -82,6 +85,11 @@ def synthesize_answer(
         headline = f"{len(problems)} problem(s) found; worst: {problems[0]['message']}"
     elif failed:
         headline = f"no problems found by the checks that ran, but {len(failed)} check(s) failed"
+    elif unapproved := [s for s in skipped if str(s["reason"] or "").startswith("not approved")]:
+        headline = f"{unapproved[0]['node_id']} ({unapproved[0]['tool']}) was {unapproved[0]['reason']}"
+        worst = "warn"
+    elif skipped:
+        headline = f"{len(nodes) - len(skipped)} check(s) passed, {len(skipped)} skipped"
     else:
         headline = f"all {len(nodes)} checks passed"
     next_steps = list(dict.fromkeys(_NEXT_STEPS[f["tool"]] for f in problems if f["tool"] in _NEXT_STEPS))
@@ -95,6 +103,8 @@ def synthesize_answer(
         lines.extend(f"    - {e}" for e in f["evidence"][:3])
     for f in failed:
         lines.append(f"- [failed] {f['node_id']} ({f['tool']}): {f['error']}")
+    for f in skipped:
+        lines.append(f"- [skipped] {f['node_id']} ({f['tool']}): {f['reason']}")
     if next_steps:
         lines += ["", "Next steps:", *[f"- {s}" for s in next_steps]]
     if facts:
@@ -107,6 +117,7 @@ def synthesize_answer(
         "severity": worst,
         "findings": findings,
         "failed_nodes": failed,
+        "skipped_nodes": skipped,
         "nodes": nodes,
         "next_steps": next_steps,
         "similar_incidents": incidents or [],

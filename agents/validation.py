@@ -1,5 +1,6 @@
 """A plan is dispatched only when it is acyclic, small enough, every tool is known and available, and every
-node's arguments are valid against its tool's schema."""
+node's arguments are valid against its tool's schema. Write tools are allowed: none runs before a person approves
+it (the dispatcher holds every write node for the ops graph's approval gate)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 from agents.errors import PlanInvalid
 from core.plans import refs_in
 from core.settings import Settings
-from core.types import Effect, Plan
+from core.types import Plan
 from tools import Toolset
 
 
@@ -88,8 +89,6 @@ def validate_plan(plan: Plan, toolset: Toolset, settings: Settings) -> Plan:
         unavailable = spec.check_prerequisites(settings)
         if unavailable:
             reasons.append(f"node {n.id}: tool {n.tool} is unavailable: {unavailable}")
-        if spec.effect == Effect.WRITE:
-            reasons.append(f"node {n.id}: {n.tool} writes; write tools need an approval step this service lacks")
         if n.pool is not None and n.pool not in settings.pools:
             reasons.append(f"node {n.id}: pool {n.pool!r} is not declared (pools: {', '.join(settings.pools)})")
         size = len(json.dumps(n.args, default=str))

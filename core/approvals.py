@@ -47,6 +47,7 @@ class SelfApprovalRefused(UserError):
     """Four-eyes: the requester may not approve their own request (the API answers 403)."""
 
     code = "four_eyes"
+    http_status = 403
 
 
 class Approval(BaseModel):
@@ -214,6 +215,27 @@ class ApprovalStore:
                 stmt = stmt.where(ApprovalRow.status == wanted.value)
         with self.store.session() as s:
             return [Approval.from_row(r, now) for r in s.scalars(stmt)]
+
+    def latest_for(self, task_id: str, node_id: str) -> Approval | None:
+        """The newest request of a write node in any state (a gate that runs again after a resume or a restart
+        finds the request it made instead of asking twice). An expiry that is due is recorded first."""
+        stmt = (
+            sa.select(ApprovalRow.id)
+            .where(ApprovalRow.task_id == task_id, ApprovalRow.node_id == node_id)
+            .order_by(ApprovalRow.created_at.desc())
+            .limit(1)
+        )
+        with self.store.session() as s:
+            approval_id = s.scalar(stmt)
+        return None if approval_id is None else self.refresh(approval_id)
+
+    def refresh(self, approval_id: str) -> Approval:
+        """The request as it stands now; one whose expiry is due is recorded as expired (with its event)."""
+        approval = self.get(approval_id)
+        if approval.status == ApprovalStatus.EXPIRED:
+            self._record_expiry(approval)
+            approval = self.get(approval_id)
+        return approval
 
     def pending_for(self, task_id: str, node_id: str) -> Approval | None:
         """The open request of a write node, if any (what a resumed gate waits on)."""

@@ -54,6 +54,8 @@ class TaskRow(Base):
     priority: Mapped[int] = mapped_column(sa.Integer, default=5)
     status: Mapped[str] = mapped_column(sa.String(24), index=True)
     source: Mapped[str] = mapped_column(sa.String(24), default="api")  # api | cli | schedule
+    # the principal the task runs for: it asks for approval of the task's writes (four-eyes compares it)
+    requested_by: Mapped[str | None] = mapped_column(sa.String(160), nullable=True)
     answer: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
     error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     created_at: Mapped[float] = mapped_column(sa.Double)
@@ -516,6 +518,7 @@ class Store:
         inputs: dict[str, Any] | None = None,
         priority: int = 5,
         source: str = "api",
+        requested_by: str | None = None,
     ) -> TaskRow:
         check_json_value(inputs or {}, "inputs")  # every path in (API, scheduler, CLI) meets the same bounds
         now = time.time()
@@ -527,6 +530,7 @@ class Store:
             priority=priority,
             status=TaskStatus.QUEUED.value,
             source=source,
+            requested_by=requested_by,
             created_at=now,
             updated_at=now,
         )

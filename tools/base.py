@@ -56,7 +56,9 @@ class ToolSpec:
     cpu_fallback: bool = True  # a gpu tool that also runs (slower) on a cpu pool
     batch_fn: BatchFn | None = None  # calls that arrive together may run as one batch
     cost_fn: Callable[[Any], float | None] | None = None  # a call's expected seconds from its arguments
-    preview_fn: PreviewFn | None = None  # write tools: the state the write would change, read without changing it
+    # write tools: the state the write would change, read without changing it; its data may hold `pin`, arguments
+    # the approval adds so the write refuses a target that changed after the person looked at it
+    preview_fn: PreviewFn | None = None
 
     def preview(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """What this call would do, for a person to approve: a summary and the current state it would change.

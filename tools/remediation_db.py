@@ -199,7 +199,13 @@ def _preview_session(args: PostgresSessionArgs, ctx: ToolContext, verb: str) -> 
     return ToolResult(
         status=ToolStatus.SUCCESS,
         summary=f"would {action} {_session_line(detail)}",
-        data={"action": verb, "target": redact(dsn), "session": detail},
+        # pin: arguments the approval adds, so the write refuses a pid that is another session by then
+        data={
+            "action": verb,
+            "target": redact(dsn),
+            "session": detail,
+            "pin": {"backend_start": detail["backend_start"]},
+        },
     )
 
 

@@ -12,6 +12,7 @@ RUN_NODE = "opsgraph.run_node"
 RUN_BATCH = "opsgraph.run_batch"
 SCHEDULED_TASK = "opsgraph.submit_scheduled"
 TUNING_TASK = "opsgraph.submit_tuning"
+PREVIEW_TASK = "opsgraph.preview_write"  # what a write would do, read on its pool for the person approving it
 
 
 def make_celery(settings: Settings) -> Celery:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,6 +59,19 @@ class DispatchProgress:
     stopped: bool = False  # a node with on_failure=stop failed
     states: dict[str, str] = field(default_factory=dict)  # node id -> deciding attempt's status
     plan: Plan | None = None  # the plan as it stands (results may have grown it)
+    # write nodes whose dependencies ended and that no person has decided on yet: {node_id, tool, args}; they
+    # wait outside the ready set until the graph's approval gate resumes with a decision
+    gated: list[dict[str, Any]] = field(default_factory=list)
+
+
+def not_approved_reason(decision: Mapping[str, Any]) -> str:
+    """Why a write node was skipped: its approval was rejected (by whom, why) or expired."""
+    status = str(decision.get("status") or "not approved")
+    if status == "expired":
+        return "not approved: the approval request expired; the write was not done"
+    who = f" by {decision['by']}" if decision.get("by") else ""
+    why = f": {decision['reason']}" if decision.get("reason") else ""
+    return f"not approved: {status}{who}{why}; the write was not done"
 
 
 class Dispatcher:
@@ -215,9 +228,21 @@ class Dispatcher:
                         row, NodeStatus.FAILED, f"{row.tool} passed its hard timeout ({hard:g}s)", transient=True
                     )
 
-    def step(self, task_id: str, plan: Plan, *, tenant: str, priority: int = 5) -> DispatchProgress:
+    def step(
+        self,
+        task_id: str,
+        plan: Plan,
+        *,
+        tenant: str,
+        priority: int = 5,
+        decisions: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> DispatchProgress:
         """Reconcile, settle hedges and retries, apply DAG changes, then put every node whose dependencies
-        have ended into the ready set; report where the DAG stands."""
+        have ended into the ready set; report where the DAG stands.
+
+        A write node is never put there on its own: it waits in `gated` until `decisions` holds a person's
+        decision for it ({"status": approved | rejected | expired, "args": the approved arguments, ...}).
+        Approved, it runs with the approved arguments; otherwise it is skipped with the decision as reason."""
         self.reconcile(task_id, plan)
         rows = self.store.node_runs(task_id)
         latest = deciding_attempts(rows)
@@ -232,6 +257,8 @@ class Dispatcher:
         results = {nid: (r.result or {}) for nid, r in latest.items() if r.status == NodeStatus.SUCCEEDED.value}
         self._remember_results(task_id, tenant, latest)
         to_ready: list[tuple[str, str, dict[str, Any], str | None]] = []
+        gated: list[dict[str, Any]] = []
+        after_write = self._after_writes(plan)
         for node in plan.nodes:
             if node.id in states:
                 continue
@@ -253,7 +280,21 @@ class Dispatcher:
                 self._skip(task_id, node, f"input unavailable: {exc}")
                 states[node.id] = NodeStatus.SKIPPED.value
                 continue
-            served = self._serve_cached(task_id, node, args, tenant)
+            spec = self.toolset.get(node.tool)
+            if spec is not None and spec.effect == Effect.WRITE:
+                decision = (decisions or {}).get(node.id)
+                if decision is None:
+                    gated.append({"node_id": node.id, "tool": node.tool, "args": args})
+                    continue
+                if decision.get("status") != "approved":
+                    self._skip(task_id, node, not_approved_reason(decision))
+                    states[node.id] = NodeStatus.SKIPPED.value
+                    continue
+                to_ready.append((node.id, node.tool, dict(decision.get("args") or args), node.pool))
+                states[node.id] = NodeStatus.READY.value
+                continue
+            # a read after a write must see the state the write left, never a result from before it
+            served = None if node.id in after_write else self._serve_cached(task_id, node, args, tenant)
             if served is None:
                 to_ready.append((node.id, node.tool, args, node.pool))
                 states[node.id] = NodeStatus.READY.value
@@ -266,7 +307,20 @@ class Dispatcher:
         self.loop.set_remaining(task_id, None if done else self._remaining_s(plan, states, latest))
         if not done:
             self.loop.pump()
-        return DispatchProgress(done=done, stopped=stopped, states=states, plan=plan)
+        return DispatchProgress(done=done, stopped=stopped, states=states, plan=plan, gated=gated)
+
+    def _after_writes(self, plan: Plan) -> set[str]:
+        """Nodes downstream of a write node (a remediation's verify checks)."""
+        deps = {n.id: n.depends_on for n in plan.nodes}
+        writes = {n.id for n in plan.nodes if (spec := self.toolset.get(n.tool)) and spec.effect == Effect.WRITE}
+        memo: dict[str, bool] = {}
+
+        def downstream(nid: str, seen: frozenset[str]) -> bool:
+            if nid not in memo:
+                memo[nid] = any(d in writes or (d not in seen and downstream(d, seen | {d})) for d in deps.get(nid, []))
+            return memo[nid]
+
+        return {nid for nid in deps if downstream(nid, frozenset({nid}))}
 
     def _remaining_s(self, plan: Plan, states: dict[str, str], latest: dict[str, NodeRunRow]) -> float:
         """Estimated seconds of work left in the task (SRPT's measure): nodes not ended, less time run."""
@@ -451,26 +505,36 @@ class Dispatcher:
         self.store.finish_node_run(row.id, NodeStatus.SKIPPED, result=result, error=reason)
         self.bus.emit(task_id, EventType.NODE_SKIPPED, {"node_id": node.id, "summary": reason})
 
-    def _step_and_forget(self, task_id: str, plan: Plan, tenant: str, priority: int) -> DispatchProgress:
-        progress = self.step(task_id, plan, tenant=tenant, priority=priority)
+    def _step_and_forget(
+        self, task_id: str, plan: Plan, tenant: str, priority: int, decisions: Mapping[str, Mapping[str, Any]] | None
+    ) -> DispatchProgress:
+        progress = self.step(task_id, plan, tenant=tenant, priority=priority, decisions=decisions)
         if progress.done:
             self._cached_runs.pop(task_id, None)
         return progress
 
     def run_until_progress(
-        self, task_id: str, plan: Plan, *, tenant: str, priority: int = 5, max_wait_s: float = 15.0
+        self,
+        task_id: str,
+        plan: Plan,
+        *,
+        tenant: str,
+        priority: int = 5,
+        max_wait_s: float = 15.0,
+        decisions: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> DispatchProgress:
-        """Step, then wait until some node ends (or max_wait_s passes), and step again."""
-        progress = self._step_and_forget(task_id, plan, tenant, priority)
-        if progress.done:
+        """Step, then wait until some node ends (or max_wait_s passes), and step again. Returns at once when a
+        write node waits for a decision (the caller asks a person; what is in flight keeps running)."""
+        progress = self._step_and_forget(task_id, plan, tenant, priority, decisions)
+        if progress.done or progress.gated:
             return progress
         before = {k: v for k, v in progress.states.items() if NodeStatus(v).final}
         deadline = time.monotonic() + max_wait_s
         with TaskWatcher(self.redis, task_id) as watcher:
             while time.monotonic() < deadline:
                 watcher.wait(timeout=1.0)
-                progress = self._step_and_forget(task_id, progress.plan or plan, tenant, priority)
+                progress = self._step_and_forget(task_id, progress.plan or plan, tenant, priority, decisions)
                 now_final = {k for k, v in progress.states.items() if NodeStatus(v).final}
-                if progress.done or now_final - set(before):
+                if progress.done or progress.gated or now_final - set(before):
                     return progress
         return progress

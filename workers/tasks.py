@@ -26,7 +26,7 @@ from core.metrics import process_exited
 from core.settings import Settings, get_settings
 from core.types import EventType, NodeStatus, ToolResult, ToolStatus
 from tools import CATALOG, ToolContext, load_tool_modules
-from workers.celery_app import RUN_BATCH, RUN_NODE, SCHEDULED_TASK, TUNING_TASK, app
+from workers.celery_app import PREVIEW_TASK, RUN_BATCH, RUN_NODE, SCHEDULED_TASK, TUNING_TASK, app
 
 log = structlog.get_logger(__name__)
 
@@ -212,6 +212,23 @@ def run_node(self: Any, run_id: str, soft_s: float | None = None) -> str:
 @app.task(name=RUN_BATCH, bind=True, acks_late=True, reject_on_worker_lost=True)
 def run_batch(self: Any, run_ids: list[str], soft_s: float | None = None) -> list[str]:
     return execute_batch(run_ids, self.request.hostname or socket.gethostname(), soft_s)
+
+
+@app.task(name=PREVIEW_TASK, bind=True, ignore_result=False, soft_time_limit=60, time_limit=70)
+def preview_write(self: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A write tool's preview, run where the write would run: it reads the target's current state and
+    changes nothing. The approval gate waits for this result and shows it to the approver."""
+    rt = runtime()
+    spec = CATALOG.get(tool)
+    if spec is None:
+        result = ToolResult(status=ToolStatus.ERROR, summary=f"tool {tool!r} is not in this worker's catalog")
+    else:
+        worker = self.request.hostname or socket.gethostname()
+        try:
+            result = spec.preview(args, ToolContext(settings=rt.settings, _redis=rt.redis, worker=worker))
+        except Exception as exc:  # a preview that breaks says so; the approver sees why
+            result = ToolResult(status=ToolStatus.ERROR, summary=f"preview failed: {type(exc).__name__}: {exc}")
+    return result.model_dump(mode="json")
 
 
 @app.task(name="opsgraph.ping", ignore_result=False)

@@ -23,7 +23,18 @@ from services.api.auth import Authenticator
 from services.api.errors import BodyLimitMiddleware, document_errors, install_error_handlers
 from services.api.limits import RateLimitMiddleware, RateLimits
 from services.api.metrics import HttpMetricsMiddleware
-from services.api.routes import audit, investigations, memory, policies, schedules, system, tasks, telemetry, tuning
+from services.api.routes import (
+    approvals,
+    audit,
+    investigations,
+    memory,
+    policies,
+    schedules,
+    system,
+    tasks,
+    telemetry,
+    tuning,
+)
 from services.api.routes import keys as keys_routes
 from services.api.security import BrowserDefenceMiddleware, console_csp
 from workers.celery_app import make_celery
@@ -109,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(investigations.router)
     app.include_router(keys_routes.router)
     app.include_router(audit.router)
+    app.include_router(approvals.router)
 
     csp = console_csp(CONSOLE.read_text())
 

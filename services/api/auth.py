@@ -33,6 +33,11 @@ class Principal:
         return any(scope == s or scope in IMPLIES.get(s, set()) for s in self.scopes)
 
     @property
+    def who(self) -> str:
+        """How this principal is named on tasks and approvals: its name and id (four-eyes compares it)."""
+        return self.id if not self.name or self.name == self.id else f"{self.name} [{self.id}]"
+
+    @property
     def is_admin(self) -> bool:
         return "admin" in self.scopes
 

@@ -1,7 +1,9 @@
 """A real PostgreSQL lock incident, for tests at every level (tool, investigation, remediation).
 
 One session updates a row of `orders` and leaves its transaction open (idle in transaction); writers then
-update the same row and wait on its lock. Everything runs in a fresh database that is dropped afterwards.
+update the same row and wait on its lock. Everything runs in a fresh database that is dropped afterwards. The
+application's sessions log in as the ordinary role `shop_app` (not a superuser, as a real application's would
+be; opsgraph refuses to end a superuser's session).
 
     with lock_incident(os.environ["OPSGRAPH_TEST_POSTGRES_URL"]) as incident:
         ...  # incident.url, incident.holder_pid, incident.waiter_pids
@@ -19,6 +21,16 @@ import psycopg
 
 from tests.harness import PostgresDatabase
 
+APP_ROLE = "shop_app"
+
+
+def _ensure_role(admin_url: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+        if not exists:
+            with suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):  # another test made it
+                conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER")
+
 
 @dataclass
 class LockIncident:
@@ -28,6 +40,15 @@ class LockIncident:
     holder_pid: int
     waiter_pids: list[int] = field(default_factory=list)
     holder_query: str = ""
+    writer_threads: list[threading.Thread] = field(default_factory=list, repr=False)
+
+    def writers_finished(self) -> bool:
+        """Every waiting writer got its lock and committed (or gave up)."""
+        return not any(t.is_alive() for t in self.writer_threads)
+
+    def session_alive(self, pid: int) -> bool:
+        with psycopg.connect(self.url, autocommit=True) as c:
+            return c.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() is not None
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -46,6 +67,7 @@ def lock_incident(
     """Start the incident, yield it while the writers wait, then end the open transaction and tear it down.
 
     `settle_s` keeps the holder idle a little longer before yielding (ages above zero)."""
+    _ensure_role(admin_url)
     db = PostgresDatabase(admin_url)
     holder: psycopg.Connection | None = None
     threads: list[threading.Thread] = []
@@ -56,14 +78,17 @@ def lock_incident(
         with psycopg.connect(db.url, autocommit=True) as conn:
             conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, status text NOT NULL, qty int NOT NULL)")
             conn.execute(f"INSERT INTO {table} SELECT g, 'new', 1 FROM generate_series(1, 100) g")
-        holder = psycopg.connect(db.url, application_name="shop-admin")
+            conn.execute(f"GRANT SELECT, UPDATE ON {table} TO {APP_ROLE}")
+        holder = psycopg.connect(db.url, user=APP_ROLE, application_name="shop-admin")
         holder_query = f"UPDATE {table} SET status = 'held', qty = qty + 41 WHERE id = 7"
         holder.execute(holder_query)  # opens the transaction and leaves it open: idle in transaction
         holder_pid = holder.info.backend_pid
 
         def write(i: int) -> None:
             try:
-                with psycopg.connect(db.url, autocommit=True, application_name=f"orders-writer-{i}") as c:
+                with psycopg.connect(
+                    db.url, user=APP_ROLE, autocommit=True, application_name=f"orders-writer-{i}"
+                ) as c:
                     with lock:
                         pids.append(c.info.backend_pid)
                     c.execute(f"UPDATE {table} SET qty = qty + 1 WHERE id = 7")
@@ -93,6 +118,7 @@ def lock_incident(
             holder_pid=holder_pid,
             waiter_pids=sorted(pids),
             holder_query=holder_query,
+            writer_threads=threads,
         )
     finally:
         if holder is not None:

@@ -199,10 +199,16 @@ def _open(
     question: str | None,
     priority: int,
     origin: dict[str, Any],
+    requested_by: str,
 ) -> str:
     spec = {"dir": str(folder), "question": question, **origin}
     task = ctx.store.create_task(
-        goal[:4000], tenant=tenant, inputs={"investigation": spec}, priority=priority, source="investigation"
+        goal[:4000],
+        tenant=tenant,
+        inputs={"investigation": spec},
+        priority=priority,
+        source="investigation",
+        requested_by=requested_by,
     )
     runner.submit(task.id)
     return task.id
@@ -265,7 +271,16 @@ async def create_investigation(request: Request, ctx: Ctx, runner: Runner, princ
     )
     goal = _goal(body.question, alert, bundle is not None)
     task_id = await run_in_threadpool(
-        _open, ctx, runner, principal.tenant, folder, goal, body.question, body.priority, {"origin": "api"}
+        _open,
+        ctx,
+        runner,
+        principal.tenant,
+        folder,
+        goal,
+        body.question,
+        body.priority,
+        {"origin": "api"},
+        principal.who,
     )
     return _created(task_id)
 
@@ -341,7 +356,7 @@ async def alertmanager_webhook(request: Request, ctx: Ctx, runner: Runner, princ
         folder = _write_evidence(ctx, alert=body, evidence=[], question=None, bundle=None)
         question = payload.commonAnnotations.get("summary") or payload.commonAnnotations.get("description")
         origin = {"origin": "alertmanager", "group_key": payload.groupKey}
-        return _open(ctx, runner, tenant, folder, _goal(None, body, False), question, 2, origin)
+        return _open(ctx, runner, tenant, folder, _goal(None, body, False), question, 2, origin, principal.who)
 
     notified = await run_in_threadpool(
         lambda: alert_groups.notify(

@@ -18,6 +18,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agents.ops_graph import cancel_open_attempts, request_plan
+from agents.remediation import remediation_request
 from core import keys
 from core.db import NodeRunRow, TaskRow
 from core.errors import Conflict, UserError
@@ -103,6 +104,7 @@ def task_view(t: TaskRow) -> dict[str, Any]:
         "priority": t.priority,
         "status": t.status,
         "source": t.source,
+        "requested_by": t.requested_by,
         "error": t.error,
         "created_at": t.created_at,
         "updated_at": t.updated_at,
@@ -123,13 +125,49 @@ def create_task(body: TaskCreate, ctx: Ctx, runner: Runner, principal: Operator,
         request_plan(ctx, body.goal, body.plan)  # 422 plan_invalid now, not a failed task later
         inputs["plan"] = body.plan
     tenant = tenant_for(principal, body.tenant) if body.tenant else acting
-    task = ctx.store.create_task(body.goal, tenant=tenant, inputs=inputs, priority=body.priority, source="api")
+    task = ctx.store.create_task(
+        body.goal, tenant=tenant, inputs=inputs, priority=body.priority, source="api", requested_by=principal.who
+    )
     runner.submit(task.id)
+    return _created(task)
+
+
+def _created(task: TaskRow) -> TaskCreated:
     return TaskCreated(
         id=task.id,
         status=task.status,
         links={"self": f"/v1/tasks/{task.id}", "events": f"/v1/tasks/{task.id}/events"},
     )
+
+
+class RemediateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    actions: list[int] | None = Field(
+        None,
+        max_length=20,
+        description="Indexes into the Diagnosis's actions (answer.diagnosis.actions) to do; unset: every write "
+        "action an opsgraph tool can do.",
+    )
+    priority: int = Field(3, ge=0, le=9, description="0 is most urgent.")
+
+
+@router.post("/{task_id}/remediate", status_code=202, response_model=TaskCreated, responses=error_responses(409))
+def remediate_task(
+    task_id: str, ctx: Ctx, runner: Runner, principal: Operator, tenant: Tenant, body: RemediateRequest | None = None
+) -> TaskCreated:
+    """Do what the task's Diagnosis proposes: its write actions become a new task whose every write waits for a
+    person's approval (GET /v1/approvals), then the checks run again to verify the fix. 409 no_remedy when the
+    task has no Diagnosis or it proposes no write an opsgraph tool can do."""
+    body = body or RemediateRequest()
+    source = ctx.store.get_task(task_id, tenant=tenant)
+    goal, inputs = remediation_request(ctx, source, body.actions)
+    request_plan(ctx, goal, inputs["plan"])  # 422 plan_invalid now (a tool unavailable here), not a failed task
+    task = ctx.store.create_task(
+        goal, tenant=source.tenant, inputs=inputs, priority=body.priority, source="api", requested_by=principal.who
+    )
+    runner.submit(task.id)
+    return _created(task)
 
 
 @router.get("")
