@@ -737,7 +737,11 @@ def host_lost(evidence: EvidenceSet) -> list[Finding]:
         back = [
             r
             for r in log_records_of(hits[0].item)
-            if r.ts is not None and last is not None and r.ts > last and host in r.msg.lower() and _HOST_BACK.search(r.msg)
+            if r.ts is not None
+            and last is not None
+            and r.ts > last
+            and host in r.msg.lower()
+            and _HOST_BACK.search(r.msg)
         ]
         guests: set[str] = set()
         for r in log_records_of(hits[0].item):

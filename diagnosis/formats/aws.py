@@ -305,7 +305,10 @@ def parse_ec2_status(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
     """EC2 health checks of volumes and instances -> `aws/status` {resource, resource_type, status, checks,
     events, actions, az}; `checks` maps "<scope>.<name>" (volume.io-performance, system.reachability) to its status.
     """
-    for key, rtype, id_key in (("VolumeStatuses", "volume", "VolumeId"), ("InstanceStatuses", "instance", "InstanceId")):
+    for key, rtype, id_key in (
+        ("VolumeStatuses", "volume", "VolumeId"),
+        ("InstanceStatuses", "instance", "InstanceId"),
+    ):
         for row in doc.value.get(key) or []:
             if not isinstance(row, dict) or not row.get(id_key):
                 continue
@@ -343,7 +346,9 @@ def parse_ec2_status(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
                 "events": events,
                 "actions": [str(a.get("Code") or "") for a in row.get("Actions") or [] if isinstance(a, dict)],
                 "az": row.get("AvailabilityZone"),
-                "state": (row.get("InstanceState") or {}).get("Name") if isinstance(row.get("InstanceState"), dict) else None,
+                "state": (row.get("InstanceState") or {}).get("Name")
+                if isinstance(row.get("InstanceState"), dict)
+                else None,
             }
             starts = [e["not_before"] for e in events if e["not_before"] is not None]
             yield ctx.item(doc.path, "aws/status", f"{rtype}/{row[id_key]}", data, min(starts) if starts else None)
