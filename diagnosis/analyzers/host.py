@@ -647,7 +647,7 @@ def cloud_status_checks(evidence: EvidenceSet) -> list[Finding]:
         what = ", ".join(f"{k.split('.', 1)[-1]} {v}" for k, v in bad.items()) or status
         ev_txt = "; ".join(f"{e.get('type')}: {str(e.get('description'))[:120]}" for e in events[:2])
         refs = [EvidenceRef(item=item.id, field="status", value=d.get("status"))]
-        refs += [EvidenceRef(item=item.id, field=f"checks.{k}", value=v) for k, v in list(bad.items())[:2]]
+        refs += [EvidenceRef(item=item.id, field="checks", value=f"{k}: {v}") for k, v in list(bad.items())[:2]]
         out.append(
             Finding(
                 analyzer="cloud_status_checks",
@@ -690,7 +690,8 @@ def cloud_status_checks(evidence: EvidenceSet) -> list[Finding]:
                         command=(
                             f"aws ec2 create-snapshot --volume-id {rid}"
                             if rtype == "volume"
-                            else f"aws ec2 stop-instances --instance-ids {rid} && aws ec2 start-instances --instance-ids {rid}"
+                            else f"aws ec2 stop-instances --instance-ids {rid}; "
+                            f"aws ec2 start-instances --instance-ids {rid}"
                         ),
                         kind="write",
                     ),
@@ -753,8 +754,8 @@ def host_lost(evidence: EvidenceSet) -> list[Finding]:
                     guests.add(name)
         short_guests = {_short(g) for g in guests}
         tags = [f"host:{host}", *(f"host:{g}" for g in sorted(guests))]
-        for m in evidence.kind("metric"):
-            inst = str((m.data.get("labels") or {}).get("instance") or "")
+        for series in evidence.kind("metric"):
+            inst = str((series.data.get("labels") or {}).get("instance") or "")
             if inst and _short(inst) in short_guests:
                 tags.append(f"host:{inst.split(':', 1)[0]}")
         recovered = bool(back)
@@ -781,7 +782,7 @@ def host_lost(evidence: EvidenceSet) -> list[Finding]:
                 evidence=first_and_last_refs(hits),
                 actions=[
                     Action(
-                        description=f"The host's state and the guests HA restarted or could not restart",
+                        description="The host's state and the guests HA restarted or could not restart",
                         command=f"govc host.info {host}; govc events -n 50 host/{host}",
                     )
                 ],

@@ -9,6 +9,7 @@ A release is seen as a ReplicaSet created, a Deployment's new ReplicaSet, a Scal
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -90,7 +91,7 @@ def releases(evidence: EvidenceSet) -> list[Release]:
             None,
         )
         ts = parse_ts(done.get("lastUpdateTime")) if done else None
-        if ts is None or not images:
+        if done is None or ts is None or not images:
             continue
         idx = conds.index(done)
         out.append(
@@ -195,7 +196,7 @@ def _segments(points: list[Point]) -> list[list[Point]]:
 def _growing(seg: list[Point]) -> bool:
     if len(seg) < MIN_POINTS or seg[0][1] <= 0:
         return False
-    ups = sum(1 for (_, a), (_, b) in zip(seg, seg[1:], strict=False) if b > a)
+    ups = sum(1 for (_, a), (_, b) in itertools.pairwise(seg) if b > a)
     return ups >= RISING_STEPS * (len(seg) - 1) and seg[-1][1] >= seg[0][1] * (1 + MIN_RISE)
 
 
@@ -275,8 +276,8 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                 category=Category.CODE_DEFECT,
                 title=f"{s.workload} {rel.version} leaks memory (+{slope_h / 2**20:.0f} MiB/h without levelling off)",
                 mechanism=(
-                    f"since {s.workload} {rel.version} (released {fmt_ts(rel.ts)}) its memory grows ~{slope_h / 2**20:.0f} "
-                    f"MiB/h without levelling off{base}"
+                    f"since {s.workload} {rel.version} (released {fmt_ts(rel.ts)}) its memory grows "
+                    f"~{slope_h / 2**20:.0f} MiB/h without levelling off{base}"
                     + (f", restarting {restarts}x and growing again" if restarts else "")
                     + (f", at the same traffic ({traffic[0]:.2f}x)" if traffic else "")
                     + f"{to_full}: a memory leak in {rel.version}; a bigger limit only delays it."

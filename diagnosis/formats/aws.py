@@ -350,5 +350,5 @@ def parse_ec2_status(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
                 if isinstance(row.get("InstanceState"), dict)
                 else None,
             }
-            starts = [e["not_before"] for e in events if e["not_before"] is not None]
+            starts = [float(t) for e in events if isinstance(t := e["not_before"], int | float)]
             yield ctx.item(doc.path, "aws/status", f"{rtype}/{row[id_key]}", data, min(starts) if starts else None)
