@@ -60,6 +60,14 @@ BAD_DATA = re.compile(
     r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"
     r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|"
     r"poison(?:ed)? (?:message|pill|record)|"
+    # rejected rows and dead-lettered records, column counts, NaN, corrupt input, failed data checks
+    r"rejected \d+ (?:rows|records|messages|documents|lines|events)|(?:rows|records|messages|events) rejected|"
+    r"(?:sent|routed|moved|published|written|forwarded) to (?:the )?(?:dead[- ]?letter|DLQ|DLT)|"
+    r"expected \d+ (?:columns|fields),? (?:but )?(?:got|found|saw) \d+|wrong number of (?:columns|fields)|"
+    r"Error tokenizing data|contains NaN|\bNaN (?:value|found|in column)|value is NaN|"
+    r"corrupt(?:ed)? (?:record|row|message|input|gzip|parquet|avro|csv)|"
+    r"data (?:quality|validation) (?:check )?failed|expectation (?:suite )?failed|"
+    r"(?:not_null|unique|accepted_values|relationships) test failed|"
     # Java/Kotlin: Jackson, Kafka serdes, Avro, protobuf, java.time, charsets, bean validation
     r"Json(?:Parse|Mapping|EOF)Exception|MismatchedInputException|InvalidFormatException|"
     r"UnrecognizedPropertyException|InvalidDefinitionException|SerializationException|RecordDeserializationException|"

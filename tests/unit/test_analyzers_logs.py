@@ -209,3 +209,17 @@ def test_a_change_long_before_the_errors_is_not_their_cause() -> None:
     _quote_errors(b, "STRIKT")
     [cause] = causes(log_errors(b.set()))
     assert cause.category == "code_defect"
+
+
+def test_rejected_rows_dead_letters_and_column_counts_are_bad_data() -> None:
+    for msg in (
+        "batch 17: rejected 312 rows from orders_2025-03-01.csv",
+        "record at partition 4 offset 991 sent to dead-letter topic orders.DLT",
+        "pandas.errors.ParserError: Error tokenizing data. C error: Expected 7 fields in line 88, saw 9",
+        "feature 'price' contains NaN for 4,210 rows of supplier feed",
+        "dbt: not_null test failed on column customer_id (48 rows)",
+    ):
+        b = Builder()
+        b.log("etl.log", [(T0 + i, "error", msg) for i in range(5)], service="etl")
+        [cause] = causes(log_errors(b.set()))
+        assert cause.category == "data_quality", msg
