@@ -342,7 +342,17 @@ HOST_HW = re.compile(
     r"blk_update_request: I/O error|critical medium error|SCSI error: return code|rejecting I/O to offline device",
     re.I,
 )
-HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW)
+# a physical or virtualisation host that stopped (vSphere HA, Proxmox/corosync fencing, Hyper-V and Nova
+# clusters): every guest on it goes down at once
+HOST_LOST = re.compile(
+    r"\bhost (?P<h1>[\w.\-]+) (?:in [\w.\- ]+ )?is not responding|host failure (?:of|on) host (?P<h2>[\w.\-]+)|"
+    r"HostConnectionLostEvent|DasHostFailedEvent|lost connection to host (?P<h3>[\w.\-]+)|"
+    r"(?:node|hypervisor|compute (?:node|host)) '?(?P<h4>[\w.\-]+)'? (?:is|went) (?:down|offline|unreachable)|"
+    r"fencing (?:node|host) '?(?P<h5>[\w.\-]+)|"
+    r"cluster node '?(?P<h6>[\w.\-]+)'? was removed from the active (?:failover )?cluster membership",
+    re.I,
+)
+HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW, HOST_LOST)
 
 
 # Lower-case fragments at least one of which every signature above contains: a record without any of them is
@@ -449,6 +459,16 @@ _TRIGGERS = (
     "medium error",
     "scsi error",
     "offline device",
+    "not responding",
+    "host failure",
+    "failed host",
+    "host connection lost",
+    "is down",
+    "node down",
+    "offline",
+    "fenc",
+    "isolat",
+    "membership",
 )
 
 

@@ -926,6 +926,36 @@ def _connections(ctx: _Context) -> list[Finding]:
     elif log_hits:
         mech_extra += f"; {len(log_hits)} refusals logged"
     first = log_hits[0].ts if log_hits else None
+    if not clients:
+        # refusals alone say the slots are gone, not who holds them: a leak, a lock pile-up, a stalled disk and a
+        # traffic surge all look like this, so it is a symptom whose cause needs the sessions
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="symptom",
+                code="db_connection_errors",
+                category=Category.UNKNOWN,
+                title=f"{db} refuses connections: out of connection slots",
+                mechanism=f"{db} has run out of connection slots{mech_extra}; nothing shows who holds them.",
+                object=f"database {db} connections",
+                score=0.6,
+                ts=first,
+                tags=[f"db:{db}"],
+                evidence=refs,
+                needs=[
+                    f"pg_stat_activity of {db} grouped by application_name and state (who holds the connections)",
+                    f"pg_locks of {db} (whether the sessions wait on a lock)",
+                ],
+                actions=[
+                    Action(
+                        description="Who holds the connections, by application and state",
+                        command=f'psql -d {db} -c "SELECT application_name, state, count(*), max(now()-state_change) FROM pg_stat_activity GROUP BY 1,2 ORDER BY 3 DESC"',  # noqa: E501 (an exact command or data line reads better whole)
+                    )
+                ],
+            )
+        )
+        return out
     out.append(
         Finding(
             analyzer="database",

@@ -14,6 +14,7 @@ from diagnosis.analyzers._common import (
     HOST_DISK,
     HOST_FDS,
     HOST_HW,
+    HOST_LOST,
     HOST_OOM,
     Rec,
     first_and_last_refs,
@@ -597,3 +598,205 @@ def _fd_actions(svc: str | None) -> list[Action]:
 
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+# ---------------------------------------------------------------- cloud health checks (EC2 volumes, instances)
+
+_BAD_CHECK = {"impaired", "failed", "severely-degraded", "degraded", "stalled"}
+# what storage or a machine that stopped answering explains: the database and the applications on top of it
+_STALL_EFFECTS = [
+    *_DOWN_EFFECTS,
+    "io_high",
+    "db_waits",
+    "connections_high",
+    "connection_exhaustion",
+    "host_hardware_error",
+    "target_down",
+    "disk_latency",
+]
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"aws/status"})
+def cloud_status_checks(evidence: EvidenceSet) -> list[Finding]:
+    """A volume or instance the cloud itself reports impaired (failed status checks, I/O paused or severely
+    degraded) is an infrastructure fault under everything that runs on it; passing checks rule it out."""
+    out: list[Finding] = []
+    for item in evidence.kind("aws/status"):
+        d = item.data
+        rtype, rid = str(d.get("resource_type") or "resource"), str(d.get("resource") or item.object)
+        checks: dict[str, str] = d.get("checks") or {}
+        bad = {k: v for k, v in checks.items() if str(v).lower() in _BAD_CHECK}
+        status = str(d.get("status") or "").lower()
+        events = [e for e in d.get("events") or [] if isinstance(e, dict)]
+        if status not in _BAD_CHECK and not bad:
+            out.append(
+                Finding(
+                    analyzer="cloud_status_checks",
+                    domain=Domain.HOST,
+                    role="benign",
+                    code="cloud_checks_ok",
+                    category=Category.HEALTHY,
+                    title=f"{rtype} {rid} passes its status checks ({status or 'ok'})",
+                    mechanism=f"the cloud reports {rtype} {rid} {status or 'ok'}: not an infrastructure fault there.",
+                    object=f"{rtype} {rid}",
+                    tags=[f"{rtype}:{rid}"],
+                    evidence=[EvidenceRef(item=item.id, field="status", value=d.get("status"))],
+                )
+            )
+            continue
+        what = ", ".join(f"{k.split('.', 1)[-1]} {v}" for k, v in bad.items()) or status
+        ev_txt = "; ".join(f"{e.get('type')}: {str(e.get('description'))[:120]}" for e in events[:2])
+        refs = [EvidenceRef(item=item.id, field="status", value=d.get("status"))]
+        refs += [EvidenceRef(item=item.id, field="checks", value=f"{k}: {v}") for k, v in list(bad.items())[:2]]
+        out.append(
+            Finding(
+                analyzer="cloud_status_checks",
+                domain=Domain.HOST,
+                role="cause",
+                code=f"{rtype}_impaired",
+                category=Category.INFRASTRUCTURE,
+                title=f"{rtype} {rid} is {status or 'impaired'} ({what})",
+                mechanism=(
+                    f"the cloud reports {rtype} {rid} {status or 'impaired'} ({what})"
+                    + (f" [{ev_txt}]" if ev_txt else "")
+                    + (
+                        ": its I/O stalls, so everything on it blocks and its clients pile up"
+                        if rtype == "volume"
+                        else ": the machine under the workload is failing"
+                    )
+                    + "."
+                ),
+                object=f"{rtype} {rid}",
+                score=0.85,
+                ts=item.ts,
+                tags=[f"{rtype}:{rid}", *([f"zone:{d['az']}"] if d.get("az") else [])],
+                explains=_STALL_EFFECTS,
+                evidence=refs,
+                actions=[
+                    Action(
+                        description=f"The {rtype}'s status checks and scheduled events",
+                        command=(
+                            f"aws ec2 describe-volume-status --volume-ids {rid}"
+                            if rtype == "volume"
+                            else f"aws ec2 describe-instance-status --instance-ids {rid} --include-all-instances"
+                        ),
+                    ),
+                    Action(
+                        description=(
+                            "Fail over to a replica or restore from a snapshot onto a new volume"
+                            if rtype == "volume"
+                            else "Stop and start the instance so it moves to healthy hardware"
+                        ),
+                        command=(
+                            f"aws ec2 create-snapshot --volume-id {rid}"
+                            if rtype == "volume"
+                            else f"aws ec2 stop-instances --instance-ids {rid}; "
+                            f"aws ec2 start-instances --instance-ids {rid}"
+                        ),
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- a hypervisor or physical host that went away
+
+HOST_LOST_RECENT_S = 6 * 3600  # a host failure this recent still explains guests that are down now
+_HOST_BACK = re.compile(r"\b(?:reconnected|connected|back online|is responding|exited maintenance|rejoined)\b", re.I)
+_GUEST = re.compile(
+    r"(?:virtual machine|\bvm|\bguest|\binstance|failed to restart|restarted)\s+'?([A-Za-z][\w.\-]*\d[\w.\-]*)|"
+    r"\bTarget=([A-Za-z][\w.\-]*)",
+    re.I,
+)
+
+
+def _short(host: str) -> str:
+    return host.split(":", 1)[0].split(".", 1)[0].lower()
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"log"})
+def host_lost(evidence: EvidenceSet) -> list[Finding]:
+    """A hypervisor or cluster host reported lost (not responding, HA host failure, fenced): an infrastructure
+    fault that takes down every guest on it together. The guests it names (and targets of theirs seen down) are
+    tagged so their symptoms link to it."""
+    now = now_of(evidence)
+    lost: dict[str, list[Rec]] = defaultdict(list)
+    recs = signature_records(evidence)
+    for rec in recs:
+        m = HOST_LOST.search(rec.msg)
+        if m:
+            name = next((g for g in m.groups() if g), None) or _target_of(rec.msg) or "?"
+            lost[name.lower()].append(rec)
+    out: list[Finding] = []
+    for host, hits in lost.items():
+        first = min((r.ts for r in hits if r.ts is not None), default=None)
+        last = max((r.ts for r in hits if r.ts is not None), default=None)
+        if now is not None and last is not None and now - last > HOST_LOST_RECENT_S:
+            continue
+        back = [
+            r
+            for r in log_records_of(hits[0].item)
+            if r.ts is not None
+            and last is not None
+            and r.ts > last
+            and host in r.msg.lower()
+            and _HOST_BACK.search(r.msg)
+        ]
+        guests: set[str] = set()
+        for r in log_records_of(hits[0].item):
+            if r.ts is not None and first is not None and not (first - 300 <= r.ts <= first + 3600):
+                continue
+            for g in _GUEST.finditer(r.msg):
+                name = (g.group(1) or g.group(2) or "").rstrip(".:,")
+                if name and _short(name) != _short(host):
+                    guests.add(name)
+        short_guests = {_short(g) for g in guests}
+        tags = [f"host:{host}", *(f"host:{g}" for g in sorted(guests))]
+        for series in evidence.kind("metric"):
+            inst = str((series.data.get("labels") or {}).get("instance") or "")
+            if inst and _short(inst) in short_guests:
+                tags.append(f"host:{inst.split(':', 1)[0]}")
+        recovered = bool(back)
+        guest_txt = f"; guests on it: {', '.join(sorted(guests)[:6])}" if guests else ""
+        out.append(
+            Finding(
+                analyzer="host_lost",
+                domain=Domain.HOST,
+                role="benign" if recovered else "cause",
+                code="host_lost",
+                category=Category.HEALTHY if recovered else Category.INFRASTRUCTURE,
+                title=f"host {host} lost ({len(hits)} record(s))" + (", since back" if recovered else ""),
+                mechanism=(
+                    f"host {host} stopped responding ('{hits[0].msg.strip()[:160]}' {span_text(first, last)}), "
+                    f"so every guest on it went down together{guest_txt}"
+                    + (f"; it came back ('{back[0].msg.strip()[:100]}')" if recovered else "")
+                    + "."
+                ),
+                object=f"host {host}",
+                score=0.85,
+                ts=first,
+                tags=list(dict.fromkeys(tags)),
+                explains=[*_DOWN_EFFECTS, "target_down", "host_down", "node_down", "backend_down", "alert:*"],
+                evidence=first_and_last_refs(hits),
+                actions=[
+                    Action(
+                        description="The host's state and the guests HA restarted or could not restart",
+                        command=f"govc host.info {host}; govc events -n 50 host/{host}",
+                    )
+                ],
+            )
+        )
+    return out
+
+
+def _target_of(msg: str) -> str | None:
+    m = re.search(r"\bTarget=([\w.\-]+)", msg)
+    return m.group(1) if m else None
+
+
+def log_records_of(item: EvidenceItem) -> list[Rec]:
+    return [
+        Rec(item, r.get("ts"), str(r.get("msg") or ""), r.get("line"), None) for r in item.data.get("records") or ()
+    ]

@@ -9,6 +9,7 @@ network, database or host analyzer.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from diagnosis.analyzers._common import (
@@ -59,6 +60,14 @@ BAD_DATA = re.compile(
     r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"
     r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|"
     r"poison(?:ed)? (?:message|pill|record)|"
+    # rejected rows and dead-lettered records, column counts, NaN, corrupt input, failed data checks
+    r"rejected \d+ (?:rows|records|messages|documents|lines|events)|(?:rows|records|messages|events) rejected|"
+    r"(?:sent|routed|moved|published|written|forwarded) to (?:the )?(?:dead[- ]?letter|DLQ|DLT)|"
+    r"expected \d+ (?:columns|fields),? (?:but )?(?:got|found|saw) \d+|wrong number of (?:columns|fields)|"
+    r"Error tokenizing data|contains NaN|\bNaN (?:value|found|in column)|value is NaN|"
+    r"corrupt(?:ed)? (?:record|row|message|input|gzip|parquet|avro|csv)|"
+    r"data (?:quality|validation) (?:check )?failed|expectation (?:suite )?failed|"
+    r"(?:not_null|unique|accepted_values|relationships) test failed|"
     # Java/Kotlin: Jackson, Kafka serdes, Avro, protobuf, java.time, charsets, bean validation
     r"Json(?:Parse|Mapping|EOF)Exception|MismatchedInputException|InvalidFormatException|"
     r"UnrecognizedPropertyException|InvalidDefinitionException|SerializationException|RecordDeserializationException|"
@@ -192,10 +201,84 @@ def log_errors(evidence: EvidenceSet) -> list[Finding]:
     errors as a symptom of the service; stopped or background errors as benign."""
     now = now_of(evidence)
     deploys = _deploys(evidence)
+    changes = config_changes(evidence)
     findings: list[Finding] = []
     for item in evidence.kind("log"):
-        findings.extend(_analyze_source(item, now, deploys))
+        findings.extend(_analyze_source(item, now, deploys, changes))
     return with_aliases(findings)
+
+
+# ---------------------------------------------------------------- configuration changes quoted by errors
+
+CONFIG_CHANGE_WINDOW_S = 6 * 3600  # a change this long before the errors began can still be what they quote
+_CHANGE_WORD = re.compile(
+    r"\b(?:flag|feature|toggle|config(?:uration)?|setting|parameter|param|variable|env|property|option|key|"
+    r"variation|override|configmap|secret|rollout rule|targeting)\b",
+    re.I,
+)
+_NEW_VALUE = re.compile(
+    r"\b(?:new_?value|new|to_?value|after|value_?after|variation|value)=\"?([^\s\",;)]+)|"
+    r"\bfrom\s+['\"]?[^\s'\"]*['\"]?\s+to\s+['\"]?([^\s'\",;)]+)|"
+    r"\b(?:set|changed|updated|switched)\b[^=]{0,80}?\bto\s+['\"]?([^\s'\",;)]+)",
+    re.I,
+)
+_CHANGE_SUBJECT = re.compile(
+    r"\b(?:flag|feature|key|setting|parameter|param|name|property|option|variable|config)[=:]\s*['\"]?([\w.\-/]+)",
+    re.I,
+)
+# values too common to attribute an error to: booleans, on/off, empties, small numbers
+_PLAIN_VALUES = frozenset({"true", "false", "on", "off", "yes", "no", "null", "none", "enabled", "disabled", "0", "1"})
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    ts: float
+    subject: str
+    value: str
+    ref: EvidenceRef
+
+
+def config_changes(evidence: EvidenceSet) -> list[ConfigChange]:
+    """Records that set a flag, setting or variable to a new value (audit exports, change logs, flag services)."""
+    out: list[ConfigChange] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            ts = r.get("ts")
+            if not isinstance(ts, int | float) or ("=" not in msg and " to " not in msg):
+                continue
+            if not _CHANGE_WORD.search(msg):
+                continue
+            m = _NEW_VALUE.search(msg)
+            value = next((g for g in m.groups() if g), None) if m else None
+            if not value or len(value) < 3 or value.lower() in _PLAIN_VALUES or value.replace(".", "").isdigit():
+                continue
+            subj = _CHANGE_SUBJECT.search(msg)
+            out.append(
+                ConfigChange(
+                    float(ts),
+                    subj.group(1) if subj else "a setting",
+                    value,
+                    EvidenceRef(item=item.id, line=r.get("line"), value=msg[:200]),
+                )
+            )
+    return out
+
+
+def _quoted_change(changes: list[ConfigChange], tpl: Template) -> ConfigChange | None:
+    """The latest change before the errors began whose new value the errors quote."""
+    if tpl.sample is None or tpl.first_ts is None:
+        return None
+    msg = tpl.sample.msg
+    best: ConfigChange | None = None
+    for c in changes:
+        if not -300.0 <= tpl.first_ts - c.ts <= CONFIG_CHANGE_WINDOW_S:  # clocks disagree a little
+            continue
+        if not re.search(rf"(?<![\w\-]){re.escape(c.value)}(?![\w\-])", msg):
+            continue
+        if best is None or c.ts > best.ts:
+            best = c
+    return best
 
 
 _ERROR_LEVELS = {"error", "fatal", "critical", "crit", "err", "panic", "emerg", "alert"}
@@ -225,7 +308,10 @@ def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float |
 
 
 def _analyze_source(
-    item: EvidenceItem, now: float | None, deploys: list[tuple[float, str, EvidenceRef]]
+    item: EvidenceItem,
+    now: float | None,
+    deploys: list[tuple[float, str, EvidenceRef]],
+    changes: list[ConfigChange] | None = None,
 ) -> list[Finding]:
     errors, log_first, log_last = _error_records(item)
     if not errors:
@@ -244,7 +330,9 @@ def _analyze_source(
     if not active:
         return findings
     for tpl in active:
-        cause = _cause_of(item, tpl, who, tags, deploys, active)
+        cause = _changed_setting(item, tpl, who, tags, changes or []) or _cause_of(
+            item, tpl, who, tags, deploys, active
+        )
         if cause:
             findings.append(cause)
     findings.append(_errors_symptom(item, active, who, tags))
@@ -304,6 +392,42 @@ def _benign(item: EvidenceItem, tpl: Template, who: str, tags: list[str], verdic
         ts=tpl.first_ts,
         tags=tags,
         evidence=[ref_of(tpl.sample)],
+    )
+
+
+def _changed_setting(
+    item: EvidenceItem, tpl: Template, who: str, tags: list[str], changes: list[ConfigChange]
+) -> Finding | None:
+    """Errors that quote the value a recent flag or setting change introduced: the change is the cause, whatever
+    exception the code throws on it (an invalid enum, a bad URL, a number that does not parse)."""
+    change = _quoted_change(changes, tpl)
+    if change is None or tpl.sample is None or tpl.first_ts is None:
+        return None
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="cause",
+        code="bad_config_value",
+        category=Category.CONFIGURATION_ERROR,
+        title=f"{who} fails on the value {change.value} that {change.subject} was set to ({tpl.count}x)",
+        mechanism=(
+            f"{change.subject} was set to {change.value} {human_duration(tpl.first_ts - change.ts)} before {who} "
+            f"began failing on exactly that value: '{_short(tpl.sample.msg)}' x{tpl.count} "
+            f"{span_text(tpl.first_ts, tpl.last_ts)}; the configuration change is the cause."
+        ),
+        object=f"{change.subject} = {change.value}",
+        score=0.85 if tpl.count >= SPORADIC else 0.65,
+        ts=change.ts,
+        tags=[*tags, f"config:{change.subject}"],
+        explains=["errors", "http_5xx", "pod_restarts", "crash_loop", "exception", "latency"],
+        evidence=[change.ref, ref_of(tpl.sample)],
+        actions=[
+            Action(
+                description=f"Set {change.subject} back to its previous value",
+                command=f"# flag/config service: revert {change.subject} (now {change.value})",
+                kind="write",
+            )
+        ],
     )
 
 

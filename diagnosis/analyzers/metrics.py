@@ -249,9 +249,15 @@ def _health(s: _Series) -> list[Finding] | None:
     ]
 
 
+_STATUS_LABELS = ("code", "status", "status_code", "response_code", "http_status", "status_class")
+
+
 def _kind(name: str, labels: dict[str, str]) -> str:
     if labels.get("resource") in ("cpu", "memory"):
         return labels["resource"]
+    # a request counter split by status: its 5xx series counts failures, not traffic
+    if any(str(labels.get(k, "")).lower().startswith("5") for k in _STATUS_LABELS):
+        return "errors"
     for kind, rx in _KIND_PATTERNS:
         if rx.search(name):
             return kind

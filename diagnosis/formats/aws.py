@@ -272,3 +272,83 @@ def parse_pi_keys(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             value = next(iter(dims.values()), "")
             data = {"group": group, "dimensions": dims, "load": load, "partitions": partitions, "metric": metric}
             yield ctx.item(doc.path, "pi/dimension", f"pi/{group}/{value}", data, end)
+
+
+# --- EC2 DescribeVolumeStatus / DescribeInstanceStatus ------------------------------------------------------
+
+
+def _is_status_list(v: Any) -> bool:
+    if not isinstance(v, dict):
+        return False
+    for key in ("VolumeStatuses", "InstanceStatuses"):
+        rows = v.get(key)
+        if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
+            return True
+    return False
+
+
+def _checks(block: Any) -> tuple[str | None, dict[str, str]]:
+    """{Status, Details: [{Name, Status}]} -> (status, {name: status})."""
+    if not isinstance(block, dict):
+        return None, {}
+    details = {
+        str(d.get("Name")): str(d.get("Status"))
+        for d in block.get("Details") or []
+        if isinstance(d, dict) and d.get("Name")
+    }
+    status = block.get("Status")
+    return (str(status) if status is not None else None), details
+
+
+@FORMATS.format("ec2-status", shapes={"json"}, detect=lambda d: _is_status_list(d.value), order=30)
+def parse_ec2_status(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """EC2 health checks of volumes and instances -> `aws/status` {resource, resource_type, status, checks,
+    events, actions, az}; `checks` maps "<scope>.<name>" (volume.io-performance, system.reachability) to its status.
+    """
+    for key, rtype, id_key in (
+        ("VolumeStatuses", "volume", "VolumeId"),
+        ("InstanceStatuses", "instance", "InstanceId"),
+    ):
+        for row in doc.value.get(key) or []:
+            if not isinstance(row, dict) or not row.get(id_key):
+                continue
+            checks: dict[str, str] = {}
+            statuses: list[str] = []
+            blocks = (
+                [("volume", row.get("VolumeStatus"))]
+                if rtype == "volume"
+                else [("system", row.get("SystemStatus")), ("instance", row.get("InstanceStatus"))]
+            )
+            for scope, block in blocks:
+                status, details = _checks(block)
+                if status:
+                    statuses.append(status)
+                checks.update({f"{scope}.{name}": s for name, s in details.items()})
+            for att in row.get("AttachmentStatuses") or []:
+                if isinstance(att, dict) and att.get("IoPerformance"):
+                    checks[f"attachment.{att.get('InstanceId', '?')}.io-performance"] = str(att["IoPerformance"])
+            events = [
+                {
+                    "type": str(e.get("EventType") or e.get("Code") or ""),
+                    "description": str(e.get("Description") or ""),
+                    "not_before": parse_ts(e.get("NotBefore")),
+                    "not_after": parse_ts(e.get("NotAfter")),
+                }
+                for e in row.get("Events") or []
+                if isinstance(e, dict)
+            ]
+            worst = next((s for s in ("impaired", "failed", "insufficient-data", "warning") if s in statuses), None)
+            data = {
+                "resource": str(row[id_key]),
+                "resource_type": rtype,
+                "status": worst or (statuses[0] if statuses else None),
+                "checks": checks,
+                "events": events,
+                "actions": [str(a.get("Code") or "") for a in row.get("Actions") or [] if isinstance(a, dict)],
+                "az": row.get("AvailabilityZone"),
+                "state": (row.get("InstanceState") or {}).get("Name")
+                if isinstance(row.get("InstanceState"), dict)
+                else None,
+            }
+            starts = [float(t) for e in events if isinstance(t := e["not_before"], int | float)]
+            yield ctx.item(doc.path, "aws/status", f"{rtype}/{row[id_key]}", data, min(starts) if starts else None)

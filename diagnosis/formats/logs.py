@@ -31,7 +31,7 @@ from diagnosis.formats._time import (
     syslog_match,
     year_for,
 )
-from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.formats.base import FORMATS, Document, FormatError, ParseContext
 from diagnosis.model import EvidenceItem
 
 KUBECTL_PATH = re.compile(
@@ -408,3 +408,48 @@ def _continues(body: str) -> bool:
     """A stack-trace line (indented; Java's "Caused by:", "... 12 more"; Go's "[signal", "goroutine 1
     [running]:") continues the record above; `body` is the line without its --timestamps prefix."""
     return body[:1] in (" ", "\t") or body.startswith(CONTINUATION_STARTS)
+
+
+# --- event and audit exports as CSV (vCenter events, feature-flag audit, change logs, SIEM exports) ------------
+
+_CSV_TIME = re.compile(r"^(?:@?timestamp|time(?:stamp)?|ts|date(?:time)?|created(?:_?(?:time|at|on))?|event_?time|when|"
+                       r"occurred(?:_?at)?|changed_?at|updated_?at|logged_?at)$", re.I)  # fmt: skip
+_CSV_MESSAGE = re.compile(r"^(?:message|msg|description|summary|text|details?|event)$", re.I)
+_CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status)$", re.I)
+
+
+def _csv_time_column(doc: Document) -> str | None:
+    return next((h for h in doc.header if _CSV_TIME.match(h.strip())), None)
+
+
+def detect_event_csv(doc: Document) -> bool:
+    """A CSV whose rows are dated events: a time column whose first value parses, and something else to say."""
+    col = _csv_time_column(doc)
+    if col is None or len(doc.header) < 2:
+        return False
+    try:
+        first = next(doc.rows(), None)
+    except FormatError:
+        return False
+    return first is not None and parse_ts(first.get(col)) is not None
+
+
+@FORMATS.format("event-csv", shapes={"csv"}, detect=detect_event_csv, order=90)
+def parse_event_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each row becomes a log record: its message column first, then every other column as `name=value`, so the
+    analyzers read a flag change, a vCenter event or an audit entry as they read a log line."""
+    tcol = _csv_time_column(doc)
+    assert tcol is not None
+    mcol = next((h for h in doc.header if _CSV_MESSAGE.match(h.strip())), None)
+    lcol = next((h for h in doc.header if _CSV_LEVEL.match(h.strip())), None)
+    records: list[dict[str, Any]] = []
+    for n, row in enumerate(doc.rows(), 2):
+        if len(records) >= ctx.max_log_records:
+            break
+        rest = " ".join(f"{k}={v}" for k, v in row.items() if k not in (tcol, mcol) and v not in ("", None))
+        msg = f"{row[mcol]} ({rest})" if mcol and rest else (row[mcol] if mcol else rest)
+        level = normalise_level(row.get(lcol)) if lcol else None
+        records.append({"ts": parse_ts(row.get(tcol)), "level": level, "msg": msg, "line": n})
+    stamps = [r["ts"] for r in records if r["ts"] is not None]
+    data = {"records": records, "source": {"path": doc.path, "format": "csv"}, "truncated": False}
+    yield ctx.item(doc.path, "log", doc.path, data, max(stamps) if stamps else None)

@@ -122,11 +122,25 @@ def test_pool_leak_near_max_connections_names_the_application() -> None:
     assert_refs_real(ev, found)
 
 
-def test_too_many_clients_in_logs_alone_is_connection_exhaustion() -> None:
+def test_too_many_clients_in_logs_alone_is_a_symptom_that_needs_the_sessions() -> None:
+    """Refusals say the slots are gone, not who holds them (leak, lock pile-up, stalled disk, surge): no cause."""
     b = Builder()
     b.log(
         "logs/postgresql.log", [(NOW - 60 + i, "fatal", "FATAL:  sorry, too many clients already") for i in range(20)]
     )
+    found = database(b.set())
+    assert causes(found) == []
+    [refused] = [f for f in found if f.code == "db_connection_errors" and f.analyzer == "database"]
+    assert refused.role == "symptom" and refused.category == "unknown"
+    assert any("pg_stat_activity" in n for n in refused.needs)
+
+
+def test_too_many_clients_with_sessions_is_connection_exhaustion() -> None:
+    b = Builder()
+    b.settings(max_connections=5)
+    for pid in range(100, 105):
+        b.session(pid, "active", query="SELECT 1", app="api", captured_at=NOW, query_start=NOW)
+    b.log("logs/postgresql.log", [(NOW - 60 + i, "fatal", "FATAL:  sorry, too many clients already") for i in range(5)])
     [cause] = causes(database(b.set()))
     assert cause.code == "connection_exhaustion"
 

@@ -3,8 +3,8 @@ processes down, hardware errors; old events and a healthy host."""
 
 from __future__ import annotations
 
-from diagnosis.analyzers.host import host
-from tests.unit._evidence_builders import T0, Builder, assert_refs_real, by_code, causes
+from diagnosis.analyzers.host import cloud_status_checks, host, host_lost
+from tests.unit._evidence_builders import T0, Builder, assert_refs_real, by_code, causes, series
 
 QUIET = {
     "cpu_percent": 4.0,
@@ -198,3 +198,73 @@ def test_disk_at_92_percent_is_a_warning_not_a_failure() -> None:
     b.host("web-1", T0, **dict(QUIET, disks=[{"mount": "/data", "percent": 92.0, "inodes_percent": 10.0}]))
     [f] = host(b.set())
     assert f.role == "benign" and f.code == "disk_nearly_full"
+
+
+# ---------------------------------------------------------------- cloud status checks and lost hosts
+
+
+def _status(b: Builder, status: str, io: str, rtype: str = "volume") -> None:
+    b.raw(
+        "aws/status",
+        f"{rtype}/vol-0abc",
+        {
+            "resource": "vol-0abc",
+            "resource_type": rtype,
+            "status": status,
+            "checks": {f"{rtype}.io-enabled": "passed", f"{rtype}.io-performance": io},
+            "events": [{"type": "potential-data-inconsistency", "description": "I/O paused", "not_before": T0}],
+            "actions": [],
+            "az": "eu-west-1a",
+        },
+        ts=T0,
+    )
+
+
+def test_impaired_volume_is_an_infrastructure_cause_under_the_database() -> None:
+    b = Builder()
+    _status(b, "impaired", "severely-degraded")
+    [cause] = causes(cloud_status_checks(b.set()))
+    assert cause.category == "infrastructure" and cause.code == "volume_impaired"
+    assert "vol-0abc" in cause.mechanism and "severely-degraded" in cause.mechanism
+    assert {"connection_exhaustion", "db_waits", "db_connection_errors"} <= set(cause.explains)
+    assert_refs_real(b.set(), [cause])
+
+
+def test_volume_passing_its_checks_is_benign() -> None:
+    b = Builder()
+    _status(b, "ok", "normal")
+    found = cloud_status_checks(b.set())
+    assert causes(found) == [] and [f.role for f in found] == ["benign"]
+
+
+def test_lost_hypervisor_is_an_infrastructure_cause_naming_its_guests() -> None:
+    b = Builder()
+    b.log(
+        "events.csv",
+        [
+            (T0, "error", "Host hv-12.dc2.example in DC2 is not responding (Target=hv-12.dc2.example)"),
+            (T0 + 40, "info", "vSphere HA restarted virtual machine billing-07 on host hv-03.dc2.example"),
+        ],
+    )
+    b.metric("up", series(T0, 60, [1, 0, 0, 0]), {"instance": "billing-07.dc2.example:9100", "job": "node"})
+    [cause] = causes(host_lost(b.set()))
+    assert cause.category == "infrastructure" and "hv-12.dc2.example" in cause.object
+    assert "host:billing-07" in cause.tags and "host:billing-07.dc2.example" in cause.tags
+    assert "target_down" in cause.explains
+
+
+def test_fenced_cluster_node_is_a_lost_host_and_one_that_came_back_is_benign() -> None:
+    b = Builder()
+    b.log("corosync.log", [(T0, "warn", "pve-ha-crm: fencing node 'pve3'")])
+    [cause] = causes(host_lost(b.set()))
+    assert "pve3" in cause.object
+    b = Builder()
+    b.log(
+        "vc.csv",
+        [
+            (T0, "error", "Host esx-2 in DC1 is not responding"),
+            (T0 + 120, "info", "Host esx-2 in DC1 reconnected"),
+        ],
+    )
+    [f] = host_lost(b.set())
+    assert f.role == "benign"

@@ -160,3 +160,66 @@ def test_a_single_exception_needs_a_symptom_to_stand() -> None:
     )
     [cause] = causes(log_errors(b.set()))
     assert cause.score < 0.5
+
+
+# ---------------------------------------------------------------- configuration changes quoted by errors
+
+
+def _quote_errors(b: Builder, value: str) -> None:
+    b.log(
+        "datadog/quotes",
+        [
+            (T0 + 600 + i * 10, "error", f"quote failed: java.lang.IllegalArgumentException: bad mode {value}")
+            for i in range(12)
+        ],
+        service="quotes",
+    )
+
+
+def test_errors_quoting_a_value_a_recent_flag_change_set_are_a_configuration_error() -> None:
+    b = Builder()
+    b.log("flags.csv", [(T0, None, "flag=quotes.mode actor=ci old_value=STRICT new_value=STRIKT")])
+    _quote_errors(b, "STRIKT")
+    found = log_errors(b.set())
+    [cause] = causes(found)
+    assert cause.code == "bad_config_value" and cause.category == "configuration_error"
+    assert "quotes.mode" in cause.mechanism and "STRIKT" in cause.mechanism
+    assert_refs_real(b.set(), found)
+
+
+def test_a_setting_changed_in_prose_is_read_too() -> None:
+    b = Builder()
+    b.log("audit.log", [(T0, "info", "config key payments.endpoint changed from v1 to api-v9.internal by bob")])
+    _quote_errors(b, "api-v9.internal")
+    [cause] = causes(log_errors(b.set()))
+    assert cause.code == "bad_config_value"
+
+
+def test_an_exception_that_quotes_no_changed_value_stays_a_code_defect() -> None:
+    b = Builder()
+    b.log("flags.csv", [(T0, None, "flag=quotes.mode actor=ci old_value=STRICT new_value=LENIENT")])
+    _quote_errors(b, "STRIKT")
+    [cause] = causes(log_errors(b.set()))
+    assert cause.category == "code_defect"
+
+
+def test_a_change_long_before_the_errors_is_not_their_cause() -> None:
+    b = Builder()
+    b.log("flags.csv", [(T0 - 3 * 86400, None, "flag=quotes.mode old_value=STRICT new_value=STRIKT")])
+    _quote_errors(b, "STRIKT")
+    [cause] = causes(log_errors(b.set()))
+    assert cause.category == "code_defect"
+
+
+def test_rejected_rows_dead_letters_and_column_counts_are_bad_data() -> None:
+    for msg in (
+        "batch 17: rejected 312 rows from orders_2025-03-01.csv",
+        "record at partition 4 offset 991 sent to dead-letter topic orders.DLT",
+        "pandas.errors.ParserError: Error tokenizing data. C error: Expected 7 fields in line 88, saw 9",
+        "feature 'price' contains NaN for 4,210 rows of supplier feed",
+        "dbt: not_null test failed on column customer_id (48 rows)",
+    ):
+        b = Builder()
+        b.log("etl.log", [(T0 + i, "error", msg) for i in range(5)], service="etl")
+        [cause] = causes(log_errors(b.set()))
+        assert cause.category == "data_quality", msg

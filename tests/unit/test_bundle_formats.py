@@ -516,3 +516,50 @@ def test_journald_json_export(tmp_path: Path) -> None:
     recs = one(load_bundle(tmp_path), "log", "kernel.json")["records"]
     assert [(r["ts"], r["level"]) for r in recs] == [(1718201113.0, "error"), (1718201114.5, "info")]
     assert recs[0]["msg"] == "Out of memory: Killed process 24117 (java)"
+
+
+def test_ec2_volume_and_instance_status(tmp_path: Path) -> None:
+    vol = {
+        "VolumeStatuses": [
+            {
+                "VolumeId": "vol-1",
+                "AvailabilityZone": "us-east-1a",
+                "VolumeStatus": {"Status": "impaired", "Details": [{"Name": "io-performance", "Status": "stalled"}]},
+                "Events": [{"EventType": "io-performance:stalled", "NotBefore": "2025-01-02T03:04:05Z"}],
+                "Actions": [],
+            }
+        ]
+    }
+    inst = {
+        "InstanceStatuses": [
+            {
+                "InstanceId": "i-9",
+                "SystemStatus": {"Status": "impaired", "Details": [{"Name": "reachability", "Status": "failed"}]},
+                "InstanceStatus": {"Status": "ok", "Details": [{"Name": "reachability", "Status": "passed"}]},
+            }
+        ]
+    }
+    (tmp_path / "v.json").write_text(json.dumps(vol))
+    (tmp_path / "i.json").write_text(json.dumps(inst))
+    ev = load_bundle(tmp_path)
+    by_obj = {i.object: i for i in ev.kind("aws/status")}
+    assert by_obj["volume/vol-1"].data["checks"] == {"volume.io-performance": "stalled"}
+    assert by_obj["volume/vol-1"].ts == calendar.timegm((2025, 1, 2, 3, 4, 5))
+    assert by_obj["instance/i-9"].data["status"] == "impaired"
+    assert by_obj["instance/i-9"].data["checks"]["system.reachability"] == "failed"
+
+
+def test_dated_csv_event_export_is_read_as_log_records(tmp_path: Path) -> None:
+    (tmp_path / "audit.csv").write_text(
+        "changed_at,flag,old_value,new_value,severity\n2025-03-01T10:00:00Z,pay.mode,A,B,warning\n"
+    )
+    (tmp_path / "vc.csv").write_text(
+        "CreatedTime,EventType,Message\n2025-03-01 10:05:00,HostConnectionLostEvent,Host h1 is not responding\n"
+    )
+    ev = load_bundle(tmp_path)
+    logs = {i.object: i.data["records"] for i in ev.kind("log")}
+    [audit] = logs["audit.csv"]
+    assert audit["msg"] == "flag=pay.mode old_value=A new_value=B severity=warning" and audit["level"] == "warn"
+    [vc] = logs["vc.csv"]
+    assert vc["msg"].startswith("Host h1 is not responding (EventType=HostConnectionLostEvent")
+    assert vc["ts"] == calendar.timegm((2025, 3, 1, 10, 5, 0))

@@ -1,0 +1,427 @@
+"""Release regressions at flat traffic: memory that grows without levelling off (a leak) and CPU pinned at its
+limit (a loop or a costlier code path) after a new version, while the request rate stayed where it was.
+
+Both are `code_defect` naming the version: more memory or CPU would only delay or hide them. Where the traffic
+grew as much as the resource, nothing is said here (the metrics analyzer's saturation rules speak for capacity).
+A release is seen as a ReplicaSet created, a Deployment's new ReplicaSet, a ScalingReplicaSet event, or a new
+`image` label value on the series themselves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+from diagnosis.analyzers._common import workload_of_pod
+from diagnosis.analyzers._kube_pods import quantity
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.series import Point, human_duration, linear_trend, median, points_of
+from diagnosis.timeline import fmt_ts, parse_ts
+
+_MEMORY = re.compile(r"mem(?:ory)?|rss|heap|working_set", re.I)
+_CPU = re.compile(r"cpu", re.I)
+_NOT_USAGE = re.compile(r"free|avail|limit|request|capacity|throttl|pressure|fail|oom|max_bytes|total_bytes", re.I)
+_TRAFFIC = re.compile(r"requests?|rps|qps|throughput|invocations|hits|calls|messages_in|records_in", re.I)
+_NOT_TRAFFIC = re.compile(r"duration|latency|seconds_(?:bucket|sum)|bytes|size|inflight|in_flight|error", re.I)
+
+FLAT_TRAFFIC = (0.7, 1.4)  # after / before request rate still "the same traffic"
+SAWTOOTH_DROP = 0.25  # a fall of this share of the value is a restart (the process's memory starts over)
+MIN_RISE = 0.3  # a growth segment gains at least this share of where it started
+RISING_STEPS = 0.65  # share of a growth segment's steps that go up
+LEVELLING = 0.35  # a last segment whose second half rises at less than this share of its first half has levelled
+CPU_PINNED = 0.9  # of the CPU limit
+CPU_BEFORE = 0.5  # the previous version stayed under this share of the limit
+CPU_JUMP = 3.0  # without a limit: the new version uses this many times the old one
+MIN_POINTS = 4
+
+
+@dataclass(frozen=True)
+class Release:
+    ts: float
+    workload: str
+    version: str
+    ref: EvidenceRef
+
+
+def _tag(image: str) -> str:
+    image = image.split("@", 1)[0]
+    return image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else image.rsplit("/", 1)[-1]
+
+
+def _template_images(data: dict[str, object]) -> list[str]:
+    spec = data.get("spec") if isinstance(data, dict) else None
+    tpl = spec.get("template") if isinstance(spec, dict) else None
+    pod_spec = tpl.get("spec") if isinstance(tpl, dict) else None
+    containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
+    return [str(c.get("image")) for c in containers or [] if isinstance(c, dict) and c.get("image")]
+
+
+def releases(evidence: EvidenceSet) -> list[Release]:
+    """Every release the evidence shows, oldest first (a ReplicaSet's birth is its version's release)."""
+    out: list[Release] = []
+    for rs in evidence.kind("k8s/ReplicaSet"):
+        meta = rs.data.get("metadata") or {}
+        ts = parse_ts(meta.get("creationTimestamp"))
+        images = _template_images(rs.data)
+        if ts is None or not images:
+            continue
+        owner = next((o.get("name") for o in meta.get("ownerReferences") or [] if isinstance(o, dict)), None)
+        name = str(owner or re.sub(r"-[a-z0-9]{6,10}$", "", str(meta.get("name") or "")))
+        out.append(
+            Release(
+                ts,
+                name,
+                _tag(images[0]),
+                EvidenceRef(item=rs.id, field="metadata.creationTimestamp", value=meta.get("creationTimestamp")),
+            )
+        )
+    for dep in evidence.kind("k8s/Deployment"):
+        meta = dep.data.get("metadata") or {}
+        images = _template_images(dep.data)
+        conds = (dep.data.get("status") or {}).get("conditions") or []
+        done = next(
+            (
+                c
+                for c in conds
+                if isinstance(c, dict) and c.get("reason") in ("NewReplicaSetAvailable", "ReplicaSetUpdated")
+            ),
+            None,
+        )
+        ts = parse_ts(done.get("lastUpdateTime")) if done else None
+        if done is None or ts is None or not images:
+            continue
+        idx = conds.index(done)
+        out.append(
+            Release(
+                ts,
+                str(meta.get("name") or dep.object),
+                _tag(images[0]),
+                EvidenceRef(
+                    item=dep.id, field=f"status.conditions.{idx}.lastUpdateTime", value=done.get("lastUpdateTime")
+                ),
+            )
+        )
+    return sorted(out, key=lambda r: r.ts)
+
+
+def _workload(labels: dict[str, str]) -> str | None:
+    for key in ("deployment", "workload", "app", "service", "container", "job"):
+        if labels.get(key) and labels[key] not in ("POD", ""):
+            return labels[key]
+    if labels.get("pod"):
+        return workload_of_pod(labels["pod"])
+    return None
+
+
+def _same(a: str, b: str) -> bool:
+    a, b = a.lower(), b.lower()
+    return a == b or a.startswith(b + "-") or b.startswith(a + "-")
+
+
+@dataclass
+class _S:
+    item: EvidenceItem
+    name: str
+    labels: dict[str, str]
+    points: list[Point]
+    workload: str | None
+
+
+def _series(evidence: EvidenceSet) -> list[_S]:
+    out = []
+    for m in evidence.kind("metric"):
+        labels = {str(k): str(v) for k, v in (m.data.get("labels") or {}).items()}
+        out.append(
+            _S(m, str(m.data.get("name") or m.object), labels, points_of(m.data.get("points")), _workload(labels))
+        )
+    return out
+
+
+def _traffic_ratio(series: list[_S], workload: str, at: float) -> tuple[float, EvidenceRef] | None:
+    """Mean request rate (all status codes summed) after `at` over before it, for the workload."""
+    mine = [
+        s
+        for s in series
+        if _TRAFFIC.search(s.name) and not _NOT_TRAFFIC.search(s.name) and s.workload and _same(s.workload, workload)
+    ]
+    if not mine:
+        return None
+    total: dict[float, float] = {}
+    for s in mine:
+        for t, v in s.points:
+            total[t] = total.get(t, 0.0) + v
+    before = [v for t, v in total.items() if t < at]
+    after = [v for t, v in total.items() if t >= at]
+    if len(before) < 2 or len(after) < 2:
+        return None
+    b, a = sum(before) / len(before), sum(after) / len(after)
+    if b <= 0:
+        return None
+    return a / b, EvidenceRef(
+        item=mine[0].item.id, field="points", value=f"requests {b:.3g} -> {a:.3g}/s ({a / b:.2f}x)"
+    )
+
+
+def _limit(evidence: EvidenceSet, workload: str, resource: str) -> float | None:
+    """The container limit of the workload's pod template (or one of its pods)."""
+    for kind in ("k8s/Deployment", "k8s/StatefulSet", "k8s/ReplicaSet", "k8s/Pod"):
+        for item in evidence.kind(kind):
+            name = str((item.data.get("metadata") or {}).get("name") or "")
+            if not _same(workload_of_pod(name) if kind == "k8s/Pod" else name, workload) and not _same(name, workload):
+                continue
+            spec = item.data.get("spec") or {}
+            pod_spec = (spec.get("template") or {}).get("spec") if kind != "k8s/Pod" else spec
+            for c in (pod_spec or {}).get("containers") or []:
+                q = quantity(((c.get("resources") or {}).get("limits") or {}).get(resource))
+                if q:
+                    return q
+    return None
+
+
+def _segments(points: list[Point]) -> list[list[Point]]:
+    """Split a memory series at restarts (sharp falls)."""
+    segs: list[list[Point]] = [[]]
+    prev: float | None = None
+    for t, v in points:
+        if prev is not None and prev > 0 and v < prev * (1 - SAWTOOTH_DROP):
+            segs.append([])
+        segs[-1].append((t, v))
+        prev = v
+    return [s for s in segs if s]
+
+
+def _growing(seg: list[Point]) -> bool:
+    if len(seg) < MIN_POINTS or seg[0][1] <= 0:
+        return False
+    ups = sum(1 for (_, a), (_, b) in itertools.pairwise(seg) if b > a)
+    return ups >= RISING_STEPS * (len(seg) - 1) and seg[-1][1] >= seg[0][1] * (1 + MIN_RISE)
+
+
+def _levelled(seg: list[Point]) -> bool:
+    half = len(seg) // 2
+    first, second = linear_trend(seg[: half + 1]), linear_trend(seg[half:])
+    if first is None or second is None or first.slope <= 0:
+        return False
+    return second.slope < LEVELLING * first.slope
+
+
+def _flat(points: list[Point]) -> bool:
+    vals = [v for _, v in points]
+    mid = median(vals)
+    return mid > 0 and (max(vals) - min(vals)) / mid < 0.35
+
+
+def _release_for(rels: list[Release], workload: str, start: float, end: float) -> Release | None:
+    cands = [r for r in rels if _same(r.workload, workload) and r.ts <= end]
+    inside = [r for r in cands if r.ts >= start]
+    if inside:
+        return inside[-1]
+    return cands[-1] if cands else None
+
+
+def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list[Finding]:
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for s in series:
+        if not s.workload or s.workload in seen or len(s.points) < 2 * MIN_POINTS:
+            continue
+        if not _MEMORY.search(s.name) or _NOT_USAGE.search(s.name) or _CPU.search(s.name):
+            continue
+        rel = _release_for(rels, s.workload, s.points[0][0], s.points[-1][0])
+        if rel is None:
+            continue
+        before = [p for p in s.points if p[0] < rel.ts]
+        after = [p for p in s.points if p[0] >= rel.ts]
+        if len(before) >= MIN_POINTS and not _flat(before):
+            continue  # it was not steady before the release: not this release's doing
+        segs = [g for g in _segments(after) if len(g) >= MIN_POINTS]
+        if not segs or not all(_growing(g) for g in segs) or _levelled(segs[-1]):
+            continue
+        traffic = _traffic_ratio(series, s.workload, rel.ts) if before else None
+        if traffic is not None and not FLAT_TRAFFIC[0] <= traffic[0] <= FLAT_TRAFFIC[1]:
+            continue  # the load changed with it: capacity, not a leak
+        trend = linear_trend(segs[-1])
+        slope_h = (trend.slope * 3600) if trend else 0.0
+        limit = _limit(evidence, s.workload, "memory")
+        to_full = ""
+        if limit and trend and trend.slope > 0:
+            left = max(0.0, limit - segs[-1][-1][1])
+            to_full = (
+                f"; at this rate it reaches its {limit / 2**20:.0f} MiB limit in {human_duration(left / trend.slope)}"
+            )
+        restarts = len(_segments(after)) - 1
+        seen.add(s.workload)
+        base = (
+            f" (flat at ~{median([v for _, v in before]) / 2**20:.0f} MiB before)" if len(before) >= MIN_POINTS else ""
+        )
+        refs = [
+            rel.ref,
+            EvidenceRef(
+                item=s.item.id,
+                field="points",
+                value=f"{segs[-1][0][1] / 2**20:.0f} -> {segs[-1][-1][1] / 2**20:.0f} MiB",
+            ),
+        ]
+        if traffic:
+            refs.append(traffic[1])
+        out.append(
+            Finding(
+                analyzer="release_regressions",
+                domain=Domain.METRICS,
+                role="cause",
+                code="memory_leak",
+                category=Category.CODE_DEFECT,
+                title=f"{s.workload} {rel.version} leaks memory (+{slope_h / 2**20:.0f} MiB/h without levelling off)",
+                mechanism=(
+                    f"since {s.workload} {rel.version} (released {fmt_ts(rel.ts)}) its memory grows "
+                    f"~{slope_h / 2**20:.0f} MiB/h without levelling off{base}"
+                    + (f", restarting {restarts}x and growing again" if restarts else "")
+                    + (f", at the same traffic ({traffic[0]:.2f}x)" if traffic else "")
+                    + f"{to_full}: a memory leak in {rel.version}; a bigger limit only delays it."
+                ),
+                object=f"{s.workload} {rel.version}",
+                score=0.8 if (traffic and before) else 0.65,
+                ts=rel.ts,
+                tags=[f"service:{s.workload}", f"version:{rel.version}"],
+                explains=[
+                    "oom_killed",
+                    "pod_restarts",
+                    "crash_loop",
+                    "memory_high",
+                    "old_restart",
+                    "errors",
+                    "latency",
+                    "alert:*",
+                ],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description=f"Roll back {s.workload} to the version before {rel.version}",
+                        command=f"kubectl rollout undo deployment/{s.workload}",
+                        kind="write",
+                    ),
+                    Action(
+                        description="Take two heap profiles an hour apart and diff them",
+                        command=f"kubectl exec deploy/{s.workload} -- <heap dump / pprof heap>",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+def _version_of(s: _S, rels: list[Release]) -> str | None:
+    if s.labels.get("image"):
+        return _tag(s.labels["image"])
+    return None
+
+
+def _cpu_pinned(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list[Finding]:
+    cpu = [
+        s for s in series if _CPU.search(s.name) and not _NOT_USAGE.search(s.name) and s.workload and len(s.points) >= 2
+    ]
+    by_workload: dict[str, list[_S]] = {}
+    for s in cpu:
+        by_workload.setdefault(str(s.workload), []).append(s)
+    out: list[Finding] = []
+    for workload, group in by_workload.items():
+        # a release: series of a new image that begin after those of an older one, or a recorded rollout
+        versions: dict[str, list[_S]] = {}
+        for s in group:
+            v = _version_of(s, rels)
+            if v:
+                versions.setdefault(v, []).append(s)
+        rel: Release | None = None
+        new: list[_S] = []
+        old: list[_S] = []
+        if len(versions) >= 2:
+            order = sorted(versions, key=lambda v: min(x.points[0][0] for x in versions[v]))
+            new, old = versions[order[-1]], [x for v in order[:-1] for x in versions[v]]
+            start = min(x.points[0][0] for x in new)
+            rec = _release_for(rels, workload, start - 3600, start + 600)
+            rel = rec or Release(
+                start,
+                workload,
+                order[-1],
+                EvidenceRef(item=new[0].item.id, field="labels.image", value=new[0].labels.get("image")),
+            )
+        else:
+            rec = _release_for(rels, workload, min(x.points[0][0] for x in group), max(x.points[-1][0] for x in group))
+            if rec is None:
+                continue
+            rel = rec
+            new = [x for x in group if any(t >= rel.ts for t, _ in x.points)]
+            old = group
+        after = [v for s in new for t, v in s.points if t >= rel.ts - 60]
+        before = [v for s in old for t, v in s.points if t < rel.ts]
+        if len(after) < MIN_POINTS or len(before) < MIN_POINTS:
+            continue
+        limit = _limit(evidence, workload, "cpu")
+        a, b = median(after), median(before)
+        pinned = a >= CPU_PINNED * limit and b < CPU_BEFORE * limit if limit else (b > 0 and a >= CPU_JUMP * b)
+        if not pinned:
+            continue
+        traffic = _traffic_ratio(series, workload, rel.ts)
+        if traffic is not None and not FLAT_TRAFFIC[0] <= traffic[0] <= FLAT_TRAFFIC[1]:
+            continue
+        refs = [
+            rel.ref,
+            EvidenceRef(item=new[0].item.id, field="points", value=f"median {a:.2f} cores after, {b:.2f} before"),
+        ]
+        if traffic:
+            refs.append(traffic[1])
+        lim_txt = f" of its {limit:g}-core limit" if limit else ""
+        out.append(
+            Finding(
+                analyzer="release_regressions",
+                domain=Domain.METRICS,
+                role="cause",
+                code="cpu_regression",
+                category=Category.CODE_DEFECT,
+                title=f"{workload} {rel.version} pins its CPU ({a:.2f} cores{lim_txt}, {b:.2f} before) at flat traffic",
+                mechanism=(
+                    f"since {workload} {rel.version} (released {fmt_ts(rel.ts)}) each pod burns {a:.2f} cores{lim_txt} "
+                    f"where the previous version used {b:.2f}"
+                    + (f", at the same traffic ({traffic[0]:.2f}x)" if traffic else "")
+                    + f": a CPU-bound loop or a far costlier code path in {rel.version} (it blocks the event loop or "
+                    "worker threads, so requests time out); more CPU would not fix it."
+                ),
+                object=f"{workload} {rel.version}",
+                score=0.8 if traffic else 0.65,
+                ts=rel.ts,
+                tags=[f"service:{workload}", f"version:{rel.version}"],
+                explains=[
+                    "cpu_high",
+                    "cpu_throttled",
+                    "latency",
+                    "http_5xx",
+                    "errors",
+                    "upstream_timeout",
+                    "alert:*",
+                    "pod_restarts",
+                ],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description=f"Roll back {workload} to the version before {rel.version}",
+                        command=f"kubectl rollout undo deployment/{workload}",
+                        kind="write",
+                    ),
+                    Action(
+                        description="Profile one pod: where the CPU goes",
+                        command=f"kubectl exec deploy/{workload} -- <cpu profiler, e.g. 0x / pprof / async-profiler>",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+@ANALYZERS.analyzer(domain=Domain.METRICS, reads={"metric"})
+def release_regressions(evidence: EvidenceSet) -> list[Finding]:
+    series = _series(evidence)
+    rels = releases(evidence)
+    return _leaks(evidence, series, rels) + _cpu_pinned(evidence, series, rels)

@@ -1,0 +1,113 @@
+"""Release regressions at flat traffic: a memory leak (growth without levelling off, with time to the limit) and
+CPU pinned at its limit after a new version are code defects; the same growth with traffic is not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diagnosis.analyzers.metrics import _kind
+from diagnosis.analyzers.regressions import release_regressions
+from tests.unit._evidence_builders import T0, Builder, assert_refs_real, causes, series
+
+H = 3600.0
+MIB = 2**20
+
+
+def _rs(b: Builder, name: str, image: str, created: str, mem_limit: str = "1Gi", cpu_limit: str = "1") -> None:
+    limits = {"memory": mem_limit, "cpu": cpu_limit}
+    container = {"name": "api", "image": image, "resources": {"limits": limits}}
+    data: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "shop", "creationTimestamp": created},
+        "spec": {"template": {"spec": {"containers": [container]}}},
+    }
+    b.raw("k8s/ReplicaSet", f"ReplicaSet/shop/{name}", data)
+
+
+def _leak_values() -> list[float]:
+    flat = [300 * MIB + (i % 3) * 5 * MIB for i in range(24)]  # a day steady at ~300 MiB
+    saw = []
+    for _ in range(3):  # after the release: grows 30 MiB/h, restarts at the limit, grows again
+        saw += [300 * MIB + k * 30 * MIB for k in range(20)]
+    return flat + saw
+
+
+def _traffic(b: Builder, n: int, factor_after: float = 1.0) -> None:
+    vals = [100.0 + (i % 5) for i in range(24)] + [(100.0 + (i % 5)) * factor_after for i in range(n - 24)]
+    b.metric("http_requests_per_second", series(T0, H, vals), {"service": "cart-api"})
+
+
+def _leak_bundle(factor_after: float = 1.0) -> Builder:
+    b = Builder()
+    vals = _leak_values()
+    _rs(b, "cart-api-7f9c6d5b8", "registry/cart-api:2.4.0", "2023-11-15T22:13:20Z")  # T0 + 24h
+    b.metric("container_memory_working_set_bytes", series(T0, H, vals), {"container": "cart-api"})
+    _traffic(b, len(vals), factor_after)
+    return b
+
+
+def test_memory_growing_without_levelling_off_after_a_release_at_flat_traffic_is_a_leak() -> None:
+    b = _leak_bundle()
+    found = release_regressions(b.set())
+    [leak] = causes(found)
+    assert leak.code == "memory_leak" and leak.category == "code_defect"
+    assert "2.4.0" in leak.mechanism and "cart-api" in leak.mechanism
+    assert "30 MiB/h" in leak.mechanism and "1024 MiB limit in" in leak.mechanism
+    assert "oom_killed" in leak.explains
+    assert_refs_real(b.set(), found)
+
+
+def test_memory_that_grows_with_the_traffic_is_not_a_leak() -> None:
+    assert causes(release_regressions(_leak_bundle(factor_after=3.0).set())) == []
+
+
+def test_memory_that_levels_off_after_a_release_is_not_a_leak() -> None:
+    b = Builder()
+    _rs(b, "cart-api-7f9c6d5b8", "registry/cart-api:2.4.0", "2023-11-15T22:13:20Z")
+    flat = [300 * MIB] * 24
+    warm = [300 * MIB + min(k, 6) * 60 * MIB for k in range(30)]  # a cache filling, then steady
+    b.metric("container_memory_working_set_bytes", series(T0, H, flat + warm), {"container": "cart-api"})
+    assert causes(release_regressions(b.set())) == []
+
+
+def _cpu_bundle(after_rps: float) -> Builder:
+    b = Builder()
+    start = T0 + 1800
+    for pod in ("a1b2c", "d3e4f"):
+        b.metric(
+            "container_cpu_usage_seconds_total:rate1m",
+            series(T0, 60, [0.12 + (i % 3) * 0.01 for i in range(30)]),
+            {"pod": f"render-6d5c4b8f7-{pod}", "container": "render", "image": "reg/render:1.8.3"},
+        )
+        b.metric(
+            "container_cpu_usage_seconds_total:rate1m",
+            series(start, 60, [0.98 + (i % 2) * 0.01 for i in range(30)]),
+            {"pod": f"render-79f8c6d5b-{pod}", "container": "render", "image": "reg/render:1.9.0"},
+        )
+    b.raw(
+        "k8s/Deployment",
+        "Deployment/docs/render",
+        {
+            "metadata": {"name": "render", "namespace": "docs"},
+            "spec": {"template": {"spec": {"containers": [{"name": "render", "resources": {"limits": {"cpu": "1"}}}]}}},
+        },
+    )
+    b.metric("requests", series(T0, 60, [10.0] * 30 + [after_rps] * 30), {"service": "render", "code": "200"})
+    return b
+
+
+def test_cpu_pinned_at_its_limit_by_a_new_version_at_flat_traffic_is_a_code_defect() -> None:
+    b = _cpu_bundle(after_rps=10.5)
+    found = release_regressions(b.set())
+    [cause] = causes(found)
+    assert cause.code == "cpu_regression" and cause.category == "code_defect"
+    assert "1.9.0" in cause.mechanism and "render" in cause.object
+    assert_refs_real(b.set(), found)
+
+
+def test_cpu_at_its_limit_with_three_times_the_traffic_is_not_a_code_defect() -> None:
+    assert causes(release_regressions(_cpu_bundle(after_rps=30.0).set())) == []
+
+
+def test_a_5xx_labelled_request_series_counts_errors_not_traffic() -> None:
+    assert _kind("requests", {"service": "x", "code": "504"}) == "errors"
+    assert _kind("requests", {"service": "x", "code": "200"}) != "errors"
