@@ -330,6 +330,22 @@ def follow_task(task_id: str) -> dict[str, Any]:
                                     completed=len(finished),
                                     description=f"{payload['node_id']} {payload.get('status', 'skipped')}",
                                 )
+                            elif event == "approval.requested":
+                                progress.update(bar, description=f"waiting for approval of {payload['node_id']}")
+                                err.print(
+                                    f"waiting for approval {payload['approval_id']}: {payload.get('summary', '')}\n"
+                                    f"  approve: opsgraph approvals approve {payload['approval_id']} --reason ...\n"
+                                    f"  reject:  opsgraph approvals reject {payload['approval_id']} --reason ...",
+                                    highlight=False,
+                                    markup=False,
+                                )
+                            elif event == "approval.decided":
+                                err.print(
+                                    f"approval {payload['approval_id']} {payload['status']}"
+                                    + (f" by {payload['decided_by']}" if payload.get("decided_by") else ""),
+                                    highlight=False,
+                                    markup=False,
+                                )
                             elif event == "node.started":
                                 progress.update(bar, description=f"{payload['node_id']} on {payload.get('worker')}")
                             event, data = "", ""
@@ -372,15 +388,100 @@ def submit(
         out.print_json(data=created) if as_json else out.print(created["id"])
         return
     task = follow_task(created["id"])
-    if as_json:
-        out.print_json(data=task)
-    else:
-        answer = task.get("answer") or {}
-        out.print(f"task {task['id']} {task['status']}", highlight=False)
-        out.print(answer_provenance(task), highlight=False, markup=False)
-        out.print(answer.get("text") or task.get("error") or "", markup=False, highlight=False)
+    _print_answer(task, as_json)
     if task["status"] != "succeeded":
         raise typer.Exit(1)
+
+
+def _print_answer(task: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        out.print_json(data=task)
+        return
+    answer = task.get("answer") or {}
+    out.print(f"task {task['id']} {task['status']}", highlight=False)
+    out.print(answer_provenance(task), highlight=False, markup=False)
+    out.print(answer.get("text") or task.get("error") or "", markup=False, highlight=False)
+
+
+@app.command()
+def remediate(
+    task_id: str = typer.Argument(..., help="A task whose answer has a Diagnosis."),
+    action: list[int] = typer.Option([], "--action", "-a", help="Index of a Diagnosis action to do (repeatable)."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Follow the remediation task until it ends."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Do what a Diagnosis proposes: every write waits for a person's approval (`opsgraph approvals`), then the
+    checks run again and the answer says whether the fix worked."""
+    created = _request("POST", f"/v1/tasks/{task_id}/remediate", json={"actions": action or None})
+    if not wait:
+        out.print_json(data=created) if as_json else out.print(created["id"])
+        return
+    task = follow_task(created["id"])
+    _print_answer(task, as_json)
+    if task["status"] != "succeeded" or (task.get("answer") or {}).get("remediation", {}).get("outcome") != "fixed":
+        raise typer.Exit(1)
+
+
+approvals_app = typer.Typer(help="Writes waiting for a person: list them, approve or reject with a reason.")
+app.add_typer(approvals_app, name="approvals")
+
+
+def _approval_line(a: dict[str, Any]) -> str:
+    import datetime as dt
+
+    when = dt.datetime.fromtimestamp(a["expires_at"]).strftime("%H:%M:%S")
+    head = f"{a['id']}  {a['status']:<8} {a['tool']}  task {a['task_id']} node {a['node_id']}"
+    lines = [head, f"    what: {a['preview'].get('summary', '')}", f"    why:  {a['reason']}"]
+    lines.append(f"    asked by {a['requested_by']}; expires {when}")
+    if a.get("decided_by"):
+        lines.append(f"    {a['status']} by {a['decided_by']}: {a.get('decision_reason') or ''}")
+    elif not a.get("may_decide"):
+        lines.append("    you may not decide it (no approve scope, or four-eyes: you asked for it)")
+    return "\n".join(lines)
+
+
+@approvals_app.command("list")
+def approvals_list(
+    every: bool = typer.Option(False, "--all", help="Decided and expired ones too, not only pending."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Approval requests, newest first (pending only unless --all)."""
+    found = _request("GET", "/v1/approvals", params={} if every else {"status": "pending"})["approvals"]
+    if as_json:
+        out.print_json(data=found)
+        return
+    if not found:
+        out.print("no approval requests" + ("" if every else " pending"))
+    for a in found:
+        out.print(_approval_line(a), highlight=False, markup=False)
+
+
+def _decide(approval_id: str, verb: str, reason: str, as_json: bool) -> None:
+    decided = _request("POST", f"/v1/approvals/{approval_id}/{verb}", json={"reason": reason})
+    if as_json:
+        out.print_json(data=decided)
+    else:
+        out.print(_approval_line(decided), highlight=False, markup=False)
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    approval_id: str,
+    reason: str = typer.Option("", "--reason", "-r", help="Why: kept with the decision."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Approve a write: its task runs it, then verifies the fix."""
+    _decide(approval_id, "approve", reason, as_json)
+
+
+@approvals_app.command("reject")
+def approvals_reject(
+    approval_id: str,
+    reason: str = typer.Option(..., "--reason", "-r", help="Why not: the task's answer says it."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Reject a write: it is skipped and the task's answer says why."""
+    _decide(approval_id, "reject", reason, as_json)
 
 
 @app.command()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.harness import RedisServer, Service, wait_until
+from tests.harness import ROOT, RedisServer, Service, wait_until
 from tests.toolkit.pg_incident import LockIncident, lock_incident
 
 pytestmark = [pytest.mark.integration]
@@ -96,6 +98,20 @@ def _pending(service: Service, task_id: str, who: dict[str, str]) -> dict[str, A
 
 def _decide(service: Service, approval_id: str, verb: str, who: dict[str, str], reason: str) -> Any:
     return service.post(f"/v1/approvals/{approval_id}/{verb}", json={"reason": reason}, headers=who)
+
+
+def _cli(service: Service, who: dict[str, str], *argv: str) -> str:
+    key = who["Authorization"].removeprefix("Bearer ")
+    done = subprocess.run(
+        [sys.executable, "-m", "services.cli", *argv],
+        env={**service.env, "OPSGRAPH_API_KEY": key},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 def _event_types(service: Service, task_id: str) -> list[str]:
@@ -191,7 +207,11 @@ def test_a_rejected_write_is_skipped_and_the_answer_says_why(
     plan = {"nodes": [{"id": "tune", "tool": "redis_config_set", "args": {"parameter": "timeout", "value": "7"}}]}
     task_id = _submit(service, keys["operator"], "set the redis idle timeout", plan=plan)
     approval = _pending(service, task_id, keys["approver"])
-    assert _decide(service, approval["id"], "reject", keys["approver"], "not during the sale").status_code == 200
+    # the approver works from the CLI: lists what waits, then rejects with a reason
+    listed = _cli(service, keys["approver"], "approvals", "list")
+    assert approval["id"] in listed and "would set timeout" in listed, listed
+    said = _cli(service, keys["approver"], "approvals", "reject", approval["id"], "--reason", "not during the sale")
+    assert "rejected by" in said and "not during the sale" in said, said
     task = service.wait_task(task_id, timeout=90)
     assert client.config_get("timeout")["timeout"] == before
     skipped = [r for r in task["node_runs"] if r["node_id"] == "tune"]
