@@ -102,9 +102,10 @@ def refused_by_preview(preview: dict[str, Any]) -> bool:
     return preview.get("status") == "error" and code in ("refused", "not_found")
 
 
-def approvers(ctx: OpsContext, approval: Approval) -> str:
+def approvers(approval: Approval, four_eyes: bool) -> str:
+    """Who may decide a request (shown with it)."""
     rule = f"a key or token of tenant {approval.tenant} with the approve scope"
-    if ctx.approvals.four_eyes:
+    if four_eyes:
         rule += f", other than {approval.requested_by} (four-eyes)"
     return rule
 
@@ -137,7 +138,7 @@ def approval_gate(ctx: OpsContext, task_id: str, gated: dict[str, Any]) -> dict[
                 "node_id": approval.node_id,
                 "tool": approval.tool,
                 "summary": str(approval.preview.get("summary", "")),
-                "approvers": approvers(ctx, approval),
+                "approvers": approvers(approval, ctx.approvals.four_eyes),
                 "expires_at": approval.expires_at,
             }
         )

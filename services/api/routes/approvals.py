@@ -12,6 +12,8 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents import OpsContext, TaskRunner
+from agents.remediation import approvers
 from core.approvals import Approval, ApprovalStatus
 from services.api.auth import Principal
 from services.api.deps import Approver, Ctx, Reader, Runner, Tenant, audit
@@ -38,7 +40,8 @@ def approval_view(a: Approval, principal: Principal, four_eyes: bool) -> dict[st
     may = a.status == ApprovalStatus.PENDING and principal.allows("approve")
     if four_eyes and principal.who == a.requested_by:
         may = False
-    return {**a.model_dump(mode="json"), "four_eyes": four_eyes, "may_decide": may}
+    view = a.model_dump(mode="json")
+    return {**view, "four_eyes": four_eyes, "approvers": approvers(a, four_eyes), "may_decide": may}
 
 
 @router.get("")
@@ -65,8 +68,8 @@ def get_approval(approval_id: ApprovalId, ctx: Ctx, principal: Reader, tenant: T
 
 async def _decide(
     request: Request,
-    ctx: Any,
-    runner: Any,
+    ctx: OpsContext,
+    runner: TaskRunner,
     principal: Principal,
     tenant: str,
     approval_id: str,
