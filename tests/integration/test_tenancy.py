@@ -34,6 +34,9 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/v1/schedules"): {"name": "beta-sched", "cron": "0 3 * * *", "task": {"goal": "is redis ok"}},
     ("put", "/v1/policies"): {"policy": {}, "reason": "tenancy test"},
     ("post", "/v1/keys"): {"tenant": "beta", "scopes": ["read"]},
+    ("post", "/v1/approvals/{approval_id}/approve"): {"reason": "tenancy test"},
+    ("post", "/v1/approvals/{approval_id}/reject"): {"reason": "tenancy test"},
+    ("post", "/v1/tasks/{task_id}/remediate"): {},
 }
 LIST_QUERIES: dict[str, list[dict[str, str]]] = {
     "/v1/memory/search": [{"q": f"is redis ok {MARK}", "layer": layer} for layer in ("semantic", "episodic", "cache")],
@@ -110,7 +113,28 @@ def test_tenant_b_sees_and_touches_none_of_tenant_as_things(service: Service) ->
     sched = {"name": f"{MARK}-sched", "cron": "0 4 * * *", "task": {"goal": f"report {MARK}"}}
     assert call(service, "post", "/v1/schedules", a_admin, json=sched).status_code == 201
     run = call(service, "post", "/v1/tuning/run", a_admin).json()["id"]
-    ids = {"task_id": task_id, "name": f"{MARK}-sched", "version": "1", "run_id": run, "key_id": a_key_id}
+    # a write waiting for A's approval (the test toolkit's write tool touches nothing real)
+    write_plan = {"nodes": [{"id": "w", "tool": "chaos_restart", "args": {"service": f"{MARK}-svc"}}]}
+    r = call(service, "post", "/v1/tasks", a_user, json={"goal": f"restart {MARK}-svc", "plan": write_plan})
+    assert r.status_code == 202, r.text
+    gated = r.json()["id"]
+    approval_id = wait_until(
+        lambda: [
+            a["id"]
+            for a in call(service, "get", "/v1/approvals", a_user, params={"task_id": gated}).json()["approvals"]
+        ],
+        60,
+        "tenant A's approval request",
+        interval=0.25,
+    )[0]
+    ids = {
+        "task_id": task_id,
+        "name": f"{MARK}-sched",
+        "version": "1",
+        "run_id": run,
+        "key_id": a_key_id,
+        "approval_id": approval_id,
+    }
     a_secrets = [task_id, MARK]
 
     cache_query = {"q": f"is redis ok {MARK}", "layer": "cache"}
