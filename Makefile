@@ -13,9 +13,10 @@ install: $(STAMP)
 run: $(STAMP)  ## start Redis (if none answers), the API and console, a worker per pool, the scheduler
 	@$(BIN)/opsgraph run
 
-test: $(STAMP)  ## unit and integration tests on real Redis, Celery workers, Alertmanager, SQLite (and PostgreSQL if set)
+test: $(STAMP)  ## unit and integration tests on real Redis, Celery workers, Alertmanager, Chromium, SQLite (and PostgreSQL if set)
 	@bash scripts/ensure-redis-server.sh
 	@bash scripts/ensure-alertmanager.sh
+	@bash scripts/ensure-chromium.sh
 	@$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: $(STAMP)

@@ -184,6 +184,27 @@ def _load_migration() -> Any:
     return module
 
 
+def test_the_api_view_says_whether_the_caller_may_decide_and_why_not(store: Store, acme: str) -> None:
+    from services.api.auth import Principal
+    from services.api.routes.approvals import approval_view
+
+    strict = ApprovalStore(store, four_eyes=True)
+    a = _request(strict, store, tenant=acme)
+
+    def caller(who: str, *scopes: str) -> Principal:
+        return Principal(id=who, name="", tenant=acme, scopes=frozenset(scopes))
+
+    alice, bob = caller("key:alice", "operate", "approve"), caller("key:bob", "approve")
+    assert (approval_view(a, bob, True)["may_decide"], approval_view(a, bob, True)["why_not"]) == (True, None)
+    own = approval_view(a, alice, True)
+    assert own["may_decide"] is False and own["why_not"].startswith("four-eyes")
+    assert approval_view(a, alice, False)["may_decide"] is True  # four-eyes off: the requester may approve
+    carol = caller("key:carol", "operate")
+    assert "no approve scope" in approval_view(a, carol, True)["why_not"]
+    done = approval_view(strict.decide(a.id, approve=True, decided_by="key:bob"), bob, True)
+    assert done["may_decide"] is False and done["why_not"] == "already approved by key:bob"
+
+
 def test_migration_0004_creates_exactly_the_declared_table(database_url: str, tmp_path: Path) -> None:
     pytest.importorskip("alembic")
     from alembic.autogenerate import compare_metadata

@@ -36,12 +36,22 @@ class Rejection(BaseModel):
 
 
 def approval_view(a: Approval, principal: Principal, four_eyes: bool) -> dict[str, Any]:
-    """The request as a person decides on it; `may_decide` says whether this caller may."""
-    may = a.status == ApprovalStatus.PENDING and principal.allows("approve")
-    if four_eyes and principal.who == a.requested_by:
-        may = False
-    view = a.model_dump(mode="json")
-    return {**view, "four_eyes": four_eyes, "approvers": approvers(a, four_eyes), "may_decide": may}
+    """The request as a person decides on it; `may_decide` says whether this caller may, and `why_not` says why
+    not in words (the console shows it beside the disabled buttons); `approvers` who may."""
+    why_not = None
+    if a.status != ApprovalStatus.PENDING:
+        why_not = f"already {a.status.value}" + (f" by {a.decided_by}" if a.decided_by else "")
+    elif not principal.allows("approve"):
+        why_not = "this key has no approve scope: someone with it must decide"
+    elif four_eyes and principal.who == a.requested_by:
+        why_not = "four-eyes: you asked for this write yourself, so someone else must approve it"
+    return {
+        **a.model_dump(mode="json"),
+        "four_eyes": four_eyes,
+        "approvers": approvers(a, four_eyes),
+        "may_decide": why_not is None,
+        "why_not": why_not,
+    }
 
 
 @router.get("")
