@@ -148,7 +148,8 @@ def approval_gate(ctx: OpsContext, task_id: str, gated: dict[str, Any]) -> dict[
     return {
         "approval_id": approval.id,
         "status": approval.status.value,
-        "args": approval.args,
+        # what the person approved: the node's arguments and the preview's pins (the stored copy is redacted)
+        "args": pinned_args(ctx, gated["tool"], gated["args"], approval.preview),
         "by": approval.decided_by,
         "reason": approval.decision_reason,
     }
