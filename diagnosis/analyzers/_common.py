@@ -231,7 +231,10 @@ NET_TIMEOUT = re.compile(
 NET_REFUSED = re.compile(
     r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable|"
     r"StatusCode\.UNAVAILABLE|StatusRuntimeException: UNAVAILABLE|\bUNAVAILABLE: |No route to host|EHOSTUNREACH|"
-    r"NoRouteToHostException|Network is unreachable|ENETUNREACH|has no server available",
+    r"NoRouteToHostException|Network is unreachable|ENETUNREACH|has no server available|"
+    # OkHttp / java.net "Failed to connect to host/ip:port", aiohttp "Cannot connect to host h:443", asyncio
+    # "Connect call failed"
+    r"Failed to connect to \S|Cannot connect to host|Connect call failed|ClientConnectorError",
     re.I,
 )
 # a caller's circuit breaker open on an upstream (resilience4j, Hystrix, Polly, gobreaker, opossum): the upstream
@@ -244,9 +247,35 @@ NET_CIRCUIT_OPEN = re.compile(
 )
 NET_RESET = re.compile(
     r"connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
-    r"upstream prematurely closed|EOF occurred|no healthy upstream|server closed the connection unexpectedly",
+    r"upstream prematurely closed|EOF occurred|no healthy upstream|server closed the connection unexpectedly|"
+    # the server hung up mid-call: aiohttp, http.client / requests, reactor-netty, Envoy details, HTTP/2 resets
+    r"ServerDisconnectedError|Server disconnected|RemoteDisconnected|Remote end closed connection|"
+    r"Connection prematurely closed|PrematureCloseException|Connection aborted|upstream_reset_before_response|"
+    r"ChunkedEncodingError|IncompleteRead|RST_STREAM",
     re.I,
 )
+# the other side aborted the TLS handshake with an alert that is not about our certificate (its TLS setup or the
+# server itself failed): Go "remote error: tls: handshake failure", OpenSSL/Python "sslv3 alert handshake
+# failure", Java "Received fatal alert: handshake_failure", "Remote host terminated the handshake"
+TLS_REMOTE = re.compile(
+    r"remote error: tls: (?:handshake failure|internal error|unexpected message|protocol version|illegal parameter|"
+    r"decode error|insufficient security)|alert handshake failure|alert internal error|"
+    r"Received fatal alert: (?:handshake_failure|internal_error|unexpected_message|protocol_version)|"
+    r"Remote host (?:terminated|closed connection during) the handshake|peer closed connection in SSL handshake|"
+    r"SSL_ERROR_SYSCALL in connection",
+    re.I,
+)
+# a client's connection pool to an upstream ran dry because its calls are slow to return (Apache HttpClient,
+# reactor-netty, urllib3, Go, generic): the upstream holds the connections; a database pool is APP_POOL
+HTTP_POOL_WAIT = re.compile(
+    r"Timeout waiting for connection from pool|ConnectionPoolTimeoutException|PoolAcquireTimeoutException|"
+    r"PoolAcquirePendingLimitException|Pool#acquire\(Duration\) has been pending|"
+    r"(?:connection )?pool (?:is )?(?:exhausted|full)\W{0,3}(?:\w+\W+){0,3}?(?:waiting for|to|for|calling) "
+    r"(?:[a-z]+://)?[A-Za-z0-9]",
+    re.I,
+)
+# names an HTTP(S)/gRPC endpoint rather than a database
+NAMES_HTTP_UPSTREAM = re.compile(r"\b(?:https?|grpcs?)://|\broute: |\bfor https?\b", re.I)
 DNS_NXDOMAIN = re.compile(
     r"no such host|NXDOMAIN|Name or service not known|nodename nor servname|could not resolve host|"
     r"UnknownHostException|ENOTFOUND|could not translate host name|Unknown host|failed to resolve|"
@@ -288,6 +317,8 @@ AUTH_DENIED = re.compile(
     re.I,
 )
 NETWORK_SIGNATURES = (
+    TLS_REMOTE,
+    HTTP_POOL_WAIT,
     NET_TIMEOUT,
     NET_REFUSED,
     NET_CIRCUIT_OPEN,
@@ -352,7 +383,31 @@ HOST_LOST = re.compile(
     r"cluster node '?(?P<h6>[\w.\-]+)'? was removed from the active (?:failover )?cluster membership",
     re.I,
 )
-HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW, HOST_LOST)
+# a process-, kernel- or broker-level limit that ran out (each is a finite capacity, like memory or descriptors):
+# ephemeral ports for outgoing connections, the conntrack table, the PID / thread limit, a message broker's disk
+# or memory alarm, a search cluster's disk watermark
+HOST_EPHEMERAL = re.compile(
+    r"cannot assign requested address|EADDRNOTAVAIL|Address not available|no free ports|"
+    r"out of local (?:ports|addresses)",
+    re.I,
+)
+HOST_CONNTRACK = re.compile(r"nf_conntrack: (?:nf_conntrack: )?table full|ip_conntrack: table full", re.I)
+HOST_PIDS = re.compile(
+    r"fork: (?:retry: )?Resource temporarily unavailable|fork rejected by pids controller|"
+    r"failed to create new OS thread|unable to create (?:new )?native thread|can't start new thread|"
+    r"pthread_create failed|spawn EAGAIN|Cannot fork|fork failed: Resource temporarily unavailable",
+    re.I,
+)
+BROKER_ALARM = re.compile(
+    r"(?P<res>disk|memory) resource limit alarm set on node (?P<node>\S+)|"
+    r"Free disk space is insufficient|(?:vm_memory_high_watermark|memory high watermark) (?:set|exceeded)|"
+    r"flood[ -]stage disk watermark \[[^\]]+\] exceeded on \[(?P<esnode>[^\]]+)\]|"
+    r"high disk watermark \[[^\]]+\] exceeded on \[(?P<esnode2>[^\]]+)\]|"
+    r"index read-only / allow delete|FORBIDDEN/12/index read-only",
+    re.I,
+)
+HOST_LIMITS = (HOST_EPHEMERAL, HOST_CONNTRACK, HOST_PIDS, BROKER_ALARM)
+HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW, HOST_LOST, *HOST_LIMITS)
 
 
 # Lower-case fragments at least one of which every signature above contains: a record without any of them is
@@ -469,12 +524,55 @@ _TRIGGERS = (
     "fenc",
     "isolat",
     "membership",
+    "connect to",
+    "connect call",
+    "clientconnector",
+    "disconnect",
+    "aborted",
+    "premature",
+    "chunkedencoding",
+    "incompleteread",
+    "rst_stream",
+    "handshake",
+    "fatal alert",
+    "ssl_error",
+    "assign requested",
+    "eaddrnotavail",
+    "address not available",
+    "free ports",
+    "local ports",
+    "local addresses",
+    "conntrack",
+    "fork",
+    "native thread",
+    "os thread",
+    "new thread",
+    "pthread_create",
+    "eagain",
+    "alarm",
+    "watermark",
+    "disk space is insufficient",
+    "read-only",
 )
 
 
 # Informational records carry few signatures (postgres logs checkpoints, vacuums and lock waits at LOG level;
 # some kernels log OOM kills as info): they are checked against these only, which keeps the common case cheap.
-_INFO_TRIGGERS = ("checkpoint", "vacuum", "waiting for", "kill", "oom", "out of memory", "failover", "no space")
+_INFO_TRIGGERS = (
+    "checkpoint",
+    "vacuum",
+    "waiting for",
+    "kill",
+    "oom",
+    "out of memory",
+    "failover",
+    "no space",
+    "conntrack",
+    "fork rejected",
+    "alarm set",
+    "watermark",
+    "disk space is insufficient",
+)
 _QUIET_LEVELS = {"info", "debug", "trace", "notice", "log"}
 
 

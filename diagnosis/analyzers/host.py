@@ -11,11 +11,15 @@ from collections import defaultdict
 from typing import Any
 
 from diagnosis.analyzers._common import (
+    BROKER_ALARM,
+    HOST_CONNTRACK,
     HOST_DISK,
+    HOST_EPHEMERAL,
     HOST_FDS,
     HOST_HW,
     HOST_LOST,
     HOST_OOM,
+    HOST_PIDS,
     Rec,
     first_and_last_refs,
     is_db_storage_line,
@@ -800,3 +804,126 @@ def log_records_of(item: EvidenceItem) -> list[Rec]:
     return [
         Rec(item, r.get("ts"), str(r.get("msg") or ""), r.get("line"), None) for r in item.data.get("records") or ()
     ]
+
+
+# ---------------------------------------------------------------- other finite limits
+
+# (code, signature, what ran out, why it fails, the command that shows it)
+_LIMITS: list[tuple[str, re.Pattern[str], str, str, str, str]] = [
+    (
+        "ephemeral_ports_exhausted",
+        HOST_EPHEMERAL,
+        "ephemeral ports",
+        "it cannot open new outgoing connections: every local port of the range is in use or in TIME_WAIT "
+        "(connections opened and closed per request, no keep-alive or pooling)",
+        "Local port range and sockets by state",
+        "sysctl net.ipv4.ip_local_port_range; ss -tan | awk 'NR>1{print $1}' | sort | uniq -c",
+    ),
+    (
+        "conntrack_table_full",
+        HOST_CONNTRACK,
+        "the connection-tracking table",
+        "the kernel drops packets of new connections once nf_conntrack_max entries are in use",
+        "Tracked connections against the limit",
+        "sysctl net.netfilter.nf_conntrack_count net.netfilter.nf_conntrack_max",
+    ),
+    (
+        "pid_limit_reached",
+        HOST_PIDS,
+        "processes/threads (its PID limit)",
+        "it cannot fork or start threads: the pids cgroup limit, ulimit -u or kernel.pid_max/threads-max is "
+        "reached (often a thread or process leak)",
+        "Threads against the limits",
+        "cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids.current 2>/dev/null; ulimit -u; "
+        "ps -eLf | wc -l; sysctl kernel.pid_max kernel.threads-max",
+    ),
+    (
+        "broker_resource_alarm",
+        BROKER_ALARM,
+        "disk or memory (a resource alarm / disk watermark)",
+        "the broker or cluster protects itself by blocking publishers or making indices read-only until space "
+        "or memory is freed",
+        "The broker's alarms and free space",
+        "rabbitmq-diagnostics alarms; rabbitmq-diagnostics status | grep -A3 -i disk; "
+        "curl -s localhost:9200/_cat/allocation?v",
+    ),
+]
+
+
+def _limit_owner(code: str, rec: Rec) -> str:
+    """What ran out of the limit: the broker node an alarm names, the host of a kernel line, else the service."""
+    if code == "broker_resource_alarm":
+        m = BROKER_ALARM.search(rec.msg)
+        node = m and (m.group("node") or m.group("esnode") or m.group("esnode2"))
+        if node:
+            return node.strip(".,")
+    if code == "conntrack_table_full":
+        host = _host_of(rec)
+        if host:
+            return host
+    return service_of(rec.item) or _host_of(rec) or rec.item.object
+
+
+_LISTEN = re.compile(r"\blisten(?:ing)? (?:tcp|udp|on)|\bbind: |\bbind\(\)", re.I)
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"log"})
+def resource_limits(evidence: EvidenceSet) -> list[Finding]:
+    """Finite limits other than memory, disk and descriptors that a process, the kernel or a broker ran out of:
+    ephemeral ports, the conntrack table, the PID/thread limit, a broker's resource alarm. Each is
+    resource_exhaustion on the thing that ran out, whatever the callers' errors look like."""
+    now = now_of(evidence)
+    groups: dict[tuple[str, str], list[Rec]] = defaultdict(list)
+    for rec in signature_records(evidence):
+        for code, rx, *_ in _LIMITS:
+            if rx.search(rec.msg):
+                if code == "ephemeral_ports_exhausted" and _LISTEN.search(rec.msg):
+                    break  # a server binding an address the host lacks is a configuration error, not ports
+                groups[(code, _limit_owner(code, rec))].append(rec)
+                break
+    out: list[Finding] = []
+    spec = {code: rest for code, *rest in _LIMITS}
+    for (code, owner), recs in groups.items():
+        if _stale(recs, now):
+            continue
+        _, what, why, action_what, command = spec[code]
+        recs.sort(key=lambda r: r.ts or 0)
+        services = sorted({s for r in recs if (s := service_of(r.item))})
+        host = _host_of(recs[0])
+        out.append(
+            Finding(
+                analyzer="resource_limits",
+                domain=Domain.HOST,
+                role="cause",
+                code=code,
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{owner}: out of {what} ({len(recs)}x)",
+                mechanism=(
+                    f"{owner} has run out of {what}: '{recs[0].msg.strip()[:160]}' {len(recs)}x "
+                    f"{span_text(recs[0].ts, recs[-1].ts)}; {why}."
+                ),
+                object=f"{what} of {owner}",
+                score=0.8,
+                ts=recs[0].ts,
+                tags=list(
+                    dict.fromkeys(
+                        [f"service:{owner}", *(f"service:{x}" for x in services), *([f"host:{host}"] if host else [])]
+                    )
+                ),
+                explains=[
+                    "errors",
+                    "exception",
+                    "connection_refused",
+                    "upstream_timeout",
+                    "upstream_reset",
+                    "http_5xx",
+                    "latency",
+                    "pod_restarts",
+                    "crash_loop",
+                    "backlog",
+                ],
+                evidence=first_and_last_refs(recs),
+                actions=[Action(description=action_what, command=command)],
+            )
+        )
+    return with_aliases(out)

@@ -13,12 +13,15 @@ from diagnosis.analyzers._common import (
     AUTH_DENIED,
     DNS_NXDOMAIN,
     DNS_TEMPORARY,
+    HOST_EPHEMERAL,
+    HTTP_POOL_WAIT,
     NET_CIRCUIT_OPEN,
     NET_REFUSED,
     NET_RESET,
     NET_TIMEOUT,
     TLS_EXPIRED,
     TLS_INVALID,
+    TLS_REMOTE,
     UPSTREAM_5XX,
     Rec,
     fmt_ts,
@@ -99,6 +102,12 @@ _TARGET_PATTERNS = [
         r"outbound\|\d+\|[\w.\-]*\|([A-Za-z0-9][\w.\-]*)"
     ),  # Istio/Envoy cluster: outbound|8080||payments.shop.svc
     re.compile(rf"upstream:\s*\"?(?:[a-z]+://)?({_NAME})"),  # nginx error log: upstream: "http://10.0.0.5:8080/x"
+    # structured attributes that name the peer (OpenTelemetry, grpc-go, logfmt): peer.service=..., target=...,
+    # grpc-java's remote_addr=inventory.stock.svc/10.0.4.3:9090
+    re.compile(
+        rf"\b(?:peer\.service|peer\.address|net\.peer\.name|server\.address|grpc\.target|target|remote_addr|"
+        rf"upstream_service|dependency|downstream)[\"']?\s*[=:]\s*[\"']?(?:[a-z]+://)?({_NAME})"
+    ),
     re.compile(rf"upstream(?:_addr|_host|_cluster)?[=\s:]+\"?(?:[a-z]+://)?({_NAME})", re.I),
     re.compile(rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", re.I),
     re.compile(rf"(?:https?|grpcs?|tcp|postgres(?:ql)?|redis|amqps?|mysql|mongodb)://(?:[^@/\s\"]+@)?({_NAME})"),
@@ -115,6 +124,9 @@ _TARGET_PATTERNS = [
         re.I,
     ),
     re.compile(r"\b([A-Za-z][A-Za-z0-9_.\-]*:\d{2,5}|(?:\d{1,3}\.){3}\d{1,3}:\d{2,5})\b"),
+    # a gRPC full method names the service called: "/inventory.v1.Inventory/Reserve" -> inventory.v1.Inventory
+    re.compile(r"(?:^|[\s\[\"'=(])/((?:[a-z_][\w]*\.)+[A-Z]\w*)/[A-Z]\w*"),
+    re.compile(r"\bgrpc\.service[=:]\s*\"?((?:[a-z_][\w]*\.)*[A-Z]\w*)"),
 ]
 # the caller, when the message names it before the upstream ("ERROR orders-api upstream payments-api ...")
 _CALLER = re.compile(
@@ -129,6 +141,11 @@ _ACCESS_STATUS = re.compile(
 _OUTBOUND = re.compile(r"upstream|backend|dependency|calling|call to|request to|from|://", re.I)
 _DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
 _LEVEL_WORDS = {"error", "warn", "warning", "info", "debug", "fatal", "err"}
+# words that precede "calling"/"request to" in prose without naming the caller ("failed while calling x")
+_NOT_A_CALLER = re.compile(
+    r"while|when|after|before|during|failed|errors?|the|and|then|retry|retrying|attempt|for|with|from|upon|on|by|"
+    r"timeout|timed"
+)
 
 
 @dataclass
@@ -162,7 +179,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     def caller_of(rec: Rec) -> str | None:
         m = _CALLER.search(rec.msg)
         name = (m.group(1) or m.group(2)) if m else None
-        if name and name.lower() not in _LEVEL_WORDS:
+        if name and name.lower() not in _LEVEL_WORDS and not _NOT_A_CALLER.fullmatch(name.lower()):
             return name
         if rec.item.kind != "log":
             return rec.item.object
@@ -172,7 +189,10 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
 
     for rec in _records_with_events(evidence):
         msg = rec.msg
-        if TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg):
+        if HOST_EPHEMERAL.search(msg):
+            continue  # our own side ran out of local ports: the host analyzer's, not the target's fault
+        tls_remote = bool(TLS_REMOTE.search(msg)) and not TLS_EXPIRED.search(msg)
+        if (TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg)) and not tls_remote:
             tls_kind = "expired" if TLS_EXPIRED.search(msg) else "invalid"
             _add(tls, _target(msg) or "unknown host", tls_kind, rec, caller_of(rec))
         elif DNS_TEMPORARY.search(msg):
@@ -191,6 +211,8 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             target = _target(msg)
             if not target or _base(target) == caller:
                 continue
+            if call_kind == "pool_wait" and any(t.startswith("db:") for t in _target_tags(target)):
+                continue  # a database pool is the database analyzer's (app_pool_exhausted)
             f = calls.setdefault((target, call_kind), Failures(target, call_kind))
             f.recs.append(rec)
             if caller:
@@ -323,6 +345,10 @@ def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]
 def _call_failure(msg: str) -> str | None:
     if NET_CIRCUIT_OPEN.search(msg):
         return "circuit_open"
+    if TLS_REMOTE.search(msg):
+        return "tls_handshake"
+    if HTTP_POOL_WAIT.search(msg):
+        return "pool_wait"
     if NET_REFUSED.search(msg):
         return "refused"
     if NET_TIMEOUT.search(msg):
@@ -401,6 +427,10 @@ _KIND_WORDS = {
     "reset": "reset or closed the connection",
     "http_5xx": "answered with 5xx",
     "circuit_open": "failed often enough to open the caller's circuit breaker (calls short-circuited)",
+    "tls_handshake": "aborted the TLS handshake from its side (a TLS alert that is not about our certificate)",
+    "pool_wait": (
+        "held the caller's connections so long that its connection pool to it ran dry (calls waited for a connection)"
+    ),
 }
 
 
@@ -434,6 +464,8 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
             "reset": "upstream_reset",
             "http_5xx": "upstream_5xx",
             "circuit_open": "upstream_circuit_open",
+            "tls_handshake": "upstream_tls_failure",
+            "pool_wait": "upstream_pool_wait",
         }[main.kind]
         sample = recs[0].msg.strip()[:200]
         mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (

@@ -1,0 +1,108 @@
+"""A named upstream failing its callers, as each client library and proxy words it: the upstream is extracted
+whatever the style, and the failure is a dependency_failure (never a code defect of the caller)."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnosis.analyzers.database import database
+from diagnosis.analyzers.network import network_failures
+from diagnosis.investigate import investigate
+from tests.unit._evidence_builders import T0, Builder, assert_refs_real, causes
+
+
+def _caller_log(msg: str, n: int = 6) -> Builder:
+    b = Builder()
+    b.log("Pod/shop/orders-api-7d9f8c6b5-x2k4p/app", [(T0 + i * 20, "error", msg) for i in range(n)])
+    return b
+
+
+@pytest.mark.parametrize(
+    ("msg", "code", "upstream"),
+    [
+        # OkHttp / java.net
+        ("java.net.ConnectException: Failed to connect to api.stripe.com/54.187.216.72:443", "connection_refused",
+         "api.stripe.com"),
+        # aiohttp
+        ("aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host geo.internal:443 ssl:default "
+         "[Connect call failed ('10.0.0.7', 443)]", "connection_refused", "geo.internal"),
+        ("aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected while calling "
+         "https://search.internal/query", "upstream_reset", "search.internal"),
+        # requests / http.client
+        ("requests.exceptions.ConnectionError: ('Connection aborted.', RemoteDisconnected('Remote end closed "
+         "connection without response')) url=https://rates.fx.example/latest", "upstream_reset", "rates.fx.example"),
+        # reactor-netty
+        ("reactor.netty.http.client.PrematureCloseException: Connection prematurely closed BEFORE response "
+         "uri=http://pricing-svc:8080/price", "upstream_reset", "pricing-svc"),
+        # gRPC: the full method names the service; grpc-java's remote_addr names the host
+        ("call /inventory.v1.Inventory/Reserve failed: rpc error: code = DeadlineExceeded desc = context deadline "
+         "exceeded", "upstream_timeout", "inventory"),
+        ("io.grpc.StatusRuntimeException: DEADLINE_EXCEEDED: deadline exceeded after 4.999s. [closed=[], "
+         "open=[[remote_addr=inventory-grpc.stock.svc.cluster.local/10.0.4.3:9090]]]", "upstream_timeout",
+         "inventory-grpc"),
+        # structured attributes
+        ('level=error msg="rpc failed" grpc.code=Unavailable err="code = Unavailable desc = connection refused" '
+         "peer.service=ledger-grpc", "connection_refused", "ledger-grpc"),
+    ],
+)  # fmt: skip
+def test_upstream_is_named_from_each_client_style(msg: str, code: str, upstream: str) -> None:
+    ev = _caller_log(msg).set()
+    found = network_failures(ev)
+    [cause] = causes(found)
+    assert cause.code == code
+    assert cause.category == "dependency_failure"
+    assert upstream in cause.object
+    assert "service:orders-api" in cause.tags
+    assert_refs_real(ev, found)
+
+
+def test_prose_before_calling_is_not_taken_for_the_caller() -> None:
+    ev = _caller_log("httpx.ConnectError: [Errno 111] Connection refused while calling http://ledger.internal:8000/x")
+    [cause] = causes(network_failures(ev.set()))
+    assert "service:while" not in cause.tags and "orders-api" in cause.object
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        'Post "https://api.bank.example/v2/pay": remote error: tls: handshake failure',
+        "ssl.SSLError: [SSL: SSLV3_ALERT_HANDSHAKE_FAILURE] sslv3 alert handshake failure (_ssl.c:1007) calling "
+        "https://api.bank.example/v2/pay",
+        "javax.net.ssl.SSLHandshakeException: Received fatal alert: handshake_failure url=https://api.bank.example/v2",
+    ],
+)
+def test_a_handshake_the_other_side_aborts_is_the_dependency_not_our_certificate(msg: str) -> None:
+    [cause] = causes(network_failures(_caller_log(msg).set()))
+    assert cause.code == "upstream_tls_failure" and cause.category == "dependency_failure"
+    assert "api.bank.example" in cause.object
+
+
+def test_our_client_certificate_refused_stays_a_configuration_error() -> None:
+    msg = "javax.net.ssl.SSLHandshakeException: PKIX path building failed calling https://api.bank.example/v2"
+    [cause] = causes(network_failures(_caller_log(msg).set()))
+    assert cause.category == "configuration_error"
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        "org.apache.http.conn.ConnectionPoolTimeoutException: Timeout waiting for connection from pool "
+        "(route: https://api.partner.example:443)",
+        "reactor.netty.internal.shaded.reactor.pool.PoolAcquirePendingLimitException: Pending acquire queue has "
+        "reached its maximum size of 1000 for http://api.partner.example:8080",
+        "connection pool exhausted waiting for https://api.partner.example (max 50)",
+    ],
+)
+def test_an_http_client_pool_drained_by_a_slow_upstream_blames_the_upstream(msg: str) -> None:
+    ev = _caller_log(msg).set()
+    [cause] = causes(network_failures(ev))
+    assert cause.code == "upstream_pool_wait" and "api.partner.example" in cause.object
+    assert not [f for f in database(ev) if f.code == "app_pool_exhausted"]
+    assert investigate(ev).category == "dependency_failure"
+
+
+def test_a_database_pool_stays_the_database_analyzers() -> None:
+    msg = "HikariPool-1 - Connection is not available, request timed out after 30000ms."
+    ev = _caller_log(msg).set()
+    assert [f.code for f in database(ev) if f.role == "cause"] == ["app_pool_exhausted"]
+    assert not [f for f in network_failures(ev) if f.code == "upstream_pool_wait"]
