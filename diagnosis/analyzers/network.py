@@ -270,13 +270,19 @@ _ENVOY_FLAGS = {"UT": "timeout", "UF": "refused", "URX": "refused", "UH": "refus
 
 
 def _ip_owners(evidence: EvidenceSet) -> dict[str, tuple[str, str, list[str]]]:
-    """Pod IP -> (namespace, pod, the Services whose endpoints hold it), from Pods and Endpoints."""
+    """Pod IP -> (namespace, pod, the Services whose endpoints hold it), from Pods and Endpoints; a Service's
+    ClusterIP -> (namespace, "", [that Service])."""
     owners: dict[str, tuple[str, str, list[str]]] = {}
     for p in evidence.kind("k8s/Pod"):
         meta, status = p.data.get("metadata") or {}, p.data.get("status") or {}
         ips = [status.get("podIP")] + [x.get("ip") for x in status.get("podIPs") or () if isinstance(x, dict)]
         for ip in filter(None, ips):
             owners[str(ip)] = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""), [])
+    for svc_item in evidence.kind("k8s/Service"):  # a ClusterIP names its Service (kube-proxy's virtual IP)
+        meta, spec = svc_item.data.get("metadata") or {}, svc_item.data.get("spec") or {}
+        for ip in [spec.get("clusterIP"), *(spec.get("clusterIPs") or ())]:
+            if ip and ip != "None" and meta.get("name"):
+                owners[str(ip)] = (str(meta.get("namespace") or "default"), "", [str(meta["name"])])
     for ep in evidence.kind("k8s/Endpoints"):
         meta = ep.data.get("metadata") or {}
         svc, ns = str(meta.get("name") or ""), str(meta.get("namespace") or "default")
@@ -309,7 +315,8 @@ def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Fi
         extra = ([f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"] if pod else []) + [
             f"service:{svc}" for svc in services
         ]
-        who = f"pod {ns}/{pod}" + (f" (Service {', '.join(dict.fromkeys(services))})" if services else "")
+        names = ", ".join(dict.fromkeys(services))
+        who = (f"pod {ns}/{pod}" + (f" (Service {names})" if services else "")) if pod else f"Service {ns}/{names}"
         out.append(
             f.model_copy(
                 update={

@@ -106,3 +106,14 @@ def test_a_database_pool_stays_the_database_analyzers() -> None:
     ev = _caller_log(msg).set()
     assert [f.code for f in database(ev) if f.role == "cause"] == ["app_pool_exhausted"]
     assert not [f for f in network_failures(ev) if f.code == "upstream_pool_wait"]
+
+
+def test_a_service_cluster_ip_is_named_by_its_service() -> None:
+    b = _caller_log("rpc error: code = Unavailable desc = dial tcp 10.96.44.12:9090: connect: connection refused")
+    b.raw(
+        "k8s/Service",
+        "Service/stock/inventory-grpc",
+        {"metadata": {"name": "inventory-grpc", "namespace": "stock"}, "spec": {"clusterIP": "10.96.44.12"}},
+    )
+    [cause] = causes(network_failures(b.set()))
+    assert "Service stock/inventory-grpc" in cause.object and "service:inventory-grpc" in cause.tags
