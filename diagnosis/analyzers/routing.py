@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +69,7 @@ _TRAEFIK = re.compile(
 _CLUSTER = re.compile(r"^(?:outbound|inbound)\|\d*\|[^|]*\|(?P<svc>[^|\s]+)$")
 
 
-@dataclass
+@dataclass(slots=True)
 class Hit:
     ts: float
     prefix: str
@@ -83,39 +83,70 @@ class Hit:
 
 def _prefix(path: str) -> str:
     """The route a path belongs to: its first segment (`/account/orders?x=1` -> `/account`)."""
-    path = re.sub(r"^[a-z]+://[^/]+", "", path).split("?", 1)[0].split("#", 1)[0]
-    seg = path.lstrip("/").split("/", 1)[0]
+    if not path.startswith("/"):  # an absolute URL (ALB): drop scheme and host
+        rest = path.split("://", 1)[-1]
+        path = rest[rest.find("/") :] if "/" in rest else "/"
+    seg = path[1:].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
     return "/" + seg if seg else "/"
 
 
-def _parse(msg: str) -> tuple[str, int, str] | None:
+def _nginx(m: re.Match[str]) -> tuple[str, int, str] | None:
+    return m["path"], int(m["status"]), m["backend"] or "(no route)"
+
+
+def _traefik(m: re.Match[str]) -> tuple[str, int, str] | None:
+    router = m["router"]
+    return m["path"], int(m["status"]), router if router not in ("", "-") else "(no route)"
+
+
+def _haproxy(m: re.Match[str]) -> tuple[str, int, str] | None:
+    return m["path"], int(m["status"]), m["backend"] if m["server"] != "<NOSRV>" else "(no route)"
+
+
+def _alb(m: re.Match[str]) -> tuple[str, int, str] | None:
+    if m["status"] == "-":
+        return None
+    tg = m["tg"]
+    name = tg.split("targetgroup/", 1)[1].split("/", 1)[0] if "targetgroup/" in tg else "(fixed-response)"
+    return m["path"], int(m["status"]), name
+
+
+def _envoy(m: re.Match[str]) -> tuple[str, int, str] | None:
+    if "NR" in m["flags"].split(","):
+        return m["path"], int(m["status"]), "(no route)"
+    cm = _CLUSTER.match(m["cluster"] or "")
+    backend = cm["svc"].split(".")[0] if cm else (m["cluster"] or m["host"])
+    if backend in ("", "-"):
+        return None
+    return m["path"], int(m["status"]), backend
+
+
+Reader = tuple[re.Pattern[str], Callable[[re.Match[str]], tuple[str, int, str] | None]]
+# the most specific first: an ingress-nginx line also reads as a generic one
+_READERS: list[Reader] = [(_NGINX, _nginx), (_TRAEFIK, _traefik), (_HAPROXY, _haproxy), (_ALB, _alb), (_ENVOY, _envoy)]
+
+
+def _parse(msg: str, readers: list[Reader] = _READERS) -> tuple[str, int, str] | None:
     """(path, status, backend) of one access-log line that names its backend, else None."""
     if "HTTP/" not in msg:
         return None
-    m = _NGINX.search(msg)
-    if m:
-        return m["path"], int(m["status"]), m["backend"] or "(no route)"
-    m = _TRAEFIK.search(msg)
-    if m:
-        router = m["router"]
-        return m["path"], int(m["status"]), router if router not in ("", "-") else "(no route)"
-    m = _HAPROXY.search(msg)
-    if m:
-        return m["path"], int(m["status"]), m["backend"] if m["server"] != "<NOSRV>" else "(no route)"
-    m = _ALB.search(msg)
-    if m and m["status"] != "-":
-        tg = m["tg"]
-        name = tg.split("targetgroup/", 1)[1].split("/", 1)[0] if "targetgroup/" in tg else "(fixed-response)"
-        return m["path"], int(m["status"]), name
-    m = _ENVOY.search(msg)
-    if m:
-        if "NR" in m["flags"].split(","):
-            return m["path"], int(m["status"]), "(no route)"
-        cm = _CLUSTER.match(m["cluster"] or "")
-        backend = cm["svc"].split(".")[0] if cm else (m["cluster"] or m["host"])
-        if backend in ("", "-"):
-            return None
-        return m["path"], int(m["status"]), backend
+    for rx, read in readers:
+        m = rx.search(msg)
+        if m:
+            return read(m)
+    return None
+
+
+def _reader_of(records: Any) -> list[Reader] | None:
+    """The access-log format of a log (from its first lines), or None when it names no backends."""
+    for r in records[:_PROBE_LINES]:
+        msg = str(r.get("msg") or "")
+        if "HTTP/" not in msg:
+            continue
+        for reader in _READERS:
+            m = reader[0].search(msg)
+            if m and reader[1](m):
+                return [reader]
     return None
 
 
@@ -124,17 +155,29 @@ def _hits(evidence: EvidenceSet) -> dict[str, list[Hit]]:
     by_prefix: dict[str, list[Hit]] = {}
     for item in evidence.kind("log"):
         records = item.data.get("records") or ()
-        if not any(_parse(str(r.get("msg") or "")) for r in records[:_PROBE_LINES]):
+        readers = _reader_of(records)
+        if readers is None:
             continue
+        rows: dict[str, list[tuple[float, str, int, str, dict[str, Any]]]] = {}
+        backends: dict[str, set[str]] = {}
         for r in records:
             ts = r.get("ts")
-            msg = str(r.get("msg") or "")
-            parsed = _parse(msg) if ts is not None else None
+            if ts is None:
+                continue
+            parsed = _parse(str(r.get("msg") or ""), readers)
             if parsed is None:
                 continue
             path, status, backend = parsed
             p = _prefix(path)
-            by_prefix.setdefault(p, []).append(Hit(float(ts), p, path, status, backend, item, r.get("line"), msg))
+            rows.setdefault(p, []).append((float(ts), path, status, backend, r))
+            backends.setdefault(p, set()).add(backend)
+        # only a prefix served by more than one backend can have moved
+        for p, got in rows.items():
+            if len(backends[p]) > 1:
+                by_prefix.setdefault(p, []).extend(
+                    Hit(ts, p, path, status, be, item, r.get("line"), str(r.get("msg") or ""))
+                    for ts, path, status, be, r in got
+                )
     return by_prefix
 
 
