@@ -230,11 +230,13 @@ NET_TIMEOUT = re.compile(
 # UNAVAILABLE`, Python `StatusCode.UNAVAILABLE`), an HAProxy backend with no server up
 NET_REFUSED = re.compile(
     r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable|"
-    r"StatusCode\.UNAVAILABLE|StatusRuntimeException: UNAVAILABLE|\bUNAVAILABLE: |No route to host|EHOSTUNREACH|"
+    r"StatusCode\.UNAVAILABLE|StatusRuntimeException: UNAVAILABLE|(?-i:\bUNAVAILABLE: )|No route to host|EHOSTUNREACH|"
     r"NoRouteToHostException|Network is unreachable|ENETUNREACH|has no server available|"
     # OkHttp / java.net "Failed to connect to host/ip:port", aiohttp "Cannot connect to host h:443", asyncio
     # "Connect call failed"
-    r"Failed to connect to \S|Cannot connect to host|Connect call failed|ClientConnectorError",
+    r"Failed to connect to \S|Cannot connect to host|Connect call failed|ClientConnectorError|"
+    # Kafka clients: "Connection to node 1 (kafka-1:9092) could not be established. Broker may not be available."
+    r"could not be established\. Broker may not be available",
     re.I,
 )
 # a caller's circuit breaker open on an upstream (resilience4j, Hystrix, Polly, gobreaker, opossum): the upstream
@@ -272,6 +274,24 @@ HTTP_POOL_WAIT = re.compile(
     r"PoolAcquirePendingLimitException|Pool#acquire\(Duration\) has been pending|"
     r"(?:connection )?pool (?:is )?(?:exhausted|full)\W{0,3}(?:\w+\W+){0,3}?(?:waiting for|to|for|calling) "
     r"(?:[a-z]+://)?[A-Za-z0-9]",
+    re.I,
+)
+# a cloud provider's API failing on its side: botocore "An error occurred (ServiceUnavailable) when calling the
+# PutObject operation", AWS SDK for Java "(Service: S3, Status Code: 503", SDK for Go v2 "https response error
+# StatusCode: 500"
+CLOUD_5XX = re.compile(
+    r"An error occurred \((?:ServiceUnavailable\w*|InternalError|InternalFailure|InternalServerError\w*|"
+    r"RequestTimeout\w*|ServiceException)\) when calling the \w+ operation|"
+    r"Status Code: 5\d\d\b|StatusCode: 5\d\d\b|api error (?:ServiceUnavailable|InternalError|InternalFailure)",
+)
+# the other side refuses more calls from us: a rate limit or quota at a provider (AWS throttling, DynamoDB
+# provisioned throughput, S3 SlowDown, HTTP 429, gRPC RESOURCE_EXHAUSTED): our share of its capacity ran out
+RATE_LIMITED = re.compile(
+    r"ThrottlingException|Throttling: Rate exceeded|\bRate exceeded\b|TooManyRequestsException|"
+    r"ProvisionedThroughputExceededException|RequestLimitExceeded|\(SlowDown\)|api error SlowDown|"
+    r"\b429\b[^\n]{0,30}Too Many Requests|Too Many Requests[^\n]{0,30}\b429\b|"
+    r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}429\b|RESOURCE_EXHAUSTED|"
+    r"code = ResourceExhausted|rate limit(?:ed| exceeded)|quota exceeded|RateLimitError|LimitExceededException",
     re.I,
 )
 # names an HTTP(S)/gRPC endpoint rather than a database
@@ -317,6 +337,8 @@ AUTH_DENIED = re.compile(
     re.I,
 )
 NETWORK_SIGNATURES = (
+    RATE_LIMITED,
+    CLOUD_5XX,
     TLS_REMOTE,
     HTTP_POOL_WAIT,
     NET_TIMEOUT,
@@ -553,6 +575,22 @@ _TRIGGERS = (
     "watermark",
     "disk space is insufficient",
     "read-only",
+    "error occurred",
+    "status code: 5",
+    "statuscode: 5",
+    "api error",
+    "throttl",
+    "rate exceeded",
+    "too many requests",
+    "429",
+    "throughputexceeded",
+    "limitexceeded",
+    "resource_exhausted",
+    "resourceexhausted",
+    "rate limit",
+    "quota exceeded",
+    "ratelimit",
+    "could not be established",
 )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from diagnosis.analyzers._common import (
     AUTH_DENIED,
+    CLOUD_5XX,
     DNS_NXDOMAIN,
     DNS_TEMPORARY,
     HOST_EPHEMERAL,
@@ -19,6 +20,7 @@ from diagnosis.analyzers._common import (
     NET_REFUSED,
     NET_RESET,
     NET_TIMEOUT,
+    RATE_LIMITED,
     TLS_EXPIRED,
     TLS_INVALID,
     TLS_REMOTE,
@@ -91,11 +93,14 @@ _NOT_A_NAME = {
     "side",
     "version",
     "localhost",
+    "node",
+    "broker",
 }
 # "SocketInputStream.java:150" in a stack frame is a source line, not a host:port
 _SOURCE_FILE = re.compile(
     r"\.(?:java|kt|scala|py|go|js|mjs|ts|rb|cs|cpp|cc|c|h|rs|php|ex|exs|erl|clj|swift):\d+$", re.I
 )
+_DOC_LINK = re.compile(r"\bsee:?\s+(?:[a-z]+://)?$|\bdocs?:\s*(?:[a-z]+://)?$", re.I)
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?::\d{2,5})?"
 _TARGET_PATTERNS = [
     re.compile(
@@ -123,6 +128,11 @@ _TARGET_PATTERNS = [
         rf"\"?(?:[a-z]+://)?({_NAME})",
         re.I,
     ),
+    # cloud SDKs name the service or the operation: "(Service: S3, Status Code: 503", "operation error
+    # DynamoDB: PutItem", botocore "when calling the PutObject operation"
+    re.compile(r"\(Service: ([\w\-]+)[;,]"),
+    re.compile(r"operation error ([\w\-]+): \w+"),
+    re.compile(r"when calling the (\w+) operation"),
     re.compile(r"\b([A-Za-z][A-Za-z0-9_.\-]*:\d{2,5}|(?:\d{1,3}\.){3}\d{1,3}:\d{2,5})\b"),
     # a gRPC full method names the service called: "/inventory.v1.Inventory/Reserve" -> inventory.v1.Inventory
     re.compile(r"(?:^|[\s\[\"'=(])/((?:[a-z_][\w]*\.)+[A-Z]\w*)/[A-Z]\w*"),
@@ -131,7 +141,8 @@ _TARGET_PATTERNS = [
 # the caller, when the message names it before the upstream ("ERROR orders-api upstream payments-api ...")
 _CALLER = re.compile(
     r"([a-z][a-z0-9\-]{2,})\s+(?:->\s*)?(?:upstream|calling|call to|request to)\s|"
-    r"^(?:\S+\s+)?(?:ERROR|WARN(?:ING)?|FATAL|CRIT(?:ICAL)?)\s+([a-z][a-z0-9\-]{2,}):\s",
+    # a service name is lower-case (DNS-1123): "operation error DynamoDB: PutItem" names the called service
+    r"^(?:\S+\s+)?(?:ERROR|WARN(?:ING)?|FATAL|CRIT(?:ICAL)?)\s+((?-i:[a-z][a-z0-9\-]{2,})):\s",
     re.I,
 )
 _RESOLVER = re.compile(r"\bon ((?:\d{1,3}\.){3}\d{1,3}):53\b")
@@ -208,7 +219,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             if call_kind is None:
                 continue
             caller = caller_of(rec)
-            target = _target(msg)
+            target = _target(msg) or ("a rate-limited API" if call_kind == "rate_limited" else None)
             if not target or _base(target) == caller:
                 continue
             if call_kind == "pool_wait" and any(t.startswith("db:") for t in _target_tags(target)):
@@ -263,7 +274,7 @@ def _records_with_events(evidence: EvidenceSet) -> Iterable[Rec]:
 # "-" with a 5xx is the upstream's own answer.
 _ENVOY_ACCESS = re.compile(
     r"\"[A-Z]+ \S+ HTTP/[\d.]+\" (?P<code>\d{3}) (?P<flags>[A-Z,]+|-) "
-    r".*\"(?P<authority>[^\"]*)\" \"(?P<upstream>[^\"]*)\"\s*$"
+    r".*\"(?P<authority>[^\"]*)\" \"(?P<upstream>[^\"]*)\"(?:\s+[^\s\"]+)*\s*$"
 )
 _ENVOY_FLAGS = {"UT": "timeout", "UF": "refused", "URX": "refused", "UH": "refused", "UO": "refused",
                 "UC": "reset", "UR": "reset", "UPE": "reset"}  # fmt: skip
@@ -350,8 +361,12 @@ def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]
 
 
 def _call_failure(msg: str) -> str | None:
+    if RATE_LIMITED.search(msg):
+        return "rate_limited"
     if NET_CIRCUIT_OPEN.search(msg):
         return "circuit_open"
+    if CLOUD_5XX.search(msg):
+        return "http_5xx"
     if TLS_REMOTE.search(msg):
         return "tls_handshake"
     if HTTP_POOL_WAIT.search(msg):
@@ -377,6 +392,8 @@ def _target(msg: str) -> str | None:
                 continue
             if _SOURCE_FILE.search(name):
                 continue
+            if _DOC_LINK.search(msg[max(0, m.start() - 12) : m.start(1)]):
+                continue  # "(see https://curl.haxx.se/libcurl/...)": a documentation link, not the call
             return name
     return None
 
@@ -434,6 +451,7 @@ _KIND_WORDS = {
     "reset": "reset or closed the connection",
     "http_5xx": "answered with 5xx",
     "circuit_open": "failed often enough to open the caller's circuit breaker (calls short-circuited)",
+    "rate_limited": "were throttled (our rate limit or quota at the provider is used up)",
     "tls_handshake": "aborted the TLS handshake from its side (a TLS alert that is not about our certificate)",
     "pool_wait": (
         "held the caller's connections so long that its connection pool to it ran dry (calls waited for a connection)"
@@ -473,7 +491,10 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
             "circuit_open": "upstream_circuit_open",
             "tls_handshake": "upstream_tls_failure",
             "pool_wait": "upstream_pool_wait",
+            "rate_limited": "rate_limited",
         }[main.kind]
+        # a limit we hit at the provider is our quota running out, not the provider failing
+        category = Category.RESOURCE_EXHAUSTION if main.kind == "rate_limited" else Category.DEPENDENCY_FAILURE
         sample = recs[0].msg.strip()[:200]
         mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (
             f"; it stopped at {fmt_ts(last)}, long before the newest evidence." if stopped else "."
@@ -484,7 +505,7 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
                 domain=Domain.NETWORK,
                 role="benign" if stopped else "cause",
                 code=code if not stopped else f"{code}_stopped",
-                category=Category.HEALTHY if stopped else Category.DEPENDENCY_FAILURE,
+                category=Category.HEALTHY if stopped else category,
                 title=f"upstream {base} {_KIND_WORDS[main.kind]} for {callers_txt} ({count}x)",
                 mechanism=mechanism,
                 object=f"upstream {target}" + (f" (called by {callers_txt})" if callers else ""),

@@ -117,3 +117,75 @@ def test_a_service_cluster_ip_is_named_by_its_service() -> None:
     )
     [cause] = causes(network_failures(b.set()))
     assert "Service stock/inventory-grpc" in cause.object and "service:inventory-grpc" in cause.tags
+
+
+@pytest.mark.parametrize(
+    ("msg", "upstream"),
+    [
+        ("botocore.exceptions.ClientError: An error occurred (ServiceUnavailable) when calling the PutObject "
+         "operation (reached max retries: 4): Service Unavailable", "PutObject"),
+        ("software.amazon.awssdk.services.s3.model.S3Exception: We encountered an internal error. (Service: S3, "
+         "Status Code: 500, Request ID: 8F3A)", "S3"),
+        ("operation error DynamoDB: PutItem, https response error StatusCode: 500, RequestID: 9QX, api error "
+         "InternalServerError: Internal server error", "DynamoDB"),
+    ],
+)  # fmt: skip
+def test_a_cloud_api_failing_on_its_side_is_a_dependency(msg: str, upstream: str) -> None:
+    ev = _caller_log(msg).set()
+    [cause] = causes(network_failures(ev))
+    assert cause.code == "upstream_5xx" and upstream in cause.object
+    assert investigate(ev).category == "dependency_failure"
+
+
+@pytest.mark.parametrize(
+    ("msg", "upstream"),
+    [
+        ("requests.exceptions.HTTPError: 429 Client Error: Too Many Requests for url: https://api.partner.example/v1",
+         "api.partner.example"),
+        ("botocore.exceptions.ClientError: An error occurred (ThrottlingException) when calling the PutMetricData "
+         "operation (reached max retries: 4): Rate exceeded", "PutMetricData"),
+        ("ProvisionedThroughputExceededException: The level of configured provisioned throughput for the table was "
+         "exceeded.", "rate-limited"),
+    ],
+)  # fmt: skip
+def test_throttling_by_a_provider_is_our_quota_running_out(msg: str, upstream: str) -> None:
+    ev = _caller_log(msg).set()
+    [cause] = causes(network_failures(ev))
+    assert cause.code == "rate_limited" and cause.category == "resource_exhaustion" and upstream in cause.object
+    assert investigate(ev).category == "resource_exhaustion"
+
+
+def test_kafka_broker_not_available_names_the_broker_not_the_node_word() -> None:
+    msg = (
+        "[Producer clientId=orders] Connection to node 1 (kafka-1.kafka.svc:9092) could not be established. "
+        "Broker may not be available."
+    )
+    [cause] = causes(network_failures(_caller_log(msg).set()))
+    assert cause.code == "connection_refused" and "kafka-1.kafka.svc:9092" in cause.object
+
+
+def test_a_documentation_link_is_not_the_upstream() -> None:
+    msg = (
+        "cURL error 28: Operation timed out after 5001 milliseconds (see https://curl.haxx.se/libcurl/c/"
+        "libcurl-errors.html) for https://api.partner.example/v1"
+    )
+    [cause] = causes(network_failures(_caller_log(msg).set()))
+    assert "api.partner.example" in cause.object and "curl.haxx.se" not in cause.object
+
+
+def test_an_http_503_reason_phrase_is_a_5xx_not_a_grpc_unavailable() -> None:
+    msg = "HttpServerErrorException$ServiceUnavailable: 503 Service Unavailable: while calling http://tax-svc:8080/t"
+    [cause] = causes(network_failures(_caller_log(msg).set()))
+    assert cause.code == "upstream_5xx"
+
+
+def test_istio_access_log_with_trailing_fields_reads_its_flags() -> None:
+    line = (
+        '[2025-01-01T10:00:00.000Z] "GET /v1/tax HTTP/1.1" 503 UH no_healthy_upstream - "-" 0 19 0 - "-" "curl" '
+        '"req-1" "tax-svc.billing:8080" "-" outbound|8080||tax-svc.billing.svc.cluster.local - 10.0.0.1:8080 '
+        "10.0.0.2:5000 - default"
+    )
+    b = Builder()
+    b.log("Pod/shop/orders-api-7d9f8c6b5-x2k4p/istio-proxy", [(T0 + i, "info", line) for i in range(5)])
+    [cause] = causes(network_failures(b.set()))
+    assert cause.code == "connection_refused" and "tax-svc.billing:8080" in cause.object
