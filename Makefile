@@ -33,6 +33,7 @@ bench: $(STAMP)  ## benchmarks; figures printed and written to bench/results/
 	@$(BIN)/python -m bench.investigate_large
 	@$(BIN)/python -m bench.auth
 	@$(BIN)/python -m bench.ratelimit
+	@$(BIN)/python -m bench.remediation
 
 lint: $(STAMP)
 	@$(BIN)/ruff check .

@@ -151,8 +151,18 @@ class LiveSource:
     its result turned into evidence items. One fetch at a time per task: the dispatcher steps one task's DAG
     from one thread."""
 
-    def __init__(self, ctx: OpsContext, task_id: str, *, tenant: str, priority: int = 5, wait_s: float = 120.0):
+    def __init__(
+        self,
+        ctx: OpsContext,
+        task_id: str,
+        *,
+        tenant: str,
+        priority: int = 5,
+        wait_s: float = 120.0,
+        fresh: bool = False,
+    ):
         self.ctx = ctx
+        self.fresh = fresh  # no read from the tool-result cache (fresh figures asked for, or after a write)
         self.task_id = task_id
         self.tenant = tenant
         self.priority = priority
@@ -208,7 +218,7 @@ class LiveSource:
         current: Plan = plan
         while time.monotonic() < deadline:
             progress = self.ctx.dispatcher.run_until_progress(
-                self.task_id, current, tenant=self.tenant, priority=self.priority, max_wait_s=5.0
+                self.task_id, current, tenant=self.tenant, priority=self.priority, max_wait_s=5.0, fresh=self.fresh
             )
             current = progress.plan or current
             state = progress.states.get(node_id)
@@ -871,7 +881,14 @@ def investigate_request(ctx: OpsContext, task_id: str, spec: dict[str, Any]) -> 
 
 
 def investigate_live(
-    ctx: OpsContext, task_id: str, goal: str, *, tenant: str, priority: int, nodes: set[str] | None = None
+    ctx: OpsContext,
+    task_id: str,
+    goal: str,
+    *,
+    tenant: str,
+    priority: int,
+    nodes: set[str] | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """A diagnose request: the live tools' results become evidence; specialists may add plan nodes for more.
     `nodes` limits the evidence to those nodes' results (a remediation's verify checks, not its writes)."""
@@ -888,7 +905,7 @@ def investigate_live(
                     evidence.add(item)
     result = run_investigation(
         evidence,
-        LiveSource(ctx, task_id, tenant=tenant, priority=priority),
+        LiveSource(ctx, task_id, tenant=tenant, priority=priority, fresh=fresh),
         question=goal,
         refiner=DiagnosisRefiner.from_settings(ctx.settings, serving=lambda: ctx.policies.current().serving.llm),
     )

@@ -107,7 +107,12 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
             cancel_open_attempts(ctx, task_id)
             return {"done": True, "outcome": "cancelled"}
         progress = ctx.dispatcher.run_until_progress(
-            task_id, plan_obj, tenant=task.tenant, priority=task.priority, decisions=state.get("decisions") or {}
+            task_id,
+            plan_obj,
+            tenant=task.tenant,
+            priority=task.priority,
+            decisions=state.get("decisions") or {},
+            fresh=(task.inputs or {}).get("cache") == "skip",  # "run again": fresh tool results too
         )
         if progress.gated:
             return {"done": False, "gated": progress.gated[0]}
@@ -144,7 +149,14 @@ def build_ops_graph(ctx: OpsContext) -> CompiledStateGraph[Any]:
             return {"diagnosis": None}
         try:
             return {
-                "diagnosis": investigate_live(ctx, task_id, state["goal"], tenant=task.tenant, priority=task.priority)
+                "diagnosis": investigate_live(
+                    ctx,
+                    task_id,
+                    state["goal"],
+                    tenant=task.tenant,
+                    priority=task.priority,
+                    fresh=(task.inputs or {}).get("cache") == "skip",
+                )
             }
         except Exception as exc:  # the checks' own answer still stands
             bus.emit(

@@ -26,6 +26,8 @@ def cache_text(goal: str, inputs: dict[str, Any]) -> str:
 
 
 def classify(ctx: OpsContext, goal: str, inputs: dict[str, Any]) -> str:
+    if inputs.get("remediation"):
+        return "remediate"  # writes a person approved: never read from or stored in the cache
     if inputs.get("plan"):
         return "request"  # a caller-written plan runs as given; its category is never cached
     return ctx.library.choose(goal)[0].category
@@ -84,7 +86,7 @@ def recall(ctx: OpsContext, task_id: str, goal: str, inputs: dict[str, Any]) -> 
     """Returns the state update: category, similar past incidents, and either a cached answer (the task ends)
     or a plan to reuse (from the cache, else from a similar successful episode)."""
     category = classify(ctx, goal, inputs)
-    if category == "request":
+    if category in ("request", "remediate"):  # runs as given: nothing to recall a plan or an answer for
         return {"category": category}
     task = ctx.store.get_task(task_id)
     text = cache_text(goal, inputs)

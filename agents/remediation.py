@@ -81,13 +81,8 @@ def approval_reason(task: TaskRow) -> str:
     return f"a write in the plan of task {task.id} ({task.goal[:200]!r}), submitted by {who}"
 
 
-def request_approval(ctx: OpsContext, task: TaskRow, gated: dict[str, Any]) -> Approval:
-    """The approval request of a gated write node: the one already made (a resumed or restarted gate), or a new
-    one with a fresh preview."""
-    existing = ctx.approvals.latest_for(task.id, gated["node_id"])
-    if existing is not None:
-        return existing
-    preview = preview_write(ctx, gated["tool"], gated["args"])
+def request_approval(ctx: OpsContext, task: TaskRow, gated: dict[str, Any], preview: dict[str, Any]) -> Approval:
+    """A new approval request of a gated write node, showing its preview."""
     return ctx.approvals.create(
         tenant=task.tenant,
         task_id=task.id,
@@ -98,6 +93,13 @@ def request_approval(ctx: OpsContext, task: TaskRow, gated: dict[str, Any]) -> A
         reason=approval_reason(task),
         requested_by=task.requested_by or f"{task.source}:{task.id}",
     )
+
+
+def refused_by_preview(preview: dict[str, Any]) -> bool:
+    """The preview already shows the write cannot be done (a rule refuses it, or its target is not there):
+    nobody is asked to approve a write that would fail."""
+    code = (preview.get("data") or {}).get("error_code")
+    return preview.get("status") == "error" and code in ("refused", "not_found")
 
 
 def approvers(ctx: OpsContext, approval: Approval) -> str:
@@ -111,7 +113,14 @@ def approval_gate(ctx: OpsContext, task_id: str, gated: dict[str, Any]) -> dict[
     """Ask a person about one write node and wait (interrupt) until they decide or the request expires; returns
     the decision the dispatcher applies: {status, args, by, reason, approval_id}."""
     task = ctx.store.get_task(task_id)
-    approval = request_approval(ctx, task, gated)
+    approval = ctx.approvals.latest_for(task_id, gated["node_id"])  # a resumed or restarted gate asked already
+    if approval is None:
+        preview = preview_write(ctx, gated["tool"], gated["args"])
+        if refused_by_preview(preview):
+            summary = str(preview.get("summary") or "refused")
+            ctx.bus.emit(task_id, EventType.LOG, {"level": "warning", "message": f"write not proposed: {summary}"})
+            return {"approval_id": None, "status": "refused", "args": gated["args"], "by": None, "reason": summary}
+        approval = request_approval(ctx, task, gated, preview)
     while approval.status == ApprovalStatus.PENDING:
         status = TaskStatus(ctx.store.get_task(task_id).status)
         if status == TaskStatus.CANCELLED:  # nobody needs to decide now
@@ -167,9 +176,10 @@ def _cause_of(d: Diagnosis, action: Action) -> Finding | None:
 def remediation_request(
     ctx: OpsContext, source: TaskRow, choose: list[int] | None = None
 ) -> tuple[str, dict[str, Any]]:
-    """(goal, inputs) of the remediation task for `source`'s Diagnosis: its write actions that an opsgraph tool
-    does (`choose`: indexes into the Diagnosis's actions), each a write node after the previous one, then the
-    read checks `source` ran, again, as verify nodes. Raises NoRemedy or UserError."""
+    """(goal, inputs) of the remediation task for `source`'s Diagnosis: the first write action an opsgraph tool
+    does (the root cause's remedy), or those chosen (`choose`: indexes into the Diagnosis's actions), each a write
+    node after the previous one, then the read checks `source` ran, again, as verify nodes. Raises NoRemedy or
+    UserError."""
     diagnosis = (source.answer or {}).get("diagnosis")
     if not isinstance(diagnosis, dict):
         raise NoRemedy(f"task {source.id} has no diagnosis to remediate ({source.status})")
@@ -189,6 +199,10 @@ def remediation_request(
             offered = ", ".join(str(i) for i, _ in writable) or "none"
             raise UserError(f"actions {wrong} are not write actions an opsgraph tool can do (those are: {offered})")
         writable = [(i, by_index[i]) for i in dict.fromkeys(choose)]
+    elif writable:
+        # the root cause's own remedy only: the other write actions are about other objects showing the same
+        # fault (another blocker elsewhere) or are the lasting fix; a person picks those by index
+        writable = writable[:1]
     if not writable:
         listed = "; ".join(f"[{a.kind}] {a.description}" for a in d.actions) or "none"
         raise NoRemedy(
@@ -283,6 +297,7 @@ def verify_remediation(ctx: OpsContext, task: TaskRow) -> dict[str, Any]:
         tenant=task.tenant,
         priority=task.priority,
         nodes=verify_nodes,
+        fresh=True,
     )
     after = Diagnosis.model_validate(outcome["diagnosis"])
     cause = remedy.get("cause") or {}

@@ -236,13 +236,15 @@ class Dispatcher:
         tenant: str,
         priority: int = 5,
         decisions: Mapping[str, Mapping[str, Any]] | None = None,
+        fresh: bool = False,
     ) -> DispatchProgress:
         """Reconcile, settle hedges and retries, apply DAG changes, then put every node whose dependencies
         have ended into the ready set; report where the DAG stands.
 
         A write node is never put there on its own: it waits in `gated` until `decisions` holds a person's
         decision for it ({"status": approved | rejected | expired, "args": the approved arguments, ...}).
-        Approved, it runs with the approved arguments; otherwise it is skipped with the decision as reason."""
+        Approved, it runs with the approved arguments; otherwise it is skipped with the decision as reason.
+        `fresh`: the caller asked for fresh figures, so no read is served from the tool-result cache."""
         self.reconcile(task_id, plan)
         rows = self.store.node_runs(task_id)
         latest = deciding_attempts(rows)
@@ -294,7 +296,7 @@ class Dispatcher:
                 states[node.id] = NodeStatus.READY.value
                 continue
             # a read after a write must see the state the write left, never a result from before it
-            served = None if node.id in after_write else self._serve_cached(task_id, node, args, tenant)
+            served = None if fresh or node.id in after_write else self._serve_cached(task_id, node, args, tenant)
             if served is None:
                 to_ready.append((node.id, node.tool, args, node.pool))
                 states[node.id] = NodeStatus.READY.value
@@ -506,9 +508,15 @@ class Dispatcher:
         self.bus.emit(task_id, EventType.NODE_SKIPPED, {"node_id": node.id, "summary": reason})
 
     def _step_and_forget(
-        self, task_id: str, plan: Plan, tenant: str, priority: int, decisions: Mapping[str, Mapping[str, Any]] | None
+        self,
+        task_id: str,
+        plan: Plan,
+        tenant: str,
+        priority: int,
+        decisions: Mapping[str, Mapping[str, Any]] | None,
+        fresh: bool,
     ) -> DispatchProgress:
-        progress = self.step(task_id, plan, tenant=tenant, priority=priority, decisions=decisions)
+        progress = self.step(task_id, plan, tenant=tenant, priority=priority, decisions=decisions, fresh=fresh)
         if progress.done:
             self._cached_runs.pop(task_id, None)
         return progress
@@ -522,10 +530,11 @@ class Dispatcher:
         priority: int = 5,
         max_wait_s: float = 15.0,
         decisions: Mapping[str, Mapping[str, Any]] | None = None,
+        fresh: bool = False,
     ) -> DispatchProgress:
         """Step, then wait until some node ends (or max_wait_s passes), and step again. Returns at once when a
         write node waits for a decision (the caller asks a person; what is in flight keeps running)."""
-        progress = self._step_and_forget(task_id, plan, tenant, priority, decisions)
+        progress = self._step_and_forget(task_id, plan, tenant, priority, decisions, fresh)
         if progress.done or progress.gated:
             return progress
         before = {k: v for k, v in progress.states.items() if NodeStatus(v).final}
@@ -533,7 +542,7 @@ class Dispatcher:
         with TaskWatcher(self.redis, task_id) as watcher:
             while time.monotonic() < deadline:
                 watcher.wait(timeout=1.0)
-                progress = self._step_and_forget(task_id, progress.plan or plan, tenant, priority, decisions)
+                progress = self._step_and_forget(task_id, progress.plan or plan, tenant, priority, decisions, fresh)
                 now_final = {k for k, v in progress.states.items() if NodeStatus(v).final}
                 if progress.done or progress.gated or now_final - set(before):
                     return progress

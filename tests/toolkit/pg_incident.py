@@ -62,13 +62,18 @@ def _wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-
 
 @contextmanager
 def lock_incident(
-    admin_url: str, *, waiters: int = 3, table: str = "orders", settle_s: float = 0.0
+    admin_url: str,
+    *,
+    waiters: int = 3,
+    table: str = "orders",
+    settle_s: float = 0.0,
+    database: PostgresDatabase | None = None,
 ) -> Iterator[LockIncident]:
     """Start the incident, yield it while the writers wait, then end the open transaction and tear it down.
 
     `settle_s` keeps the holder idle a little longer before yielding (ages above zero)."""
     _ensure_role(admin_url)
-    db = PostgresDatabase(admin_url)
+    db = database or PostgresDatabase(admin_url)  # a given database outlives the incident (a benchmark's runs)
     holder: psycopg.Connection | None = None
     threads: list[threading.Thread] = []
     errors: list[BaseException] = []
@@ -127,4 +132,5 @@ def lock_incident(
             holder.close()
         for t in threads:
             t.join(timeout=10)
-        db.drop()  # WITH (FORCE): ends any session a failed test left behind
+        if database is None:
+            db.drop()  # WITH (FORCE): ends any session a failed test left behind

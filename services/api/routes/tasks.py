@@ -146,8 +146,8 @@ class RemediateRequest(BaseModel):
     actions: list[int] | None = Field(
         None,
         max_length=20,
-        description="Indexes into the Diagnosis's actions (answer.diagnosis.actions) to do; unset: every write "
-        "action an opsgraph tool can do.",
+        description="Indexes into the Diagnosis's actions (answer.diagnosis.actions) to do, in this order; unset: "
+        "the first write action an opsgraph tool can do (the root cause's remedy).",
     )
     priority: int = Field(3, ge=0, le=9, description="0 is most urgent.")
 

@@ -27,6 +27,7 @@ DIFFICULTIES = {"easy", "medium", "hard"}
 EXPECTED_MALFORMED = {
     "dev/unknown-quote-api-latency-unrelated-bundle/quote-api-traces.json",
     "dev/k8s-hpa-at-max-pricing-latency/prom/hpa-describe.json",
+    "dev/dev3-32-loyalty/pods-loyalty.json",
     "test/db-orders-replica-slot-wal-full/cw-export-2.json",
     "test/k8s-coredns-oomkilled-dns-timeouts/kubectl-get-events-kube-system.json",
 }
