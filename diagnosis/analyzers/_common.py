@@ -294,6 +294,13 @@ RATE_LIMITED = re.compile(
     r"code = ResourceExhausted|rate limit(?:ed| exceeded)|quota exceeded|RateLimitError|LimitExceededException",
     re.I,
 )
+# a Kafka client told by the brokers that they cannot take or serve the request: too few in-sync replicas, no
+# leader for the partition, a broker's log directory failed: the broker cluster is failing its clients
+KAFKA_BROKER_ERR = re.compile(
+    r"NOT_ENOUGH_REPLICAS|NotEnoughReplicas(?:AfterAppend)?Exception|NOT_LEADER_(?:OR_FOLLOWER|FOR_PARTITION)|"
+    r"NotLeader(?:OrFollower|ForPartition)Exception|LEADER_NOT_AVAILABLE|LeaderNotAvailableException|"
+    r"KAFKA_STORAGE_ERROR|KafkaStorageException|not present in metadata after \d+ ?ms",
+)
 # names an HTTP(S)/gRPC endpoint rather than a database
 NAMES_HTTP_UPSTREAM = re.compile(r"\b(?:https?|grpcs?)://|\broute: |\bfor https?\b", re.I)
 DNS_NXDOMAIN = re.compile(
@@ -337,6 +344,7 @@ AUTH_DENIED = re.compile(
     re.I,
 )
 NETWORK_SIGNATURES = (
+    KAFKA_BROKER_ERR,
     RATE_LIMITED,
     CLOUD_5XX,
     TLS_REMOTE,
@@ -591,6 +599,14 @@ _TRIGGERS = (
     "quota exceeded",
     "ratelimit",
     "could not be established",
+    "replicas",
+    "not_leader",
+    "notleader",
+    "leader_not",
+    "leadernot",
+    "kafka_storage",
+    "kafkastorage",
+    "in metadata",
 )
 
 

@@ -35,6 +35,7 @@ from diagnosis.analyzers._common import (
     Rec,
     first_and_last_refs,
     fmt_ts,
+    is_db_log,
     is_db_storage_line,
     now_of,
     ref_of,
@@ -164,7 +165,9 @@ class _Context:
         names = Counter(str(s.data.get("datname")) for s in self.sessions.values() if s.data.get("datname"))
         if names:
             return names.most_common(1)[0][0]
-        return "postgres"
+        # a database server's own log names it (mysqld-error.log, postgresql-15-main.log)
+        own = next((service_of(r.item) for r in self.logs if is_db_log(r.item) and service_of(r.item)), None)
+        return own or "postgres"
 
     def metric(self, *names: str) -> list[EvidenceItem]:
         wanted = {n.lower() for n in names}

@@ -62,7 +62,7 @@ _SYSTEMD_OOM = re.compile(
     re.I,
 )
 _PG_SIGNAL9 = re.compile(r"server process \(PID (\d+)\) was terminated by signal 9", re.I)
-_MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs)[\s:=]+\"?(/[\w./\-]*)", re.I)
+_MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs|dir|directory)[\s:=]+\"?(/[\w./\-]*)", re.I)
 _PATH = re.compile(r"(/(?:var|data|tmp|home|srv|opt|mnt|usr|log)[\w./\-]*)")
 _DEVICE = re.compile(
     r"EXT4-fs error \(device (\w+)\)|\bdev (\w+)|\bnvme (nvme\d+(?:n\d+)?)\b|\bdevice (\w+)|\(([A-Za-z]\w*)\)", re.I
@@ -435,7 +435,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
         if HOST_FDS.search(rec.msg):
             fds[service_of(rec.item) or rec.item.object].append(rec)
         elif HOST_DISK.search(rec.msg) and not is_db_storage_line(rec):
-            disk[_mount_of(rec.msg) or "?"].append(rec)
+            disk[_mount_of(rec.msg) or _mount_before(rec) or "?"].append(rec)
         elif HOST_HW.search(rec.msg):
             m = _DEVICE.search(rec.msg)
             dev = next((g for g in m.groups() if g), None) if m else None
@@ -497,7 +497,16 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     *([f"host:{host}"] if host else []),
                     *{f"service:{s}" for s in (service_of(r.item) for r in recs) if s},
                 ],
-                explains=["errors", "exception", "disk_full", "pod_restarts", "crash_loop", "http_5xx", "process_down"],
+                explains=[
+                    "errors",
+                    "exception",
+                    "disk_full",
+                    "pod_restarts",
+                    "crash_loop",
+                    "crash_resource",
+                    "http_5xx",
+                    "process_down",
+                ],
                 evidence=first_and_last_refs(recs),
                 actions=_disk_actions(mount if mount != "?" else "/", "space"),
             )
@@ -541,6 +550,21 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
 def _stale(recs: list[Rec], now: float | None) -> bool:
     last = max((r.ts for r in recs if r.ts is not None), default=None)
     return now is not None and last is not None and now - last >= STALE_AFTER_S
+
+
+def _mount_before(rec: Rec) -> str | None:
+    """The path the record just before names, when this one (an exception printed on its own line, as Java and
+    Kafka log it: "ERROR Error while appending to ... in dir /var/lib/kafka/data" then "java.io.IOException: No
+    space left on device") names none."""
+    records = rec.item.data.get("records") or ()
+    for i, r in enumerate(records):
+        if r.get("line") == rec.line and r.get("msg") == rec.msg:
+            if i == 0:
+                return None
+            prev = records[i - 1]
+            near = rec.ts is None or prev.get("ts") is None or abs(rec.ts - prev["ts"]) <= 2
+            return _mount_of(str(prev.get("msg") or "")) if near else None
+    return None
 
 
 def _mount_of(msg: str) -> str | None:
@@ -857,11 +881,51 @@ def _limit_owner(code: str, rec: Rec) -> str:
         node = m and (m.group("node") or m.group("esnode") or m.group("esnode2"))
         if node:
             return node.strip(".,")
-    if code == "conntrack_table_full":
-        host = _host_of(rec)
+    if code in _PATH_LIMITS:
+        host = _host_of(rec) or _host_of_file(rec.item)
         if host:
             return host
     return service_of(rec.item) or _host_of(rec) or rec.item.object
+
+
+_KERNEL_WORDS = "dmesg|syslog|kern|kernel|messages|journal|journalctl"
+_KERNEL_FILE = re.compile(rf"^(?:{_KERNEL_WORDS})[-_.]+|[-_.]+(?:{_KERNEL_WORDS})$", re.I)
+
+
+def _host_of_file(item: EvidenceItem) -> str | None:
+    """The machine a kernel log was saved for, from its name: `dmesg-ip-10-0-1-23.txt`, `web-1.syslog`."""
+    name = item.object.rstrip("/").rsplit("/", 1)[-1]
+    name = re.sub(r"(\.(log|txt|out|gz|zst|\d+))+$", "", name)
+    host = _KERNEL_FILE.sub("", name)
+    return host if host and host != name else None
+
+
+# limits on the network path of a host: every connection through it suffers, whatever its destination
+_PATH_LIMITS = {"conntrack_table_full", "ephemeral_ports_exhausted"}
+_CALL_FAILED = re.compile(
+    r"timed? ?out|timeout|deadline exceeded|ETIMEDOUT|connection reset|ECONNRESET|i/o timeout|"
+    r"Temporary failure in name resolution|EAI_AGAIN|connection refused|ECONNREFUSED",
+    re.I,
+)
+
+
+def _path_victims(evidence: EvidenceSet, since: float | None) -> dict[str, set[str]]:
+    """Services whose calls fail to two or more different destinations from `since` on: a limit on their own
+    network path (dropped packets, no local port) fails all of them at once, where a failing dependency fails one.
+    Service -> the destinations."""
+    from diagnosis.analyzers.network import _base, _target  # one reading of a call's target
+
+    out: dict[str, set[str]] = defaultdict(set)
+    for rec in signature_records(evidence):
+        if since is not None and rec.ts is not None and rec.ts < since - 60:
+            continue
+        if not _CALL_FAILED.search(rec.msg):
+            continue
+        svc = service_of(rec.item)
+        target = _target(rec.msg)
+        if svc and target and _base(target) != svc:
+            out[svc].add(_base(target))
+    return {svc: dests for svc, dests in out.items() if len(dests) >= 2}
 
 
 _LISTEN = re.compile(r"\blisten(?:ing)? (?:tcp|udp|on)|\bbind: |\bbind\(\)", re.I)
@@ -889,7 +953,13 @@ def resource_limits(evidence: EvidenceSet) -> list[Finding]:
         _, what, why, action_what, command = spec[code]
         recs.sort(key=lambda r: r.ts or 0)
         services = sorted({s for r in recs if (s := service_of(r.item))})
-        host = _host_of(recs[0])
+        host = _host_of(recs[0]) or _host_of_file(recs[0].item)
+        victims = _path_victims(evidence, recs[0].ts) if code in _PATH_LIMITS else {}
+        if host:
+            services = [s for s in services if s != service_of(recs[0].item)]  # the kernel log's file name
+        victims_txt = "; ".join(
+            f"{svc} fails calls to {', '.join(sorted(d)[:4])} at once" for svc, d in victims.items()
+        )
         out.append(
             Finding(
                 analyzer="resource_limits",
@@ -900,14 +970,22 @@ def resource_limits(evidence: EvidenceSet) -> list[Finding]:
                 title=f"{owner}: out of {what} ({len(recs)}x)",
                 mechanism=(
                     f"{owner} has run out of {what}: '{recs[0].msg.strip()[:160]}' {len(recs)}x "
-                    f"{span_text(recs[0].ts, recs[-1].ts)}; {why}."
+                    f"{span_text(recs[0].ts, recs[-1].ts)}".rstrip()
+                    + f"; {why}"
+                    + (f" ({victims_txt}: many destinations failing together is the path, not them)" if victims else "")
+                    + "."
                 ),
                 object=f"{what} of {owner}",
                 score=0.8,
                 ts=recs[0].ts,
                 tags=list(
                     dict.fromkeys(
-                        [f"service:{owner}", *(f"service:{x}" for x in services), *([f"host:{host}"] if host else [])]
+                        [
+                            f"service:{owner}",
+                            *(f"service:{x}" for x in services),
+                            *([f"host:{host}", f"node:{host}"] if host else []),
+                            *(f"service:{v}" for v in victims),
+                        ]
                     )
                 ),
                 explains=[
@@ -921,6 +999,8 @@ def resource_limits(evidence: EvidenceSet) -> list[Finding]:
                     "pod_restarts",
                     "crash_loop",
                     "backlog",
+                    "dns_resolution_failure",
+                    "db_connection_errors",
                 ],
                 evidence=first_and_last_refs(recs),
                 actions=[Action(description=action_what, command=command)],

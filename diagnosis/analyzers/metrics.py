@@ -54,7 +54,16 @@ _KIND_PATTERNS = [
     ("disk", re.compile(r"filesystem|disk|storage|volume|inode", re.I)),
     ("connections", re.compile(r"connections|numbackends|pg_stat_activity_count|clients", re.I)),
     ("latency", re.compile(r"latency|duration|response_time|_seconds(?:_bucket|_sum)?$|p9\d|responsetime", re.I)),
-    ("errors", re.compile(r"5xx|error|errors|fail|exception|HTTPCode_\w+_5XX", re.I)),
+    # failures, and health counters of a cluster (Kafka under-replicated or offline partitions, unavailable
+    # replicas, degraded members): a rise is something failing
+    (
+        "errors",
+        re.compile(
+            r"5xx|error|errors|fail|exception|HTTPCode_\w+_5XX|under_?replicated|offline_?partitions|"
+            r"unavailable_?replicas|degraded|unhealthy",
+            re.I,
+        ),
+    ),
     ("restarts", re.compile(r"restart", re.I)),
     ("backlog", re.compile(r"lag|backlog|queue|pending|waiting|throttl|dropped|dlq|dead_letter", re.I)),
 ]

@@ -16,6 +16,7 @@ from diagnosis.analyzers._common import (
     DNS_TEMPORARY,
     HOST_EPHEMERAL,
     HTTP_POOL_WAIT,
+    KAFKA_BROKER_ERR,
     NET_CIRCUIT_OPEN,
     NET_REFUSED,
     NET_RESET,
@@ -106,6 +107,8 @@ _TARGET_PATTERNS = [
     re.compile(
         r"outbound\|\d+\|[\w.\-]*\|([A-Za-z0-9][\w.\-]*)"
     ),  # Istio/Envoy cluster: outbound|8080||payments.shop.svc
+    # a unix socket names its server by the socket's file: fastcgi://unix:/run/php/php8.2-fpm.sock -> php8.2-fpm
+    re.compile(r"(?:[a-z]+://)?unix:(?:[^\s\":]*/)?([A-Za-z0-9][\w.\-]*?)(?:\.sock(?:et)?)?(?=[\s\":|]|$)"),
     re.compile(rf"upstream:\s*\"?(?:[a-z]+://)?({_NAME})"),  # nginx error log: upstream: "http://10.0.0.5:8080/x"
     # structured attributes that name the peer (OpenTelemetry, grpc-go, logfmt): peer.service=..., target=...,
     # grpc-java's remote_addr=inventory.stock.svc/10.0.4.3:9090
@@ -219,7 +222,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             if call_kind is None:
                 continue
             caller = caller_of(rec)
-            target = _target(msg) or ("a rate-limited API" if call_kind == "rate_limited" else None)
+            target = _target(msg) or {"rate_limited": "a rate-limited API", "broker_error": "kafka"}.get(call_kind)
             if not target or _base(target) == caller:
                 continue
             if call_kind == "pool_wait" and any(t.startswith("db:") for t in _target_tags(target)):
@@ -363,6 +366,8 @@ def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]
 def _call_failure(msg: str) -> str | None:
     if RATE_LIMITED.search(msg):
         return "rate_limited"
+    if KAFKA_BROKER_ERR.search(msg):
+        return "broker_error"
     if NET_CIRCUIT_OPEN.search(msg):
         return "circuit_open"
     if CLOUD_5XX.search(msg):
@@ -412,6 +417,8 @@ def _base(target: str) -> str:
     host = target.rsplit(":", 1)[0] if re.search(r":\d+$", target) else target
     if re.fullmatch(r"(?:\d{1,3}\.){3}\d{1,3}", host):
         return host
+    if re.match(r"[^.]+\.\d", host):  # a version, not a domain: php8.2-fpm
+        return host
     return host.split(".")[0]
 
 
@@ -451,6 +458,7 @@ _KIND_WORDS = {
     "reset": "reset or closed the connection",
     "http_5xx": "answered with 5xx",
     "circuit_open": "failed often enough to open the caller's circuit breaker (calls short-circuited)",
+    "broker_error": "could not take or serve the requests (too few in-sync replicas, no partition leader)",
     "rate_limited": "were throttled (our rate limit or quota at the provider is used up)",
     "tls_handshake": "aborted the TLS handshake from its side (a TLS alert that is not about our certificate)",
     "pool_wait": (
@@ -492,6 +500,7 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
             "tls_handshake": "upstream_tls_failure",
             "pool_wait": "upstream_pool_wait",
             "rate_limited": "rate_limited",
+            "broker_error": "broker_unavailable",
         }[main.kind]
         # a limit we hit at the provider is our quota running out, not the provider failing
         category = Category.RESOURCE_EXHAUSTION if main.kind == "rate_limited" else Category.DEPENDENCY_FAILURE
@@ -613,7 +622,9 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
         if external:
             out.append(_dns_authoritative(f, external, resolver))
             continue
-        out.append(_dns_outage(f.recs, [resolver], f"temporary failures resolving {resolved} via {resolver}"))
+        out.append(
+            _dns_outage(f.recs, [resolver], f"temporary failures resolving {resolved} via {resolver}", f.callers)
+        )
     return out
 
 
@@ -669,7 +680,7 @@ def _dns_authoritative(f: Failures, name: str, resolver: str) -> Finding:
     )
 
 
-def _dns_outage(recs: list[Rec], names: list[str], what: str) -> Finding:
+def _dns_outage(recs: list[Rec], names: list[str], what: str, callers: Iterable[str] = ()) -> Finding:
     return Finding(
         analyzer="network_failures",
         domain=Domain.NETWORK,
@@ -685,7 +696,14 @@ def _dns_outage(recs: list[Rec], names: list[str], what: str) -> Finding:
         score=0.8,
         ts=recs[0].ts,
         # in Kubernetes the resolver is CoreDNS (kube-dns): name it, so its pods' failures link to this
-        tags=["dns:resolver", "service:coredns", "service:kube-dns", *(f"dns:{n}" for n in names[:5])],
+        # the clients that could not resolve are tagged too: what broke their path explains this
+        tags=[
+            "dns:resolver",
+            "service:coredns",
+            "service:kube-dns",
+            *(f"dns:{n}" for n in names[:5]),
+            *(f"client:{c}" for c in sorted(callers)),
+        ],
         explains=["errors", "http_5xx", "latency", "pod_restarts", "upstream_timeout"],
         evidence=_refs(recs),
         actions=[

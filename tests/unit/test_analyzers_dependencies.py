@@ -189,3 +189,36 @@ def test_istio_access_log_with_trailing_fields_reads_its_flags() -> None:
     b.log("Pod/shop/orders-api-7d9f8c6b5-x2k4p/istio-proxy", [(T0 + i, "info", line) for i in range(5)])
     [cause] = causes(network_failures(b.set()))
     assert cause.code == "connection_refused" and "tax-svc.billing:8080" in cause.object
+
+
+def test_a_unix_socket_upstream_is_named_by_its_socket_and_a_version_is_no_domain() -> None:
+    msg = (
+        "[error] 2211#2211: *9 upstream timed out (110: Connection timed out) while reading response header from "
+        'upstream, client: 1.2.3.4, server: shop, request: "GET / HTTP/1.1", upstream: '
+        '"fastcgi://unix:/run/php/php8.2-fpm.sock:", host: "shop"'
+    )
+    [cause] = causes(network_failures(_caller_log(msg).set()))
+    assert "upstream:php8.2-fpm" in cause.tags
+
+
+def test_a_php_fpm_pool_at_max_children_explains_nginx_timing_out_on_its_socket() -> None:
+    b = Builder()
+    nginx = (
+        "[error] 2211#2211: *9 upstream timed out (110: Connection timed out) while reading response header from "
+        'upstream, client: 1.2.3.4, server: shop, request: "GET / HTTP/1.1", upstream: '
+        '"fastcgi://unix:/run/php/php8.2-fpm.sock:", host: "shop"'
+    )
+    b.log("nginx-error.log", [(T0 + 60 + i * 10, "error", nginx) for i in range(20)])
+    fpm = "WARNING: [pool www] server reached pm.max_children setting (24), consider raising it"
+    b.log("php8.2-fpm.log", [(T0 + i * 30, "warn", fpm) for i in range(10)])
+    assert investigate(b.set()).category == "resource_exhaustion"
+
+
+def test_kafka_broker_errors_in_a_client_blame_the_brokers() -> None:
+    msg = (
+        "WARN org.apache.kafka.clients.producer.internals.Sender - [Producer clientId=checkout-events] Got error "
+        "produce response with correlation id 1 on topic-partition orders.events-3, retrying. "
+        "Error: NOT_ENOUGH_REPLICAS"
+    )
+    [cause] = causes(network_failures(_caller_log(msg).set()))
+    assert cause.code == "broker_unavailable" and "upstream:kafka" in cause.tags

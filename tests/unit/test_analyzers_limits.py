@@ -99,3 +99,72 @@ def test_redis_oom_names_the_redis_host_not_the_client_module() -> None:
     msg = "redis.exceptions.ResponseError: OOM command not allowed when used memory > 'maxmemory'. host=sessions-redis"
     [cause] = [f for f in database(_log(msg).set()) if f.code == "redis_memory_full"]
     assert "sessions-redis" in cause.object and "exceptions" not in cause.object
+
+
+def test_conntrack_full_on_a_node_explains_its_pods_timing_out_to_many_destinations() -> None:
+    b = Builder()
+    b.log(
+        "dmesg-ip-10-0-1-23.txt",
+        [(None, None, "[1050040.8] nf_conntrack: nf_conntrack: table full, dropping packet")] * 20,
+    )  # type: ignore[list-item]
+    calls = [
+        'Get "http://pricing.shop.svc.cluster.local/v2/price": context deadline exceeded',
+        "dial tcp 10.100.44.12:3306: i/o timeout",
+        'Get "http://stock.shop.svc.cluster.local/v1": context deadline exceeded',
+    ]
+    b.log("Pod/shop/cart-api-64d8b7c9f5-zpl8m", [(T0 + i * 10, "error", calls[i % 3]) for i in range(30)])
+    ev = b.set()
+    [cause] = causes(resource_limits(ev))
+    assert "host:ip-10-0-1-23" in cause.tags and "service:cart-api" in cause.tags
+    d = investigate(ev)
+    assert d.category == "resource_exhaustion" and "table full" in d.root_cause
+
+
+def test_df_after_a_shell_prompt_is_read_up_to_the_next_command() -> None:
+    from pathlib import Path
+
+    from diagnosis.bundle import BundleLimits, load_bundle
+
+    text = (
+        "$ kubectl -n streaming debug kafka-2 --image=busybox -- df -h /var/lib/kafka/data\n"
+        "Filesystem                Size      Used Available Use% Mounted on\n"
+        "/dev/nvme3n1            492.0G    492.0G         0 100% /var/lib/kafka/data\n"
+        "$ du -sh /var/lib/kafka/data/*\n"
+        "318.9G\t/var/lib/kafka/data/clickstream.raw-7\n"
+    )
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "du.txt").write_text(text)
+        ev = load_bundle(Path(tmp), BundleLimits())
+    [snap] = ev.kind("host/snapshot")
+    assert snap.data["disks"] == [{"mount": "/var/lib/kafka/data", "device": "/dev/nvme3n1", "percent": 100.0}]
+
+
+def test_an_exception_line_takes_the_directory_of_the_line_before() -> None:
+    from diagnosis.analyzers.host import host
+
+    b = Builder()
+    b.log(
+        "Pod/streaming/kafka-2/kafka",
+        [
+            (T0, "error", "ERROR Error while appending records to clickstream.raw-7 in dir /var/lib/kafka/data"),
+            (T0, "error", "java.io.IOException: No space left on device"),
+        ],
+    )
+    [cause] = [f for f in host(b.set()) if f.code == "disk_full"]
+    assert "fs:/var/lib" in cause.tags and "crash_resource" in cause.explains
+
+
+def test_under_replicated_partitions_rising_is_a_failure_signal() -> None:
+    b = Builder()
+    vals = [0.0] * 10 + [41.0] * 10
+    b.metric("kafka_server_replicamanager_underreplicatedpartitions", series(T0, 60, vals), {"pod": "kafka-0"})
+    found = metric_series(b.set())
+    assert [f.code for f in found if f.role == "symptom"] == ["errors"]
+
+
+def test_a_mysql_servers_own_log_names_the_database() -> None:
+    msg = "[ERROR] [MY-000035] [Server] Disk is full writing './binlog.004213' (OS errno 28 - No space left on device)."
+    [cause] = [f for f in database(_log(msg, obj="mysqld-error.log").set()) if f.code == "storage_full"]
+    assert "mysqld-error" in cause.mechanism and "postgres" not in cause.mechanism
