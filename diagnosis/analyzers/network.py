@@ -249,7 +249,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     findings: list[Finding] = []
     findings += _named_by_cluster(_call_findings(calls, now), evidence)
     findings += _dns_findings(dns_nx, dns_tmp, now)
-    findings += _tls_findings(tls, now)
+    findings += _tls_findings(tls, now, evidence)
     findings += _probe_findings(evidence)
     findings += _dns_event_benign(evidence)
     findings += _access_log_5xx(evidence, now)
@@ -719,7 +719,26 @@ def _dns_outage(recs: list[Rec], names: list[str], what: str, callers: Iterable[
     )
 
 
-def _tls_findings(tls: dict[str, Failures], now: float | None) -> list[Finding]:
+_CERT_KINDS = {"Certificate", "CertificateRequest", "Order", "Challenge", "Ingress", "Secret", "Gateway"}
+
+
+def _cert_is_ours(evidence: EvidenceSet, host: str) -> bool:
+    """Whether the evidence shows we issue or serve this host's certificate: a cluster-internal name or an IP, or
+    a cert-manager Certificate / Ingress / Secret (object or event) named after the host."""
+    name = host.split(":")[0].lower()
+    if not name or re.fullmatch(r"[\d.]+", name) or "." not in name or name.endswith(_CLUSTER_SUFFIXES):
+        return True
+    label = name.split(".")[0]
+    for ev in evidence.kind("k8s/Event"):
+        inv = ev.data.get("involved") or {}
+        text = f"{inv.get('name', '')} {ev.data.get('message', '')}".lower()
+        if inv.get("kind") in _CERT_KINDS and (name in text or (len(label) >= 3 and label in text)):
+            return True
+    kinds = {f"k8s/{k}" for k in _CERT_KINDS}
+    return any(item.kind in kinds and name in str(item.data).lower() for item in evidence)
+
+
+def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: EvidenceSet) -> list[Finding]:
     out = []
     for host, f in tls.items():
         if _stopped(f, now):
@@ -727,13 +746,15 @@ def _tls_findings(tls: dict[str, Failures], now: float | None) -> list[Finding]:
             continue
         callers = ", ".join(sorted(f.callers)) or "clients"
         expired = f.kind == "expired"
+        # a provider's own certificate expiring is the provider failing; ours (or one we could fix) is our setting
+        theirs = expired and host != "unknown host" and not _cert_is_ours(evidence, host)
         out.append(
             Finding(
                 analyzer="network_failures",
                 domain=Domain.NETWORK,
                 role="cause",
                 code="tls_certificate_expired" if expired else "tls_verification_failed",
-                category=Category.CONFIGURATION_ERROR,
+                category=Category.DEPENDENCY_FAILURE if theirs else Category.CONFIGURATION_ERROR,
                 title=f"TLS to {host}: certificate {'expired' if expired else 'does not verify'} ({len(f.recs)}x)",
                 mechanism=(
                     f"{callers} cannot complete TLS with {host}: "
@@ -742,7 +763,13 @@ def _tls_findings(tls: dict[str, Failures], now: float | None) -> list[Finding]:
                         if expired
                         else "its certificate does not verify (wrong CA, host name or self-signed)"
                     )
-                    + f", {len(f.recs)}x {span_text(f.first, f.last)}."
+                    + f", {len(f.recs)}x {span_text(f.first, f.last)}"
+                    + (
+                        " - the provider's own certificate (an external host whose certificate nothing here issues "
+                        "or serves): the dependency is failing, and the callers are right to refuse it."
+                        if theirs
+                        else "."
+                    )
                 ),
                 object=f"TLS certificate of {host}",
                 score=0.85,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from diagnosis.analyzers._common import fmt_ts, now_of
+from diagnosis.analyzers._common import fmt_ts, now_of, service_of
 from diagnosis.analyzers._kube import event_ts, meta, ns_name
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -420,6 +420,149 @@ def routing_changes(evidence: EvidenceSet) -> list[Finding]:
                 explains=["http_4xx", "http_5xx", "errors", "error_rate", "log_errors", "latency"],
                 evidence=refs,
                 actions=actions,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- a route timeout shorter than the work
+
+# Envoy/Istio: "GET /p HTTP/1.1" 504 UT [details ...] rx tx duration upstream_time "xff" ... "authority" "host"
+_ENVOY_TIMING = re.compile(
+    r"\"[A-Z]+ (?P<path>\S+) HTTP/[\d.]+\" (?P<code>\d{3}) (?P<flags>[A-Z,]+|-) .*?(?P<rx>\d+) (?P<tx>\d+) "
+    r"(?P<dur>\d+) (?:\d+|-) \"[^\"]*\" \"[^\"]*\" \"[^\"]*\" \"(?P<authority>[^\"]*)\" \"[^\"]*\""
+    r"(?:\s+(?P<cluster>\S+))?"
+)
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+TIMEOUT_MIN = 5  # upstream timeouts that all end at one duration
+SAME_DURATION = 0.1  # within 10% of their median: a configured timeout, not a slow upstream's spread
+
+
+def _seconds(value: Any) -> float | None:
+    m = _DURATION.match(str(value).strip()) if value is not None else None
+    if not m:
+        return None
+    return float(m[1]) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}[m[2]]
+
+
+def _route_timeouts(evidence: EvidenceSet) -> Iterable[tuple[EvidenceItem, str, str, float, str]]:
+    """(object, field, backend service, timeout in seconds, the rule's match) for every route timeout configured in
+    an Istio VirtualService, a Gateway API HTTPRoute or an ingress-nginx Ingress annotation."""
+    for item in evidence.kind("k8s/VirtualService"):
+        for i, route in enumerate((item.data.get("spec") or {}).get("http") or ()):
+            t = _seconds((route or {}).get("timeout"))
+            if t is None:
+                continue
+            match = ", ".join(
+                str(v) for m in route.get("match") or () for u in [m.get("uri") or {}] for v in u.values()
+            )
+            for dest in route.get("route") or ():
+                host = str(((dest or {}).get("destination") or {}).get("host") or "")
+                if host:
+                    yield item, f"spec.http.{i}.timeout", host.split(".")[0], t, match or "all paths"
+    for item in evidence.kind("k8s/HTTPRoute"):
+        for i, rule in enumerate((item.data.get("spec") or {}).get("rules") or ()):
+            timeouts = (rule or {}).get("timeouts") or {}
+            t = _seconds(timeouts.get("request") or timeouts.get("backendRequest"))
+            if t is None:
+                continue
+            for ref in rule.get("backendRefs") or ():
+                if ref.get("name"):
+                    yield item, f"spec.rules.{i}.timeouts", str(ref["name"]), t, "its matches"
+    for item in evidence.kind("k8s/Ingress"):
+        t = _seconds((meta(item).get("annotations") or {}).get("nginx.ingress.kubernetes.io/proxy-read-timeout"))
+        if t is None:
+            continue
+        for p in _ingress_paths(item):
+            yield item, "metadata.annotations", p.service, t, p.path
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def route_timeouts(evidence: EvidenceSet) -> list[Finding]:
+    """Gateway timeouts that all end at one duration equal to a route's configured timeout: the setting cuts off
+    work the backend still does (it is not slower), a configuration error on the route rather than a failing
+    upstream. One finding per configured timeout that the access logs hit."""
+    configured = list(_route_timeouts(evidence))
+    if not configured:
+        return []
+    cut: dict[str, list[tuple[float, Any, dict[str, Any], EvidenceItem]]] = {}
+    authorities: dict[str, set[str]] = {}  # the host names clients called it by (the gateway's failures name them)
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if " UT" not in msg and "response_timeout" not in msg:
+                continue
+            m = _ENVOY_TIMING.search(msg)
+            if not m or "UT" not in m["flags"].split(","):
+                continue
+            cm = _CLUSTER.match(m["cluster"] or "")
+            svc = cm["svc"].split(".")[0] if cm else m["authority"].split(":")[0].split(".")[0]
+            cut.setdefault(svc, []).append((float(m["dur"]) / 1000.0, r.get("ts"), r, item))
+            authorities.setdefault(svc, set()).add(m["authority"].split(":")[0])
+    out: list[Finding] = []
+    for svc, hits in cut.items():
+        if len(hits) < TIMEOUT_MIN:
+            continue
+        durs = sorted(h[0] for h in hits)
+        median = durs[len(durs) // 2]
+        if median <= 0 or sum(abs(d - median) <= SAME_DURATION * median for d in durs) < 0.8 * len(durs):
+            continue
+        rule = next(
+            (c for c in configured if c[2] == svc and abs(c[3] - median) <= max(SAME_DURATION * c[3], 0.05)), None
+        )
+        if rule is None:
+            continue
+        obj, field, _, timeout, match = rule
+        ns, name = ns_name(obj)
+        stamps = [h[1] for h in hits if h[1] is not None]
+        first = min(stamps) if stamps else None
+        sample = hits[0]
+        out.append(
+            Finding(
+                analyzer="route_timeouts",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="route_timeout_too_short",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"{obj.object}: timeout {timeout:g}s cuts off {svc}",
+                mechanism=(
+                    f"{obj.object} sets a {timeout:g}s timeout on {match} to {svc}, and the gateway gave up on "
+                    f"{len(hits)} requests to {svc} after exactly ~{median:g}s (Envoy UT, 504) "
+                    f"{'from ' + fmt_ts(first) if first else ''}: the route's timeout is shorter than the work "
+                    f"{svc} does, so the setting, not {svc}, fails them."
+                ),
+                object=f"{obj.object} timeout",
+                score=0.92,
+                ts=first,
+                tags=[
+                    f"service:{svc}",
+                    f"upstream:{svc}",
+                    f"route:{ns}/{name}",
+                    *(
+                        f"upstream:{n}"
+                        for a in sorted(authorities.get(svc, ()))
+                        if a and a != "-"
+                        for n in (a, a.split(".")[0])
+                    ),
+                    # the gateway whose 504s these are
+                    *sorted({f"service:{g}" for h in hits if (g := service_of(h[3]))}),
+                ],
+                explains=["upstream_timeout", "http_5xx", "errors", "latency", "error_rate"],
+                evidence=[
+                    EvidenceRef(item=obj.id, field=field, value=f"{timeout:g}s"),
+                    EvidenceRef(item=sample[3].id, line=sample[2].get("line"), value=str(sample[2].get("msg"))[:300]),
+                ],
+                actions=[
+                    Action(
+                        description=f"The route's timeout and how long {svc} really takes",
+                        command=f"kubectl -n {ns} get {obj.object.split('/')[0].lower()} {name} -o yaml",
+                    ),
+                    Action(
+                        description=f"Raise the timeout above {svc}'s p99 (or revert the change that lowered it)",
+                        command=f"kubectl -n {ns} edit {obj.object.split('/')[0].lower()} {name}",
+                        kind="write",
+                    ),
+                ],
             )
         )
     return out

@@ -192,3 +192,25 @@ def test_istio_cluster_names_the_upstream() -> None:
     b.log("Pod/shop/checkout-6d5f8b7c9d-dvlnp/istio-proxy", [(T0 + i, None, line) for i in range(10)])
     [cause] = causes(network_failures(b.set()))
     assert "payments.shop.svc.cluster.local" in cause.object and "upstream:payments" in cause.tags
+
+
+def test_a_providers_own_expired_certificate_is_the_dependency_ours_is_configuration() -> None:
+    msg = (
+        'Post "https://api.bankgate.example/v2/payouts": tls: failed to verify certificate: x509: certificate has '
+        "expired or is not yet valid"
+    )
+    b = Builder()
+    b.log("Pod/treasury/payouts-worker-5c7d9b8f6-q2mzx", [(T0 + i * 10, "error", msg) for i in range(5)])
+    [theirs] = causes(network_failures(b.set()))
+    assert theirs.code == "tls_certificate_expired" and theirs.category == "dependency_failure"
+    b.event("Certificate", "treasury", "api-bankgate-tls", "Failed", "The certificate request has failed", T0)
+    [ours] = causes(network_failures(b.set()))
+    assert ours.category == "configuration_error"
+
+
+def test_an_expired_certificate_of_a_cluster_service_is_ours() -> None:
+    msg = "x509: certificate has expired or is not yet valid, dialing lineage-collector.data.svc:4317"
+    b = Builder()
+    b.log("Pod/data/etl-worker-5b8c7d6f9e-vkpcj", [(T0 + i * 10, "error", msg) for i in range(5)])
+    [cause] = causes(network_failures(b.set()))
+    assert cause.category == "configuration_error"

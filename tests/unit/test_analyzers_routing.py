@@ -151,3 +151,59 @@ def test_a_blip_of_a_few_requests_is_no_move() -> None:
     b = Builder()
     b.log("Pod/ingress-nginx/ingress-nginx-controller-7d9f8c6b5-x2k4p", _requests(_nginx_line, 37))
     assert routing_changes(b.set()) == []
+
+
+def _vs(timeout: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "reports-api", "namespace": "reports"},
+        "spec": {
+            "hosts": ["reports.example"],
+            "http": [
+                {
+                    "match": [{"uri": {"prefix": "/v1/reports"}}],
+                    "timeout": timeout,
+                    "route": [{"destination": {"host": "reports-api.reports.svc.cluster.local"}}],
+                }
+            ],
+        },
+    }
+
+
+def _ut(ts: float, dur: int) -> str:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(ts))
+    return (
+        f'[{stamp}] "GET /v1/reports/monthly HTTP/2" 504 UT response_timeout - "-" 0 24 {dur} - "198.51.100.15" '
+        '"curl/8" "req-1" "reports.example" "10.8.3.162:8080" outbound|8080||reports-api.reports.svc.cluster.local '
+        "10.8.0.12:51834 10.8.0.12:8443 198.51.100.9:41220 reports.example -"
+    )
+
+
+def test_gateway_timeouts_at_the_routes_configured_timeout_are_the_setting() -> None:
+    from diagnosis.analyzers.routing import route_timeouts
+    from diagnosis.investigate import investigate
+
+    b = Builder()
+    b.raw("k8s/VirtualService", "VirtualService/reports/reports-api", _vs("1s"))
+    b.log(
+        "Pod/istio-ingress/istio-ingressgateway-6c8d9f7b5-x2lqm",
+        [(T0 + i, "info", _ut(T0 + i, 1000)) for i in range(8)],
+    )
+    ev = b.set()
+    found = route_timeouts(ev)
+    [cause] = causes(found)
+    assert cause.code == "route_timeout_too_short" and "VirtualService/reports/reports-api" in cause.object
+    assert_refs_real(ev, found)
+    d = investigate(ev)
+    assert d.category == "configuration_error"
+
+
+def test_timeouts_of_every_length_are_a_slow_upstream_not_the_route() -> None:
+    from diagnosis.analyzers.routing import route_timeouts
+
+    b = Builder()
+    b.raw("k8s/VirtualService", "VirtualService/reports/reports-api", _vs("30s"))
+    b.log(
+        "Pod/istio-ingress/istio-ingressgateway-6c8d9f7b5-x2lqm",
+        [(T0 + i, "info", _ut(T0 + i, 1000 + 700 * i)) for i in range(8)],
+    )
+    assert route_timeouts(b.set()) == []
