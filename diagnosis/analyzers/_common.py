@@ -125,6 +125,8 @@ def service_of(item: EvidenceItem) -> str | None:
         return obj.split("/", 1)[1] or None
     name = obj.rstrip("/").rsplit("/", 1)[-1]
     name = re.sub(r"(\.(log|txt|json|jsonl|ndjson|out|err|gz|xz|zst|\d+))+$", "", name)
+    # "journal-quote-pricer.txt" (journalctl -u quote-pricer) speaks for the unit
+    name = re.sub(r"^(?:journal|journalctl|syslog)[-_.]+(?=[a-z])", "", name, flags=re.I)
     if name.lower() in ("", "syslog", "messages", "kern", "dmesg", "journal", "stdout", "stderr", "app", "log"):
         return None
     return name

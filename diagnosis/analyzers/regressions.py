@@ -21,7 +21,8 @@ from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef,
 from diagnosis.series import Point, human_duration, linear_trend, median, points_of
 from diagnosis.timeline import fmt_ts, parse_ts
 
-_MEMORY = re.compile(r"mem(?:ory)?|rss|heap|working_set", re.I)
+# memory in use, including the JVM's live set after GC (the truest leak signal) and its old generation
+_MEMORY = re.compile(r"mem(?:ory)?|rss|heap|working_set|live_data|old_gen|tenured", re.I)
 _CPU = re.compile(r"cpu", re.I)
 _NOT_USAGE = re.compile(r"free|avail|limit|request|capacity|throttl|pressure|fail|oom|max_bytes|total_bytes", re.I)
 _TRAFFIC = re.compile(r"requests?|rps|qps|throughput|invocations|hits|calls|messages_in|records_in", re.I)
@@ -104,7 +105,46 @@ def releases(evidence: EvidenceSet) -> list[Release]:
                 ),
             )
         )
+    if not out:
+        out += _log_releases(evidence)
     return sorted(out, key=lambda r: r.ts)
+
+
+# a process (re)started at a version: systemd "Started quote-pricer (5.2.0).", "Stopping x (5.1.4)...", Spring Boot
+# "Starting QuotePricerApplication v5.2.0 using Java 21", "starting orders-api version=5.2.0"
+_VERSION_LINE = re.compile(
+    r"\b(?P<verb>Started|Starting|Stopping|Stopped|starting|started|booting|Booting|Launching|launching)\s+"
+    r"(?P<name>[A-Za-z][\w.@\-]*)?[^\n]{0,40}?(?:\(|\bv|\bversion[=: ]+)(?P<ver>\d+\.\d+\.\d+(?:[-+][\w.]+)?)\b"
+)
+
+
+def _log_releases(evidence: EvidenceSet) -> list[Release]:
+    """Releases outside Kubernetes: the first start at a version after the same process ran another version (or
+    was stopped at it), from systemd and application start lines."""
+    from diagnosis.analyzers._common import service_of
+
+    out: list[Release] = []
+    for item in evidence.kind("log"):
+        last: dict[str, str] = {}
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "tart" not in msg and "top" not in msg and "oot" not in msg and "aunch" not in msg:
+                continue
+            m = _VERSION_LINE.search(msg)
+            ts = r.get("ts")
+            if not m or ts is None:
+                continue
+            name = m["name"] if m["name"] and m["verb"].lower() in ("started", "stopping", "stopped") else None
+            workload = (name or service_of(item) or item.object).removesuffix(".service")
+            prev = last.get(workload)
+            if m["verb"].lower().startswith(("start", "boot", "launch")) and prev and prev != m["ver"]:
+                out.append(
+                    Release(
+                        float(ts), workload, m["ver"], EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])
+                    )
+                )
+            last[workload] = m["ver"]
+    return out
 
 
 def _workload(labels: dict[str, str]) -> str | None:
@@ -288,6 +328,9 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                 tags=[f"service:{s.workload}", f"version:{rel.version}"],
                 explains=[
                     "oom_killed",
+                    "app_out_of_memory",
+                    "kernel_oom_kill",
+                    "process_down",
                     "pod_restarts",
                     "crash_loop",
                     "memory_high",

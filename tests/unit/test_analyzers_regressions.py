@@ -111,3 +111,45 @@ def test_cpu_at_its_limit_with_three_times_the_traffic_is_not_a_code_defect() ->
 def test_a_5xx_labelled_request_series_counts_errors_not_traffic() -> None:
     assert _kind("requests", {"service": "x", "code": "504"}) == "errors"
     assert _kind("requests", {"service": "x", "code": "200"}) != "errors"
+
+
+def test_a_leak_after_a_release_outside_kubernetes_seen_in_systemd_and_the_jvm_live_set() -> None:
+    from diagnosis.investigate import investigate
+
+    b = Builder()
+    rel = T0 + 48 * 3600
+    b.log(
+        "journal-quote-pricer.txt",
+        [
+            (rel - 9, "info", "pricer-vm-02 systemd[1]: Stopping quote-pricer (5.1.4)..."),
+            (rel, "info", "pricer-vm-02 systemd[1]: Started quote-pricer (5.2.0)."),
+            (
+                rel + 70 * 3600,
+                "error",
+                "pricer-vm-02 java[118822]: Terminating due to java.lang.OutOfMemoryError: Java heap space",
+            ),
+        ],
+    )
+    heap = [640e6 + (i % 3) * 5e6 for i in range(48)] + [650e6 + 46e6 * i for i in range(70)]
+    b.metric("jvm_gc_live_data_size_bytes", series(T0, 3600, heap), {"job": "quote-pricer"})
+    b.metric("http_requests", series(T0, 3600, [44.0 + (i % 2) for i in range(118)]), {"job": "quote-pricer"})
+    ev = b.set()
+    found = release_regressions(ev)
+    [cause] = causes(found)
+    assert cause.code == "memory_leak" and "5.2.0" in cause.object
+    assert_refs_real(ev, found)
+    assert investigate(ev).category == "code_defect"
+
+
+def test_a_restart_at_the_same_version_is_no_release() -> None:
+    from diagnosis.analyzers.regressions import releases
+
+    b = Builder()
+    b.log(
+        "journal-quote-pricer.txt",
+        [
+            (T0, "info", "systemd[1]: Started quote-pricer (5.2.0)."),
+            (T0 + 60, "info", "systemd[1]: Started quote-pricer (5.2.0)."),
+        ],
+    )
+    assert releases(b.set()) == []
