@@ -284,7 +284,9 @@ HTTP_POOL_WAIT = re.compile(
 CLOUD_5XX = re.compile(
     r"An error occurred \((?:ServiceUnavailable\w*|InternalError|InternalFailure|InternalServerError\w*|"
     r"RequestTimeout\w*|ServiceException)\) when calling the \w+ operation|"
-    r"Status Code: 5\d\d\b|StatusCode: 5\d\d\b|api error (?:ServiceUnavailable|InternalError|InternalFailure)",
+    r"Status Code: 5\d\d\b|StatusCode: 5\d\d\b|api error (?:ServiceUnavailable|InternalError|InternalFailure)|"
+    # .NET (HttpClient, the Azure SDKs): "Response status code does not indicate success: ServiceUnavailable (503)"
+    r"status code does not indicate success: (?:\w+ \()?5\d\d\b",
 )
 # the other side refuses more calls from us: a rate limit or quota at a provider (AWS throttling, DynamoDB
 # provisioned throughput, S3 SlowDown, HTTP 429, gRPC RESOURCE_EXHAUSTED): our share of its capacity ran out
@@ -331,7 +333,7 @@ UPSTREAM_5XX = re.compile(
     r"(?:upstream|backend|returned|responded|response|status(?: code)?|HTTP)\W{0,3}(?:with\s+|code\s+|status\s+)?"
     r"(50[0-4])\b"
     # the status with its reason phrase: "503 Service Unavailable", requests' "502 Server Error: Bad Gateway"
-    r"|\b(50[0-4])(?= (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Server Error))",
+    r"|\b(50[0-4])(?= \(?(?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Server Error))",
     re.I,
 )
 # the other side understood the call and refused who made it: wrong or expired credentials, missing permissions
@@ -601,6 +603,7 @@ _TRIGGERS = (
     "quota exceeded",
     "ratelimit",
     "could not be established",
+    "does not indicate success",
     "replicas",
     "not_leader",
     "notleader",

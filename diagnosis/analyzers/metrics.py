@@ -60,7 +60,7 @@ _KIND_PATTERNS = [
         "errors",
         re.compile(
             r"5xx|error|errors|fail|exception|HTTPCode_\w+_5XX|under_?replicated|offline_?partitions|"
-            r"unavailable_?replicas|degraded|unhealthy",
+            r"unavailable_?replicas|unassigned|degraded|unhealthy",
             re.I,
         ),
     ),
@@ -116,6 +116,9 @@ def metric_series(evidence: EvidenceSet) -> list[Finding]:
 _STATUS_CHECK = re.compile(r"^StatusCheckFailed(?:_(System|Instance|AttachedEBS))?$")
 _HEALTH_NAME = re.compile(r"health|status", re.I)
 _BAD_LABEL_VALUES = {"red", "failed", "failure", "down", "unhealthy", "critical", "error"}
+_BAD_IN_NAME = re.compile(r"(?:status|health)[._](red|failed|down|unhealthy)$", re.I)
+# labels that name a managed cluster or domain (CloudWatch dimensions), before the generic ones
+_ENTITY_LABELS = ("DomainName", "ClusterName", "CacheClusterId", "BrokerName", "ReplicationGroupId", "cluster")
 
 
 # Credit balances of burstable cloud resources: once spent, the resource is throttled to its baseline (CPU share,
@@ -189,6 +192,12 @@ def _health(s: _Series) -> list[Finding] | None:
     elif bad_label and _HEALTH_NAME.search(s.name):
         failing = s.points[-1][1] >= 1
         kind = "health"
+    elif (cm := _BAD_IN_NAME.search(s.name)) is not None:
+        # CloudWatch puts the colour in the name: AWS/ES ClusterStatus.red, a recorded `cluster_health_red`
+        failing = s.points[-1][1] >= 1
+        kind = "health"
+        bad_label = "status"
+        s = _Series(s.item, s.name, {**s.labels, "status": cm.group(1).lower()}, s.points, s.kind)
     elif s.name == "up":
         failing = s.points[-1][1] == 0
         kind = "up"
@@ -262,7 +271,13 @@ def _health(s: _Series) -> list[Finding] | None:
             )
         ]
     if kind == "health":
-        entity = lb.get("cluster") or lb.get("service") or lb.get("job") or lb.get("instance") or s.name
+        entity = (
+            next((lb[k] for k in _ENTITY_LABELS if lb.get(k)), None)
+            or lb.get("service")
+            or lb.get("job")
+            or lb.get("instance")
+            or s.name
+        )
         return [
             Finding(
                 analyzer="metric_series",

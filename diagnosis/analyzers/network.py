@@ -101,7 +101,11 @@ _NOT_A_NAME = {
 _SOURCE_FILE = re.compile(
     r"\.(?:java|kt|scala|py|go|js|mjs|ts|rb|cs|cpp|cc|c|h|rs|php|ex|exs|erl|clj|swift):\d+$", re.I
 )
-_DOC_LINK = re.compile(r"\bsee:?\s+(?:[a-z]+://)?$|\bdocs?:\s*(?:[a-z]+://)?$", re.I)
+_DOC_LINK = re.compile(
+    r"\b(?:see|more info(?:rmation)?|docs?|documentation|details|help|learn more|troubleshoot(?:ing)?)\W{0,3}"
+    r"(?:at\s+)?(?:[a-z]+://)?$",
+    re.I,
+)
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?::\d{2,5})?"
 _TARGET_PATTERNS = [
     re.compile(
@@ -136,6 +140,11 @@ _TARGET_PATTERNS = [
     re.compile(r"\(Service: ([\w\-]+)[;,]"),
     re.compile(r"operation error ([\w\-]+): \w+"),
     re.compile(r"when calling the (\w+) operation"),
+    # a cloud SDK's namespace names the service: Microsoft.Azure.Cosmos.CosmosException, Azure.Storage.Blobs...,
+    # software.amazon.awssdk.services.s3..., com.azure.cosmos..., google.cloud.bigquery...
+    re.compile(
+        r"\b(?:Microsoft\.Azure|Azure|software\.amazon\.awssdk\.services|com\.azure|google\.cloud)\.([A-Za-z]\w+)\."
+    ),
     re.compile(r"\b([A-Za-z][A-Za-z0-9_.\-]*:\d{2,5}|(?:\d{1,3}\.){3}\d{1,3}:\d{2,5})\b"),
     # a gRPC full method names the service called: "/inventory.v1.Inventory/Reserve" -> inventory.v1.Inventory
     re.compile(r"(?:^|[\s\[\"'=(])/((?:[a-z_][\w]*\.)+[A-Z]\w*)/[A-Z]\w*"),
@@ -397,7 +406,7 @@ def _target(msg: str) -> str | None:
                 continue
             if _SOURCE_FILE.search(name):
                 continue
-            if _DOC_LINK.search(msg[max(0, m.start() - 12) : m.start(1)]):
+            if _DOC_LINK.search(msg[max(0, m.start() - 24) : m.start(1)]):
                 continue  # "(see https://curl.haxx.se/libcurl/...)": a documentation link, not the call
             return name
     return None
@@ -438,6 +447,10 @@ def _target_tags(target: str) -> list[str]:
     tags = [f"upstream:{base}", f"service:{base}"]
     port = target.rsplit(":", 1)[-1] if ":" in target else ""
     rds = re.match(r"([a-z0-9\-]+)\.[a-z0-9]+\.[a-z0-9\-]+\.rds\.amazonaws\.com", target)
+    # an OpenSearch/Elasticsearch domain endpoint: vpc-<domain>-<id>.<region>.es.amazonaws.com
+    es = re.match(r"(?:vpc|search)-([a-z0-9\-]+?)-[a-z0-9]{10,}\.[a-z0-9\-]+\.(?:es|aos)\.amazonaws\.com", target)
+    if es:
+        tags += [f"upstream:{es.group(1)}", f"service:{es.group(1)}"]
     if rds:
         tags.append(f"db:{rds.group(1)}")
     elif port in _DB_PORTS or re.search(r"postgres|pg|mysql|db\b|database|rds", base, re.I):

@@ -279,6 +279,7 @@ PEER_KEYS = (
     "url.full",
     "http.url",
     "url",
+    "endpoint",
 )
 
 

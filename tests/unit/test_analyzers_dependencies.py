@@ -222,3 +222,29 @@ def test_kafka_broker_errors_in_a_client_blame_the_brokers() -> None:
     )
     [cause] = causes(network_failures(_caller_log(msg).set()))
     assert cause.code == "broker_unavailable" and "upstream:kafka" in cause.tags
+
+
+def test_an_sdk_namespace_names_the_cloud_service_and_a_more_info_link_is_no_upstream() -> None:
+    msg = (
+        "Microsoft.Azure.Cosmos.CosmosException : Response status code does not indicate success: "
+        "ServiceUnavailable (503); Substatus: 20003; Reason: (Service is currently unavailable. More info: "
+        "https://aka.ms/cosmosdb-tsg-service-unavailable)"
+    )
+    [cause] = causes(network_failures(_caller_log(msg).set()))
+    assert cause.code == "upstream_5xx" and "Cosmos" in cause.object and "aka.ms" not in cause.object
+
+
+def test_a_json_error_with_an_endpoint_field_names_the_search_domain() -> None:
+    from diagnosis.formats.logs import record_fields
+
+    obj = {
+        "level": "error",
+        "msg": "search failed",
+        "endpoint": "https://vpc-catalog-os-7gk2x4mhb5p3q.eu-west-1.es.amazonaws.com",
+        "error": "elastic: Error 503 (Service Unavailable): all shards failed",
+    }
+    _, level, msg = record_fields(obj, "")
+    b = Builder()
+    b.log("Pod/search/catalog-search-6c9d8b7f5-fx2ql", [(T0 + i * 10, level, msg) for i in range(5)])
+    [cause] = causes(network_failures(b.set()))
+    assert cause.code == "upstream_5xx" and "upstream:catalog-os" in cause.tags
