@@ -148,12 +148,18 @@ def _log_releases(evidence: EvidenceSet) -> list[Release]:
 
 
 def _workload(labels: dict[str, str]) -> str | None:
-    for key in ("deployment", "workload", "app", "service", "container", "job"):
+    """The workload a series is about: a pod names its workload better than its container does (`relay`, `app`
+    are container names, not the Deployment)."""
+    for key in ("deployment", "workload", "app", "service"):
         if labels.get(key) and labels[key] not in ("POD", ""):
             return labels[key]
-    if labels.get("pod"):
-        return workload_of_pod(labels["pod"])
-    return None
+    pod = labels.get("pod")
+    if pod and workload_of_pod(pod) != pod:
+        return workload_of_pod(pod)
+    for key in ("job", "container"):
+        if labels.get(key) and labels[key] not in ("POD", ""):
+            return labels[key]
+    return pod or None
 
 
 def _same(a: str, b: str) -> bool:

@@ -153,3 +153,10 @@ def test_a_restart_at_the_same_version_is_no_release() -> None:
         ],
     )
     assert releases(b.set()) == []
+
+
+def test_a_pod_names_the_workload_of_a_series_better_than_its_container() -> None:
+    from diagnosis.analyzers.regressions import _workload
+
+    assert _workload({"pod": "webhook-relay-58b7c9d6f-4tnwq", "container": "relay"}) == "webhook-relay"
+    assert _workload({"container": "relay"}) == "relay"
