@@ -129,6 +129,11 @@ def service_of(item: EvidenceItem) -> str | None:
     name = re.sub(r"^(?:journal|journalctl|syslog)[-_.]+(?=[a-z])", "", name, flags=re.I)
     if name.lower() in ("", "syslog", "messages", "kern", "dmesg", "journal", "stdout", "stderr", "app", "log"):
         return None
+    # nginx/apache's access.log and error.log speak for the server whose folder holds them (edge-01/error.log)
+    if name.lower() in ("access", "error", "access_log", "error_log", "ssl_access", "ssl_error") and "/" in obj:
+        parent = obj.rstrip("/").rsplit("/", 2)[-2]
+        if parent and parent.lower() not in ("logs", "log", "nginx", "apache2", "httpd", "var", "."):
+            return parent
     return name
 
 

@@ -1094,3 +1094,79 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# ---------------------------------------------------------------- our own rate limiter refusing clients
+# nginx limit_req / limit_conn ("limiting requests, excess: 21.064 by zone "api_per_ip", client: 203.0.113.14"),
+# Envoy's local rate limit (response flag RL, details local_rate_limited)
+_OWN_LIMIT = re.compile(
+    r"limiting (?:requests|connections)(?:, excess: [\d.]+)? by zone \"(?P<zone>[^\"]+)\"|local_rate_limited|"
+    r"\" 429 RL\b"
+)
+_CLIENT = re.compile(r"\bclient: ([\d.:a-fA-F]+)|^(\d{1,3}(?:\.\d{1,3}){3}) ")
+LIMITED_CLIENTS = 5  # distinct clients refused: fewer is the limiter stopping an abuser, as it should
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def own_rate_limits(evidence: EvidenceSet) -> list[Finding]:
+    """Our own proxy's rate limit refusing many different clients: the limit is set below the real traffic (a
+    configuration error, often right after a change to it); a few clients refused is the limit doing its job."""
+    now = now_of(evidence)
+    groups: dict[str, list[Rec]] = {}
+    clients: dict[str, set[str]] = {}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "limit" not in msg and " RL" not in msg:
+                continue
+            m = _OWN_LIMIT.search(msg)
+            if not m:
+                continue
+            zone = m["zone"] or "local rate limit"
+            groups.setdefault(zone, []).append(Rec(item, r.get("ts"), msg, r.get("line"), "error"))
+            c = _CLIENT.search(msg)
+            if c:
+                clients.setdefault(zone, set()).add(c.group(1) or c.group(2))
+    out: list[Finding] = []
+    for zone, recs in groups.items():
+        if len(recs) < MIN_FAILURES * 3:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        n_clients = len(clients.get(zone, ()))
+        many = n_clients >= LIMITED_CLIENTS or not clients.get(zone)
+        stopped = now is not None and recs[-1].ts is not None and now - recs[-1].ts >= STOPPED_AFTER_S
+        svcs = sorted({s for r in recs if (s := service_of(r.item))})
+        cause = many and not stopped
+        out.append(
+            Finding(
+                analyzer="own_rate_limits",
+                domain=Domain.NETWORK,
+                role="cause" if cause else "benign",
+                code="rate_limit_too_low" if cause else "rate_limit_working",
+                category=Category.CONFIGURATION_ERROR if cause else Category.HEALTHY,
+                title=f"limit_req zone {zone} refuses {len(recs)} requests from {n_clients} clients",
+                mechanism=(
+                    f'our own rate limit (nginx limit_req zone "{zone}") refused {len(recs)} requests from '
+                    f"{n_clients or 'many'} different clients {span_text(recs[0].ts, recs[-1].ts)}"
+                    + (
+                        ": the limit is set below the real traffic (check the zone's rate= and burst= and their "
+                        "last change)."
+                        if cause
+                        else ": a few clients over the limit, which is the limiter doing its job."
+                    )
+                ),
+                object=f"rate limit zone {zone}",
+                score=0.8 if cause else 0.2,
+                ts=recs[0].ts,
+                tags=[f"service:{s}" for s in svcs] + [f"zone:{zone}"],
+                explains=["http_5xx", "errors", "http_4xx", "error_rate"] if cause else [],
+                evidence=_refs(recs),
+                actions=[
+                    Action(
+                        description="The zone's configured rate and burst",
+                        command=f"nginx -T 2>/dev/null | grep -nE 'limit_req(_zone)?.*{zone}'",
+                    )
+                ],
+            )
+        )
+    return out

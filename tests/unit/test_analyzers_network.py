@@ -214,3 +214,30 @@ def test_an_expired_certificate_of_a_cluster_service_is_ours() -> None:
     b.log("Pod/data/etl-worker-5b8c7d6f9e-vkpcj", [(T0 + i * 10, "error", msg) for i in range(5)])
     [cause] = causes(network_failures(b.set()))
     assert cause.category == "configuration_error"
+
+
+def _limited(client: str, i: int) -> str:
+    return (
+        f"2025/09/30 11:20:{i % 60:02d} [error] 1411#1411: *88{i} limiting requests, excess: 21.064 by zone "
+        f'"api_per_ip", client: {client}, server: api.example.shop, request: "GET /v1/cart HTTP/2.0"'
+    )
+
+
+def test_our_rate_limit_refusing_many_clients_is_set_too_low() -> None:
+    from diagnosis.analyzers.network import own_rate_limits
+
+    b = Builder()
+    b.log("edge-01/error.log", [(T0 + i, "error", _limited(f"203.0.113.{i}", i)) for i in range(40)])
+    ev = b.set()
+    found = own_rate_limits(ev)
+    [cause] = causes(found)
+    assert cause.code == "rate_limit_too_low" and "api_per_ip" in cause.object and "service:edge-01" in cause.tags
+    assert_refs_real(ev, found)
+
+
+def test_our_rate_limit_stopping_one_client_is_working() -> None:
+    from diagnosis.analyzers.network import own_rate_limits
+
+    b = Builder()
+    b.log("edge-01/error.log", [(T0 + i, "error", _limited("203.0.113.7", i)) for i in range(40)])
+    assert causes(own_rate_limits(b.set())) == []
