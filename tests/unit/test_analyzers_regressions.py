@@ -3,6 +3,7 @@ CPU pinned at its limit after a new version are code defects; the same growth wi
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from diagnosis.analyzers.metrics import _kind
@@ -160,3 +161,53 @@ def test_a_pod_names_the_workload_of_a_series_better_than_its_container() -> Non
 
     assert _workload({"pod": "webhook-relay-58b7c9d6f-4tnwq", "container": "relay"}) == "webhook-relay"
     assert _workload({"container": "relay"}) == "relay"
+
+
+def _db_bundle(rps_after: float) -> Builder:
+    b = Builder()
+    rel = T0 + 3600
+
+    def rs(name: str, created: float, tag: str) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": name,
+                "namespace": "catalog",
+                "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)),
+                "ownerReferences": [{"kind": "Deployment", "name": "catalog-graphql"}],
+            },
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "image": f"reg/catalog-graphql:{tag}"}]}}},
+        }
+
+    b.raw(
+        "k8s/ReplicaSet", "ReplicaSet/catalog/catalog-graphql-5f6e7d8c9", rs("catalog-graphql-5f6e7d8c9", rel, "3.14.0")
+    )
+    cpu = [21.0 + (i % 3) for i in range(12)] + [75.0 + (i % 3) for i in range(12)]
+    b.metric(
+        "CPUUtilization", series(rel - 12 * 300, 300, cpu), {"DBClusterIdentifier": "catalog-aurora"}, "cloudwatch"
+    )
+    b.metric("graphql_operations:rate5m", series(rel - 12 * 300, 300, [22.0] * 12 + [rps_after] * 12))
+    b.raw(
+        "pi/sql",
+        "pi/db.sql_tokenized/F0C1",
+        {"group": "db.sql_tokenized", "statement": "SELECT * FROM product_images WHERE product_id = ?", "id": "F0C1",
+         "load": 5.1, "metric": "db.load.avg"},
+    )  # fmt: skip
+    b.raw(
+        "pi/sql",
+        "pi/db.sql_tokenized/0A9B",
+        {"group": "db.sql_tokenized", "statement": "SELECT * FROM products WHERE category_id = ?", "id": "0A9B",
+         "load": 0.3, "metric": "db.load.avg"},
+    )  # fmt: skip
+    return b
+
+
+def test_database_cpu_stepping_up_after_a_client_release_at_flat_traffic_is_the_release() -> None:
+    ev = _db_bundle(22.5).set()
+    found = release_regressions(ev)
+    [cause] = causes(found)
+    assert cause.code == "query_regression" and "3.14.0" in cause.object and "product_images" in cause.mechanism
+    assert_refs_real(ev, found)
+
+
+def test_database_cpu_that_follows_three_times_the_traffic_is_load() -> None:
+    assert causes(release_regressions(_db_bundle(66.0).set())) == []
