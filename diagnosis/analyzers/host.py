@@ -21,6 +21,7 @@ from diagnosis.analyzers._common import (
     HOST_OOM,
     HOST_PIDS,
     Rec,
+    Searcher,
     first_and_last_refs,
     is_db_storage_line,
     now_of,
@@ -833,7 +834,7 @@ def log_records_of(item: EvidenceItem) -> list[Rec]:
 # ---------------------------------------------------------------- other finite limits
 
 # (code, signature, what ran out, why it fails, the command that shows it)
-_LIMITS: list[tuple[str, re.Pattern[str], str, str, str, str]] = [
+_LIMITS: list[tuple[str, Searcher, str, str, str, str]] = [
     (
         "ephemeral_ports_exhausted",
         HOST_EPHEMERAL,
