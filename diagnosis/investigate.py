@@ -17,7 +17,18 @@ from diagnosis.reasoning import reason
 log = logging.getLogger(__name__)
 
 # one module per domain; a module not on this branch yet is skipped, any other import failure is a real error
-ANALYZER_MODULES = ("kubernetes", "alerts", "changes", "database", "host", "metrics", "regressions", "network", "logs")
+ANALYZER_MODULES = (
+    "kubernetes",
+    "alerts",
+    "changes",
+    "database",
+    "host",
+    "metrics",
+    "regressions",
+    "network",
+    "routing",
+    "logs",
+)
 _loaded = False
 
 

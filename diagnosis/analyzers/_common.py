@@ -125,8 +125,15 @@ def service_of(item: EvidenceItem) -> str | None:
         return obj.split("/", 1)[1] or None
     name = obj.rstrip("/").rsplit("/", 1)[-1]
     name = re.sub(r"(\.(log|txt|json|jsonl|ndjson|out|err|gz|xz|zst|\d+))+$", "", name)
+    # "journal-quote-pricer.txt" (journalctl -u quote-pricer) speaks for the unit
+    name = re.sub(r"^(?:journal|journalctl|syslog)[-_.]+(?=[a-z])", "", name, flags=re.I)
     if name.lower() in ("", "syslog", "messages", "kern", "dmesg", "journal", "stdout", "stderr", "app", "log"):
         return None
+    # nginx/apache's access.log and error.log speak for the server whose folder holds them (edge-01/error.log)
+    if name.lower() in ("access", "error", "access_log", "error_log", "ssl_access", "ssl_error") and "/" in obj:
+        parent = obj.rstrip("/").rsplit("/", 2)[-2]
+        if parent and parent.lower() not in ("logs", "log", "nginx", "apache2", "httpd", "var", "."):
+            return parent
     return name
 
 
@@ -221,6 +228,22 @@ def span_text(first: float | None, last: float | None) -> str:
 # The logs analyzer groups every error, but a message whose mechanism another analyzer names (a timeout to an
 # upstream, a kernel OOM kill, a full database) is left to that analyzer, so one failure gives one cause.
 
+
+class Guarded:
+    """A regular expression behind a cheap substring test: alternations with IGNORECASE cost ~0.1 ms on a long
+    record, and almost no record carries any of the words that every alternative needs."""
+
+    def __init__(self, rx: re.Pattern[str], words: tuple[str, ...]) -> None:
+        self.rx, self.words, self.pattern = rx, words, rx.pattern
+
+    def search(self, text: str) -> re.Match[str] | None:
+        low = text.lower()
+        return self.rx.search(text) if any(w in low for w in self.words) else None
+
+
+Searcher = re.Pattern[str] | Guarded  # what the signature constants are
+
+
 NET_TIMEOUT = re.compile(
     r"timed? ?out|timeout|deadline exceeded|DeadlineExceeded|DEADLINE_EXCEEDED|ETIMEDOUT|SocketTimeoutException|"
     r"ConnectTimeout|ReadTimeout",
@@ -228,11 +251,32 @@ NET_TIMEOUT = re.compile(
 )
 # refused or unreachable: TCP refusals, no route, gRPC UNAVAILABLE (Go `code = Unavailable`, Java `Status
 # UNAVAILABLE`, Python `StatusCode.UNAVAILABLE`), an HAProxy backend with no server up
-NET_REFUSED = re.compile(
-    r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable|"
-    r"StatusCode\.UNAVAILABLE|StatusRuntimeException: UNAVAILABLE|\bUNAVAILABLE: |No route to host|EHOSTUNREACH|"
-    r"NoRouteToHostException|Network is unreachable|ENETUNREACH|has no server available",
-    re.I,
+NET_REFUSED = Guarded(
+    re.compile(
+        r"connection refused|ECONNREFUSED|ConnectionRefusedError|actively refused|code = Unavailable|"
+        r"StatusCode\.UNAVAILABLE|StatusRuntimeException: UNAVAILABLE|(?-i:\bUNAVAILABLE: )|No route to host|"
+        r"EHOSTUNREACH|"
+        r"NoRouteToHostException|Network is unreachable|ENETUNREACH|has no server available|"
+        # OkHttp / java.net "Failed to connect to host/ip:port", aiohttp "Cannot connect to host h:443", asyncio
+        # "Connect call failed"
+        r"Failed to connect to \S|Cannot connect to host|Connect call failed|ClientConnectorError|"
+        # Kafka clients: "Connection to node 1 (kafka-1:9092) could not be established. Broker may not be available."
+        r"could not be established\. Broker may not be available",
+        re.I,
+    ),
+    (
+        "refused",
+        "unavailable",
+        "no route",
+        "ehostunreach",
+        "noroutetohost",
+        "unreach",
+        "no server available",
+        "connect to",
+        "connect call",
+        "clientconnector",
+        "could not be established",
+    ),
 )
 # a caller's circuit breaker open on an upstream (resilience4j, Hystrix, Polly, gobreaker, opossum): the upstream
 # failed first; the breaker is how the caller says so
@@ -242,11 +286,105 @@ NET_CIRCUIT_OPEN = re.compile(
     r"ErrOpenState|Breaker is open",
     re.I,
 )
-NET_RESET = re.compile(
-    r"connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
-    r"upstream prematurely closed|EOF occurred|no healthy upstream|server closed the connection unexpectedly",
-    re.I,
+NET_RESET = Guarded(
+    re.compile(
+        r"connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
+        r"upstream prematurely closed|EOF occurred|no healthy upstream|server closed the connection unexpectedly|"
+        # the server hung up mid-call: aiohttp, http.client / requests, reactor-netty, Envoy details, HTTP/2 resets
+        r"ServerDisconnectedError|Server disconnected|RemoteDisconnected|Remote end closed connection|"
+        r"Connection prematurely closed|PrematureCloseException|Connection aborted|upstream_reset_before_response|"
+        r"ChunkedEncodingError|IncompleteRead|RST_STREAM",
+        re.I,
+    ),
+    (
+        "reset",
+        "broken pipe",
+        "hang up",
+        "premature",
+        "eof occurred",
+        "no healthy upstream",
+        "closed the connection",
+        "disconnect",
+        "aborted",
+        "remote end closed",
+        "chunkedencoding",
+        "incompleteread",
+        "rst_stream",
+    ),
 )
+# the other side aborted the TLS handshake with an alert that is not about our certificate (its TLS setup or the
+# server itself failed): Go "remote error: tls: handshake failure", OpenSSL/Python "sslv3 alert handshake
+# failure", Java "Received fatal alert: handshake_failure", "Remote host terminated the handshake"
+TLS_REMOTE = Guarded(
+    re.compile(
+        r"remote error: tls: (?:handshake failure|internal error|unexpected message|protocol version|illegal parameter|"
+        r"decode error|insufficient security)|alert handshake failure|alert internal error|"
+        r"Received fatal alert: (?:handshake_failure|internal_error|unexpected_message|protocol_version)|"
+        r"Remote host (?:terminated|closed connection during) the handshake|peer closed connection in SSL handshake|"
+        r"SSL_ERROR_SYSCALL in connection",
+        re.I,
+    ),
+    ("remote error", "alert", "handshake", "ssl_error"),
+)
+# a client's connection pool to an upstream ran dry because its calls are slow to return (Apache HttpClient,
+# reactor-netty, urllib3, Go, generic): the upstream holds the connections; a database pool is APP_POOL
+HTTP_POOL_WAIT = Guarded(
+    re.compile(
+        r"Timeout waiting for connection from pool|ConnectionPoolTimeoutException|PoolAcquireTimeoutException|"
+        r"PoolAcquirePendingLimitException|Pool#acquire\(Duration\) has been pending|"
+        r"(?:connection )?pool (?:is )?(?:exhausted|full)\W{0,3}(?:\w+\W+){0,3}?(?:waiting for|to|for|calling) "
+        r"(?:[a-z]+://)?[A-Za-z0-9]",
+        re.I,
+    ),
+    ("pool",),
+)
+# a cloud provider's API failing on its side: botocore "An error occurred (ServiceUnavailable) when calling the
+# PutObject operation", AWS SDK for Java "(Service: S3, Status Code: 503", SDK for Go v2 "https response error
+# StatusCode: 500"
+CLOUD_5XX = re.compile(
+    r"An error occurred \((?:ServiceUnavailable\w*|InternalError|InternalFailure|InternalServerError\w*|"
+    r"RequestTimeout\w*|ServiceException)\) when calling the \w+ operation|"
+    r"Status Code: 5\d\d\b|StatusCode: 5\d\d\b|api error (?:ServiceUnavailable|InternalError|InternalFailure)|"
+    # .NET (HttpClient, the Azure SDKs): "Response status code does not indicate success: ServiceUnavailable (503)"
+    r"status code does not indicate success: (?:\w+ \()?5\d\d\b",
+)
+# the other side refuses more calls from us: a rate limit or quota at a provider (AWS throttling, DynamoDB
+# provisioned throughput, S3 SlowDown, HTTP 429, gRPC RESOURCE_EXHAUSTED): our share of its capacity ran out
+RATE_LIMITED = Guarded(
+    re.compile(
+        r"ThrottlingException|Throttling: Rate exceeded|\bRate exceeded\b|TooManyRequestsException|"
+        r"ProvisionedThroughputExceededException|RequestLimitExceeded|\(SlowDown\)|api error SlowDown|"
+        r"\b429\b[^\n]{0,30}Too Many Requests|Too Many Requests[^\n]{0,30}\b429\b|"
+        r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}429\b|RESOURCE_EXHAUSTED|"
+        r"code = ResourceExhausted|rate limit(?:ed| exceeded)|quota exceeded|RateLimitError|LimitExceededException",
+        re.I,
+    ),
+    (
+        "throttl",
+        "rate exceeded",
+        "too many requests",
+        "toomanyrequests",
+        "throughputexceeded",
+        "requestlimitexceeded",
+        "slowdown",
+        "429",
+        "resource_exhausted",
+        "resourceexhausted",
+        "rate limit",
+        "quota exceeded",
+        "ratelimit",
+        "limitexceeded",
+    ),
+)
+# a Kafka client told by the brokers that they cannot take or serve the request: too few in-sync replicas, no
+# leader for the partition, a broker's log directory failed: the broker cluster is failing its clients
+KAFKA_BROKER_ERR = re.compile(
+    r"NOT_ENOUGH_REPLICAS|NotEnoughReplicas(?:AfterAppend)?Exception|NOT_LEADER_(?:OR_FOLLOWER|FOR_PARTITION)|"
+    r"NotLeader(?:OrFollower|ForPartition)Exception|LEADER_NOT_AVAILABLE|LeaderNotAvailableException|"
+    r"KAFKA_STORAGE_ERROR|KafkaStorageException|not present in metadata after \d+ ?ms",
+)
+# names an HTTP(S)/gRPC endpoint rather than a database
+NAMES_HTTP_UPSTREAM = re.compile(r"\b(?:https?|grpcs?)://|\broute: |\bfor https?\b", re.I)
 DNS_NXDOMAIN = re.compile(
     r"no such host|NXDOMAIN|Name or service not known|nodename nor servname|could not resolve host|"
     r"UnknownHostException|ENOTFOUND|could not translate host name|Unknown host|failed to resolve|"
@@ -273,7 +411,7 @@ UPSTREAM_5XX = re.compile(
     r"(?:upstream|backend|returned|responded|response|status(?: code)?|HTTP)\W{0,3}(?:with\s+|code\s+|status\s+)?"
     r"(50[0-4])\b"
     # the status with its reason phrase: "503 Service Unavailable", requests' "502 Server Error: Bad Gateway"
-    r"|\b(50[0-4])(?= (?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Server Error))",
+    r"|\b(50[0-4])(?= \(?(?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Server Error))",
     re.I,
 )
 # the other side understood the call and refused who made it: wrong or expired credentials, missing permissions
@@ -288,6 +426,11 @@ AUTH_DENIED = re.compile(
     re.I,
 )
 NETWORK_SIGNATURES = (
+    KAFKA_BROKER_ERR,
+    RATE_LIMITED,
+    CLOUD_5XX,
+    TLS_REMOTE,
+    HTTP_POOL_WAIT,
     NET_TIMEOUT,
     NET_REFUSED,
     NET_CIRCUIT_OPEN,
@@ -352,7 +495,40 @@ HOST_LOST = re.compile(
     r"cluster node '?(?P<h6>[\w.\-]+)'? was removed from the active (?:failover )?cluster membership",
     re.I,
 )
-HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW, HOST_LOST)
+# a process-, kernel- or broker-level limit that ran out (each is a finite capacity, like memory or descriptors):
+# ephemeral ports for outgoing connections, the conntrack table, the PID / thread limit, a message broker's disk
+# or memory alarm, a search cluster's disk watermark
+HOST_EPHEMERAL = Guarded(
+    re.compile(
+        r"cannot assign requested address|EADDRNOTAVAIL|Address not available|no free ports|"
+        r"out of local (?:ports|addresses)",
+        re.I,
+    ),
+    ("assign requested", "eaddrnotavail", "address not available", "free ports", "local ports", "local addresses"),
+)
+HOST_CONNTRACK = re.compile(r"nf_conntrack: (?:nf_conntrack: )?table full|ip_conntrack: table full", re.I)
+HOST_PIDS = Guarded(
+    re.compile(
+        r"fork: (?:retry: )?Resource temporarily unavailable|fork rejected by pids controller|"
+        r"failed to create new OS thread|unable to create (?:new )?native thread|can't start new thread|"
+        r"pthread_create failed|spawn EAGAIN|Cannot fork|fork failed: Resource temporarily unavailable",
+        re.I,
+    ),
+    ("fork", "os thread", "native thread", "new thread", "pthread_create", "eagain"),
+)
+BROKER_ALARM = Guarded(
+    re.compile(
+        r"(?P<res>disk|memory) resource limit alarm set on node (?P<node>\S+)|"
+        r"Free disk space is insufficient|(?:vm_memory_high_watermark|memory high watermark) (?:set|exceeded)|"
+        r"flood[ -]stage disk watermark \[[^\]]+\] exceeded on \[(?P<esnode>[^\]]+)\]|"
+        r"high disk watermark \[[^\]]+\] exceeded on \[(?P<esnode2>[^\]]+)\]|"
+        r"index read-only / allow delete|FORBIDDEN/12/index read-only",
+        re.I,
+    ),
+    ("alarm", "disk space is insufficient", "watermark", "read-only"),
+)
+HOST_LIMITS = (HOST_EPHEMERAL, HOST_CONNTRACK, HOST_PIDS, BROKER_ALARM)
+HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW, HOST_LOST, *HOST_LIMITS)
 
 
 # Lower-case fragments at least one of which every signature above contains: a record without any of them is
@@ -469,12 +645,85 @@ _TRIGGERS = (
     "fenc",
     "isolat",
     "membership",
+    "connect to",
+    "connect call",
+    "clientconnector",
+    "disconnect",
+    "aborted",
+    "premature",
+    "chunkedencoding",
+    "incompleteread",
+    "rst_stream",
+    "handshake",
+    "fatal alert",
+    "ssl_error",
+    "assign requested",
+    "eaddrnotavail",
+    "address not available",
+    "free ports",
+    "local ports",
+    "local addresses",
+    "conntrack",
+    "fork",
+    "native thread",
+    "os thread",
+    "new thread",
+    "pthread_create",
+    "eagain",
+    "alarm",
+    "watermark",
+    "disk space is insufficient",
+    "read-only",
+    "error occurred",
+    "status code: 5",
+    "statuscode: 5",
+    "api error",
+    "throttl",
+    "rate exceeded",
+    "too many requests",
+    "status 429",
+    "status=429",
+    "status: 429",
+    "status code 429",
+    "returned 429",
+    "responded with 429",
+    "throughputexceeded",
+    "limitexceeded",
+    "resource_exhausted",
+    "resourceexhausted",
+    "rate limit",
+    "quota exceeded",
+    "ratelimit",
+    "could not be established",
+    "does not indicate success",
+    "replicas",
+    "not_leader",
+    "notleader",
+    "leader_not",
+    "leadernot",
+    "kafka_storage",
+    "kafkastorage",
+    "in metadata",
 )
 
 
 # Informational records carry few signatures (postgres logs checkpoints, vacuums and lock waits at LOG level;
 # some kernels log OOM kills as info): they are checked against these only, which keeps the common case cheap.
-_INFO_TRIGGERS = ("checkpoint", "vacuum", "waiting for", "kill", "oom", "out of memory", "failover", "no space")
+_INFO_TRIGGERS = (
+    "checkpoint",
+    "vacuum",
+    "waiting for",
+    "kill",
+    "oom",
+    "out of memory",
+    "failover",
+    "no space",
+    "conntrack",
+    "fork rejected",
+    "alarm set",
+    "watermark",
+    "disk space is insufficient",
+)
 _QUIET_LEVELS = {"info", "debug", "trace", "notice", "log"}
 
 

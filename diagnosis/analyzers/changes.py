@@ -88,6 +88,88 @@ def _rollout_cause(
     )
 
 
+def _env_of(container: dict[str, Any]) -> dict[str, str]:
+    out = {}
+    for e in container.get("env") or ():
+        if isinstance(e, dict) and e.get("name"):
+            out[str(e["name"])] = str(e["value"]) if "value" in e else f"<from {e.get('valueFrom')}>"
+    for e in container.get("envFrom") or ():
+        if isinstance(e, dict):
+            out[f"envFrom {e}"] = "present"
+    return out
+
+
+def _template_diff(old: EvidenceItem, new: EvidenceItem) -> list[tuple[str, str]]:
+    """What a same-image rollout changed in the pod template: environment variables, args and command, per
+    container, as (field, "old -> new")."""
+
+    def containers(rs: EvidenceItem) -> dict[str, dict[str, Any]]:
+        spec = ((rs.data.get("spec") or {}).get("template") or {}).get("spec") or {}
+        return {str(c.get("name")): c for c in spec.get("containers") or () if isinstance(c, dict)}
+
+    before, after = containers(old), containers(new)
+    diffs: list[tuple[str, str]] = []
+    for cname, c in after.items():
+        prev = before.get(cname)
+        if prev is None:
+            continue
+        env_old, env_new = _env_of(prev), _env_of(c)
+        for key in sorted(set(env_old) | set(env_new)):
+            if env_old.get(key) != env_new.get(key):
+                diffs.append((f"{cname} env {key}", f"{env_old.get(key, '(unset)')} -> {env_new.get(key, '(unset)')}"))
+        for field in ("args", "command"):
+            if prev.get(field) != c.get(field):
+                diffs.append((f"{cname} {field}", f"{prev.get(field)} -> {c.get(field)}"))
+    return diffs
+
+
+CONFIG_CHANGE_SCORE = 0.6  # stands alone, and explains the errors that begin after it on the same workload
+
+
+def _config_change(
+    ns: str,
+    name: str,
+    when: float,
+    ago: str,
+    diffs: list[tuple[str, str]],
+    newest: EvidenceItem,
+    tags: list[str],
+) -> Finding:
+    """A rollout that kept every image and changed only settings: whatever fails after it on that workload comes
+    from the settings (new code cannot have come with it)."""
+    listing = "; ".join(f"{k}: {v}" for k, v in diffs[:4])
+    return Finding(
+        analyzer="kubernetes_rollouts_changes",
+        domain=Domain.CHANGES,
+        role="cause",
+        code="config_change",
+        category=Category.CONFIGURATION_ERROR,
+        score=CONFIG_CHANGE_SCORE,
+        ts=when,
+        tags=tags,
+        object=f"Deployment {ns}/{name}",
+        title=f"Deployment {ns}/{name} changed settings at {fmt_ts(when)} (same images): {listing}"[:200],
+        mechanism=(
+            f"the rollout of Deployment {ns}/{name} at {fmt_ts(when)}{ago} kept every image and changed only its "
+            f"settings ({listing}): the failures that begin after it on that workload come from the new setting, "
+            "not from code"
+        ),
+        explains=[*DEPLOY_EXPLAINS, "exception", "crash_code", "app_error", "bad_data"],
+        evidence=[ref(newest, "spec.template.spec.containers", listing)],
+        actions=[
+            Action(
+                description="Compare the two revisions' settings",
+                command=f"kubectl rollout history deployment/{name} -n {ns} --revision={_revision(newest)}",
+            ),
+            Action(
+                description="Roll back to the previous settings",
+                kind="write",
+                command=f"kubectl rollout undo deployment/{name} -n {ns}",
+            ),
+        ],
+    )
+
+
 @ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"k8s/Deployment", "k8s/ReplicaSet", "k8s/StatefulSet", "k8s/Event"})
 def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
     """Deployments whose newest ReplicaSet (or ScalingReplicaSet event) is recent, with the image change it
@@ -111,6 +193,7 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
         refs: list[EvidenceRef] = []
         when: float | None = None
         change = ""
+        config_only: list[tuple[str, str]] = []  # (field, "old -> new") when only settings changed
         if owned:
             newest = owned[-1]
             when = parse_ts(meta(newest).get("creationTimestamp"))
@@ -133,6 +216,9 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
                             refs.append(ref(newest, f"spec.template.spec.containers.{i}.image", c.get("image")))
                 else:
                     change = "new pod template (same images: configuration or environment change)"
+                    settings = _template_diff(owned[-2], newest)
+                    if settings:
+                        config_only = settings
             else:
                 change = "image " + ", ".join(new_images.values()) if new_images else "first revision"
             change = f"revision {_revision(newest)}: {change}" if _revision(newest) else change
@@ -168,6 +254,9 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
         seen.add((ns, name))
         labels = ((dep.data.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") if dep else None
         ago = f", {fmt_age(now - when)} before the evidence ends" if now else ""
+        if config_only:
+            out.append(_config_change(ns, name, when, ago, config_only, owned[-1], workload_tags(ns, name, labels)))
+            continue
         out.append(
             _rollout_cause(
                 f"Deployment {ns}/{name}",

@@ -24,6 +24,8 @@ from typing import Any
 
 from diagnosis.analyzers._common import (
     APP_POOL,
+    HTTP_POOL_WAIT,
+    NAMES_HTTP_UPSTREAM,
     PG_CHECKPOINT,
     PG_DOWN,
     PG_LOCK,
@@ -33,6 +35,7 @@ from diagnosis.analyzers._common import (
     Rec,
     first_and_last_refs,
     fmt_ts,
+    is_db_log,
     is_db_storage_line,
     now_of,
     ref_of,
@@ -162,7 +165,9 @@ class _Context:
         names = Counter(str(s.data.get("datname")) for s in self.sessions.values() if s.data.get("datname"))
         if names:
             return names.most_common(1)[0][0]
-        return "postgres"
+        # a database server's own log names it (mysqld-error.log, postgresql-15-main.log)
+        own = next((service_of(r.item) for r in self.logs if is_db_log(r.item) and service_of(r.item)), None)
+        return own or "postgres"
 
     def metric(self, *names: str) -> list[EvidenceItem]:
         wanted = {n.lower() for n in names}
@@ -240,8 +245,8 @@ def is_db_metric(m: EvidenceItem) -> bool:
     labels = m.data.get("labels") or {}
     if m.data.get("source") == "pi" or name.startswith("db."):
         return True
-    if labels.get("InstanceId") and not _instance(m):
-        return False  # an EC2 instance's metric (CPUUtilization, CPUCreditBalance share RDS's names)
+    if (labels.get("InstanceId") or labels.get("VolumeId")) and not _instance(m):
+        return False  # an EC2 instance's or EBS volume's metric (CPUCreditBalance, BurstBalance share RDS's names)
     return bool(_instance(m)) or (name in _RDS_NAMES and m.data.get("source") == "cloudwatch")
 
 
@@ -296,7 +301,8 @@ def _app_pools(ctx: _Context) -> list[Finding]:
     pool that is too small or leaks."""
     by_service: dict[str, list[Rec]] = defaultdict(list)
     for r in ctx.logs:
-        if APP_POOL.search(r.msg):
+        # a client pool to an HTTP/gRPC upstream is the network analyzer's (the upstream holds the connections)
+        if APP_POOL.search(r.msg) and not (HTTP_POOL_WAIT.search(r.msg) or NAMES_HTTP_UPSTREAM.search(r.msg)):
             by_service[service_of(r.item) or r.item.object].append(r)
     out = []
     for svc, recs in by_service.items():
@@ -378,8 +384,7 @@ def _redis(ctx: _Context) -> list[Finding]:
             )
             oom_lines = []
     if oom_lines:
-        m = re.search(r"redis[\w.\-]*(?::\d+)?", " ".join(r.msg for r in oom_lines[:5]), re.I)
-        server = m.group(0) if m else "redis"
+        server = _redis_server(oom_lines)
         out.append(
             _redis_full(
                 server,
@@ -390,6 +395,24 @@ def _redis(ctx: _Context) -> list[Finding]:
             )
         )
     return out
+
+
+_REDIS_HOST = re.compile(
+    r"(?:redis|rediss)://(?:[^@/\s]+@)?([\w.\-]+(?::\d+)?)|\b([\w\-]*redis[\w\-]*(?:\.[\w\-]+)*(?::\d+)?)", re.I
+)
+_NOT_REDIS_HOST = re.compile(r"exception|error|client|command|connection|response|jedis|lettuce|ioredis|^redis\.", re.I)
+
+
+def _redis_server(recs: list[Rec]) -> str:
+    """The Redis a client's OOM lines are about: a redis:// URL or a host named like a Redis, never the client
+    library's module path (redis.exceptions.ResponseError, io.lettuce...); else the service that called it."""
+    for r in recs[:5]:
+        for m in _REDIS_HOST.finditer(r.msg):
+            name = m.group(1) or m.group(2)
+            if name and not _NOT_REDIS_HOST.search(name):
+                return name
+    svc = service_of(recs[0].item)
+    return f"used by {svc}" if svc else "redis"
 
 
 def _redis_full(server: str, what: str, refs: list[EvidenceRef], ts: float | None) -> Finding:

@@ -11,12 +11,17 @@ from collections import defaultdict
 from typing import Any
 
 from diagnosis.analyzers._common import (
+    BROKER_ALARM,
+    HOST_CONNTRACK,
     HOST_DISK,
+    HOST_EPHEMERAL,
     HOST_FDS,
     HOST_HW,
     HOST_LOST,
     HOST_OOM,
+    HOST_PIDS,
     Rec,
+    Searcher,
     first_and_last_refs,
     is_db_storage_line,
     now_of,
@@ -58,7 +63,7 @@ _SYSTEMD_OOM = re.compile(
     re.I,
 )
 _PG_SIGNAL9 = re.compile(r"server process \(PID (\d+)\) was terminated by signal 9", re.I)
-_MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs)[\s:=]+\"?(/[\w./\-]*)", re.I)
+_MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs|dir|directory)[\s:=]+\"?(/[\w./\-]*)", re.I)
 _PATH = re.compile(r"(/(?:var|data|tmp|home|srv|opt|mnt|usr|log)[\w./\-]*)")
 _DEVICE = re.compile(
     r"EXT4-fs error \(device (\w+)\)|\bdev (\w+)|\bnvme (nvme\d+(?:n\d+)?)\b|\bdevice (\w+)|\(([A-Za-z]\w*)\)", re.I
@@ -431,7 +436,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
         if HOST_FDS.search(rec.msg):
             fds[service_of(rec.item) or rec.item.object].append(rec)
         elif HOST_DISK.search(rec.msg) and not is_db_storage_line(rec):
-            disk[_mount_of(rec.msg) or "?"].append(rec)
+            disk[_mount_of(rec.msg) or _mount_before(rec) or "?"].append(rec)
         elif HOST_HW.search(rec.msg):
             m = _DEVICE.search(rec.msg)
             dev = next((g for g in m.groups() if g), None) if m else None
@@ -493,7 +498,16 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     *([f"host:{host}"] if host else []),
                     *{f"service:{s}" for s in (service_of(r.item) for r in recs) if s},
                 ],
-                explains=["errors", "exception", "disk_full", "pod_restarts", "crash_loop", "http_5xx", "process_down"],
+                explains=[
+                    "errors",
+                    "exception",
+                    "disk_full",
+                    "pod_restarts",
+                    "crash_loop",
+                    "crash_resource",
+                    "http_5xx",
+                    "process_down",
+                ],
                 evidence=first_and_last_refs(recs),
                 actions=_disk_actions(mount if mount != "?" else "/", "space"),
             )
@@ -537,6 +551,21 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
 def _stale(recs: list[Rec], now: float | None) -> bool:
     last = max((r.ts for r in recs if r.ts is not None), default=None)
     return now is not None and last is not None and now - last >= STALE_AFTER_S
+
+
+def _mount_before(rec: Rec) -> str | None:
+    """The path the record just before names, when this one (an exception printed on its own line, as Java and
+    Kafka log it: "ERROR Error while appending to ... in dir /var/lib/kafka/data" then "java.io.IOException: No
+    space left on device") names none."""
+    records = rec.item.data.get("records") or ()
+    for i, r in enumerate(records):
+        if r.get("line") == rec.line and r.get("msg") == rec.msg:
+            if i == 0:
+                return None
+            prev = records[i - 1]
+            near = rec.ts is None or prev.get("ts") is None or abs(rec.ts - prev["ts"]) <= 2
+            return _mount_of(str(prev.get("msg") or "")) if near else None
+    return None
 
 
 def _mount_of(msg: str) -> str | None:
@@ -800,3 +829,182 @@ def log_records_of(item: EvidenceItem) -> list[Rec]:
     return [
         Rec(item, r.get("ts"), str(r.get("msg") or ""), r.get("line"), None) for r in item.data.get("records") or ()
     ]
+
+
+# ---------------------------------------------------------------- other finite limits
+
+# (code, signature, what ran out, why it fails, the command that shows it)
+_LIMITS: list[tuple[str, Searcher, str, str, str, str]] = [
+    (
+        "ephemeral_ports_exhausted",
+        HOST_EPHEMERAL,
+        "ephemeral ports",
+        "it cannot open new outgoing connections: every local port of the range is in use or in TIME_WAIT "
+        "(connections opened and closed per request, no keep-alive or pooling)",
+        "Local port range and sockets by state",
+        "sysctl net.ipv4.ip_local_port_range; ss -tan | awk 'NR>1{print $1}' | sort | uniq -c",
+    ),
+    (
+        "conntrack_table_full",
+        HOST_CONNTRACK,
+        "the connection-tracking table",
+        "the kernel drops packets of new connections once nf_conntrack_max entries are in use",
+        "Tracked connections against the limit",
+        "sysctl net.netfilter.nf_conntrack_count net.netfilter.nf_conntrack_max",
+    ),
+    (
+        "pid_limit_reached",
+        HOST_PIDS,
+        "processes/threads (its PID limit)",
+        "it cannot fork or start threads: the pids cgroup limit, ulimit -u or kernel.pid_max/threads-max is "
+        "reached (often a thread or process leak)",
+        "Threads against the limits",
+        "cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids.current 2>/dev/null; ulimit -u; "
+        "ps -eLf | wc -l; sysctl kernel.pid_max kernel.threads-max",
+    ),
+    (
+        "broker_resource_alarm",
+        BROKER_ALARM,
+        "disk or memory (a resource alarm / disk watermark)",
+        "the broker or cluster protects itself by blocking publishers or making indices read-only until space "
+        "or memory is freed",
+        "The broker's alarms and free space",
+        "rabbitmq-diagnostics alarms; rabbitmq-diagnostics status | grep -A3 -i disk; "
+        "curl -s localhost:9200/_cat/allocation?v",
+    ),
+]
+
+
+def _limit_owner(code: str, rec: Rec) -> str:
+    """What ran out of the limit: the broker node an alarm names, the host of a kernel line, else the service."""
+    if code == "broker_resource_alarm":
+        m = BROKER_ALARM.search(rec.msg)
+        node = m and (m.group("node") or m.group("esnode") or m.group("esnode2"))
+        if node:
+            return node.strip(".,")
+    if code in _PATH_LIMITS:
+        host = _host_of(rec) or _host_of_file(rec.item)
+        if host:
+            return host
+    return service_of(rec.item) or _host_of(rec) or rec.item.object
+
+
+_KERNEL_WORDS = "dmesg|syslog|kern|kernel|messages|journal|journalctl"
+_KERNEL_FILE = re.compile(rf"^(?:{_KERNEL_WORDS})[-_.]+|[-_.]+(?:{_KERNEL_WORDS})$", re.I)
+
+
+def _host_of_file(item: EvidenceItem) -> str | None:
+    """The machine a kernel log was saved for, from its name: `dmesg-ip-10-0-1-23.txt`, `web-1.syslog`."""
+    name = item.object.rstrip("/").rsplit("/", 1)[-1]
+    name = re.sub(r"(\.(log|txt|out|gz|zst|\d+))+$", "", name)
+    host = _KERNEL_FILE.sub("", name)
+    return host if host and host != name else None
+
+
+# limits on the network path of a host: every connection through it suffers, whatever its destination
+_PATH_LIMITS = {"conntrack_table_full", "ephemeral_ports_exhausted"}
+_CALL_FAILED = re.compile(
+    r"timed? ?out|timeout|deadline exceeded|ETIMEDOUT|connection reset|ECONNRESET|i/o timeout|"
+    r"Temporary failure in name resolution|EAI_AGAIN|connection refused|ECONNREFUSED",
+    re.I,
+)
+
+
+def _path_victims(evidence: EvidenceSet, since: float | None) -> dict[str, set[str]]:
+    """Services whose calls fail to two or more different destinations from `since` on: a limit on their own
+    network path (dropped packets, no local port) fails all of them at once, where a failing dependency fails one.
+    Service -> the destinations."""
+    from diagnosis.analyzers.network import _base, _target  # one reading of a call's target
+
+    out: dict[str, set[str]] = defaultdict(set)
+    for rec in signature_records(evidence):
+        if since is not None and rec.ts is not None and rec.ts < since - 60:
+            continue
+        if not _CALL_FAILED.search(rec.msg):
+            continue
+        svc = service_of(rec.item)
+        target = _target(rec.msg)
+        if svc and target and _base(target) != svc:
+            out[svc].add(_base(target))
+    return {svc: dests for svc, dests in out.items() if len(dests) >= 2}
+
+
+_LISTEN = re.compile(r"\blisten(?:ing)? (?:tcp|udp|on)|\bbind: |\bbind\(\)", re.I)
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"log"})
+def resource_limits(evidence: EvidenceSet) -> list[Finding]:
+    """Finite limits other than memory, disk and descriptors that a process, the kernel or a broker ran out of:
+    ephemeral ports, the conntrack table, the PID/thread limit, a broker's resource alarm. Each is
+    resource_exhaustion on the thing that ran out, whatever the callers' errors look like."""
+    now = now_of(evidence)
+    groups: dict[tuple[str, str], list[Rec]] = defaultdict(list)
+    for rec in signature_records(evidence):
+        for code, rx, *_ in _LIMITS:
+            if rx.search(rec.msg):
+                if code == "ephemeral_ports_exhausted" and _LISTEN.search(rec.msg):
+                    break  # a server binding an address the host lacks is a configuration error, not ports
+                groups[(code, _limit_owner(code, rec))].append(rec)
+                break
+    out: list[Finding] = []
+    spec = {code: rest for code, *rest in _LIMITS}
+    for (code, owner), recs in groups.items():
+        if _stale(recs, now):
+            continue
+        _, what, why, action_what, command = spec[code]
+        recs.sort(key=lambda r: r.ts or 0)
+        services = sorted({s for r in recs if (s := service_of(r.item))})
+        host = _host_of(recs[0]) or _host_of_file(recs[0].item)
+        victims = _path_victims(evidence, recs[0].ts) if code in _PATH_LIMITS else {}
+        if host:
+            services = [s for s in services if s != service_of(recs[0].item)]  # the kernel log's file name
+        victims_txt = "; ".join(
+            f"{svc} fails calls to {', '.join(sorted(d)[:4])} at once" for svc, d in victims.items()
+        )
+        out.append(
+            Finding(
+                analyzer="resource_limits",
+                domain=Domain.HOST,
+                role="cause",
+                code=code,
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{owner}: out of {what} ({len(recs)}x)",
+                mechanism=(
+                    f"{owner} has run out of {what}: '{recs[0].msg.strip()[:160]}' {len(recs)}x "
+                    f"{span_text(recs[0].ts, recs[-1].ts)}".rstrip()
+                    + f"; {why}"
+                    + (f" ({victims_txt}: many destinations failing together is the path, not them)" if victims else "")
+                    + "."
+                ),
+                object=f"{what} of {owner}",
+                score=0.8,
+                ts=recs[0].ts,
+                tags=list(
+                    dict.fromkeys(
+                        [
+                            f"service:{owner}",
+                            *(f"service:{x}" for x in services),
+                            *([f"host:{host}", f"node:{host}"] if host else []),
+                            *(f"service:{v}" for v in victims),
+                        ]
+                    )
+                ),
+                explains=[
+                    "errors",
+                    "exception",
+                    "connection_refused",
+                    "upstream_timeout",
+                    "upstream_reset",
+                    "http_5xx",
+                    "latency",
+                    "pod_restarts",
+                    "crash_loop",
+                    "backlog",
+                    "dns_resolution_failure",
+                    "db_connection_errors",
+                ],
+                evidence=first_and_last_refs(recs),
+                actions=[Action(description=action_what, command=command)],
+            )
+        )
+    return with_aliases(out)

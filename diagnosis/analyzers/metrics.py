@@ -54,7 +54,16 @@ _KIND_PATTERNS = [
     ("disk", re.compile(r"filesystem|disk|storage|volume|inode", re.I)),
     ("connections", re.compile(r"connections|numbackends|pg_stat_activity_count|clients", re.I)),
     ("latency", re.compile(r"latency|duration|response_time|_seconds(?:_bucket|_sum)?$|p9\d|responsetime", re.I)),
-    ("errors", re.compile(r"5xx|error|errors|fail|exception|HTTPCode_\w+_5XX", re.I)),
+    # failures, and health counters of a cluster (Kafka under-replicated or offline partitions, unavailable
+    # replicas, degraded members): a rise is something failing
+    (
+        "errors",
+        re.compile(
+            r"5xx|error|errors|fail|exception|HTTPCode_\w+_5XX|under_?replicated|offline_?partitions|"
+            r"unavailable_?replicas|unassigned|degraded|unhealthy",
+            re.I,
+        ),
+    ),
     ("restarts", re.compile(r"restart", re.I)),
     ("backlog", re.compile(r"lag|backlog|queue|pending|waiting|throttl|dropped|dlq|dead_letter", re.I)),
 ]
@@ -90,6 +99,8 @@ def metric_series(evidence: EvidenceSet) -> list[Finding]:
         if s in limits or not s.points:
             continue
         health = _health(s)
+        if health is None:
+            health = _credits(s)
         if health is not None:
             out += health
             continue
@@ -105,6 +116,70 @@ def metric_series(evidence: EvidenceSet) -> list[Finding]:
 _STATUS_CHECK = re.compile(r"^StatusCheckFailed(?:_(System|Instance|AttachedEBS))?$")
 _HEALTH_NAME = re.compile(r"health|status", re.I)
 _BAD_LABEL_VALUES = {"red", "failed", "failure", "down", "unhealthy", "critical", "error"}
+_BAD_IN_NAME = re.compile(r"(?:status|health)[._](red|failed|down|unhealthy)$", re.I)
+# labels that name a managed cluster or domain (CloudWatch dimensions), before the generic ones
+_ENTITY_LABELS = ("DomainName", "ClusterName", "CacheClusterId", "BrokerName", "ReplicationGroupId", "cluster")
+
+
+# Credit balances of burstable cloud resources: once spent, the resource is throttled to its baseline (CPU share,
+# gp2/st1/sc1 IOPS or throughput). A balance at <= 5% of its most, after it held at least a meaningful amount, is
+# empty. RDS instances' balances are the database analyzer's.
+_CREDIT_NAME = re.compile(
+    r"^(?:CPUCreditBalance|BurstBalance|EBSIOBalance%|EBSByteBalance%)$|credit_?balance|burst_?balance", re.I
+)
+CREDITS_EMPTY = 0.05
+
+
+def _credits(s: _Series) -> list[Finding] | None:
+    """A burstable instance or volume that spent its credits (None when the series is no credit balance)."""
+    if not _CREDIT_NAME.search(s.name) or "surplus" in s.name.lower() or len(s.points) < 2:
+        return None
+    peak = max(v for _, v in s.points)
+    last = s.points[-1][1]
+    floor = max(CREDITS_EMPTY * peak, 1.0 if "cpu" in s.name.lower() else 0.0)
+    if peak < 10 or last > floor:
+        return []
+    empty_at = next((t for t, v in s.points if v <= floor), s.points[-1][0])
+    lb = s.labels
+    cpu = "cpu" in s.name.lower()
+    ident = lb.get("InstanceId") or lb.get("VolumeId") or lb.get("instance") or lb.get("volume") or s.item.object
+    what = (
+        "its CPU is throttled to the instance's baseline share, so everything on it slows down"
+        if cpu
+        else "the volume is throttled to its baseline IOPS/throughput, so every read and write queues"
+    )
+    return [
+        Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="cause",
+            code="cpu_credits_exhausted" if cpu else "burst_balance_exhausted",
+            category=Category.RESOURCE_EXHAUSTION,
+            title=f"{ident} {s.name} spent ({last:g} of a peak {peak:g})",
+            mechanism=(
+                f"{ident}'s {s.name} fell from {peak:g} to {last:g} (empty since {fmt_ts(empty_at)}): a burstable "
+                f"resource out of credits; {what}."
+            ),
+            object=f"{'CPU credits' if cpu else 'I/O burst credits'} of {ident}",
+            score=0.85,
+            ts=empty_at,
+            tags=[*_tags(s), f"host:{ident}", f"instance:{ident}", f"volume:{ident}"],
+            explains=["latency", "cpu_high", "io_high", "errors", "upstream_timeout", "metric_shift", "backlog"],
+            evidence=[_ref(s, len(s.points) - 1, last)],
+            actions=[
+                Action(
+                    description="Move off the credit model",
+                    command=(
+                        f"aws ec2 modify-instance-credit-specification --instance-credit-specifications "
+                        f"InstanceId={ident},CpuCredits=unlimited"
+                        if cpu
+                        else f"aws ec2 modify-volume --volume-id {ident} --volume-type gp3"
+                    ),
+                    kind="write",
+                )
+            ],
+        )
+    ]
 
 
 def _health(s: _Series) -> list[Finding] | None:
@@ -117,6 +192,12 @@ def _health(s: _Series) -> list[Finding] | None:
     elif bad_label and _HEALTH_NAME.search(s.name):
         failing = s.points[-1][1] >= 1
         kind = "health"
+    elif (cm := _BAD_IN_NAME.search(s.name)) is not None:
+        # CloudWatch puts the colour in the name: AWS/ES ClusterStatus.red, a recorded `cluster_health_red`
+        failing = s.points[-1][1] >= 1
+        kind = "health"
+        bad_label = "status"
+        s = _Series(s.item, s.name, {**s.labels, "status": cm.group(1).lower()}, s.points, s.kind)
     elif s.name == "up":
         failing = s.points[-1][1] == 0
         kind = "up"
@@ -190,7 +271,13 @@ def _health(s: _Series) -> list[Finding] | None:
             )
         ]
     if kind == "health":
-        entity = lb.get("cluster") or lb.get("service") or lb.get("job") or lb.get("instance") or s.name
+        entity = (
+            next((lb[k] for k in _ENTITY_LABELS if lb.get(k)), None)
+            or lb.get("service")
+            or lb.get("job")
+            or lb.get("instance")
+            or s.name
+        )
         return [
             Finding(
                 analyzer="metric_series",

@@ -11,14 +11,20 @@ from dataclasses import dataclass, field
 
 from diagnosis.analyzers._common import (
     AUTH_DENIED,
+    CLOUD_5XX,
     DNS_NXDOMAIN,
     DNS_TEMPORARY,
+    HOST_EPHEMERAL,
+    HTTP_POOL_WAIT,
+    KAFKA_BROKER_ERR,
     NET_CIRCUIT_OPEN,
     NET_REFUSED,
     NET_RESET,
     NET_TIMEOUT,
+    RATE_LIMITED,
     TLS_EXPIRED,
     TLS_INVALID,
+    TLS_REMOTE,
     UPSTREAM_5XX,
     Rec,
     fmt_ts,
@@ -88,17 +94,32 @@ _NOT_A_NAME = {
     "side",
     "version",
     "localhost",
+    "node",
+    "broker",
 }
 # "SocketInputStream.java:150" in a stack frame is a source line, not a host:port
 _SOURCE_FILE = re.compile(
     r"\.(?:java|kt|scala|py|go|js|mjs|ts|rb|cs|cpp|cc|c|h|rs|php|ex|exs|erl|clj|swift):\d+$", re.I
+)
+_DOC_LINK = re.compile(
+    r"\b(?:see|more info(?:rmation)?|docs?|documentation|details|help|learn more|troubleshoot(?:ing)?)\W{0,3}"
+    r"(?:at\s+)?(?:[a-z]+://)?$",
+    re.I,
 )
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?::\d{2,5})?"
 _TARGET_PATTERNS = [
     re.compile(
         r"outbound\|\d+\|[\w.\-]*\|([A-Za-z0-9][\w.\-]*)"
     ),  # Istio/Envoy cluster: outbound|8080||payments.shop.svc
+    # a unix socket names its server by the socket's file: fastcgi://unix:/run/php/php8.2-fpm.sock -> php8.2-fpm
+    re.compile(r"(?:[a-z]+://)?unix:(?:[^\s\":]*/)?([A-Za-z0-9][\w.\-]*?)(?:\.sock(?:et)?)?(?=[\s\":|]|$)"),
     re.compile(rf"upstream:\s*\"?(?:[a-z]+://)?({_NAME})"),  # nginx error log: upstream: "http://10.0.0.5:8080/x"
+    # structured attributes that name the peer (OpenTelemetry, grpc-go, logfmt): peer.service=..., target=...,
+    # grpc-java's remote_addr=inventory.stock.svc/10.0.4.3:9090
+    re.compile(
+        rf"\b(?:peer\.service|peer\.address|net\.peer\.name|server\.address|grpc\.target|target|remote_addr|"
+        rf"upstream_service|dependency|downstream)[\"']?\s*[=:]\s*[\"']?(?:[a-z]+://)?({_NAME})"
+    ),
     re.compile(rf"upstream(?:_addr|_host|_cluster)?[=\s:]+\"?(?:[a-z]+://)?({_NAME})", re.I),
     re.compile(rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", re.I),
     re.compile(rf"(?:https?|grpcs?|tcp|postgres(?:ql)?|redis|amqps?|mysql|mongodb)://(?:[^@/\s\"]+@)?({_NAME})"),
@@ -114,12 +135,26 @@ _TARGET_PATTERNS = [
         rf"\"?(?:[a-z]+://)?({_NAME})",
         re.I,
     ),
+    # cloud SDKs name the service or the operation: "(Service: S3, Status Code: 503", "operation error
+    # DynamoDB: PutItem", botocore "when calling the PutObject operation"
+    re.compile(r"\(Service: ([\w\-]+)[;,]"),
+    re.compile(r"operation error ([\w\-]+): \w+"),
+    re.compile(r"when calling the (\w+) operation"),
+    # a cloud SDK's namespace names the service: Microsoft.Azure.Cosmos.CosmosException, Azure.Storage.Blobs...,
+    # software.amazon.awssdk.services.s3..., com.azure.cosmos..., google.cloud.bigquery...
+    re.compile(
+        r"\b(?:Microsoft\.Azure|Azure|software\.amazon\.awssdk\.services|com\.azure|google\.cloud)\.([A-Za-z]\w+)\."
+    ),
     re.compile(r"\b([A-Za-z][A-Za-z0-9_.\-]*:\d{2,5}|(?:\d{1,3}\.){3}\d{1,3}:\d{2,5})\b"),
+    # a gRPC full method names the service called: "/inventory.v1.Inventory/Reserve" -> inventory.v1.Inventory
+    re.compile(r"(?:^|[\s\[\"'=(])/((?:[a-z_][\w]*\.)+[A-Z]\w*)/[A-Z]\w*"),
+    re.compile(r"\bgrpc\.service[=:]\s*\"?((?:[a-z_][\w]*\.)*[A-Z]\w*)"),
 ]
 # the caller, when the message names it before the upstream ("ERROR orders-api upstream payments-api ...")
 _CALLER = re.compile(
     r"([a-z][a-z0-9\-]{2,})\s+(?:->\s*)?(?:upstream|calling|call to|request to)\s|"
-    r"^(?:\S+\s+)?(?:ERROR|WARN(?:ING)?|FATAL|CRIT(?:ICAL)?)\s+([a-z][a-z0-9\-]{2,}):\s",
+    # a service name is lower-case (DNS-1123): "operation error DynamoDB: PutItem" names the called service
+    r"^(?:\S+\s+)?(?:ERROR|WARN(?:ING)?|FATAL|CRIT(?:ICAL)?)\s+((?-i:[a-z][a-z0-9\-]{2,})):\s",
     re.I,
 )
 _RESOLVER = re.compile(r"\bon ((?:\d{1,3}\.){3}\d{1,3}):53\b")
@@ -129,6 +164,11 @@ _ACCESS_STATUS = re.compile(
 _OUTBOUND = re.compile(r"upstream|backend|dependency|calling|call to|request to|from|://", re.I)
 _DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
 _LEVEL_WORDS = {"error", "warn", "warning", "info", "debug", "fatal", "err"}
+# words that precede "calling"/"request to" in prose without naming the caller ("failed while calling x")
+_NOT_A_CALLER = re.compile(
+    r"while|when|after|before|during|failed|errors?|the|and|then|retry|retrying|attempt|for|with|from|upon|on|by|"
+    r"timeout|timed"
+)
 
 
 @dataclass
@@ -162,7 +202,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     def caller_of(rec: Rec) -> str | None:
         m = _CALLER.search(rec.msg)
         name = (m.group(1) or m.group(2)) if m else None
-        if name and name.lower() not in _LEVEL_WORDS:
+        if name and name.lower() not in _LEVEL_WORDS and not _NOT_A_CALLER.fullmatch(name.lower()):
             return name
         if rec.item.kind != "log":
             return rec.item.object
@@ -172,7 +212,10 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
 
     for rec in _records_with_events(evidence):
         msg = rec.msg
-        if TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg):
+        if HOST_EPHEMERAL.search(msg):
+            continue  # our own side ran out of local ports: the host analyzer's, not the target's fault
+        tls_remote = bool(TLS_REMOTE.search(msg)) and not TLS_EXPIRED.search(msg)
+        if (TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg)) and not tls_remote:
             tls_kind = "expired" if TLS_EXPIRED.search(msg) else "invalid"
             _add(tls, _target(msg) or "unknown host", tls_kind, rec, caller_of(rec))
         elif DNS_TEMPORARY.search(msg):
@@ -188,9 +231,11 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             if call_kind is None:
                 continue
             caller = caller_of(rec)
-            target = _target(msg)
+            target = _target(msg) or {"rate_limited": "a rate-limited API", "broker_error": "kafka"}.get(call_kind)
             if not target or _base(target) == caller:
                 continue
+            if call_kind == "pool_wait" and any(t.startswith("db:") for t in _target_tags(target)):
+                continue  # a database pool is the database analyzer's (app_pool_exhausted)
             f = calls.setdefault((target, call_kind), Failures(target, call_kind))
             f.recs.append(rec)
             if caller:
@@ -213,7 +258,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     findings: list[Finding] = []
     findings += _named_by_cluster(_call_findings(calls, now), evidence)
     findings += _dns_findings(dns_nx, dns_tmp, now)
-    findings += _tls_findings(tls, now)
+    findings += _tls_findings(tls, now, evidence)
     findings += _probe_findings(evidence)
     findings += _dns_event_benign(evidence)
     findings += _access_log_5xx(evidence, now)
@@ -241,20 +286,26 @@ def _records_with_events(evidence: EvidenceSet) -> Iterable[Rec]:
 # "-" with a 5xx is the upstream's own answer.
 _ENVOY_ACCESS = re.compile(
     r"\"[A-Z]+ \S+ HTTP/[\d.]+\" (?P<code>\d{3}) (?P<flags>[A-Z,]+|-) "
-    r".*\"(?P<authority>[^\"]*)\" \"(?P<upstream>[^\"]*)\"\s*$"
+    r".*\"(?P<authority>[^\"]*)\" \"(?P<upstream>[^\"]*)\"(?:\s+[^\s\"]+)*\s*$"
 )
 _ENVOY_FLAGS = {"UT": "timeout", "UF": "refused", "URX": "refused", "UH": "refused", "UO": "refused",
                 "UC": "reset", "UR": "reset", "UPE": "reset"}  # fmt: skip
 
 
 def _ip_owners(evidence: EvidenceSet) -> dict[str, tuple[str, str, list[str]]]:
-    """Pod IP -> (namespace, pod, the Services whose endpoints hold it), from Pods and Endpoints."""
+    """Pod IP -> (namespace, pod, the Services whose endpoints hold it), from Pods and Endpoints; a Service's
+    ClusterIP -> (namespace, "", [that Service])."""
     owners: dict[str, tuple[str, str, list[str]]] = {}
     for p in evidence.kind("k8s/Pod"):
         meta, status = p.data.get("metadata") or {}, p.data.get("status") or {}
         ips = [status.get("podIP")] + [x.get("ip") for x in status.get("podIPs") or () if isinstance(x, dict)]
         for ip in filter(None, ips):
             owners[str(ip)] = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""), [])
+    for svc_item in evidence.kind("k8s/Service"):  # a ClusterIP names its Service (kube-proxy's virtual IP)
+        meta, spec = svc_item.data.get("metadata") or {}, svc_item.data.get("spec") or {}
+        for ip in [spec.get("clusterIP"), *(spec.get("clusterIPs") or ())]:
+            if ip and ip != "None" and meta.get("name"):
+                owners[str(ip)] = (str(meta.get("namespace") or "default"), "", [str(meta["name"])])
     for ep in evidence.kind("k8s/Endpoints"):
         meta = ep.data.get("metadata") or {}
         svc, ns = str(meta.get("name") or ""), str(meta.get("namespace") or "default")
@@ -287,7 +338,8 @@ def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Fi
         extra = ([f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"] if pod else []) + [
             f"service:{svc}" for svc in services
         ]
-        who = f"pod {ns}/{pod}" + (f" (Service {', '.join(dict.fromkeys(services))})" if services else "")
+        names = ", ".join(dict.fromkeys(services))
+        who = (f"pod {ns}/{pod}" + (f" (Service {names})" if services else "")) if pod else f"Service {ns}/{names}"
         out.append(
             f.model_copy(
                 update={
@@ -321,8 +373,18 @@ def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]
 
 
 def _call_failure(msg: str) -> str | None:
+    if RATE_LIMITED.search(msg):
+        return "rate_limited"
+    if KAFKA_BROKER_ERR.search(msg):
+        return "broker_error"
     if NET_CIRCUIT_OPEN.search(msg):
         return "circuit_open"
+    if CLOUD_5XX.search(msg):
+        return "http_5xx"
+    if TLS_REMOTE.search(msg):
+        return "tls_handshake"
+    if HTTP_POOL_WAIT.search(msg):
+        return "pool_wait"
     if NET_REFUSED.search(msg):
         return "refused"
     if NET_TIMEOUT.search(msg):
@@ -344,6 +406,8 @@ def _target(msg: str) -> str | None:
                 continue
             if _SOURCE_FILE.search(name):
                 continue
+            if _DOC_LINK.search(msg[max(0, m.start() - 24) : m.start(1)]):
+                continue  # "(see https://curl.haxx.se/libcurl/...)": a documentation link, not the call
             return name
     return None
 
@@ -361,6 +425,8 @@ def _base(target: str) -> str:
     """'payments-api.shop.svc.cluster.local:8080' -> 'payments-api'; an IP stays as it is."""
     host = target.rsplit(":", 1)[0] if re.search(r":\d+$", target) else target
     if re.fullmatch(r"(?:\d{1,3}\.){3}\d{1,3}", host):
+        return host
+    if re.match(r"[^.]+\.\d", host):  # a version, not a domain: php8.2-fpm
         return host
     return host.split(".")[0]
 
@@ -381,6 +447,10 @@ def _target_tags(target: str) -> list[str]:
     tags = [f"upstream:{base}", f"service:{base}"]
     port = target.rsplit(":", 1)[-1] if ":" in target else ""
     rds = re.match(r"([a-z0-9\-]+)\.[a-z0-9]+\.[a-z0-9\-]+\.rds\.amazonaws\.com", target)
+    # an OpenSearch/Elasticsearch domain endpoint: vpc-<domain>-<id>.<region>.es.amazonaws.com
+    es = re.match(r"(?:vpc|search)-([a-z0-9\-]+?)-[a-z0-9]{10,}\.[a-z0-9\-]+\.(?:es|aos)\.amazonaws\.com", target)
+    if es:
+        tags += [f"upstream:{es.group(1)}", f"service:{es.group(1)}"]
     if rds:
         tags.append(f"db:{rds.group(1)}")
     elif port in _DB_PORTS or re.search(r"postgres|pg|mysql|db\b|database|rds", base, re.I):
@@ -401,6 +471,12 @@ _KIND_WORDS = {
     "reset": "reset or closed the connection",
     "http_5xx": "answered with 5xx",
     "circuit_open": "failed often enough to open the caller's circuit breaker (calls short-circuited)",
+    "broker_error": "could not take or serve the requests (too few in-sync replicas, no partition leader)",
+    "rate_limited": "were throttled (our rate limit or quota at the provider is used up)",
+    "tls_handshake": "aborted the TLS handshake from its side (a TLS alert that is not about our certificate)",
+    "pool_wait": (
+        "held the caller's connections so long that its connection pool to it ran dry (calls waited for a connection)"
+    ),
 }
 
 
@@ -434,7 +510,13 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
             "reset": "upstream_reset",
             "http_5xx": "upstream_5xx",
             "circuit_open": "upstream_circuit_open",
+            "tls_handshake": "upstream_tls_failure",
+            "pool_wait": "upstream_pool_wait",
+            "rate_limited": "rate_limited",
+            "broker_error": "broker_unavailable",
         }[main.kind]
+        # a limit we hit at the provider is our quota running out, not the provider failing
+        category = Category.RESOURCE_EXHAUSTION if main.kind == "rate_limited" else Category.DEPENDENCY_FAILURE
         sample = recs[0].msg.strip()[:200]
         mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (
             f"; it stopped at {fmt_ts(last)}, long before the newest evidence." if stopped else "."
@@ -445,7 +527,7 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
                 domain=Domain.NETWORK,
                 role="benign" if stopped else "cause",
                 code=code if not stopped else f"{code}_stopped",
-                category=Category.HEALTHY if stopped else Category.DEPENDENCY_FAILURE,
+                category=Category.HEALTHY if stopped else category,
                 title=f"upstream {base} {_KIND_WORDS[main.kind]} for {callers_txt} ({count}x)",
                 mechanism=mechanism,
                 object=f"upstream {target}" + (f" (called by {callers_txt})" if callers else ""),
@@ -553,7 +635,9 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
         if external:
             out.append(_dns_authoritative(f, external, resolver))
             continue
-        out.append(_dns_outage(f.recs, [resolver], f"temporary failures resolving {resolved} via {resolver}"))
+        out.append(
+            _dns_outage(f.recs, [resolver], f"temporary failures resolving {resolved} via {resolver}", f.callers)
+        )
     return out
 
 
@@ -609,7 +693,7 @@ def _dns_authoritative(f: Failures, name: str, resolver: str) -> Finding:
     )
 
 
-def _dns_outage(recs: list[Rec], names: list[str], what: str) -> Finding:
+def _dns_outage(recs: list[Rec], names: list[str], what: str, callers: Iterable[str] = ()) -> Finding:
     return Finding(
         analyzer="network_failures",
         domain=Domain.NETWORK,
@@ -625,7 +709,14 @@ def _dns_outage(recs: list[Rec], names: list[str], what: str) -> Finding:
         score=0.8,
         ts=recs[0].ts,
         # in Kubernetes the resolver is CoreDNS (kube-dns): name it, so its pods' failures link to this
-        tags=["dns:resolver", "service:coredns", "service:kube-dns", *(f"dns:{n}" for n in names[:5])],
+        # the clients that could not resolve are tagged too: what broke their path explains this
+        tags=[
+            "dns:resolver",
+            "service:coredns",
+            "service:kube-dns",
+            *(f"dns:{n}" for n in names[:5]),
+            *(f"client:{c}" for c in sorted(callers)),
+        ],
         explains=["errors", "http_5xx", "latency", "pod_restarts", "upstream_timeout"],
         evidence=_refs(recs),
         actions=[
@@ -641,7 +732,26 @@ def _dns_outage(recs: list[Rec], names: list[str], what: str) -> Finding:
     )
 
 
-def _tls_findings(tls: dict[str, Failures], now: float | None) -> list[Finding]:
+_CERT_KINDS = {"Certificate", "CertificateRequest", "Order", "Challenge", "Ingress", "Secret", "Gateway"}
+
+
+def _cert_is_ours(evidence: EvidenceSet, host: str) -> bool:
+    """Whether the evidence shows we issue or serve this host's certificate: a cluster-internal name or an IP, or
+    a cert-manager Certificate / Ingress / Secret (object or event) named after the host."""
+    name = host.split(":")[0].lower()
+    if not name or re.fullmatch(r"[\d.]+", name) or "." not in name or name.endswith(_CLUSTER_SUFFIXES):
+        return True
+    label = name.split(".")[0]
+    for ev in evidence.kind("k8s/Event"):
+        inv = ev.data.get("involved") or {}
+        text = f"{inv.get('name', '')} {ev.data.get('message', '')}".lower()
+        if inv.get("kind") in _CERT_KINDS and (name in text or (len(label) >= 3 and label in text)):
+            return True
+    kinds = {f"k8s/{k}" for k in _CERT_KINDS}
+    return any(item.kind in kinds and name in str(item.data).lower() for item in evidence)
+
+
+def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: EvidenceSet) -> list[Finding]:
     out = []
     for host, f in tls.items():
         if _stopped(f, now):
@@ -649,13 +759,15 @@ def _tls_findings(tls: dict[str, Failures], now: float | None) -> list[Finding]:
             continue
         callers = ", ".join(sorted(f.callers)) or "clients"
         expired = f.kind == "expired"
+        # a provider's own certificate expiring is the provider failing; ours (or one we could fix) is our setting
+        theirs = expired and host != "unknown host" and not _cert_is_ours(evidence, host)
         out.append(
             Finding(
                 analyzer="network_failures",
                 domain=Domain.NETWORK,
                 role="cause",
                 code="tls_certificate_expired" if expired else "tls_verification_failed",
-                category=Category.CONFIGURATION_ERROR,
+                category=Category.DEPENDENCY_FAILURE if theirs else Category.CONFIGURATION_ERROR,
                 title=f"TLS to {host}: certificate {'expired' if expired else 'does not verify'} ({len(f.recs)}x)",
                 mechanism=(
                     f"{callers} cannot complete TLS with {host}: "
@@ -664,7 +776,13 @@ def _tls_findings(tls: dict[str, Failures], now: float | None) -> list[Finding]:
                         if expired
                         else "its certificate does not verify (wrong CA, host name or self-signed)"
                     )
-                    + f", {len(f.recs)}x {span_text(f.first, f.last)}."
+                    + f", {len(f.recs)}x {span_text(f.first, f.last)}"
+                    + (
+                        " - the provider's own certificate (an external host whose certificate nothing here issues "
+                        "or serves): the dependency is failing, and the callers are right to refuse it."
+                        if theirs
+                        else "."
+                    )
                 ),
                 object=f"TLS certificate of {host}",
                 score=0.85,
@@ -976,3 +1094,79 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# ---------------------------------------------------------------- our own rate limiter refusing clients
+# nginx limit_req / limit_conn ("limiting requests, excess: 21.064 by zone "api_per_ip", client: 203.0.113.14"),
+# Envoy's local rate limit (response flag RL, details local_rate_limited)
+_OWN_LIMIT = re.compile(
+    r"limiting (?:requests|connections)(?:, excess: [\d.]+)? by zone \"(?P<zone>[^\"]+)\"|local_rate_limited|"
+    r"\" 429 RL\b"
+)
+_CLIENT = re.compile(r"\bclient: ([\d.:a-fA-F]+)|^(\d{1,3}(?:\.\d{1,3}){3}) ")
+LIMITED_CLIENTS = 5  # distinct clients refused: fewer is the limiter stopping an abuser, as it should
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def own_rate_limits(evidence: EvidenceSet) -> list[Finding]:
+    """Our own proxy's rate limit refusing many different clients: the limit is set below the real traffic (a
+    configuration error, often right after a change to it); a few clients refused is the limit doing its job."""
+    now = now_of(evidence)
+    groups: dict[str, list[Rec]] = {}
+    clients: dict[str, set[str]] = {}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "limit" not in msg and " RL" not in msg:
+                continue
+            m = _OWN_LIMIT.search(msg)
+            if not m:
+                continue
+            zone = m["zone"] or "local rate limit"
+            groups.setdefault(zone, []).append(Rec(item, r.get("ts"), msg, r.get("line"), "error"))
+            c = _CLIENT.search(msg)
+            if c:
+                clients.setdefault(zone, set()).add(c.group(1) or c.group(2))
+    out: list[Finding] = []
+    for zone, recs in groups.items():
+        if len(recs) < MIN_FAILURES * 3:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        n_clients = len(clients.get(zone, ()))
+        many = n_clients >= LIMITED_CLIENTS or not clients.get(zone)
+        stopped = now is not None and recs[-1].ts is not None and now - recs[-1].ts >= STOPPED_AFTER_S
+        svcs = sorted({s for r in recs if (s := service_of(r.item))})
+        cause = many and not stopped
+        out.append(
+            Finding(
+                analyzer="own_rate_limits",
+                domain=Domain.NETWORK,
+                role="cause" if cause else "benign",
+                code="rate_limit_too_low" if cause else "rate_limit_working",
+                category=Category.CONFIGURATION_ERROR if cause else Category.HEALTHY,
+                title=f"limit_req zone {zone} refuses {len(recs)} requests from {n_clients} clients",
+                mechanism=(
+                    f'our own rate limit (nginx limit_req zone "{zone}") refused {len(recs)} requests from '
+                    f"{n_clients or 'many'} different clients {span_text(recs[0].ts, recs[-1].ts)}"
+                    + (
+                        ": the limit is set below the real traffic (check the zone's rate= and burst= and their "
+                        "last change)."
+                        if cause
+                        else ": a few clients over the limit, which is the limiter doing its job."
+                    )
+                ),
+                object=f"rate limit zone {zone}",
+                score=0.8 if cause else 0.2,
+                ts=recs[0].ts,
+                tags=[f"service:{s}" for s in svcs] + [f"zone:{zone}"],
+                explains=["http_5xx", "errors", "http_4xx", "error_rate"] if cause else [],
+                evidence=_refs(recs),
+                actions=[
+                    Action(
+                        description="The zone's configured rate and burst",
+                        command=f"nginx -T 2>/dev/null | grep -nE 'limit_req(_zone)?.*{zone}'",
+                    )
+                ],
+            )
+        )
+    return out

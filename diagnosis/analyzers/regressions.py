@@ -21,10 +21,15 @@ from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef,
 from diagnosis.series import Point, human_duration, linear_trend, median, points_of
 from diagnosis.timeline import fmt_ts, parse_ts
 
-_MEMORY = re.compile(r"mem(?:ory)?|rss|heap|working_set", re.I)
+# memory in use, including the JVM's live set after GC (the truest leak signal) and its old generation
+_MEMORY = re.compile(r"mem(?:ory)?|rss|heap|working_set|live_data|old_gen|tenured", re.I)
 _CPU = re.compile(r"cpu", re.I)
 _NOT_USAGE = re.compile(r"free|avail|limit|request|capacity|throttl|pressure|fail|oom|max_bytes|total_bytes", re.I)
-_TRAFFIC = re.compile(r"requests?|rps|qps|throughput|invocations|hits|calls|messages_in|records_in", re.I)
+_TRAFFIC = re.compile(
+    r"requests?|rps|qps|tps|throughput|invocations|hits|calls|messages_in|records_in|operations|deliveries|"
+    r"transactions",
+    re.I,
+)
 _NOT_TRAFFIC = re.compile(r"duration|latency|seconds_(?:bucket|sum)|bytes|size|inflight|in_flight|error", re.I)
 
 FLAT_TRAFFIC = (0.7, 1.4)  # after / before request rate still "the same traffic"
@@ -104,16 +109,61 @@ def releases(evidence: EvidenceSet) -> list[Release]:
                 ),
             )
         )
+    if not out:
+        out += _log_releases(evidence)
     return sorted(out, key=lambda r: r.ts)
 
 
+# a process (re)started at a version: systemd "Started quote-pricer (5.2.0).", "Stopping x (5.1.4)...", Spring Boot
+# "Starting QuotePricerApplication v5.2.0 using Java 21", "starting orders-api version=5.2.0"
+_VERSION_LINE = re.compile(
+    r"\b(?P<verb>Started|Starting|Stopping|Stopped|starting|started|booting|Booting|Launching|launching)\s+"
+    r"(?P<name>[A-Za-z][\w.@\-]*)?[^\n]{0,40}?(?:\(|\bv|\bversion[=: ]+)(?P<ver>\d+\.\d+\.\d+(?:[-+][\w.]+)?)\b"
+)
+
+
+def _log_releases(evidence: EvidenceSet) -> list[Release]:
+    """Releases outside Kubernetes: the first start at a version after the same process ran another version (or
+    was stopped at it), from systemd and application start lines."""
+    from diagnosis.analyzers._common import service_of
+
+    out: list[Release] = []
+    for item in evidence.kind("log"):
+        last: dict[str, str] = {}
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "tart" not in msg and "top" not in msg and "oot" not in msg and "aunch" not in msg:
+                continue
+            m = _VERSION_LINE.search(msg)
+            ts = r.get("ts")
+            if not m or ts is None:
+                continue
+            name = m["name"] if m["name"] and m["verb"].lower() in ("started", "stopping", "stopped") else None
+            workload = (name or service_of(item) or item.object).removesuffix(".service")
+            prev = last.get(workload)
+            if m["verb"].lower().startswith(("start", "boot", "launch")) and prev and prev != m["ver"]:
+                out.append(
+                    Release(
+                        float(ts), workload, m["ver"], EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])
+                    )
+                )
+            last[workload] = m["ver"]
+    return out
+
+
 def _workload(labels: dict[str, str]) -> str | None:
-    for key in ("deployment", "workload", "app", "service", "container", "job"):
+    """The workload a series is about: a pod names its workload better than its container does (`relay`, `app`
+    are container names, not the Deployment)."""
+    for key in ("deployment", "workload", "app", "service"):
         if labels.get(key) and labels[key] not in ("POD", ""):
             return labels[key]
-    if labels.get("pod"):
-        return workload_of_pod(labels["pod"])
-    return None
+    pod = labels.get("pod")
+    if pod and workload_of_pod(pod) != pod:
+        return workload_of_pod(pod)
+    for key in ("job", "container"):
+        if labels.get(key) and labels[key] not in ("POD", ""):
+            return labels[key]
+    return pod or None
 
 
 def _same(a: str, b: str) -> bool:
@@ -288,6 +338,9 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                 tags=[f"service:{s.workload}", f"version:{rel.version}"],
                 explains=[
                     "oom_killed",
+                    "app_out_of_memory",
+                    "kernel_oom_kill",
+                    "process_down",
                     "pod_restarts",
                     "crash_loop",
                     "memory_high",
@@ -420,8 +473,125 @@ def _cpu_pinned(evidence: EvidenceSet, series: list[_S], rels: list[Release]) ->
     return out
 
 
+DB_STEP = 2.0  # the database's CPU after the release over before it
+DB_SHARE = 0.5  # of the Performance Insights load one statement carries
+DB_LAG_S = 1800.0  # the step begins within this long after the release
+
+
+def _db_query_regression(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list[Finding]:
+    """A database's CPU that stepped up right after a client's release while that client's traffic stayed flat,
+    with one statement carrying most of the load: the new version issues that statement far more often (an N+1,
+    a lost cache or batch) - a code defect of the release; a bigger database only hides it."""
+    from diagnosis.analyzers.database import is_db_metric
+
+    pi = [it for it in evidence.kind("pi/sql") if isinstance(it.data.get("load"), int | float)]
+    if not pi or not rels:
+        return []
+    total = sum(float(it.data["load"]) for it in pi)
+    top = max(pi, key=lambda it: float(it.data["load"]))
+    if total <= 0 or float(top.data["load"]) < DB_SHARE * total:
+        return []
+    out: list[Finding] = []
+    for s in series:
+        if s.name.lower() not in ("cpuutilization", "db.load.avg", "db.load") or not is_db_metric(s.item):
+            continue
+        for rel in reversed(rels):
+            before = [v for t, v in s.points if t < rel.ts]
+            after = [v for t, v in s.points if rel.ts <= t]
+            if len(before) < MIN_POINTS or len(after) < MIN_POINTS:
+                continue
+            b, a = median(before), median(after)
+            first_high = next((t for t, v in s.points if t >= rel.ts and v >= DB_STEP * b), None)
+            if b <= 0 or a < DB_STEP * b or first_high is None or first_high - rel.ts > DB_LAG_S:
+                continue
+            traffic = _traffic_ratio(series, rel.workload, rel.ts) or _any_traffic_ratio(series, rel.ts)
+            if traffic is None or not FLAT_TRAFFIC[0] <= traffic[0] <= FLAT_TRAFFIC[1]:
+                continue
+            stmt = " ".join(str(top.data.get("statement") or "").split())[:160]
+            share = float(top.data["load"]) / total
+            out.append(
+                Finding(
+                    analyzer="release_regressions",
+                    domain=Domain.METRICS,
+                    role="cause",
+                    code="query_regression",
+                    category=Category.CODE_DEFECT,
+                    title=f"{rel.workload} {rel.version} floods the database with one statement",
+                    mechanism=(
+                        f"since {rel.workload} {rel.version} (released {fmt_ts(rel.ts)}) the database's {s.name} "
+                        f"went from ~{b:.0f} to ~{a:.0f} at the same traffic ({traffic[0]:.2f}x), and one statement "
+                        f"carries {share:.0%} of its load: '{stmt}' - the new version issues it far more often "
+                        "(a query per item, an N+1, or a lost cache or batch); a bigger database only hides it."
+                    ),
+                    object=f"{rel.workload} {rel.version}",
+                    score=0.8,
+                    ts=rel.ts,
+                    tags=[
+                        f"service:{rel.workload}",
+                        f"version:{rel.version}",
+                        f"query:{top.data.get('id') or top.object}",
+                        *(
+                            f"db:{v}"
+                            for k, v in s.labels.items()
+                            if k in ("DBInstanceIdentifier", "DBClusterIdentifier")
+                        ),
+                    ],
+                    explains=[
+                        "cpu_high",
+                        "cpu_saturated_by_query",
+                        "latency",
+                        "connections_high",
+                        "db_waits",
+                        "metric_shift",
+                        "errors",
+                        "alert:*",
+                    ],
+                    evidence=[
+                        rel.ref,
+                        EvidenceRef(item=s.item.id, field="points", value=f"{s.name} {b:.0f} -> {a:.0f}"),
+                        EvidenceRef(item=top.id, field="statement", value=stmt),
+                        traffic[1],
+                    ],
+                    actions=[
+                        Action(
+                            description=f"Roll back {rel.workload} to the version before {rel.version}",
+                            command=f"kubectl rollout undo deployment/{rel.workload}",
+                            kind="write",
+                        ),
+                        Action(
+                            description="Calls per second of the statement (pg_stat_statements)",
+                            command=(
+                                'psql -c "SELECT calls, total_exec_time, query FROM pg_stat_statements ORDER BY '
+                                'calls DESC LIMIT 5"'
+                            ),
+                        ),
+                    ],
+                )
+            )
+            return out
+    return out
+
+
+def _any_traffic_ratio(series: list[_S], at: float) -> tuple[float, EvidenceRef] | None:
+    """The request-rate ratio of the one traffic series in the evidence, whatever it is labelled."""
+    mine = [s for s in series if _TRAFFIC.search(s.name) and not _NOT_TRAFFIC.search(s.name)]
+    if len(mine) != 1:
+        return None
+    s = mine[0]
+    before = [v for t, v in s.points if t < at]
+    after = [v for t, v in s.points if t >= at]
+    if len(before) < 2 or len(after) < 2 or median(before) <= 0:
+        return None
+    b, a = sum(before) / len(before), sum(after) / len(after)
+    return a / b, EvidenceRef(item=s.item.id, field="points", value=f"requests {b:.3g} -> {a:.3g}/s ({a / b:.2f}x)")
+
+
 @ANALYZERS.analyzer(domain=Domain.METRICS, reads={"metric"})
 def release_regressions(evidence: EvidenceSet) -> list[Finding]:
     series = _series(evidence)
     rels = releases(evidence)
-    return _leaks(evidence, series, rels) + _cpu_pinned(evidence, series, rels)
+    return (
+        _leaks(evidence, series, rels)
+        + _cpu_pinned(evidence, series, rels)
+        + _db_query_regression(evidence, series, rels)
+    )

@@ -18,10 +18,14 @@ _DF_HEADER = re.compile(r"^Filesystem\s+(?:Type\s+)?(?P<cols>.*?)\s+Mounted on\s
 _PCT = re.compile(r"^(\d{1,3})%$")
 
 
+# a shell prompt with the command that printed the output ("$ df -h /data", "# kubectl exec ... -- df -i")
+_PROMPT = re.compile(r"^(?:[\w@.\-:~/]*[$#>]|\$|#|>)\s+\S")
+
+
 def _df_header(doc: Document) -> tuple[bool, int] | None:
-    """(inodes?, index of the Use% column) when the first non-blank line is a df header."""
+    """(inodes?, index of the Use% column) when the first non-blank line that is not a prompt is a df header."""
     for line in doc.lines():
-        if not line.strip():
+        if not line.strip() or _PROMPT.match(line.strip()):
             continue
         m = _DF_HEADER.match(line.strip())
         if not m:
@@ -44,12 +48,16 @@ def parse_df(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     header = _df_header(doc)
     assert header is not None
     inodes, pct_col = header
-    has_type = bool(re.match(r"^Filesystem\s+Type\b", doc.text.lstrip(), re.I))
+    lines = list(doc.lines())
+    start = next(i for i, line in enumerate(lines) if _DF_HEADER.match(line.strip()))
+    has_type = bool(re.match(r"^Filesystem\s+Type\b", lines[start].strip(), re.I))
     disks: list[dict[str, Any]] = []
     pending = ""
-    for line in list(doc.lines())[1:]:
+    for line in lines[start + 1 :]:
         if not line.strip():
             continue
+        if _PROMPT.match(line.strip()) or _DF_HEADER.match(line.strip()):
+            break  # the next command's output (du, a second df): not this table
         fields = (pending + " " + line).split() if pending else line.split()
         if len(fields) == 1:  # a long device name wraps onto its own line (df without -P)
             pending = fields[0]

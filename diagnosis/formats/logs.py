@@ -255,7 +255,50 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
     msg: str = obj[msg_key]
     if level is None:  # docker's json-file wraps a text line: {"log": "E0612 ...", "stream": "stderr"}
         level = _level_in(msg)
-    return ts, level, with_error_details(msg, obj, skip=msg_key).rstrip("\n")
+    text = with_error_details(msg, obj, skip=msg_key)
+    if level in ("error", "fatal", "warn"):
+        text = with_peer(text, obj)
+    return ts, level, text.rstrip("\n")
+
+
+# fields a structured logger (OpenTelemetry semantic conventions, ECS, zap/logrus/pino habits) uses to name the
+# other side of a call; kept on error and warning records as key=value, so a failed call names its upstream
+PEER_KEYS = (
+    "peer.service",
+    "peer.address",
+    "net.peer.name",
+    "server.address",
+    "grpc.target",
+    "grpc.service",
+    "target",
+    "upstream",
+    "upstream_host",
+    "upstream_cluster",
+    "remote_addr",
+    "dependency",
+    "url.full",
+    "http.url",
+    "url",
+    "endpoint",
+)
+
+
+def _dotted(obj: dict[str, Any], key: str) -> Any:
+    if key in obj:
+        return obj[key]
+    head, _, rest = key.partition(".")
+    inner = obj.get(head)
+    return _dotted(inner, rest) if rest and isinstance(inner, dict) else None
+
+
+def with_peer(msg: str, obj: dict[str, Any]) -> str:
+    """`msg` with the fields that name the called peer (PEER_KEYS) appended as `key=value`."""
+    extra = []
+    for k in PEER_KEYS:
+        v = _dotted(obj, k)
+        if isinstance(v, str) and v and len(v) <= 300 and v not in msg:
+            extra.append(f"{k}={v}")
+    return f"{msg.rstrip()} {' '.join(extra[:3])}" if extra else msg
 
 
 def with_error_details(msg: str, obj: Any, skip: str | None = None) -> str:

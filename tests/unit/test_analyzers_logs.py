@@ -223,3 +223,46 @@ def test_rejected_rows_dead_letters_and_column_counts_are_bad_data() -> None:
         b.log("etl.log", [(T0 + i, "error", msg) for i in range(5)], service="etl")
         [cause] = causes(log_errors(b.set()))
         assert cause.category == "data_quality", msg
+
+
+def test_a_partition_that_arrived_empty_is_missing_data_not_the_consumers_code() -> None:
+    from diagnosis.analyzers.logs import empty_input
+    from diagnosis.investigate import investigate
+    from tests.unit._evidence_builders import T0, Builder, assert_refs_real, causes
+
+    b = Builder()
+    b.log(
+        "export-user-activity.log",
+        [
+            (T0, "info", "export_user_activity: dt=2025-04-15 query returned 42014551 rows"),
+            (
+                T0 + 86400,
+                "info",
+                "export_user_activity: wrote s3a://feats/dt=2025-04-16/part-0.parquet (0 rows, 1.2 KiB)",
+            ),
+        ],
+    )
+    b.log(
+        "train-ranker-driver.log",
+        [
+            (T0 + 97000, "info", "FeatureLoader: dt=2025-04-15 rows=42014551"),
+            (T0 + 97001, "warn", "FeatureLoader: dt=2025-04-16 rows=0 (partition is empty)"),
+            (T0 + 99000, "error", "ModelGate: ranker rejected: AUC 0.5021 below gate 0.71"),
+        ],
+    )
+    ev = b.set()
+    found = empty_input(ev)
+    [cause] = causes(found)
+    assert cause.category == "data_quality" and "dt=2025-04-16" in cause.object and "0 rows" in cause.mechanism
+    assert "service:train-ranker-driver" in cause.tags
+    assert_refs_real(ev, found)
+    assert investigate(ev).category == "data_quality"
+
+
+def test_a_feed_that_is_always_small_has_no_empty_partition_fault() -> None:
+    from diagnosis.analyzers.logs import empty_input
+    from tests.unit._evidence_builders import T0, Builder
+
+    b = Builder()
+    b.log("job.log", [(T0, "info", "loaded dt=2025-04-15 rows=3"), (T0 + 60, "info", "loaded dt=2025-04-16 rows=0")])
+    assert empty_input(b.set()) == []

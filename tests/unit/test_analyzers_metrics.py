@@ -195,3 +195,15 @@ def test_memory_high_all_along_is_a_steady_state() -> None:
     b.metric("kube_pod_container_resource_limits", series(T0, 60, [gib] * 20), {**lab, "resource": "memory"})
     [f] = metric_series(b.set())
     assert f.role == "benign" and f.code == "memory_high_steady"
+
+
+def test_a_cloudwatch_status_colour_in_the_name_is_a_health_verdict() -> None:
+    from diagnosis.analyzers.metrics import metric_series
+    from tests.unit._evidence_builders import T0, Builder, causes, series
+
+    b = Builder()
+    labels = {"DomainName": "catalog-os", "namespace": "AWS/ES"}
+    b.metric("ClusterStatus.red", series(T0, 60, [0.0] * 5 + [1.0] * 5), labels, "cloudwatch")
+    b.metric("ClusterStatus.yellow", series(T0, 60, [0.0] * 10), labels, "cloudwatch")
+    [cause] = causes(metric_series(b.set()))
+    assert cause.code == "dependency_unhealthy" and cause.object == "catalog-os" and "red" in cause.title

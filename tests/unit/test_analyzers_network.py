@@ -192,3 +192,52 @@ def test_istio_cluster_names_the_upstream() -> None:
     b.log("Pod/shop/checkout-6d5f8b7c9d-dvlnp/istio-proxy", [(T0 + i, None, line) for i in range(10)])
     [cause] = causes(network_failures(b.set()))
     assert "payments.shop.svc.cluster.local" in cause.object and "upstream:payments" in cause.tags
+
+
+def test_a_providers_own_expired_certificate_is_the_dependency_ours_is_configuration() -> None:
+    msg = (
+        'Post "https://api.bankgate.example/v2/payouts": tls: failed to verify certificate: x509: certificate has '
+        "expired or is not yet valid"
+    )
+    b = Builder()
+    b.log("Pod/treasury/payouts-worker-5c7d9b8f6-q2mzx", [(T0 + i * 10, "error", msg) for i in range(5)])
+    [theirs] = causes(network_failures(b.set()))
+    assert theirs.code == "tls_certificate_expired" and theirs.category == "dependency_failure"
+    b.event("Certificate", "treasury", "api-bankgate-tls", "Failed", "The certificate request has failed", T0)
+    [ours] = causes(network_failures(b.set()))
+    assert ours.category == "configuration_error"
+
+
+def test_an_expired_certificate_of_a_cluster_service_is_ours() -> None:
+    msg = "x509: certificate has expired or is not yet valid, dialing lineage-collector.data.svc:4317"
+    b = Builder()
+    b.log("Pod/data/etl-worker-5b8c7d6f9e-vkpcj", [(T0 + i * 10, "error", msg) for i in range(5)])
+    [cause] = causes(network_failures(b.set()))
+    assert cause.category == "configuration_error"
+
+
+def _limited(client: str, i: int) -> str:
+    return (
+        f"2025/09/30 11:20:{i % 60:02d} [error] 1411#1411: *88{i} limiting requests, excess: 21.064 by zone "
+        f'"api_per_ip", client: {client}, server: api.example.shop, request: "GET /v1/cart HTTP/2.0"'
+    )
+
+
+def test_our_rate_limit_refusing_many_clients_is_set_too_low() -> None:
+    from diagnosis.analyzers.network import own_rate_limits
+
+    b = Builder()
+    b.log("edge-01/error.log", [(T0 + i, "error", _limited(f"203.0.113.{i}", i)) for i in range(40)])
+    ev = b.set()
+    found = own_rate_limits(ev)
+    [cause] = causes(found)
+    assert cause.code == "rate_limit_too_low" and "api_per_ip" in cause.object and "service:edge-01" in cause.tags
+    assert_refs_real(ev, found)
+
+
+def test_our_rate_limit_stopping_one_client_is_working() -> None:
+    from diagnosis.analyzers.network import own_rate_limits
+
+    b = Builder()
+    b.log("edge-01/error.log", [(T0 + i, "error", _limited("203.0.113.7", i)) for i in range(40)])
+    assert causes(own_rate_limits(b.set())) == []

@@ -3,6 +3,7 @@ CPU pinned at its limit after a new version are code defects; the same growth wi
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from diagnosis.analyzers.metrics import _kind
@@ -111,3 +112,102 @@ def test_cpu_at_its_limit_with_three_times_the_traffic_is_not_a_code_defect() ->
 def test_a_5xx_labelled_request_series_counts_errors_not_traffic() -> None:
     assert _kind("requests", {"service": "x", "code": "504"}) == "errors"
     assert _kind("requests", {"service": "x", "code": "200"}) != "errors"
+
+
+def test_a_leak_after_a_release_outside_kubernetes_seen_in_systemd_and_the_jvm_live_set() -> None:
+    from diagnosis.investigate import investigate
+
+    b = Builder()
+    rel = T0 + 48 * 3600
+    b.log(
+        "journal-quote-pricer.txt",
+        [
+            (rel - 9, "info", "pricer-vm-02 systemd[1]: Stopping quote-pricer (5.1.4)..."),
+            (rel, "info", "pricer-vm-02 systemd[1]: Started quote-pricer (5.2.0)."),
+            (
+                rel + 70 * 3600,
+                "error",
+                "pricer-vm-02 java[118822]: Terminating due to java.lang.OutOfMemoryError: Java heap space",
+            ),
+        ],
+    )
+    heap = [640e6 + (i % 3) * 5e6 for i in range(48)] + [650e6 + 46e6 * i for i in range(70)]
+    b.metric("jvm_gc_live_data_size_bytes", series(T0, 3600, heap), {"job": "quote-pricer"})
+    b.metric("http_requests", series(T0, 3600, [44.0 + (i % 2) for i in range(118)]), {"job": "quote-pricer"})
+    ev = b.set()
+    found = release_regressions(ev)
+    [cause] = causes(found)
+    assert cause.code == "memory_leak" and "5.2.0" in cause.object
+    assert_refs_real(ev, found)
+    assert investigate(ev).category == "code_defect"
+
+
+def test_a_restart_at_the_same_version_is_no_release() -> None:
+    from diagnosis.analyzers.regressions import releases
+
+    b = Builder()
+    b.log(
+        "journal-quote-pricer.txt",
+        [
+            (T0, "info", "systemd[1]: Started quote-pricer (5.2.0)."),
+            (T0 + 60, "info", "systemd[1]: Started quote-pricer (5.2.0)."),
+        ],
+    )
+    assert releases(b.set()) == []
+
+
+def test_a_pod_names_the_workload_of_a_series_better_than_its_container() -> None:
+    from diagnosis.analyzers.regressions import _workload
+
+    assert _workload({"pod": "webhook-relay-58b7c9d6f-4tnwq", "container": "relay"}) == "webhook-relay"
+    assert _workload({"container": "relay"}) == "relay"
+
+
+def _db_bundle(rps_after: float) -> Builder:
+    b = Builder()
+    rel = T0 + 3600
+
+    def rs(name: str, created: float, tag: str) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": name,
+                "namespace": "catalog",
+                "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)),
+                "ownerReferences": [{"kind": "Deployment", "name": "catalog-graphql"}],
+            },
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "image": f"reg/catalog-graphql:{tag}"}]}}},
+        }
+
+    b.raw(
+        "k8s/ReplicaSet", "ReplicaSet/catalog/catalog-graphql-5f6e7d8c9", rs("catalog-graphql-5f6e7d8c9", rel, "3.14.0")
+    )
+    cpu = [21.0 + (i % 3) for i in range(12)] + [75.0 + (i % 3) for i in range(12)]
+    b.metric(
+        "CPUUtilization", series(rel - 12 * 300, 300, cpu), {"DBClusterIdentifier": "catalog-aurora"}, "cloudwatch"
+    )
+    b.metric("graphql_operations:rate5m", series(rel - 12 * 300, 300, [22.0] * 12 + [rps_after] * 12))
+    b.raw(
+        "pi/sql",
+        "pi/db.sql_tokenized/F0C1",
+        {"group": "db.sql_tokenized", "statement": "SELECT * FROM product_images WHERE product_id = ?", "id": "F0C1",
+         "load": 5.1, "metric": "db.load.avg"},
+    )  # fmt: skip
+    b.raw(
+        "pi/sql",
+        "pi/db.sql_tokenized/0A9B",
+        {"group": "db.sql_tokenized", "statement": "SELECT * FROM products WHERE category_id = ?", "id": "0A9B",
+         "load": 0.3, "metric": "db.load.avg"},
+    )  # fmt: skip
+    return b
+
+
+def test_database_cpu_stepping_up_after_a_client_release_at_flat_traffic_is_the_release() -> None:
+    ev = _db_bundle(22.5).set()
+    found = release_regressions(ev)
+    [cause] = causes(found)
+    assert cause.code == "query_regression" and "3.14.0" in cause.object and "product_images" in cause.mechanism
+    assert_refs_real(ev, found)
+
+
+def test_database_cpu_that_follows_three_times_the_traffic_is_load() -> None:
+    assert causes(release_regressions(_db_bundle(66.0).set())) == []

@@ -173,3 +173,14 @@ def test_datadog_error_attributes_and_elasticsearch_caused_by_join_the_message(t
     msg = recs[0]["msg"]
     assert msg.startswith("bulk item rejected: BulkError: 1 of 500 items failed; mapper_parsing_exception")
     assert 'caused by number_format_exception: For input string: "1,5"' in msg
+
+
+def test_json_error_records_keep_the_field_that_names_the_peer() -> None:
+    from diagnosis.formats.logs import record_fields
+
+    obj = {"level": "error", "msg": "stock lookup failed", "error": "connect: connection refused",
+           "target": "inventory-grpc.stock.svc.cluster.local:9090", "sku": "SKU-1"}  # fmt: skip
+    _, level, msg = record_fields(obj, "")
+    assert level == "error" and "target=inventory-grpc.stock.svc.cluster.local:9090" in msg and "SKU" not in msg
+    info = {"level": "info", "msg": "ok", "target": "inventory-grpc:9090"}
+    assert record_fields(info, "")[2] == "ok"
