@@ -19,10 +19,11 @@ def test_the_dev_split_is_diagnosed_right_without_a_forbidden_category() -> None
     report = evaluate(DEV, _investigate_bundle)
     overall = report["overall"]
     wrong = [(r["name"], r["expected"], r["got"]) for r in report["results"] if not r["passed"]]
-    assert overall["scenarios"] >= 79
+    assert overall["scenarios"] >= 115
     assert overall["errors"] == 0, [r for r in report["results"] if r["error"]]
-    # the floor is where the rules stand (72/79, keyword recall 0.84, 3 forbidden: dev2-10, dev2-14, dev2-17
-    # need formats nothing reads yet or a trend rule); a change that loses ground fails here
-    assert overall["forbidden"] <= 3, wrong
-    assert overall["accuracy"] >= 0.89, wrong
-    assert overall["keyword_recall"] >= 0.82
+    # the floor is where the rules stand (115/115, keyword recall 0.85, no forbidden category); a change that
+    # loses ground fails here. The held-out split stands well below it (bench/investigations.py): this guards
+    # against regressions, it does not say the rules generalise.
+    assert overall["forbidden"] == 0, wrong
+    assert overall["accuracy"] >= 0.98, wrong
+    assert overall["keyword_recall"] >= 0.84
