@@ -19,6 +19,8 @@ Evidence kinds and the shape of `data` (the normalised form every parser and liv
 | `rds/event` | `rds/<SourceIdentifier>` | `{source_id, source_type, message, categories, ts}` |
 | `pi/sql` | `pi/<group>/<statement id>` | a Performance Insights DescribeDimensionKeys entry: `{group: db.sql\|db.sql_tokenized, statement, id, load (AAS), partitions, metric}` |
 | `pi/dimension` | `pi/<group>/<key>` | a DescribeDimensionKeys entry grouped by anything but SQL (db.wait_event ...): `{group, dimensions, load, partitions, metric}` |
+| `external/status` | `status/<provider>` | a provider's own status (Statuspage, AWS Health): `{provider, domain, indicator, description, components: [{name, status}], failing: [component names], incidents, active_incidents, degraded: bool, source}` |
+| `datastore/health` | `elasticsearch/<cluster>` | `_cluster/health`: `{engine, cluster, status: green\|yellow\|red, unassigned_shards, number_of_data_nodes, ...}` |
 | `datadog/monitor` | `monitor/<id>` | `{id, name, type, query, state: OK\|Alert\|Warn\|No Data, message, tags, modified_ts}` |
 | `host/snapshot` | `host/<name>` | live host_metrics: `{cpu_percent, load, mem_percent, swap_percent, disks: [{mount, percent, free_bytes, inodes_percent}], fds: {used, max}, top: [...]}` |
 | `host/process` | `process/<pattern>` | live process_check: `{pattern, running, pids, ...}` |

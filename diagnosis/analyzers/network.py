@@ -190,7 +190,7 @@ class Failures:
         return max((r.ts for r in self.recs if r.ts is not None), default=None)
 
 
-@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event"})
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status"})
 def network_failures(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
     calls: dict[tuple[str, str], Failures] = {}
@@ -262,7 +262,80 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     findings += _probe_findings(evidence)
     findings += _dns_event_benign(evidence)
     findings += _access_log_5xx(evidence, now)
+    findings = _with_provider_status(findings, evidence)
     return with_aliases(findings)
+
+
+# ---------------------------------------------------------------- a provider's own status page
+
+_HOSTISH = re.compile(r"[a-z0-9][a-z0-9\-]*(?:\.[a-z0-9\-]+)*")
+
+
+def _names_provider(text: str, name: str, domain: str | None) -> bool:
+    """Whether text names the provider: a host under its domain, or a word / host label that is its name
+    ("api.payvia.example" and "payvia-eu" name PayVia; "pay" does not)."""
+    for token in _HOSTISH.findall(text.lower()):
+        if domain and (token == domain or token.endswith("." + domain)):
+            return True
+        for label in token.split("."):
+            if label.replace("-", "") == name or name in label.split("-"):
+                return True
+    return False
+
+
+def _with_provider_status(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
+    """A provider's status page (or the cloud's health events) saying it is degraded confirms a failing upstream
+    that it names; a degraded provider that no failing call names is a weak cause candidate of its own."""
+    pages = [i for i in evidence.kind("external/status") if i.data.get("degraded")]
+    if not pages:
+        return findings
+    out = list(findings)
+    for page in pages:
+        d = page.data
+        provider = str(d.get("provider") or page.object.removeprefix("status/"))
+        name = re.sub(r"[^a-z0-9]", "", provider.lower())
+        domain = str(d["domain"]).lower() if d.get("domain") else None
+        if len(name) < 3:
+            continue
+        failing = [str(c) for c in d.get("failing") or []]
+        said = "; ".join(filter(None, [str(d.get("description") or ""), ", ".join(failing)]))
+        status_ref = EvidenceRef(item=page.id, field="failing" if failing else "description", value=said[:300])
+        matched = False
+        for n, f in enumerate(out):
+            if f.role != "cause" or f.category != Category.DEPENDENCY_FAILURE:
+                continue
+            text = " ".join([f.object, *f.tags, *(str(r.value) for r in f.evidence if isinstance(r.value, str))])
+            if not _names_provider(text, name, domain):
+                continue
+            matched = True
+            out[n] = f.model_copy(
+                update={
+                    "score": min(0.95, f.score + 0.1),
+                    "mechanism": f"{f.mechanism} {provider}'s status page confirms it: {said}.",
+                    "evidence": [*f.evidence, status_ref],
+                    "tags": list(dict.fromkeys([*f.tags, f"upstream:{name}", f"provider:{name}"])),
+                }
+            )
+        if not matched:
+            out.append(
+                Finding(
+                    analyzer="network_failures",
+                    domain=Domain.NETWORK,
+                    role="cause",
+                    code="provider_degraded",
+                    category=Category.DEPENDENCY_FAILURE,
+                    title=f"{provider} reports a degradation ({said or 'status page not operational'})",
+                    mechanism=f"{provider}'s own status says it is degraded ({said}); no failing call in the "
+                    "evidence names it yet, so whether our calls to it fail is still to be shown",
+                    object=f"provider {provider}",
+                    score=0.3,
+                    ts=page.ts,
+                    tags=[f"upstream:{name}", f"service:{name}", f"provider:{name}"],
+                    evidence=[status_ref],
+                    needs=[f"logs or traces of the calls our services make to {provider}"],
+                )
+            )
+    return out
 
 
 # ---------------------------------------------------------------- extraction

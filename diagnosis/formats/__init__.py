@@ -1,10 +1,21 @@
 """Evidence bundle formats, recognised by content; importing this package registers every format in FORMATS.
 
-One module per family: alertmanager, kubernetes, prometheus, aws (CloudWatch, RDS, Performance Insights),
-datadog, postgres, and logs (the catch-all for text and JSON-lines logs, offered last).
+One module per family: alertmanager, kubernetes, prometheus, aws (CloudWatch metrics and alarm history, RDS,
+Performance Insights), datadog, postgres, health (status pages, AWS Health, search cluster health), hosttext,
+and logs (the catch-all for text and JSON-lines logs, offered last; then untimed error lines).
 """
 
-from diagnosis.formats import alertmanager, aws, datadog, hosttext, kubernetes, logs, postgres, prometheus
+from diagnosis.formats import (
+    alertmanager,
+    aws,
+    datadog,
+    health,
+    hosttext,
+    kubernetes,
+    logs,
+    postgres,
+    prometheus,
+)
 from diagnosis.formats.base import (
     FORMATS,
     Document,
@@ -29,6 +40,7 @@ __all__ = [
     "aws",
     "datadog",
     "describe_unknown",
+    "health",
     "hosttext",
     "kubernetes",
     "logs",

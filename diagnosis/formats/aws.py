@@ -5,7 +5,8 @@
   The request is paired with a response in the same folder whose file name shares its stem ("cpu.request.json"
   beside "cpu.json"), else the only request holding every Id the response has; without one, a series is named
   by its Label (or Id). GetMetricStatistics responses (Label, Datapoints) are read too.
-- RDS DescribeEvents responses -> `rds/event`.
+- RDS DescribeEvents responses -> `rds/event` (an empty `{"Events": []}` is read as no events).
+- CloudWatch DescribeAlarmHistory -> `alert` per episode in ALARM, as Alertmanager alerts are.
 - Performance Insights GetResourceMetrics (MetricList) -> `metric` with source "pi"; DescribeDimensionKeys (Keys)
   grouped by db.sql or db.sql_tokenized -> `pi/sql`, by any other group (db.wait_event, db.user ...) ->
   `pi/dimension` {group, dimensions, load, partitions}.
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -352,3 +354,125 @@ def parse_ec2_status(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
             }
             starts = [float(t) for e in events if isinstance(t := e["not_before"], int | float)]
             yield ctx.item(doc.path, "aws/status", f"{rtype}/{row[id_key]}", data, min(starts) if starts else None)
+
+
+# --- CloudWatch DescribeAlarmHistory --------------------------------------------------------------------
+
+# the alarm's configuration (ConfigurationUpdate items) names its metric; these dimensions become alert labels
+_ALARM_LABELS = {"MetricName": "metric", "Namespace": "namespace_aws"}
+
+
+def _is_alarm_history(v: Any) -> bool:
+    items = v.get("AlarmHistoryItems") if isinstance(v, dict) else None
+    return isinstance(items, list) and all(
+        isinstance(i, dict) and "AlarmName" in i and "HistoryItemType" in i for i in items
+    )
+
+
+def _history_data(raw: Any) -> dict[str, Any]:
+    """HistoryData is a JSON document serialised into a string (the CLI prints it so)."""
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _alarm_labels(name: str, config: dict[str, Any]) -> dict[str, str]:
+    labels = {"alertname": name, "source": "cloudwatch"}
+    for key, label in _ALARM_LABELS.items():
+        if config.get(key):
+            labels[label] = str(config[key])
+    for dim in config.get("Dimensions") or []:
+        if isinstance(dim, dict) and dim.get("Name") and dim.get("Value") is not None:
+            labels[str(dim["Name"])] = str(dim["Value"])
+    return labels
+
+
+@FORMATS.format("cloudwatch-alarm-history", shapes={"json"}, detect=lambda d: _is_alarm_history(d.value), order=30)
+def parse_alarm_history(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """`aws cloudwatch describe-alarm-history` -> `alert` items, one per episode in ALARM: firing while the alarm
+    is still in ALARM, resolved at the StateUpdate that took it back out (to OK or INSUFFICIENT_DATA)."""
+    by_alarm: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+    configs: dict[str, dict[str, Any]] = {}
+    for entry in doc.value["AlarmHistoryItems"]:
+        ts = parse_ts(entry.get("Timestamp"))
+        name = str(entry["AlarmName"])
+        hist = _history_data(entry.get("HistoryData"))
+        if entry["HistoryItemType"] == "ConfigurationUpdate":
+            alarm = hist.get("updatedAlarm") or hist.get("originalAlarm")
+            if isinstance(alarm, dict) and name not in configs:
+                configs[name] = alarm
+        elif entry["HistoryItemType"] == "StateUpdate" and ts is not None:
+            by_alarm.setdefault(name, []).append((ts, {**entry, "_data": hist}))
+    for name, updates in by_alarm.items():
+        updates.sort(key=lambda u: u[0])  # AWS returns the newest first
+        labels = _alarm_labels(name, configs.get(name, {}))
+        fingerprint = hashlib.sha1(f"cloudwatch/{name}".encode(), usedforsecurity=False).hexdigest()[:16]
+        open_at: tuple[float, dict[str, Any]] | None = None
+        for ts, entry in updates:
+            new = get_state(entry["_data"], "newState")
+            old = get_state(entry["_data"], "oldState")
+            if new == "ALARM" and open_at is None:
+                open_at = (ts, entry)
+            elif new != "ALARM" and (open_at is not None or old == "ALARM"):
+                start = open_at or (None, entry)  # the history began while the alarm was already in ALARM
+                yield _alarm_item(doc, ctx, name, labels, fingerprint, start[1], start[0], ts, entry)
+                open_at = None
+        if open_at is not None:
+            yield _alarm_item(doc, ctx, name, labels, fingerprint, open_at[1], open_at[0], None, None)
+
+
+def get_state(hist: dict[str, Any], key: str) -> str | None:
+    state = hist.get(key)
+    value = state.get("stateValue") if isinstance(state, dict) else None
+    return str(value).upper() if value else None
+
+
+def _alarm_item(
+    doc: Document,
+    ctx: ParseContext,
+    name: str,
+    labels: dict[str, str],
+    fingerprint: str,
+    opened: dict[str, Any],
+    starts: float | None,
+    ends: float | None,
+    closed: dict[str, Any] | None,
+) -> EvidenceItem:
+    new_state = opened["_data"].get("newState") if starts is not None else None
+    reason = new_state.get("stateReason") if isinstance(new_state, dict) else None
+    summary = str(opened.get("HistorySummary") or f"alarm {name} in ALARM")
+    # the state reason says what crossed which threshold: the line an operator reads first
+    annotations = {"summary": str(reason or summary), "history_summary": summary}
+    if closed is not None:
+        back = closed["_data"].get("newState")
+        if isinstance(back, dict) and back.get("stateReason"):
+            annotations["resolved_reason"] = str(back["stateReason"])
+    data = {
+        "status": "resolved" if ends is not None else "firing",
+        "labels": labels,
+        "annotations": annotations,
+        "starts_at": starts,
+        "ends_at": ends,
+        "fingerprint": fingerprint,
+        "group_key": None,
+        "receiver": None,
+    }
+    return ctx.item(doc.path, "alert", f"alert/{name}", data, ends if ends is not None else starts)
+
+
+# --- DescribeEvents with nothing in it ------------------------------------------------------------------
+
+
+def _is_empty_events(v: Any) -> bool:
+    """RDS (and ElastiCache, Redshift, DMS) DescribeEvents answer `{"Events": []}` when nothing happened in the
+    window asked for: a real answer (no failover, no maintenance), not an unknown file."""
+    return isinstance(v, dict) and v.get("Events") == [] and set(v) <= {"Events", "Marker", "NextToken"}
+
+
+@FORMATS.format("aws-events-empty", shapes={"json"}, detect=lambda d: _is_empty_events(d.value), order=30)
+def parse_empty_events(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    return iter(())

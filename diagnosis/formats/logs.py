@@ -496,3 +496,58 @@ def parse_event_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     stamps = [r["ts"] for r in records if r["ts"] is not None]
     data = {"records": records, "source": {"path": doc.path, "format": "csv"}, "truncated": False}
     yield ctx.item(doc.path, "log", doc.path, data, max(stamps) if stamps else None)
+
+
+# --- saved command output with errors and no timestamps (a terminal session, a tool's report) ------------------
+
+# the shapes programs print an error in, at the start of a line; prose rarely takes them
+_UNTIMED_ERROR = re.compile(
+    # an exception class, alone or after the program's name: "java.net.ConnectException: ...", "ValueError: ..."
+    r"^(?:[a-z][\w.\-]*: )?(?:[A-Za-z_$][\w$]*\.)*[A-Z]\w*(?:Exception|Error)(?::\s|$)"
+    # "<program>: ... failed / refused / timed out ..." (curl, psql, cp, rsync, ssh, pg_dump ...)
+    r"|^[a-z][\w.\-]*: (?![\"'\[{|>])(?:\(\d+\) )?.*?\b(?i:error|failed|failure|refused|timed out|"
+    r"no space left on device|permission denied|cannot|could not|unreachable|not found|denied)\b"
+    # "error: ...", "fatal: ...", "verify error:num=10:..." (git, openssl, kubectl, npm)
+    r"|^(?:[a-z]+ )?(?i:error|fatal)(?::|\[\w+\]:)"
+    # a syscall error at the end of the line: "dial tcp 10.0.0.5:5432: connect: connection refused"
+    r"|^\S.*: (?i:connection refused|connection reset by peer|i/o timeout|no such host|no route to host|"
+    r"no space left on device|too many open files|permission denied|timed out|no servers could be reached)\s*$"
+    # an HTTP status line with a 5xx (curl -i / -v), and the kernel's OOM killer
+    r"|^(?:< )?HTTP/[\d.]+ 5\d\d\b|^Out of memory: Kill"
+)
+# what a saved terminal prints before a line: dig's ";;", curl -v's "*"
+_UNTIMED_PREFIX = re.compile(r"^(?:;;\s*|\*\s+)")
+# Markdown (release notes, changelogs, runbooks) and `kubectl describe`: prose and reports, not program errors
+_MARKDOWN = re.compile(r"^(?:#{2,6} \S|```|\|[ :-]*-{3}|\* \[[ x]\] )", re.M)
+_DESCRIBE = re.compile(r"^Name:\s+\S.*\n(?:.*\n){0,3}?Namespace:\s+\S", re.M)
+# YAML, properties, `key: value` reports: data about something, whatever words its values hold
+_KEY_VALUE = re.compile(r"^\s*-?\s*[\w.\-]+:(?:\s|$)")
+_UNTIMED_MAX_LINE = 400
+
+
+def _untimed_errors(doc: Document) -> Iterator[tuple[int, str]]:
+    for n, line in enumerate(doc.lines(), 1):
+        body = _UNTIMED_PREFIX.sub("", line.rstrip("\r"))
+        if body and len(body) <= _UNTIMED_MAX_LINE and _UNTIMED_ERROR.search(body):
+            yield n, body.strip()
+
+
+def detect_untimed_errors(doc: Document) -> bool:
+    head = doc.text[:65536]
+    if _MARKDOWN.search(head) or _DESCRIBE.search(head):
+        return False
+    lines = [line for line in head.splitlines()[:200] if line.strip()]
+    key_value = sum(1 for line in lines if _KEY_VALUE.match(line) and not _UNTIMED_ERROR.search(line.strip()))
+    if key_value * 2 >= len(lines):
+        return False
+    return next(_untimed_errors(doc), None) is not None
+
+
+@FORMATS.format("untimed-errors", shapes={"text"}, detect=detect_untimed_errors, order=110)
+def parse_untimed_errors(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Offered after the log format: a file with no timestamps or levels whose lines include errors in the shapes
+    programs print them. Those lines (only those) become records without a time, level error."""
+    records = [{"ts": None, "level": "error", "msg": msg, "line": n} for n, msg in _untimed_errors(doc)]
+    records = records[-ctx.max_log_records :]
+    data = {"records": records, "source": {"path": doc.path, "untimed": True}, "truncated": False}
+    yield ctx.item(doc.path, "log", doc.path, data, None)

@@ -501,3 +501,19 @@ def test_app_pool_exhaustion_is_named_and_a_lock_explains_it() -> None:
     blocker = by_code(found, "idle_in_transaction_blocker")[0]
     assert "orders-api" in pool.object and "app_pool_exhausted" in blocker.explains
     assert set(pool.tags) & set(blocker.tags)  # linked through the service and the database
+
+
+def test_search_cluster_health_red_is_a_failing_datastore_yellow_degraded_green_benign() -> None:
+    from diagnosis.analyzers.database import datastore_health
+
+    b = Builder()
+    for name, status, unassigned in (("es-a", "red", 12), ("es-b", "yellow", 4), ("es-c", "green", 0)):
+        data = {"engine": "elasticsearch", "cluster": name, "status": status, "unassigned_shards": unassigned}
+        b.raw("datastore/health", f"elasticsearch/{name}", {**data, "number_of_data_nodes": 3})
+    ev = b.set()
+    found = {f.object: f for f in datastore_health(ev)}
+    red, yellow, green = (found[f"elasticsearch cluster {n}"] for n in ("es-a", "es-b", "es-c"))
+    assert red.role == "cause" and red.category == "dependency_failure" and "12 shards unassigned" in red.title
+    assert "service:es-a" in red.tags
+    assert yellow.role == "symptom" and green.role == "benign"
+    assert_refs_real(ev, list(found.values()))

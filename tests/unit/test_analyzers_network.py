@@ -241,3 +241,40 @@ def test_our_rate_limit_stopping_one_client_is_working() -> None:
     b = Builder()
     b.log("edge-01/error.log", [(T0 + i, "error", _limited("203.0.113.7", i)) for i in range(40)])
     assert causes(own_rate_limits(b.set())) == []
+
+
+def _status_page(b: Builder, provider: str, failing: list[str], domain: str | None = None) -> str:
+    data = {"provider": provider, "domain": domain, "description": "Partial System Outage", "failing": failing}
+    return b.raw("external/status", f"status/{provider}", {**data, "degraded": bool(failing)}, T0)
+
+
+def test_a_providers_status_page_confirms_the_failing_upstream_it_names() -> None:
+    b = Builder()
+    msg = "ERROR checkout POST https://api.acmepay.example/v1/charges -> 503 Service Unavailable"
+    b.log("logs/checkout.log", [(T0 + i, "error", msg) for i in range(30)])
+    page = _status_page(b, "Acme Pay", ["Charges API"])
+    ev = b.set()
+    found = network_failures(ev)
+    [cause] = causes(found)
+    assert "Acme Pay's status page confirms it" in cause.mechanism and "Charges API" in cause.mechanism
+    assert page in [r.item for r in cause.evidence] and cause.code == "upstream_5xx"
+    assert "provider:acmepay" in cause.tags
+    assert_refs_real(ev, found)
+
+
+def test_a_degraded_provider_no_call_names_is_a_weak_candidate_and_an_operational_one_nothing() -> None:
+    b = Builder()
+    _status_page(b, "TextBeam", ["Messaging API - EU"])
+    _status_page(b, "Mailer", [])
+    found = network_failures(b.set())
+    [cause] = causes(found)
+    assert cause.code == "provider_degraded" and cause.score <= 0.3 and "TextBeam" in cause.title
+
+
+def test_a_provider_name_inside_another_word_is_not_a_match() -> None:
+    b = Builder()
+    msg = "ERROR shop upstream payments-api timed out after 5000ms"
+    b.log("logs/shop.log", [(T0 + i, "error", msg) for i in range(30)])
+    _status_page(b, "Pay", ["API"])
+    [cause] = [c for c in causes(network_failures(b.set())) if c.code == "upstream_timeout"]
+    assert "status page" not in cause.mechanism

@@ -563,3 +563,180 @@ def test_dated_csv_event_export_is_read_as_log_records(tmp_path: Path) -> None:
     [vc] = logs["vc.csv"]
     assert vc["msg"].startswith("Host h1 is not responding (EventType=HostConnectionLostEvent")
     assert vc["ts"] == calendar.timegm((2025, 3, 1, 10, 5, 0))
+
+
+def _history(name: str, ts: str, old: str, new: str, reason: str) -> dict:
+    data = {"version": "1.0", "oldState": {"stateValue": old}, "newState": {"stateValue": new, "stateReason": reason}}
+    return {
+        "AlarmName": name,
+        "AlarmType": "MetricAlarm",
+        "Timestamp": ts,
+        "HistoryItemType": "StateUpdate",
+        "HistorySummary": f"Alarm updated from {old} to {new}",
+        "HistoryData": json.dumps(data),
+    }
+
+
+def test_cloudwatch_alarm_history_becomes_alert_episodes(tmp_path: Path) -> None:
+    config = {
+        "version": "1.0",
+        "type": "Update",
+        "updatedAlarm": {
+            "AlarmName": "db-cpu",
+            "MetricName": "CPUUtilization",
+            "Namespace": "AWS/RDS",
+            "Dimensions": [{"Name": "DBInstanceIdentifier", "Value": "orders-db"}],
+        },
+    }
+    items = [  # newest first, as AWS returns them
+        _history("db-cpu", "2025-02-01T10:30:00Z", "OK", "ALARM", "Threshold Crossed: 3 datapoints > 90"),
+        _history("db-cpu", "2025-02-01T10:10:00Z", "ALARM", "OK", "Threshold Crossed: 1 datapoint < 90"),
+        _history("db-cpu", "2025-02-01T10:00:00Z", "OK", "ALARM", "Threshold Crossed: 3 datapoints > 90"),
+        _history("disk", "2025-02-01T09:00:00Z", "ALARM", "INSUFFICIENT_DATA", "no datapoints"),
+        {
+            "AlarmName": "db-cpu",
+            "Timestamp": "2025-01-01T00:00:00Z",
+            "HistoryItemType": "ConfigurationUpdate",
+            "HistorySummary": "Alarm updated",
+            "HistoryData": json.dumps(config),
+        },
+    ]
+    (tmp_path / "out.txt").write_text(json.dumps({"AlarmHistoryItems": items}))
+    alerts = load_bundle(tmp_path).kind("alert")
+    cpu = sorted((a for a in alerts if a.object == "alert/db-cpu"), key=lambda a: a.data["starts_at"])
+    assert [a.data["status"] for a in cpu] == ["resolved", "firing"]
+    assert cpu[0].data["starts_at"] == utc(2025, 2, 1, 10) and cpu[0].data["ends_at"] == utc(2025, 2, 1, 10, 10)
+    assert cpu[1].data["ends_at"] is None and "3 datapoints" in cpu[1].data["annotations"]["summary"]
+    assert cpu[1].data["labels"]["DBInstanceIdentifier"] == "orders-db"
+    assert cpu[0].data["fingerprint"] == cpu[1].data["fingerprint"]  # one alert, two episodes
+    [disk] = [a for a in alerts if a.object == "alert/disk"]  # the history began in ALARM
+    assert disk.data["status"] == "resolved" and disk.data["starts_at"] is None
+
+
+def test_empty_aws_events_response_is_read_not_ignored(tmp_path: Path) -> None:
+    (tmp_path / "x.json").write_text('{"Events": []}')
+    ev = load_bundle(tmp_path)
+    assert ev.ignored == [] and ev.errors == [] and len(ev) == 0
+
+
+def test_statuspage_summary_names_the_degraded_provider(tmp_path: Path) -> None:
+    summary = {
+        "page": {"id": "abc1", "name": "Acme Pay", "url": "https://status.acmepay.example"},
+        "status": {"indicator": "major", "description": "Partial System Outage"},
+        "components": [
+            {"name": "Cards API", "status": "partial_outage"},
+            {"name": "Payouts", "status": "operational"},
+            {"name": "Webhooks", "status": "under_maintenance"},
+        ],
+        "incidents": [
+            {
+                "name": "Elevated card declines",
+                "status": "identified",
+                "impact": "major",
+                "created_at": "2025-05-02T12:00:00.000Z",
+                "components": [{"name": "Cards API"}, {"name": "Refunds"}],
+                "incident_updates": [{"body": "We found the cause", "created_at": "2025-05-02T12:20:00Z"}],
+            },
+            {"name": "Old one", "status": "resolved", "created_at": "2025-04-01T00:00:00Z"},
+        ],
+    }
+    (tmp_path / "page").write_text(json.dumps(summary))
+    [item] = load_bundle(tmp_path).kind("external/status")
+    d = item.data
+    assert item.object == "status/Acme Pay" and d["domain"] == "acmepay.example"
+    assert d["failing"] == ["Cards API", "Refunds"] and d["degraded"] is True
+    assert d["active_incidents"] == ["Elevated card declines"]
+    assert d["incidents"][0]["latest_update"] == "We found the cause"
+    assert item.ts == utc(2025, 5, 2, 12)
+
+
+def test_statuspage_all_operational_is_not_degraded(tmp_path: Path) -> None:
+    status = {"page": {"id": "x", "name": "Mailer"}, "status": {"indicator": "none", "description": "All good"}}
+    (tmp_path / "s.json").write_text(json.dumps(status))
+    [item] = load_bundle(tmp_path).kind("external/status")
+    assert item.data["degraded"] is False and item.data["failing"] == []
+
+
+def test_aws_health_events_are_an_external_status(tmp_path: Path) -> None:
+    events = {
+        "events": [
+            {
+                "arn": "arn:aws:health:eu-west-1::event/EC2/AWS_EC2_OPERATIONAL_ISSUE/1",
+                "service": "EC2",
+                "eventTypeCode": "AWS_EC2_OPERATIONAL_ISSUE",
+                "eventTypeCategory": "issue",
+                "region": "eu-west-1",
+                "startTime": "2025-06-01T08:00:00Z",
+                "statusCode": "open",
+            },
+            {
+                "service": "RDS",
+                "eventTypeCode": "AWS_RDS_MAINTENANCE_SCHEDULED",
+                "eventTypeCategory": "scheduledChange",
+                "region": "eu-west-1",
+                "statusCode": "upcoming",
+            },
+        ]
+    }
+    (tmp_path / "h").write_text(json.dumps(events))
+    [item] = load_bundle(tmp_path).kind("external/status")
+    assert item.data["failing"] == ["EC2 eu-west-1"] and item.data["degraded"] is True
+    assert item.ts == utc(2025, 6, 1, 8)
+
+
+def test_elasticsearch_cluster_health(tmp_path: Path) -> None:
+    health = {
+        "cluster_name": "search-prod",
+        "status": "red",
+        "timed_out": False,
+        "number_of_nodes": 5,
+        "number_of_data_nodes": 3,
+        "active_primary_shards": 40,
+        "active_shards": 70,
+        "unassigned_shards": 12,
+        "active_shards_percent_as_number": 85.4,
+    }
+    (tmp_path / "now.txt").write_text(json.dumps(health))
+    [item] = load_bundle(tmp_path).kind("datastore/health")
+    assert item.object == "elasticsearch/search-prod"
+    assert item.data["status"] == "red" and item.data["unassigned_shards"] == 12
+
+
+def test_untimed_command_output_errors_become_log_records(tmp_path: Path) -> None:
+    (tmp_path / "session.txt").write_text(
+        "$ curl -sS https://billing.internal/health\n"
+        "curl: (7) Failed to connect to billing.internal port 443: Connection refused\n"
+        "$ psql -h db -c 'select 1'\n"
+        'psql: error: connection to server at "db" (10.0.0.5), port 5432 failed: timed out\n'
+        "$ python load.py\n"
+        "Traceback (most recent call last):\n"
+        '  File "load.py", line 3, in <module>\n'
+        "ValueError: invalid literal for int() with base 10: 'n/a'\n"
+        "$ cp dump.sql /backup/\n"
+        "cp: error writing '/backup/dump.sql': No space left on device\n"
+    )
+    [item] = load_bundle(tmp_path).kind("log")
+    records = item.data["records"]
+    assert [r["line"] for r in records] == [2, 4, 8, 10]
+    assert all(r["ts"] is None and r["level"] == "error" for r in records)
+    assert records[0]["msg"].startswith("curl: (7) Failed to connect")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # release notes: prose about errors, not errors
+        "## 2.4.0\n\n- Fixed: connection refused errors are retried\n- Error: messages now include the request id\n",
+        # kubectl describe: a report of a pod, whatever its events say
+        "Name:         api-1\nNamespace:    shop\nStatus:       Running\n"
+        "    Last State:     Terminated\n      Reason:       Error\n",
+        # YAML / key-value data whose values mention failures
+        'summary: "the job failed: connection refused"\nquestion: why did it fail?\ncategory: unknown\n',
+        # plain prose
+        "The partner told us their API failed yesterday and timed out for an hour.\nNo action needed.\n",
+    ],
+)
+def test_prose_and_reports_are_not_read_as_errors(tmp_path: Path, text: str) -> None:
+    (tmp_path / "notes.txt").write_text(text)
+    ev = load_bundle(tmp_path)
+    assert ev.kind("log") == [] and len(ev.ignored) == 1

@@ -1,0 +1,178 @@
+"""What a service says about its own health: a provider's status page, the cloud's health events, a datastore's
+cluster health. Each becomes an item the analyzers weigh beside the logs that show the failure.
+
+- Atlassian Statuspage public API v2 (`/api/v2/summary.json`, `status.json`, `components.json`,
+  `incidents.json`, `incidents/unresolved.json`): `{page, status: {indicator, description}, components: [{name,
+  status}], incidents: [{name, status, impact, created_at, incident_updates}]}` -> one `external/status` item
+  naming the provider, its components that are not operational and its unresolved incidents.
+- AWS Health DescribeEvents (`{"events": [{service, eventTypeCode, eventTypeCategory, region, statusCode,
+  startTime}]}`) -> one `external/status` item for provider AWS; open `issue` events are its failing components.
+- Elasticsearch / OpenSearch `GET _cluster/health` -> `datastore/health` {engine, cluster, status
+  green|yellow|red, unassigned_shards, ...}.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from diagnosis.formats._time import parse_ts
+from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.model import EvidenceItem
+
+# Statuspage component statuses; anything but operational (and maintenance, which is planned) is a failure
+COMPONENT_FAILING = ("degraded_performance", "partial_outage", "major_outage")
+INCIDENT_CLOSED = ("resolved", "postmortem", "completed")
+_STATUSPAGE_KEYS = ("status", "components", "incidents", "scheduled_maintenances")
+
+
+def _is_statuspage(v: Any) -> bool:
+    if not isinstance(v, dict) or not isinstance(v.get("page"), dict):
+        return False
+    page = v["page"]
+    if not ("name" in page or "id" in page or "url" in page):
+        return False
+    status = v.get("status")
+    return (isinstance(status, dict) and "indicator" in status) or any(
+        isinstance(v.get(k), list) for k in _STATUSPAGE_KEYS[1:]
+    )
+
+
+def _domain(url: Any) -> str | None:
+    """The provider's own domain from its status page URL: https://status.payvia.example -> payvia.example."""
+    m = re.match(r"(?:[a-z]+://)?([^/:\s]+)", str(url or ""), re.I)
+    if not m or "." not in m[1]:
+        return None
+    host = m[1].lower()
+    for prefix in ("status.", "www.", "statuspage."):
+        host = host.removeprefix(prefix)
+    return host if "." in host and not host.endswith("statuspage.io") else None
+
+
+@FORMATS.format("statuspage", shapes={"json"}, detect=lambda d: _is_statuspage(d.value), order=30)
+def parse_statuspage(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    v = doc.value
+    page = v["page"]
+    provider = str(page.get("name") or page.get("id"))
+    status = v.get("status") if isinstance(v.get("status"), dict) else {}
+    components = [
+        {"name": str(c.get("name")), "status": str(c.get("status") or "")}
+        for c in v.get("components") or []
+        if isinstance(c, dict) and c.get("name") and not c.get("group")  # a group repeats its members' state
+    ]
+    incidents: list[dict[str, Any]] = []
+    for inc in v.get("incidents") or []:
+        if not isinstance(inc, dict):
+            continue
+        updates = [u for u in inc.get("incident_updates") or [] if isinstance(u, dict)]
+        latest = max(updates, key=lambda u: parse_ts(u.get("created_at")) or 0.0) if updates else {}
+        incidents.append(
+            {
+                "name": str(inc.get("name") or ""),
+                "status": str(inc.get("status") or ""),
+                "impact": str(inc.get("impact") or ""),
+                "created_at": parse_ts(inc.get("created_at")),
+                "resolved_at": parse_ts(inc.get("resolved_at")),
+                "components": [str(c.get("name")) for c in inc.get("components") or [] if isinstance(c, dict)],
+                "latest_update": str(latest.get("body") or ""),
+            }
+        )
+    failing = [c["name"] for c in components if c["status"] in COMPONENT_FAILING]
+    active = [i for i in incidents if i["status"] not in INCIDENT_CLOSED]
+    for inc in active:
+        failing += [c for c in inc["components"] if c not in failing]
+    data = {
+        "provider": provider,
+        "domain": _domain(page.get("url")),
+        "indicator": str(status.get("indicator") or ""),  # none | minor | major | critical
+        "description": str(status.get("description") or ""),
+        "components": components,
+        "failing": failing,
+        "incidents": incidents,
+        "active_incidents": [i["name"] for i in active],
+        "degraded": bool(failing or active or status.get("indicator") in ("minor", "major", "critical")),
+        "source": "statuspage",
+    }
+    stamps = [t for t in (parse_ts(page.get("updated_at")), *(i["created_at"] for i in active)) if t is not None]
+    yield ctx.item(doc.path, "external/status", f"status/{provider}", data, max(stamps) if stamps else None)
+
+
+# --- AWS Health -------------------------------------------------------------------------------------------
+
+
+def _is_aws_health(v: Any) -> bool:
+    events = v.get("events") if isinstance(v, dict) else None
+    return (
+        isinstance(events, list)
+        and bool(events)
+        and all(isinstance(e, dict) and "eventTypeCode" in e and "service" in e for e in events)
+    )
+
+
+@FORMATS.format("aws-health", shapes={"json"}, detect=lambda d: _is_aws_health(d.value), order=30)
+def parse_aws_health(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    events: list[dict[str, Any]] = []
+    for e in doc.value["events"]:
+        events.append(
+            {
+                "service": str(e.get("service")),
+                "type": str(e.get("eventTypeCode")),
+                "category": str(e.get("eventTypeCategory") or ""),
+                "region": str(e.get("region") or ""),
+                "az": str(e.get("availabilityZone") or ""),
+                "status": str(e.get("statusCode") or ""),
+                "start": parse_ts(e.get("startTime")),
+                "end": parse_ts(e.get("endTime")),
+            }
+        )
+    active = [e for e in events if e["status"] == "open" and e["category"] in ("issue", "investigation")]
+    failing = list(dict.fromkeys(f"{e['service']} {e['region']}".strip() for e in active))
+    data = {
+        "provider": "AWS",
+        "domain": "amazonaws.com",
+        "indicator": "major" if active else "none",
+        "description": "; ".join(e["type"] for e in active),
+        "components": [{"name": f"{e['service']} {e['region']}".strip(), "status": e["status"]} for e in events],
+        "failing": failing,
+        "incidents": [{"name": e["type"], "status": e["status"], "created_at": e["start"]} for e in events],
+        "active_incidents": [e["type"] for e in active],
+        "degraded": bool(active),
+        "source": "aws-health",
+    }
+    stamps = [e["start"] for e in active if e["start"] is not None]
+    yield ctx.item(doc.path, "external/status", "status/AWS", data, max(stamps) if stamps else None)
+
+
+# --- Elasticsearch / OpenSearch cluster health ------------------------------------------------------------
+
+_HEALTH_NUMBERS = (
+    "number_of_nodes", "number_of_data_nodes", "active_primary_shards", "active_shards", "relocating_shards",
+    "initializing_shards", "unassigned_shards", "delayed_unassigned_shards", "number_of_pending_tasks",
+    "active_shards_percent_as_number",
+)  # fmt: skip
+
+
+def _is_cluster_health(v: Any) -> bool:
+    return (
+        isinstance(v, dict)
+        and "cluster_name" in v
+        and str(v.get("status")).lower() in ("green", "yellow", "red")
+        and ("unassigned_shards" in v or "active_shards" in v)
+    )
+
+
+@FORMATS.format("es-cluster-health", shapes={"json"}, detect=lambda d: _is_cluster_health(d.value), order=30)
+def parse_cluster_health(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    v = doc.value
+    cluster = str(v["cluster_name"])
+    data: dict[str, Any] = {
+        "engine": "elasticsearch",
+        "cluster": cluster,
+        "status": str(v["status"]).lower(),
+        "timed_out": bool(v.get("timed_out")),
+    }
+    for key in _HEALTH_NUMBERS:
+        value = v.get(key)
+        data[key] = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    yield ctx.item(doc.path, "datastore/health", f"elasticsearch/{cluster}", data, None)
