@@ -292,15 +292,21 @@ def verify_remediation(ctx: OpsContext, task: TaskRow) -> dict[str, Any]:
         )
         return {"diagnosis": None, "items": {}, "remediation": report}
     verify_nodes = {nid for nid in latest if nid.startswith("verify-")}
-    outcome = investigate_live(
-        ctx,
-        task.id,
-        str(remedy.get("question") or task.goal),
-        tenant=task.tenant,
-        priority=task.priority,
-        nodes=verify_nodes,
-        fresh=True,
-    )
+    try:
+        outcome = investigate_live(
+            ctx,
+            task.id,
+            str(remedy.get("question") or task.goal),
+            tenant=task.tenant,
+            priority=task.priority,
+            nodes=verify_nodes,
+            fresh=True,
+        )
+    except Exception as exc:  # the write happened: say so, even when the checks could not judge it
+        log.warning("verification failed", task_id=task.id, error=repr(exc))
+        report["outcome"] = "unverified"
+        report["summary"] = f"The write was done, but checking it failed ({type(exc).__name__}: {exc}): not verified."
+        return {"diagnosis": None, "items": {}, "remediation": report}
     after = Diagnosis.model_validate(outcome["diagnosis"])
     cause = remedy.get("cause") or {}
     still = [
