@@ -23,7 +23,7 @@ import stat
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
@@ -251,8 +251,12 @@ class _Unsupported(Exception):
     pass
 
 
-def load_bundle(path: str | os.PathLike[str], limits: BundleLimits | None = None) -> EvidenceSet:
+def load_bundle(
+    path: str | os.PathLike[str], limits: BundleLimits | None = None, *, exclude: Collection[str] = ()
+) -> EvidenceSet:
     """Read a bundle (folder, tar, tar.gz/bz2/xz, zip or one export file) into evidence items.
+
+    `exclude`: paths inside a folder bundle that are not evidence at all (a corpus scenario's answer file).
 
     Raises BundleError when the bundle is refused; files it cannot read are in `ignored` and `errors`.
     """
@@ -263,7 +267,7 @@ def load_bundle(path: str | os.PathLike[str], limits: BundleLimits | None = None
     loader = _Loader(limits)
     loader.ctx.max_log_records = limits.max_log_records
     if p.is_dir():
-        _load_folder(p, loader)
+        _load_folder(p, loader, frozenset(exclude))
         return loader.finish()
     size = p.stat().st_size
     if size > limits.max_archive_bytes:
@@ -471,11 +475,13 @@ def _load_zip(p: Path, loader: _Loader, size: int) -> None:
             _read_member(loader, name, read)
 
 
-def _load_folder(root: Path, loader: _Loader) -> None:
+def _load_folder(root: Path, loader: _Loader, exclude: frozenset[str] = frozenset()) -> None:
     limits = loader.limits
     budget = _Budget(limits)
     real_root = os.path.realpath(root)
     for rel, full in _walk(root):
+        if rel in exclude:
+            continue
         try:
             st = os.lstat(full)
         except OSError as exc:

@@ -29,7 +29,8 @@ from diagnosis.model import Category, Diagnosis
 
 ANSWER_FILE = "answer.yaml"
 SPLITS = ("dev", "test")
-Investigate = Callable[[Path, str | None], Diagnosis]
+# investigate(bundle, question, exclude=paths inside the bundle that are not evidence)
+Investigate = Callable[..., Diagnosis]
 
 
 class CorpusError(ValueError):
@@ -54,6 +55,7 @@ class Scenario:
     path: Path  # the scenario folder
     bundle: Path  # what load_bundle reads
     expected: Expected
+    exclude: tuple[str, ...] = ()  # the answer file, when the bundle is the scenario folder itself
 
 
 @dataclass
@@ -110,7 +112,9 @@ def discover(root: Path) -> list[Scenario]:
         rel = folder.relative_to(root)
         first = rel.parts[0] if rel.parts else ""
         split = first if first in SPLITS and len(rel.parts) > 1 else (root.name if root.name in SPLITS else "")
-        scenarios.append(Scenario(str(rel), split, folder, _bundle_of(folder), load_expected(answer)))
+        bundle = _bundle_of(folder)
+        exclude = (ANSWER_FILE,) if bundle == folder else ()  # the answer is never evidence
+        scenarios.append(Scenario(str(rel), split, folder, bundle, load_expected(answer), exclude))
     if not scenarios:
         raise CorpusError(f"no scenarios under {root} (folders with {ANSWER_FILE})")
     return scenarios
@@ -188,7 +192,7 @@ def evaluate(root: Path, investigate: Investigate) -> dict[str, Any]:
     for scenario in discover(root):
         started = time.perf_counter()
         try:
-            diagnosis = investigate(scenario.bundle, scenario.expected.question)
+            diagnosis = investigate(scenario.bundle, scenario.expected.question, exclude=scenario.exclude)
             error = None
         except Exception as exc:
             diagnosis, error = None, f"{type(exc).__name__}: {exc}"

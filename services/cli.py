@@ -652,12 +652,12 @@ _DIAGNOSIS_KEYS = (
 )
 
 
-def _load_bundle(path: Any) -> Any:
+def _load_bundle(path: Any, exclude: tuple[str, ...] = ()) -> Any:
     """diagnosis.bundle.load_bundle under its default limits (what agents.investigation.load_bundle does, without
     importing LangGraph)."""
     from diagnosis.bundle import BundleLimits, load_bundle
 
-    return load_bundle(path, BundleLimits())
+    return load_bundle(path, BundleLimits(), exclude=exclude)
 
 
 def _diagnose(evidence: Any, question: str | None) -> Any:
@@ -675,11 +675,11 @@ def _diagnose(evidence: Any, question: str | None) -> Any:
     return run_investigation(evidence, question=question, refiner=refiner).diagnosis
 
 
-def _investigate_bundle(path: Any, question: str | None) -> Any:
+def _investigate_bundle(path: Any, question: str | None, exclude: tuple[str, ...] = ()) -> Any:
     """Load a bundle and investigate it in this process (no API, Redis or workers).
 
     Only diagnosis loads here (and LangGraph when an LLM is configured): no Celery, FAISS, torch or embedding model."""
-    return _diagnose(_load_bundle(path), question)
+    return _diagnose(_load_bundle(path, exclude), question)
 
 
 @app.command()

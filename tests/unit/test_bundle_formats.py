@@ -740,3 +740,14 @@ def test_prose_and_reports_are_not_read_as_errors(tmp_path: Path, text: str) -> 
     (tmp_path / "notes.txt").write_text(text)
     ev = load_bundle(tmp_path)
     assert ev.kind("log") == [] and len(ev.ignored) == 1
+
+
+def test_an_excluded_path_is_not_evidence_at_all(tmp_path: Path) -> None:
+    (tmp_path / "answer.yaml").write_text("category: code_defect\nsummary: ERROR the answer itself\n")
+    (tmp_path / "app.log").write_text("2025-01-02T03:04:05Z ERROR payments timed out after 5000ms\n")
+    seen = load_bundle(tmp_path, exclude=("answer.yaml",))
+    assert all("answer.yaml" not in (i.source or "") for i in seen)
+    assert all(ig.get("path") != "answer.yaml" for ig in seen.ignored)
+    assert any(ig.get("path") == "answer.yaml" for ig in load_bundle(tmp_path).ignored) or any(
+        "answer.yaml" in (i.source or "") for i in load_bundle(tmp_path)
+    )  # without the exclusion the file is met (ignored or read)
