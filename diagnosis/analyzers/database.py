@@ -154,6 +154,18 @@ class _Context:
         ]
         return max(caps) if caps else self.now
 
+    def asked_databases(self) -> set[str]:
+        """The databases the live checks connected to (the DSNs' paths): what the operator asked about. A
+        lock only blocks sessions of its own database, so a blocker elsewhere on the server is another fault."""
+        names = set()
+        for s in self.settings:
+            server = str(s.data.get("server") or "")
+            if "://" in server:
+                path = server.split("://", 1)[1].partition("/")[2].split("?")[0]
+                if path:
+                    names.add(path)
+        return names
+
     def db_name(self) -> str:
         for m in self.metrics:
             ident = _instance(m)
@@ -743,6 +755,10 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
             "session(s) wait behind it."
         )
         title = f"pid {root} ({state}{', DDL' if ddl else ''}) {holds}, blocking {n}"
+    asked = ctx.asked_databases()
+    elsewhere = bool(asked) and bool(d.get("datname")) and d.get("datname") not in asked
+    if elsewhere:  # on the same server, but not in the database the checks were pointed at
+        mech += f" (This is in database {d.get('datname')}, not in {', '.join(sorted(asked))}.)"
     tags = [f"pid:{root}", f"db:{db}"]
     if relation:
         tags.append(f"relation:{relation}")
@@ -757,7 +773,7 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
         title=title,
         mechanism=mech,
         object=f"pid {root}" + (f" on relation {relation}" if relation else ""),
-        score=min(0.95, 0.7 + 0.05 * n),
+        score=min(0.95, 0.7 + 0.05 * n) - (0.1 if elsewhere else 0.0),
         ts=d.get("xact_start") if isinstance(d.get("xact_start"), int | float) else None,
         tags=tags,
         explains=[

@@ -517,3 +517,20 @@ def test_search_cluster_health_red_is_a_failing_datastore_yellow_degraded_green_
     assert "service:es-a" in red.tags
     assert yellow.role == "symptom" and green.role == "benign"
     assert_refs_real(ev, list(found.values()))
+
+
+def test_a_blocker_in_another_database_of_the_server_ranks_below_the_asked_ones() -> None:
+    """The live checks connect to one database; a lock there is the question's answer, an equal lock in another
+    database on the same server is another fault (row locks never block across databases)."""
+    b = Builder()
+    b.settings(server="postgresql://app:***@db-1:5432/shop", reachable=True)
+    for db, holder, waiters in (("billing", 500, (501, 502, 503)), ("shop", 600, (601, 602, 603))):
+        b.session(holder, "idle in transaction", query="UPDATE t SET x = 1 WHERE id = 1", db=db,
+                  xact_start=NOW - 60, query_start=NOW - 60, state_change=NOW - 59, captured_at=NOW)  # fmt: skip
+        for pid in waiters:
+            b.session(pid, "active", query="UPDATE t SET x = 2 WHERE id = 1", db=db, blocked_by=[holder],
+                      xact_start=NOW - 30, query_start=NOW - 30, state_change=NOW - 30, captured_at=NOW,
+                      wait_event_type="Lock")  # fmt: skip
+    found = {f.object.split()[1]: f for f in causes(database(b.set()))}
+    assert found["600"].score > found["500"].score
+    assert "not in shop" in found["500"].mechanism and "not in" not in found["600"].mechanism
