@@ -278,19 +278,53 @@ def _question_bonus(h: Hypothesis, question: str | None) -> float:
     return bonus
 
 
+class _DemotionIndex:
+    """The causes that could explain a cause: by the codes they list in `explains` (exact, or a `prefix*`), by the
+    names they carry (for n's upstreams, or n's own names when n is an alert); returned in their original order."""
+
+    def __init__(self, causes: list[_Node]) -> None:
+        self.order = {id(c): i for i, c in enumerate(causes)}
+        self.by_code: dict[str, list[_Node]] = {}
+        self.by_prefix: dict[str, list[_Node]] = {}
+        self.by_name: dict[str, list[_Node]] = {}
+        for c in causes:
+            for e in set(c.finding.explains):
+                if e.endswith("*"):
+                    self.by_prefix.setdefault(e[:-1], []).append(c)
+                else:
+                    self.by_code.setdefault(e, []).append(c)
+            for name in c.names:
+                self.by_name.setdefault(name, []).append(c)
+
+    def for_(self, n: _Node, upstream: frozenset[str]) -> list[_Node]:
+        code = n.finding.code
+        found: dict[int, _Node] = {id(c): c for c in self.by_code.get(code, ())}
+        for prefix, nodes in self.by_prefix.items():
+            if code.startswith(prefix):
+                found.update((id(c), c) for c in nodes)
+        names = upstream | (n.names if _is_alert(n.finding) else frozenset())
+        for name in names:
+            found.update((id(c), c) for c in self.by_name.get(name, ()))
+        return sorted(found.values(), key=lambda c: self.order[id(c)])
+
+
 def build_hypotheses(findings: list[Finding], question: str | None = None) -> tuple[list[Hypothesis], list[Finding]]:
     """Hypotheses ranked best first, and the active symptoms (including demoted causes) none of them explain."""
     nodes = [_Node(f, entity_names(f)) for f in findings if f.role in (CAUSE, SYMPTOM)]
     causes = [n for n in nodes if n.finding.role == CAUSE]
 
-    # 3. demote causes that another cause explains; mutual explanation goes to the earlier, then the stronger
+    # 3. demote causes that another cause explains; mutual explanation goes to the earlier, then the stronger.
+    # Only a cause that lists n's code, names what n depends on, or (n an alert) names n's objects can explain n
+    # strongly enough (see `explains`), so each n meets only those candidates: linear in practice, not n^2.
+    candidates = _DemotionIndex(causes)
     for n in causes:
         best: tuple[float, _Node] | None = None
-        for m in causes:
+        up_n = upstream_names(n.finding)
+        for m in candidates.for_(n, up_n):
             if m is n:
                 continue
             w = explains(m.finding, m.names, n.finding, n.names)
-            upstream = bool(m.names & upstream_names(n.finding))
+            upstream = bool(m.names & up_n)
             if w < 1.0 and not _code_in(n.finding.code, m.finding.explains) and not upstream:
                 continue
             if w == 0.0:
