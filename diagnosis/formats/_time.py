@@ -31,6 +31,13 @@ SYSLOG_RE = re.compile(
 # klog header: E0612 14:03:01.123456 (no year)
 KLOG_RE = re.compile(r"(?P<lvl>[IWEF])(?P<mo>\d{2})(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})\.(?P<f>\d{6})")
 
+# .NET's JSON date (PowerShell ConvertTo-Json): /Date(1735787045123)/; en-US culture's 1/2/2025 3:04:05 PM
+# (PowerShell Export-Csv, Windows tools): month first, as that culture writes it
+NET_DATE_RE = re.compile(r"/Date\((?P<ms>-?\d+)(?P<tz>[+-]\d{4})?\)/")
+US_RE = re.compile(
+    r"(?P<mo>\d{1,2})/(?P<d>\d{1,2})/(?P<y>\d{4}),? (?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})(?: ?(?P<ap>[AP]M))?$"
+)
+
 _EPOCH_MIN, _EPOCH_MAX = 946684800, 4102444800  # 2000..2100: a bare number outside is not a timestamp
 
 
@@ -135,6 +142,13 @@ def parse_ts(value: Any) -> float | None:
     m = SYSLOG_RE.match(text)
     if m:
         return syslog_match(m)
+    m = NET_DATE_RE.fullmatch(text)
+    if m:
+        return _number_ts(float(m["ms"]) / 1000) if m["ms"] != "0" else None
+    m = US_RE.match(text)
+    if m:
+        h = int(m["h"]) % 12 + (12 if m["ap"] == "PM" else 0) if m["ap"] else int(m["h"])
+        return _epoch(int(m["y"]), int(m["mo"]), int(m["d"]), h, int(m["mi"]), int(m["s"]), None, 0)
     return None
 
 

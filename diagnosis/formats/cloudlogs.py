@@ -8,6 +8,8 @@
 - Azure Monitor / Log Analytics query results: the REST API's `tables` [{columns, rows}], or the rows as
   objects (`az monitor log-analytics query`), with a TimeGenerated column -> one item per pod, computer or
   resource.
+- Windows event log as PowerShell writes it (`Get-WinEvent | ConvertTo-Json`: TimeCreated, Message, Level,
+  ProviderName, MachineName) -> one item per machine, `windows/<MachineName>`.
 
 Each message is read by the log line parser too, so a JSON or levelled text message keeps its level.
 """
@@ -200,3 +202,36 @@ def parse_azure_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
             _record(parser, n, parse_ts(row.get("TimeGenerated")), _az_level(row), str(msg))
         )
     yield from _emit(doc, ctx, groups, "azure-monitor")
+
+
+# --- Windows event log (PowerShell `Get-WinEvent ... | ConvertTo-Json`) ---------------------------------------
+
+# Get-WinEvent's Level: 1 critical, 2 error, 3 warning, 4 information, 5 verbose (0: LogAlways)
+_WIN_LEVEL = {0: "info", 1: "fatal", 2: "error", 3: "warn", 4: "info", 5: "debug"}
+
+
+def detect_windows_events(doc: Document) -> bool:
+    v = doc.value
+    return (
+        isinstance(v, list)
+        and bool(v)
+        and all(isinstance(e, dict) and "TimeCreated" in e and "Message" in e for e in v[:20])
+    )
+
+
+@FORMATS.format("windows-events", shapes={"json"}, detect=detect_windows_events, order=30)
+def parse_windows_events(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    parser = LineParser()
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for n, e in enumerate(doc.value, 1):
+        if not isinstance(e, dict):
+            continue
+        level = normalise_level(e.get("LevelDisplayName"))
+        if level is None and isinstance(e.get("Level"), int):
+            level = _WIN_LEVEL.get(e["Level"])
+        source = e.get("ProviderName") or e.get("Source")
+        msg = str(e.get("Message") or "")
+        text = f"{source}: {msg}" if source else msg
+        obj = f"windows/{e['MachineName']}" if e.get("MachineName") else doc.path
+        groups[obj].append(_record(parser, n, parse_ts(e.get("TimeCreated")), level, text))
+    yield from _emit(doc, ctx, groups, "windows-events")

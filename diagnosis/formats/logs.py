@@ -564,9 +564,10 @@ def _continues(body: str) -> bool:
 # --- event and audit exports as CSV (vCenter events, feature-flag audit, change logs, SIEM exports) ------------
 
 _CSV_TIME = re.compile(r"^(?:@?timestamp|time(?:stamp)?|ts|date(?:time)?|created(?:_?(?:time|at|on))?|event_?time|when|"
-                       r"occurred(?:_?at)?|changed_?at|updated_?at|logged_?at)$", re.I)  # fmt: skip
+                       r"occurred(?:_?at)?|changed_?at|updated_?at|logged_?at|"
+                       r"time_?created|time_?generated|date and time)$", re.I)  # fmt: skip
 _CSV_MESSAGE = re.compile(r"^(?:message|msg|description|summary|text|details?|event)$", re.I)
-_CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status)$", re.I)
+_CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status|level_?display_?name)$", re.I)
 
 
 def _csv_time_column(doc: Document) -> str | None:

@@ -383,3 +383,23 @@ def test_gcloud_logging_read_and_azure_log_analytics(tmp_path: Path) -> None:
         "gcp/cloud_run_revision/checkout": [(_utc(2025, 1, 2, 3, 4, 6), "warn", "slow upstream")],
         "azure/vm-1": [(_utc(2025, 1, 2, 3, 4, 7), "error", "Disk full on /data")],
     }
+
+
+def test_windows_events_from_powershell_csv_and_json(tmp_path: Path) -> None:
+    csv = (
+        '"TimeCreated","Id","LevelDisplayName","ProviderName","Message"\n'
+        '"1/2/2025 3:14:05 PM","7031","Error","Service Control Manager","The MyApp service terminated unexpectedly."\n'
+    )
+    events = [{"TimeCreated": "/Date(1735787045123)/", "Id": 1014, "Level": 3, "MachineName": "web-1",
+               "ProviderName": "Microsoft-Windows-DNS-Client",
+               "Message": "Name resolution for db.corp timed out"}]  # fmt: skip
+    (tmp_path / "a.out").write_text(csv)
+    (tmp_path / "b.out").write_text(json.dumps(events))
+    ev = load_bundle(tmp_path)
+    logs = {i.object: i.data["records"] for i in ev.kind("log")}
+    (row,) = logs["a.out"]
+    assert (row["ts"], row["level"]) == (_utc(2025, 1, 2, 15, 14, 5), "error")
+    assert row["msg"].startswith("The MyApp service terminated unexpectedly.")
+    assert _tlm(logs["windows/web-1"]) == [
+        (1735787045.123, "warn", "Microsoft-Windows-DNS-Client: Name resolution for db.corp timed out")
+    ]
