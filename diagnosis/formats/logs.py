@@ -491,6 +491,10 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             ts, level, msg = parser.parse_body(body, m[1] if m else None)
             if not msg and level is None:  # a blank line behind a --timestamps prefix
                 continue
+            if level is None and last is not None and ":  " in msg[:80] and _PG_DETAIL.match(msg):
+                if len(last["msg"]) < MAX_CONTINUATION:  # PostgreSQL's DETAIL / STATEMENT belong to the error above
+                    last["msg"] = f"{last['msg']}\n{msg}"[: MAX_CONTINUATION + 200]
+                continue
             last = {"ts": ts, "level": level, "msg": msg, "line": n}
             records.append(last)
             total += 1
@@ -551,6 +555,11 @@ def _ends_python_traceback(record: str, body: str) -> bool:
         return tail.startswith(_PY_CHAIN)
     # only right after a frame line: once the exception line is joined, the record is complete
     return tail[:1] in (" ", "\t") and _PY_EXC_LINE.match(body) is not None
+
+
+# PostgreSQL writes an error's detail, hint and statement as lines of their own, after the same prefix
+# ("[1234] DETAIL:  Key (id)=(42) already exists."): they belong to the error above
+_PG_DETAIL = re.compile(r"(?:\[\d+(?:-\d+)?\]:? )?(?:\S*@\S* )?(?:DETAIL|HINT|STATEMENT|CONTEXT|QUERY|LOCATION):  ")
 
 
 def _continues(body: str) -> bool:

@@ -403,3 +403,17 @@ def test_windows_events_from_powershell_csv_and_json(tmp_path: Path) -> None:
     assert _tlm(logs["windows/web-1"]) == [
         (1735787045.123, "warn", "Microsoft-Windows-DNS-Client: Name resolution for db.corp timed out")
     ]
+
+
+def test_postgresql_detail_and_statement_join_the_error_above(tmp_path: Path) -> None:
+    text = (
+        '2025-01-02 03:04:05.123 UTC [1234] ERROR:  duplicate key value violates unique constraint "orders_pkey"\n'
+        "2025-01-02 03:04:05.123 UTC [1234] DETAIL:  Key (id)=(42) already exists.\n"
+        "2025-01-02 03:04:05.123 UTC [1234] STATEMENT:  INSERT INTO orders VALUES (42)\n"
+        "2025-01-02 03:04:06 UTC [1240-1] app@shop FATAL:  remaining connection slots are reserved\n"
+    )
+    recs = _records(tmp_path, "postgresql.data", text.encode())
+    assert [r["level"] for r in recs] == ["error", "fatal"]
+    assert recs[0]["msg"].endswith(
+        "DETAIL:  Key (id)=(42) already exists.\n[1234] STATEMENT:  INSERT INTO orders VALUES (42)"
+    )
