@@ -1,13 +1,15 @@
 """Evidence bundle formats, recognised by content; importing this package registers every format in FORMATS.
 
 One module per family: alertmanager, kubernetes, prometheus, aws (CloudWatch metrics and alarm history, RDS,
-Performance Insights), datadog, postgres, health (status pages, AWS Health, search cluster health), hosttext,
-and logs (the catch-all for text and JSON-lines logs, offered last; then untimed error lines).
+Performance Insights), cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log exports), datadog,
+postgres, health (status pages, AWS Health, search cluster health), hosttext, and logs (the catch-all for text and
+JSON-lines logs, offered last; then untimed error lines).
 """
 
 from diagnosis.formats import (
     alertmanager,
     aws,
+    cloudlogs,
     datadog,
     health,
     hosttext,
@@ -38,6 +40,7 @@ __all__ = [
     "ParseContext",
     "alertmanager",
     "aws",
+    "cloudlogs",
     "datadog",
     "describe_unknown",
     "health",

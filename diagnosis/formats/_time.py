@@ -9,18 +9,20 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-# 2024-06-12T14:03:01.123456789Z, 2024-06-12 14:03:01+00 (PostgreSQL), 2024-06-12T14:03:01+05:30, 2024/06/12 14:03:01
+# 2024-06-12T14:03:01.123456789Z, 2024-06-12 14:03:01+00 (PostgreSQL), 2024-06-12T14:03:01+05:30, 2024/06/12 14:03:01,
+# ClickHouse's 2024.06.12 14:03:01.118220, MariaDB's space-padded hour (2024-06-12  3:04:05)
 ISO_RE = re.compile(
-    r"(?P<y>\d{4})[-/](?P<mo>\d{2})[-/](?P<d>\d{2})"
-    r"(?:[T ](?P<h>\d{2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<f>\d{1,9}))?)?)?"
+    r"(?P<y>\d{4})(?P<sep>[-/.])(?P<mo>\d{2})(?P=sep)(?P<d>\d{2})"
+    r"(?:(?:T| {1,2})(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<f>\d{1,9}))?)?)?"
     r"(?:\s?(?P<tz>Z|z|UTC|[+-]\d{2}(?::?\d{2})?)(?![\d:]))?"
 )
 MONTHS = {
     m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)
 }
-# Apache/nginx common log format: 10/Oct/2000:13:55:36 -0700
+# Apache/nginx common log format: 10/Oct/2000:13:55:36 -0700; HAProxy's 10/Oct/2000:13:55:36.123 (no zone)
 CLF_RE = re.compile(
-    r"(?P<d>\d{2})/(?P<mon>[A-Z][a-z]{2})/(?P<y>\d{4}):(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2}) (?P<tz>[+-]\d{4})"
+    r"(?P<d>\d{2})/(?P<mon>[A-Z][a-z]{2})/(?P<y>\d{4}):(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?: (?P<tz>[+-]\d{4})|\.(?P<f>\d{3})\])"
 )
 # RFC 3164 syslog: Jun 12 14:03:01 (no year)
 SYSLOG_RE = re.compile(
@@ -28,6 +30,13 @@ SYSLOG_RE = re.compile(
 )
 # klog header: E0612 14:03:01.123456 (no year)
 KLOG_RE = re.compile(r"(?P<lvl>[IWEF])(?P<mo>\d{2})(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})\.(?P<f>\d{6})")
+
+# .NET's JSON date (PowerShell ConvertTo-Json): /Date(1735787045123)/; en-US culture's 1/2/2025 3:04:05 PM
+# (PowerShell Export-Csv, Windows tools): month first, as that culture writes it
+NET_DATE_RE = re.compile(r"/Date\((?P<ms>-?\d+)(?P<tz>[+-]\d{4})?\)/")
+US_RE = re.compile(
+    r"(?P<mo>\d{1,2})/(?P<d>\d{1,2})/(?P<y>\d{4}),? (?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})(?: ?(?P<ap>[AP]M))?$"
+)
 
 _EPOCH_MIN, _EPOCH_MAX = 946684800, 4102444800  # 2000..2100: a bare number outside is not a timestamp
 
@@ -97,7 +106,7 @@ def clf_match(m: re.Match[str]) -> float | None:
     mo = MONTHS.get(m["mon"])
     if mo is None:
         return None
-    return _epoch(int(m["y"]), mo, int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), None, _tz_offset(m["tz"]))
+    return _epoch(int(m["y"]), mo, int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), m["f"], _tz_offset(m["tz"]))
 
 
 def parse_ts(value: Any) -> float | None:
@@ -110,6 +119,9 @@ def parse_ts(value: Any) -> float | None:
         return None
     if isinstance(value, int | float):
         return _number_ts(float(value))
+    if isinstance(value, dict) and "$date" in value:  # MongoDB extended JSON: {"$date": "..."} or {"$numberLong"}
+        inner = value["$date"]
+        return parse_ts(inner.get("$numberLong") if isinstance(inner, dict) else inner)
     if not isinstance(value, str):
         return None
     text = value.strip()
@@ -130,6 +142,13 @@ def parse_ts(value: Any) -> float | None:
     m = SYSLOG_RE.match(text)
     if m:
         return syslog_match(m)
+    m = NET_DATE_RE.fullmatch(text)
+    if m:
+        return _number_ts(float(m["ms"]) / 1000) if m["ms"] != "0" else None
+    m = US_RE.match(text)
+    if m:
+        h = int(m["h"]) % 12 + (12 if m["ap"] == "PM" else 0) if m["ap"] else int(m["h"])
+        return _epoch(int(m["y"]), int(m["mo"]), int(m["d"]), h, int(m["mi"]), int(m["s"]), None, 0)
     return None
 
 

@@ -1,11 +1,13 @@
 """Log files: `kubectl logs` text under logs/<namespace>/<pod>[/<container>].log (the object comes from the
 path), and any plain-text or JSON-lines log anywhere (the object is its path). One `log` item per file.
 
-A record is {ts, level, msg, line}. Timestamps: RFC 3339 / ISO 8601, syslog, common log format, klog headers,
-epoch numbers, and the RFC 3339 prefix `kubectl logs --timestamps` adds. Levels come from JSON fields
-(level, severity, lvl, levelname; pino's numbers), logfmt `level=`, klog's letter, an upper-case level word
-or a bracketed one ("[error]"); an access log's HTTP status is not a level. Indented continuation lines (stack
-traces) join the record above.
+A record is {ts, level, msg, line}. Timestamps: RFC 3339 / ISO 8601 (ClickHouse's dotted date, MariaDB's padded
+hour), syslog (with a priority), common log format, klog headers, epoch numbers, Redis, MySQL 5, PHP/Erlang, Apache,
+and the RFC 3339 prefix `kubectl logs --timestamps` (or a CRI runtime file's, with its stream and tag) adds.
+Levels come from JSON fields (level, severity, lvl, levelname, MongoDB's s; pino's numbers), logfmt `level=`, klog's
+letter, an upper-case level word, a bracketed one ("[error]") or ClickHouse's <Error>, Redis's level character, a
+syslog priority; an access log's HTTP status is not a level. docs/bundles.md lists the layouts. Indented
+continuation lines (stack traces) join the record above.
 """
 
 from __future__ import annotations
@@ -42,8 +44,13 @@ EPOCH_PREFIX = re.compile(r"(\d{10}(?:\.\d{1,9})?|\d{13})\b")
 LEVEL_TOKEN = re.compile(
     r"\b(?:level|lvl|severity)=\"?(?P<kv>[A-Za-z]+)"
     r"|\[(?:[a-z_]+:)?(?P<br>[A-Za-z]{3,8})\]"
-    r"|\b(?P<up>FATAL|PANIC|CRITICAL|CRIT|EMERG|ALERT|SEVERE|ERROR|ERR|WARNING|WARN|NOTICE|INFO|DEBUG|TRACE)\b"
+    r"|<(?P<ang>[A-Z][a-z]{3,10})>"  # ClickHouse: <Error>, <Warning>, <Information>
+    r"|\b(?P<up>[A-Z]{3,8})\b"  # one of UPPER_LEVELS: a character class is cheaper than the alternation
 )
+UPPER_LEVELS = frozenset(
+    ("FATAL", "PANIC", "CRITICAL", "CRIT", "EMERG", "ALERT", "SEVERE", "ERROR", "ERR", "WARNING", "WARN", "WRN",
+     "NOTICE", "INFO", "INF", "DEBUG", "DBG", "TRACE", "FTL")
+)  # fmt: skip
 LEVELS = {
     "fatal": "fatal", "panic": "fatal", "critical": "fatal", "crit": "fatal", "emerg": "fatal",
     "emergency": "fatal", "alert": "fatal", "f": "fatal", "dpanic": "fatal",
@@ -51,6 +58,9 @@ LEVELS = {
     "warning": "warn", "warn": "warn", "w": "warn",
     "info": "info", "notice": "info", "information": "info", "i": "info", "ok": "info", "success": "info",
     "debug": "debug", "trace": "debug", "d": "debug", "verbose": "debug", "dbug": "debug",
+    # MySQL's [Note] and [System], Serilog's three letters, .NET console's fail:/trce:
+    "note": "info", "system": "info", "wrn": "warn", "inf": "info", "dbg": "debug", "vrb": "debug", "ftl": "fatal",
+    "fail": "error", "trce": "debug",
 }  # fmt: skip
 PINO_LEVELS = {10: "debug", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal"}
 TS_KEYS = (
@@ -65,14 +75,15 @@ TS_KEYS = (
     "eventTime",
     "__REALTIME_TIMESTAMP",
 )
-LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "loglevel", "log.level", "@l", "status")
+LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "loglevel", "log.level", "@l", "status", "s")  # s: MongoDB
 MSG_KEYS = ("msg", "message", "log", "@m", "event", "text", "error", "err", "MESSAGE")
 # what a structured logger puts beside the message when it logs an error: zap/zerolog `error`/`err`, pino and
 # bunyan `err` ({type, message, stack}), ECS `error` ({message, type, stack_trace}), structlog `exception`,
 # python-json-logger `exc_info`, logstash `stack_trace`. The message alone ("request failed") hides the cause.
 ERROR_KEYS = ("error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause")
 _ERROR_SUBKEYS = (
-    "type", "kind", "name", "class", "code", "message", "msg", "reason", "stack_trace", "stack", "stacktrace",
+    "type", "kind", "name", "class", "code", "codeName", "message", "msg", "errmsg", "reason", "stack_trace", "stack",
+    "stacktrace",
 )  # fmt: skip
 # journald (`journalctl -o json`): PRIORITY is the syslog severity, 0 emerg .. 7 debug
 JOURNAL_PRIORITY = {
@@ -96,7 +107,8 @@ DMESG_CTIME_RE = re.compile(
 # day-month-year with the month's name: PHP ("[02-Dec-2025 08:12:00 UTC]"), Tomcat/Catalina ("02-Dec-2025
 # 08:12:00.123"); Apache 2.4's error log ("[Tue Dec 02 08:12:00.123456 2025]")
 DMY_RE = re.compile(
-    r"(?P<d>\d{2})-(?P<mon>[A-Z][a-z]{2})-(?P<y>\d{4}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:[.,](?P<f>\d{1,6}))?"
+    r"(?P<d>\d{1,2})-(?P<mon>[A-Z][a-z]{2})-(?P<y>\d{4})(?: |::)(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?:[.,](?P<f>\d{1,6}))?"
     r"(?: (?:UTC|GMT))?"
 )
 APACHE_RE = re.compile(
@@ -106,6 +118,31 @@ APACHE_RE = re.compile(
 PHP_LEVEL = re.compile(r"\bPHP (Fatal error|Parse error|Warning|Notice|Deprecated|Recoverable fatal error)\b")
 _PHP_LEVELS = {"Warning": "warn", "Notice": "info", "Deprecated": "info"}
 CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
+# what comes before the time on some lines: a syslog priority ("<11>", RFC 5424's "<11>1 "), PostgreSQL's
+# `log_line_prefix = '< %m >'`, Ruby's Logger ("E, [2025-01-02T03:04:05.123456 #1234] ERROR -- : ..."),
+# Erlang's error_logger ("=ERROR REPORT==== 2-Jan-2025::03:04:05.123456 ===")
+LEAD_RE = re.compile(r"<(?P<pri>\d{1,3})>(?:1 )?|< |[DIWEFAU], (?=\[)|=(?P<erl>[A-Z]+) REPORT==== ")
+# a level (and a [thread]) before the time: log4j's "%-5p [%t] %d" (Cassandra: "ERROR [main] 2025-01-02 ...")
+LEAD_LEVEL_RE = re.compile(
+    r"(?P<lvl>FATAL|ERROR|WARN|WARNING|INFO|DEBUG|TRACE)\s+(?:\[[^\]]{0,80}\]\s+)?(?=\d{4}-\d{2}-\d{2}[T ]\d)"
+)
+# Microsoft.Extensions.Logging's console: "fail: Category[12]" with the message indented below it
+DOTNET_RE = re.compile(r"(?P<lvl>fail|crit|warn|info|dbug|trce): ")
+# Redis and Sentinel: "<pid>:<role> 14 Aug 2025 00:00:01.004 <level> msg", role M/S/C/X, level . - * #
+REDIS_RE = re.compile(
+    r"\d+:[MSCX] (?P<d>\d{1,2}) (?P<mon>[A-Z][a-z]{2}) (?P<y>\d{4}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?:\.(?P<f>\d{1,6}))? (?P<lvl>[.\-*#]) "
+)
+REDIS_LEVELS = {".": "debug", "-": "debug", "*": "info", "#": "warn"}
+# MySQL 5.x / MariaDB 10.0 error log: "250102  3:04:05 [ERROR] ..." (yymmdd, space-padded hour)
+YYMMDD_RE = re.compile(r"(?P<y>\d{2})(?P<mo>\d{2})(?P<d>\d{2}) {1,2}(?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})\b")
+# MongoDB's text log before 4.4: "<time> E NETWORK  [conn12] ..." (a severity letter, a component)
+MONGO_SEV_RE = re.compile(r"(?P<lvl>[FEWID])\d?\s+(?:[A-Z_]+|-)\s+\[")
+# containerd/CRI-O files under /var/log/pods: "<time> stderr F msg"; P marks a line split by the runtime
+CRI_TAG = re.compile(r"(?:stdout|stderr) (?P<tag>[FP]) ?")
+# a level word after the padding some layouts put before it ("2025-...Z  WARN 1 --- [main]", tracing's
+# "2025-...Z  INFO my_crate: ..."): a new record, not an indented stack-trace line
+_PADDED_LEVEL = re.compile(r" {1,4}(?:FATAL|ERROR|WARN|WARNING|INFO|DEBUG|TRACE|NOTICE|CRITICAL)\b")
 MAX_CONTINUATION = 4000  # characters a stack trace may add to its record
 _SNIFF = 50
 
@@ -122,7 +159,11 @@ def normalise_level(value: Any) -> str | None:
 
 def _level_in(text: str) -> str | None:
     for m in LEVEL_TOKEN.finditer(text, 0, 120):
-        word = m["kv"] or m["br"] or m["up"]
+        word = m["up"]
+        if word is None:
+            word = m["kv"] or m["br"] or m["ang"]
+        elif word not in UPPER_LEVELS:
+            continue
         level = LEVELS.get(word.lower())
         if level:
             return level
@@ -149,7 +190,10 @@ class LineParser:
 
     def parse(self, line: str) -> tuple[float | None, str | None, str]:
         m = KUBECTL_TS_PREFIX.match(line)
-        return self.parse_body(line[m.end() :], m[1]) if m else self.parse_body(line, None)
+        if not m:
+            return self.parse_body(line, None)
+        cri = CRI_TAG.match(line, m.end()) if line[m.end() : m.end() + 3] == "std" else None
+        return self.parse_body(line[(cri or m).end() :], m[1])
 
     def parse_body(self, line: str, prefix_ts: str | None) -> tuple[float | None, str | None, str]:
         """A line without its `kubectl logs --timestamps` prefix, and that prefix (or None)."""
@@ -161,7 +205,7 @@ class LineParser:
             if rec is not None:
                 return (rec[0] if ts is None else ts), rec[1], rec[2]
         self._guessed = False
-        own_ts, level, msg = self._text(body)
+        own_ts, level, msg = self._text(body, ts is not None)
         if ts is None:
             self.yearless |= self._guessed and own_ts is not None
             ts = own_ts
@@ -176,7 +220,8 @@ class LineParser:
             return None
         return record_fields(obj, body, want_ts) if isinstance(obj, dict) else None
 
-    def _text(self, body: str) -> tuple[float | None, str | None, str]:
+    def _text(self, body: str, dated: bool = False) -> tuple[float | None, str | None, str]:
+        """`dated`: the line had an RFC 3339 prefix, so no level-before-time layout is looked for."""
         m = DMESG_RE.match(body) or DMESG_CTIME_RE.match(body)
         if m:
             rest = body[m.end() :]
@@ -189,7 +234,26 @@ class LineParser:
             end = body.find("] ", m.end())
             msg = body[end + 2 :] if 0 <= end < m.end() + 60 else body[m.end() :].strip()
             return klog_match(m, year_for(int(m["mo"]), self.now)), LEVELS[m["lvl"].lower()], msg
-        start = 1 if body[:1] == "[" else 0
+        lead_level: str | None = None
+        first = body[:1]
+        if first in "<=" or body[1:3] == ", ":
+            m = LEAD_RE.match(body)
+            if m:
+                body = body[m.end() :]
+                if m["pri"]:
+                    lead_level = JOURNAL_PRIORITY.get(str(int(m["pri"]) % 8))
+                elif m["erl"]:
+                    lead_level = LEVELS.get(m["erl"].lower())
+                first = body[:1]
+        elif first in "EWIDTF" and not dated:
+            m = LEAD_LEVEL_RE.match(body)
+            if m:
+                lead_level, body, first = LEVELS[m["lvl"].lower()], body[m.end() :], body[m.end() : m.end() + 1]
+        elif first in "fcwidt":
+            m = DOTNET_RE.match(body)
+            if m:
+                return None, LEVELS[m["lvl"]], body[m.end() :]
+        start = 1 if first == "[" else 0
         ts: float | None = None
         end = 0
         m = ISO_RE.match(body, start)
@@ -199,6 +263,19 @@ class LineParser:
             m = EPOCH_PREFIX.match(body, start)
             if m:
                 ts, end = parse_ts(m[1]), m.end()
+            elif (
+                first.isdigit()
+                and (body[6:7] == " " or ":" in body[1:8])
+                and (m := REDIS_RE.match(body) or YYMMDD_RE.match(body)) is not None
+            ):
+                mon = MONTHS.get(m["mon"], 0) if "mon" in m.groupdict() else int(m["mo"])
+                year = int(m["y"]) + (2000 if len(m["y"]) == 2 else 0)
+                fields = (year, mon, int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
+                frac = float(f"0.{m['f']}") if m.groupdict().get("f") else 0.0
+                ts = calendar.timegm((*fields, 0, 0, 0)) + frac if 1 <= mon <= 12 else None
+                rest = body[m.end() :].lstrip()
+                redis = m.groupdict().get("lvl")
+                return ts, REDIS_LEVELS[redis] if redis else _level_in(rest), rest
             else:
                 m = DMY_RE.match(body, start) or APACHE_RE.match(body, start)
                 if m and m["mon"] in MONTHS:
@@ -207,7 +284,7 @@ class LineParser:
                     ts, end = calendar.timegm((*fields, 0, 0, 0)) + frac, m.end()
                     rest = body[end:].lstrip(" ]\t|-:")
                     php = PHP_LEVEL.search(rest, 0, 80)
-                    level = _PHP_LEVELS.get(php[1], "error") if php else _level_in(rest)
+                    level = _PHP_LEVELS.get(php[1], "error") if php else lead_level or _level_in(rest)
                     return ts, level, rest
                 m = SYSLOG_RE.match(body, start)
                 if m:
@@ -217,12 +294,26 @@ class LineParser:
                     m = CLF_RE.search(body, 0, 200)
                     if m:  # an access log: the status code is not a level
                         return clf_match(m), None, body
-        rest = body[end:].lstrip(" ]\t|-:") if end else body
+        rest = body[end:].lstrip(" ]\t|-:>") if end else body
         if ts is None and "=" in body:
             m = LOGFMT_TIME.search(body)
             if m:
                 ts = parse_ts(m[1])
+        if lead_level:
+            return ts, lead_level, rest
+        if ts is not None and rest[1:2] in (" ", "1", "2", "3", "4", "5"):
+            m = MONGO_SEV_RE.match(rest)
+            if m:
+                return ts, LEVELS[m["lvl"].lower()], rest
         return ts, _level_in(rest), rest
+
+
+def _inner_json(text: str) -> tuple[float | None, str | None, str] | None:
+    try:
+        inner = json.loads(text)
+    except ValueError:
+        return None
+    return record_fields(inner, text.rstrip("\n")) if isinstance(inner, dict) else None
 
 
 def _ctime(text: str) -> float | None:
@@ -255,7 +346,13 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
     msg: str = obj[msg_key]
     if level is None:  # docker's json-file wraps a text line: {"log": "E0612 ...", "stream": "stderr"}
         level = _level_in(msg)
+    if msg_key == "log" and msg[:1] == "{" and (inner := _inner_json(msg)) is not None:
+        # docker json-file wrapping a JSON logger's line: the inner record's level and message
+        return (inner[0] if inner[0] is not None else ts), inner[1] or level, inner[2]
     text = with_error_details(msg, obj, skip=msg_key)
+    for nest in ("attr", "fields"):  # MongoDB's attr, tracing-subscriber's JSON fields
+        if isinstance(obj.get(nest), dict):
+            text = with_error_details(text, obj[nest])
     if level in ("error", "fatal", "warn"):
         text = with_peer(text, obj)
     return ts, level, text.rstrip("\n")
@@ -373,17 +470,30 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     parser = LineParser()
     if doc.shape != "json":
         last: dict[str, Any] | None = None
+        partial = False
         for n, line in enumerate(doc.lines(), 1):
             if not line.strip():
                 continue
             m = KUBECTL_TS_PREFIX.match(line)
             body = line[m.end() :].rstrip("\r") if m else line.rstrip("\r")
+            cri = CRI_TAG.match(body) if m and body[:3] == "std" else None
+            if cri:
+                body = body[cri.end() :]
+                joined = partial and last is not None
+                partial = cri["tag"] == "P"
+                if joined and last is not None:  # the rest of a line the runtime split
+                    last["msg"] = f"{last['msg']}{body}"[: MAX_CONTINUATION + 200]
+                    continue
             if last is not None and (_continues(body) or _ends_python_traceback(last["msg"], body)):
                 if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
                     last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
                 continue
             ts, level, msg = parser.parse_body(body, m[1] if m else None)
             if not msg and level is None:  # a blank line behind a --timestamps prefix
+                continue
+            if level is None and last is not None and ":  " in msg[:80] and _PG_DETAIL.match(msg):
+                if len(last["msg"]) < MAX_CONTINUATION:  # PostgreSQL's DETAIL / STATEMENT belong to the error above
+                    last["msg"] = f"{last['msg']}\n{msg}"[: MAX_CONTINUATION + 200]
                 continue
             last = {"ts": ts, "level": level, "msg": msg, "line": n}
             records.append(last)
@@ -447,18 +557,26 @@ def _ends_python_traceback(record: str, body: str) -> bool:
     return tail[:1] in (" ", "\t") and _PY_EXC_LINE.match(body) is not None
 
 
+# PostgreSQL writes an error's detail, hint and statement as lines of their own, after the same prefix
+# ("[1234] DETAIL:  Key (id)=(42) already exists."): they belong to the error above
+_PG_DETAIL = re.compile(r"(?:\[\d+(?:-\d+)?\]:? )?(?:\S*@\S* )?(?:DETAIL|HINT|STATEMENT|CONTEXT|QUERY|LOCATION):  ")
+
+
 def _continues(body: str) -> bool:
     """A stack-trace line (indented; Java's "Caused by:", "... 12 more"; Go's "[signal", "goroutine 1
     [running]:") continues the record above; `body` is the line without its --timestamps prefix."""
-    return body[:1] in (" ", "\t") or body.startswith(CONTINUATION_STARTS)
+    if body[:1] == " ":
+        return _PADDED_LEVEL.match(body) is None
+    return body[:1] == "\t" or body.startswith(CONTINUATION_STARTS)
 
 
 # --- event and audit exports as CSV (vCenter events, feature-flag audit, change logs, SIEM exports) ------------
 
 _CSV_TIME = re.compile(r"^(?:@?timestamp|time(?:stamp)?|ts|date(?:time)?|created(?:_?(?:time|at|on))?|event_?time|when|"
-                       r"occurred(?:_?at)?|changed_?at|updated_?at|logged_?at)$", re.I)  # fmt: skip
+                       r"occurred(?:_?at)?|changed_?at|updated_?at|logged_?at|"
+                       r"time_?created|time_?generated|date and time)$", re.I)  # fmt: skip
 _CSV_MESSAGE = re.compile(r"^(?:message|msg|description|summary|text|details?|event)$", re.I)
-_CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status)$", re.I)
+_CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status|level_?display_?name)$", re.I)
 
 
 def _csv_time_column(doc: Document) -> str | None:

@@ -1,0 +1,237 @@
+"""Log exports of the cloud providers' log services, each becoming `log` items the analyzers read like files.
+
+- CloudWatch Logs (`aws logs filter-log-events` / `get-log-events`): `events` [{timestamp (ms), message,
+  logStreamName?}] -> one item per log stream, object `cloudwatch/<stream>` (the file's path when unnamed).
+- Google Cloud Logging (`gcloud logging read --format=json`): a list of LogEntry {timestamp, severity,
+  textPayload | jsonPayload | protoPayload, resource {type, labels}} -> one item per resource; a k8s_container
+  resource is its pod (`Pod/<ns>/<pod>/<container>`, as `kubectl logs` files are).
+- Azure Monitor / Log Analytics query results: the REST API's `tables` [{columns, rows}], or the rows as
+  objects (`az monitor log-analytics query`), with a TimeGenerated column -> one item per pod, computer or
+  resource.
+- Windows event log as PowerShell writes it (`Get-WinEvent | ConvertTo-Json`: TimeCreated, Message, Level,
+  ProviderName, MachineName) -> one item per machine, `windows/<MachineName>`.
+
+Each message is read by the log line parser too, so a JSON or levelled text message keeps its level.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from diagnosis.formats._time import parse_ts
+from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.formats.logs import LineParser, normalise_level, with_error_details
+from diagnosis.model import EvidenceItem
+
+Record = dict[str, Any]
+
+
+def _emit(doc: Document, ctx: ParseContext, groups: dict[str, list[Record]], source: str) -> Iterator[EvidenceItem]:
+    for obj, records in groups.items():
+        records.sort(key=lambda r: (r["ts"] is None, r["ts"] or 0.0, r["line"]))
+        kept = records[-ctx.max_log_records :]
+        stamps = [r["ts"] for r in kept if r["ts"] is not None]
+        data = {"records": kept, "source": {"path": doc.path, "export": source}, "truncated": len(kept) < len(records)}
+        yield ctx.item(doc.path, "log", obj, data, max(stamps) if stamps else None)
+
+
+def _record(parser: LineParser, n: int, ts: float | None, level: str | None, text: str) -> Record:
+    """A record from an export's own time and level, and what the message itself says where the export is silent."""
+    own_ts, own_level, msg = parser.parse(text.rstrip("\n"))
+    return {"ts": ts if ts is not None else own_ts, "level": level or own_level, "msg": msg, "line": n}
+
+
+# --- CloudWatch Logs ------------------------------------------------------------------------------------------
+
+
+def _cw_events(v: Any) -> list[dict[str, Any]] | None:
+    events = v.get("events") if isinstance(v, dict) else None
+    if isinstance(events, list) and all(
+        isinstance(e, dict) and "timestamp" in e and isinstance(e.get("message"), str) for e in events
+    ):
+        return events
+    return None
+
+
+def detect_cloudwatch_logs(doc: Document) -> bool:
+    events = _cw_events(doc.value)
+    return events is not None and (bool(events) or "nextForwardToken" in doc.value or "searchedLogStreams" in doc.value)
+
+
+@FORMATS.format("cloudwatch-logs", shapes={"json"}, detect=detect_cloudwatch_logs, order=30)
+def parse_cloudwatch_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    parser = LineParser()
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for n, e in enumerate(_cw_events(doc.value) or [], 1):
+        stream = e.get("logStreamName")
+        obj = f"cloudwatch/{stream}" if isinstance(stream, str) and stream else doc.path
+        groups[obj].append(_record(parser, n, parse_ts(e.get("timestamp")), None, e["message"]))
+    yield from _emit(doc, ctx, groups, "cloudwatch-logs")
+
+
+# --- Google Cloud Logging -------------------------------------------------------------------------------------
+
+_GCP_PAYLOADS = ("textPayload", "jsonPayload", "protoPayload")
+
+
+def _is_log_entry(e: Any) -> bool:
+    return isinstance(e, dict) and "timestamp" in e and any(k in e for k in _GCP_PAYLOADS) and "logName" in e
+
+
+def detect_gcp_logs(doc: Document) -> bool:
+    v = doc.value
+    return isinstance(v, list) and bool(v) and all(map(_is_log_entry, v))
+
+
+def _gcp_object(resource: Any, doc: Document) -> str:
+    if not isinstance(resource, dict):
+        return doc.path
+    labels: dict[str, Any] = resource["labels"] if isinstance(resource.get("labels"), dict) else {}
+    rtype = str(resource.get("type") or "resource")
+    if rtype == "k8s_container" and labels.get("namespace_name") and labels.get("pod_name"):
+        container = labels.get("container_name")
+        base = f"Pod/{labels['namespace_name']}/{labels['pod_name']}"
+        return f"{base}/{container}" if container else base
+    name = next(
+        (labels[k] for k in ("service_name", "function_name", "instance_id", "database_id", "cluster_name",
+                             "job_id", "module_id", "pod_name", "node_name") if labels.get(k)),
+        None,
+    )  # fmt: skip
+    return f"gcp/{rtype}/{name}" if name else f"gcp/{rtype}"
+
+
+def _gcp_text(e: dict[str, Any]) -> str:
+    if isinstance(e.get("textPayload"), str):
+        return str(e["textPayload"])
+    payload = e.get("jsonPayload")
+    if isinstance(payload, dict):
+        msg = next(
+            (payload[k] for k in ("message", "msg", "log", "textPayload") if isinstance(payload.get(k), str)), ""
+        )
+        return with_error_details(str(msg), payload, skip="message") if msg else str(payload)[:2000]
+    proto = e.get("protoPayload")
+    if isinstance(proto, dict):  # audit logs: who called what, and the status it got
+        status: dict[str, Any] = proto["status"] if isinstance(proto.get("status"), dict) else {}
+        parts = [str(proto.get(k)) for k in ("methodName", "resourceName") if proto.get(k)]
+        if status.get("message"):
+            parts.append(f"status: {status['message']}")
+        return " ".join(parts)
+    return ""
+
+
+@FORMATS.format("gcp-logs", shapes={"json"}, detect=detect_gcp_logs, order=30)
+def parse_gcp_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    parser = LineParser()
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for n, e in enumerate(doc.value, 1):
+        level = normalise_level(e.get("severity"))  # DEFAULT is no level
+        groups[_gcp_object(e.get("resource"), doc)].append(
+            _record(parser, n, parse_ts(e.get("timestamp")), level, _gcp_text(e))
+        )
+    yield from _emit(doc, ctx, groups, "gcp-logging")
+
+
+# --- Azure Monitor / Log Analytics ----------------------------------------------------------------------------
+
+_AZ_MESSAGE = ("Message", "RenderedDescription", "SyslogMessage", "LogMessage", "LogEntry", "ResultDescription",
+               "Description", "OperationName")  # fmt: skip
+_AZ_LEVEL = ("SeverityLevel", "Level", "LogLevel", "Severity", "SeverityText")
+# Application Insights' SeverityLevel: 0 verbose, 1 information, 2 warning, 3 error, 4 critical
+_AZ_SEVERITY = {0: "debug", 1: "info", 2: "warn", 3: "error", 4: "fatal"}
+
+
+def _az_rows(v: Any) -> list[dict[str, Any]] | None:
+    if isinstance(v, dict) and isinstance(v.get("tables"), list):
+        rows: list[dict[str, Any]] = []
+        for table in v["tables"]:
+            if not isinstance(table, dict) or not isinstance(table.get("columns"), list):
+                return None
+            names = [str(c.get("name")) if isinstance(c, dict) else "" for c in table["columns"]]
+            rows += [dict(zip(names, r, strict=False)) for r in table.get("rows") or [] if isinstance(r, list)]
+        return rows
+    if isinstance(v, list) and v and all(isinstance(r, dict) for r in v):
+        return v
+    return None
+
+
+def detect_azure_logs(doc: Document) -> bool:
+    rows = _az_rows(doc.value)
+    if rows is None:
+        return False
+    if isinstance(doc.value, dict) and not rows:  # an empty result still names its columns
+        return any(
+            isinstance(c, dict) and c.get("name") == "TimeGenerated"
+            for t in doc.value["tables"]
+            for c in t.get("columns") or []
+        )
+    return bool(rows) and all("TimeGenerated" in r for r in rows[:20])
+
+
+def _az_level(row: dict[str, Any]) -> str | None:
+    for k in _AZ_LEVEL:
+        v = row.get(k)
+        if v is None or v == "":
+            continue
+        if isinstance(v, int) or (isinstance(v, str) and v.isdigit()):
+            return _AZ_SEVERITY.get(int(v))
+        return normalise_level(v)
+    return None
+
+
+def _az_object(row: dict[str, Any], doc: Document) -> str:
+    ns, pod = row.get("PodNamespace") or row.get("Namespace"), row.get("PodName")
+    if ns and pod:
+        return f"Pod/{ns}/{pod}/{row['ContainerName']}" if row.get("ContainerName") else f"Pod/{ns}/{pod}"
+    for k in ("AppRoleName", "Computer", "_ResourceId", "ResourceId", "Resource"):
+        if row.get(k):
+            return f"azure/{str(row[k]).rstrip('/').rsplit('/', 1)[-1]}"
+    return doc.path
+
+
+@FORMATS.format("azure-logs", shapes={"json"}, detect=detect_azure_logs, order=30)
+def parse_azure_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    parser = LineParser()
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for n, row in enumerate(_az_rows(doc.value) or [], 1):
+        msg = next((row[k] for k in _AZ_MESSAGE if isinstance(row.get(k), str) and row[k]), None)
+        if msg is None:  # no message column: the row's other fields as key=value
+            msg = " ".join(f"{k}={v}" for k, v in row.items() if k != "TimeGenerated" and v not in (None, ""))
+        groups[_az_object(row, doc)].append(
+            _record(parser, n, parse_ts(row.get("TimeGenerated")), _az_level(row), str(msg))
+        )
+    yield from _emit(doc, ctx, groups, "azure-monitor")
+
+
+# --- Windows event log (PowerShell `Get-WinEvent ... | ConvertTo-Json`) ---------------------------------------
+
+# Get-WinEvent's Level: 1 critical, 2 error, 3 warning, 4 information, 5 verbose (0: LogAlways)
+_WIN_LEVEL = {0: "info", 1: "fatal", 2: "error", 3: "warn", 4: "info", 5: "debug"}
+
+
+def detect_windows_events(doc: Document) -> bool:
+    v = doc.value
+    return (
+        isinstance(v, list)
+        and bool(v)
+        and all(isinstance(e, dict) and "TimeCreated" in e and "Message" in e for e in v[:20])
+    )
+
+
+@FORMATS.format("windows-events", shapes={"json"}, detect=detect_windows_events, order=30)
+def parse_windows_events(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    parser = LineParser()
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for n, e in enumerate(doc.value, 1):
+        if not isinstance(e, dict):
+            continue
+        level = normalise_level(e.get("LevelDisplayName"))
+        if level is None and isinstance(e.get("Level"), int):
+            level = _WIN_LEVEL.get(e["Level"])
+        source = e.get("ProviderName") or e.get("Source")
+        msg = str(e.get("Message") or "")
+        text = f"{source}: {msg}" if source else msg
+        obj = f"windows/{e['MachineName']}" if e.get("MachineName") else doc.path
+        groups[obj].append(_record(parser, n, parse_ts(e.get("TimeCreated")), level, text))
+    yield from _emit(doc, ctx, groups, "windows-events")
