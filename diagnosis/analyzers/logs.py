@@ -76,6 +76,10 @@ BAD_DATA = re.compile(
     r"DeserializationException|InvalidProtocolBufferException|AvroTypeException|SchemaParseException|"
     r"DateTimeParseException|NumberFormatException|MalformedInputException|UnmappableCharacterException|"
     r"CharacterCodingException|ConstraintViolationException|DataIntegrityViolationException|HttpMessageNotReadable|"
+    # XML parsers on an input file in the wrong encoding or not XML at all (.NET, Java SAX, libxml2/lxml, expat)
+    r"XmlException|SAXParseException|XMLSyntaxError|ExpatError|Content is not allowed in prolog|"
+    r"Data at the root level is invalid|Invalid byte \d of \d-byte UTF-8|not well-formed \(invalid token\)|"
+    r"DecoderFallbackException|(?:unexpected|invalid|unsupported) (?:byte order mark|BOM)|"
     # Python, Go, Node, Ruby
     r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|"
     r"json: cannot unmarshal|invalid character '.{1,4}' (?:looking for|after|in)|cannot unmarshal|"
@@ -667,7 +671,8 @@ def _stuck_offset(item: EvidenceItem) -> str:
     return f", re-reading offset {off}{where} {n}x (a poison message the consumer cannot skip)"
 
 
-_DATA_FILE = re.compile(r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat)(?:\.gz)?)\b", re.I)
+# a file name, not a namespace (System.Xml.XmlException) that happens to end in a data format's name
+_DATA_FILE = re.compile(r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat)(?:\.gz)?)\b(?!\.\w)", re.I)
 INPUT_WINDOW_S = 300.0  # the input a job picked up shortly before it failed on it
 
 

@@ -266,3 +266,21 @@ def test_a_feed_that_is_always_small_has_no_empty_partition_fault() -> None:
     b = Builder()
     b.log("job.log", [(T0, "info", "loaded dt=2025-04-15 rows=3"), (T0 + 60, "info", "loaded dt=2025-04-16 rows=0")])
     assert empty_input(b.set()) == []
+
+
+def test_an_input_file_that_is_not_xml_in_the_expected_encoding_is_bad_data_naming_the_file() -> None:
+    for msg in (
+        "System.Xml.XmlException: Data at the root level is invalid. Line 1, position 1.",
+        "org.xml.sax.SAXParseException; lineNumber: 1; columnNumber: 1; Content is not allowed in prolog.",
+        "lxml.etree.XMLSyntaxError: Start tag expected, '<' not found, line 1, column 1",
+        "Invalid byte 1 of 1-byte UTF-8 sequence.",
+    ):
+        b = Builder()
+        b.log(
+            "importer.log",
+            [(T0 + 60 * i, "error", f"Failed to import orders_{i}.xml: {msg}") for i in range(5)],
+            service="importer",
+        )
+        [cause] = causes(log_errors(b.set()))
+        assert cause.code == "bad_data" and cause.category == "data_quality", msg
+        assert "System.Xml" not in cause.mechanism.split(": '", 1)[0], "a namespace is no data file"
