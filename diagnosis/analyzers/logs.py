@@ -672,7 +672,9 @@ def _stuck_offset(item: EvidenceItem) -> str:
 
 
 # a file name, not a namespace (System.Xml.XmlException) that happens to end in a data format's name
-_DATA_FILE = re.compile(r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat)(?:\.gz)?)\b(?!\.\w)", re.I)
+_DATA_FILE = re.compile(
+    r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat)(?:\.gz)?)\b(?!\.\w)", re.I
+)
 INPUT_WINDOW_S = 300.0  # the input a job picked up shortly before it failed on it
 
 
