@@ -103,7 +103,7 @@ _OFFSET = re.compile(
 # An exception class named in a message; the network/database ones (timeouts, refusals) are claimed elsewhere.
 EXCEPTION = re.compile(
     r"\b((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b(?!\s+(?:rate|count|budget))|"
-    r"\bpanic: |\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
+    r"\bpanic: |\bpanicked at\b|called `(?:Option|Result)::(?:unwrap|expect)\(\)` on|\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
     r"\bunhandled exception|\buncaught exception|\bTraceback \(most recent call last\)|\bassertion failed|"
     r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range",
     re.I,
