@@ -103,7 +103,8 @@ _OFFSET = re.compile(
 # An exception class named in a message; the network/database ones (timeouts, refusals) are claimed elsewhere.
 EXCEPTION = re.compile(
     r"\b((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b(?!\s+(?:rate|count|budget))|"
-    r"\bpanic: |\bpanicked at\b|called `(?:Option|Result)::(?:unwrap|expect)\(\)` on|\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
+    r"\bpanic: |\bpanicked at\b|called `(?:Option|Result)::(?:unwrap|expect)\(\)` on|"
+    r"\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
     r"\bunhandled exception|\buncaught exception|\bTraceback \(most recent call last\)|\bassertion failed|"
     r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range",
     re.I,
@@ -194,6 +195,75 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
                         Action(
                             description="See the rejections and the pool or consumer settings around them",
                             command=f"grep -n -E 'max.poll|rejected|busy|max_children' <{item.object} log>",
+                        )
+                    ],
+                )
+            )
+    return with_aliases(out)
+
+
+# A web framework refusing the request's Host header (Django ALLOWED_HOSTS, Rails config.hosts, ASP.NET Core
+# AllowedHosts, Vite/webpack dev servers): the host named is missing from the allow-list. Group 1: the host.
+HOST_REJECTED = re.compile(
+    r"Invalid HTTP_HOST header: '([^']+)'|\bBlocked hosts?: ([\w.\-:]+)|"
+    r"The host '([^']+)' does not match an allowed host|This host \(\"?([\w.\-:]+)\"?\) is not allowed|"
+    r"Invalid Host header(?: '([^']+)')?",
+)
+_HOST_SETTING = (
+    ("HTTP_HOST", "ALLOWED_HOSTS"),
+    ("Blocked host", "config.hosts"),
+    ("allowed host", "AllowedHosts"),
+)
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def host_not_allowed(evidence: EvidenceSet) -> list[Finding]:
+    """A service rejecting requests because their Host header is not on its allow-list (typically after a domain
+    or DNS change sent a new name to an unchanged app): a configuration error of the allow-list, whatever the CDN
+    or the 400s around it look like."""
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        hosts: dict[str, list[dict[str, Any]]] = {}
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "host" not in msg.lower():
+                continue
+            m = HOST_REJECTED.search(msg)
+            if m:
+                hosts.setdefault(next((g for g in m.groups() if g), "?"), []).append(r)
+        for host, recs in hosts.items():
+            last = max((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
+                continue
+            first = min((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            who = service_of(item) or item.object
+            sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
+            setting = next((v for k, v in _HOST_SETTING if k.lower() in sample.lower()), "the allowed-hosts setting")
+            out.append(
+                Finding(
+                    analyzer="host_not_allowed",
+                    domain=Domain.LOGS,
+                    role="cause",
+                    code="host_not_allowed",
+                    category=Category.CONFIGURATION_ERROR,
+                    title=f"{who} rejects requests for host {host}: not in {setting} ({len(recs)}x)",
+                    mechanism=(
+                        f"{who} refuses every request whose Host header is {host} (answering 400): {host} is missing "
+                        f"from {setting}: '{sample}' x{len(recs)} {span_text(first, last)}."
+                    ),
+                    object=who,
+                    score=0.8,
+                    ts=first,
+                    tags=[*object_tags(item, service_of(item)), f"host:{host}"],
+                    explains=["errors", "http_4xx", "http_5xx", "metric_shift", "alert:*"],
+                    evidence=[
+                        EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
+                    ],
+                    actions=[
+                        Action(
+                            description=f"Add {host} to {setting} and redeploy; list the hosts refused",
+                            command=f"grep -c '{host}' <{item.object} log>",
                         )
                     ],
                 )

@@ -284,3 +284,39 @@ def test_an_input_file_that_is_not_xml_in_the_expected_encoding_is_bad_data_nami
         [cause] = causes(log_errors(b.set()))
         assert cause.code == "bad_data" and cause.category == "data_quality", msg
         assert "System.Xml" not in cause.mechanism.split(": '", 1)[0], "a namespace is no data file"
+
+
+def test_a_rust_panic_is_an_exception_like_a_go_panic() -> None:
+    b = Builder()
+    b.log(
+        "quote.log",
+        [(T0 + i, "error", "thread 'tokio-runtime-worker' panicked at src/pricing/fuel.rs:212:48:") for i in range(4)],
+        service="quote",
+    )
+    [cause] = causes(log_errors(b.set()))
+    assert cause.code == "exception" and cause.category == "code_defect"
+
+
+def test_requests_refused_for_a_host_missing_from_the_allow_list_are_a_configuration_error() -> None:
+    from diagnosis.analyzers.logs import host_not_allowed
+
+    for msg, host, setting in (
+        (
+            "django.security.DisallowedHost: Invalid HTTP_HOST header: 'shop.new.example'.",
+            "shop.new.example",
+            "ALLOWED",
+        ),
+        (
+            "[ActionDispatch::HostAuthorization::DefaultResponseApp] Blocked hosts: shop.new.example",
+            "shop.new",
+            "hosts",
+        ),
+        ("The host 'shop.new.example' does not match an allowed host.", "shop.new.example", "AllowedHosts"),
+    ):
+        b = Builder()
+        b.log("web.log", [(T0 + i, "warn", msg) for i in range(5)], service="web")
+        [cause] = causes(host_not_allowed(b.set()))
+        assert cause.category == "configuration_error" and host in cause.title and setting in cause.title, msg
+    b = Builder()
+    b.log("web.log", [(T0, "warn", "Invalid HTTP_HOST header: 'scanner.example'.")], service="web")
+    assert host_not_allowed(b.set()) == [], "one probe by a scanner is no outage"
