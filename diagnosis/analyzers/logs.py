@@ -66,6 +66,12 @@ BAD_DATA = re.compile(
     r"rejected \d+ (?:rows|records|messages|documents|lines|events)|(?:rows|records|messages|events) rejected|"
     r"(?:sent|routed|moved|published|written|forwarded) to (?:the )?(?:dead[- ]?letter|DLQ|DLT)|"
     r"expected \d+ (?:columns|fields),? (?:but )?(?:got|found|saw) \d+|wrong number of (?:columns|fields)|"
+    # CSV readers on a file with another delimiter or column count (Rust csv, Go encoding/csv, a header check)
+    r"found record with \d+ fields?, but the previous record has \d+|wrong number of fields|"
+    r"\bheader has \d+ (?:column|field)s?(?:\(s\))?,? (?:but )?expected \d+|"
+    # a batch refused as a whole because too much of it failed validation
+    r"reject(?:ed|ion) (?:share|ratio|rate) (?:of )?[\d.]+ ?% (?:is )?(?:above|over|exceeds)|"
+    r"(?:moved|sent) (?:\S+ )?to (?:the )?quarantine\b|"
     r"Error tokenizing data|contains NaN|\bNaN (?:value|found|in column)|value is NaN|"
     r"corrupt(?:ed)? (?:record|row|message|input|gzip|parquet|avro|csv)|"
     r"data (?:quality|validation) (?:check )?failed|expectation (?:suite )?failed|"

@@ -320,3 +320,16 @@ def test_requests_refused_for_a_host_missing_from_the_allow_list_are_a_configura
     b = Builder()
     b.log("web.log", [(T0, "warn", "Invalid HTTP_HOST header: 'scanner.example'.")], service="web")
     assert host_not_allowed(b.set()) == [], "one probe by a scanner is no outage"
+
+
+def test_csv_with_another_delimiter_and_a_batch_refused_for_its_reject_share_are_bad_data() -> None:
+    for msg in (
+        "file m_0500.csv rejected: CSV error: record 1 (line: 2, byte: 131): found record with 1 fields, "
+        "but the previous record has 14 fields",
+        'header has 1 column(s), expected 14: "id;name;price"',
+        "sync aborted: rejected share 96.4% above 5% threshold, nothing published",
+    ):
+        b = Builder()
+        b.log("feed.log", [(T0 + 600 * i, "error", msg) for i in range(5)], service="feed")
+        [cause] = causes(log_errors(b.set()))
+        assert cause.code == "bad_data" and cause.category == "data_quality", msg
