@@ -330,6 +330,7 @@ def test_csv_with_another_delimiter_and_a_batch_refused_for_its_reject_share_are
         "sync aborted: rejected share 96.4% above 5% threshold, nothing published",
     ):
         b = Builder()
-        b.log("feed.log", [(T0 + 600 * i, "error", msg) for i in range(5)], service="feed")
+        ok = [(T0 + 600 * i, "info", "loaded rows=1905 rejected=0") for i in range(6)]
+        b.log("feed.log", ok + [(T0 + 3600 + 600 * i, "error", msg) for i in range(5)], service="feed")
         [cause] = causes(log_errors(b.set()))
         assert cause.code == "bad_data" and cause.category == "data_quality", msg
