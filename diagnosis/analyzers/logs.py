@@ -603,6 +603,7 @@ def _cause_of(
         after = f", starting {human_duration((tpl.first_ts or deploy[0]) - deploy[0])} after {deploy[1]}"
         refs.append(deploy[2])
         score = 0.85 if tpl.count >= SPORADIC else 0.7
+    msg = msg + _panic_payload(item, tpl)
     return Finding(
         analyzer="log_errors",
         domain=Domain.LOGS,
@@ -634,6 +635,19 @@ def _cause_of(
             ),
         ],
     )
+
+
+_PANIC_AT = re.compile(r"panicked at [^\s']+:\d+(?::\d+)?:?\s*$")
+
+
+def _panic_payload(item: EvidenceItem, tpl: Template) -> str:
+    """Rust (1.73+) prints a panic's message on the line after "thread 'x' panicked at src/f.rs:212:48:": when the
+    sample ends there, the next line of the log is what panicked (`called Option::unwrap() on a None value`)."""
+    sample = tpl.sample
+    if sample is None or not _PANIC_AT.search(sample.msg) or sample.line is None:
+        return ""
+    nxt = next((r for r in item.data.get("records") or () if r.get("line") == sample.line + 1), None)
+    return f" {str(nxt.get('msg') or '').strip()}" if nxt else ""
 
 
 def _errors_symptom(item: EvidenceItem, active: list[Template], who: str, tags: list[str]) -> Finding:

@@ -288,13 +288,14 @@ def test_an_input_file_that_is_not_xml_in_the_expected_encoding_is_bad_data_nami
 
 def test_a_rust_panic_is_an_exception_like_a_go_panic() -> None:
     b = Builder()
-    b.log(
-        "quote.log",
-        [(T0 + i, "error", "thread 'tokio-runtime-worker' panicked at src/pricing/fuel.rs:212:48:") for i in range(4)],
-        service="quote",
-    )
+    lines: list[tuple[float, str | None, str]] = []
+    for i in range(4):
+        lines.append((T0 + i, "error", "thread 'tokio-runtime-worker' panicked at src/pricing/fuel.rs:212:48:"))
+        lines.append((T0 + i, None, "called `Option::unwrap()` on a `None` value"))
+    b.log("quote.log", lines, service="quote")
     [cause] = causes(log_errors(b.set()))
     assert cause.code == "exception" and cause.category == "code_defect"
+    assert "Option::unwrap()" in cause.mechanism, "the line after 'panicked at' is what panicked"
 
 
 def test_requests_refused_for_a_host_missing_from_the_allow_list_are_a_configuration_error() -> None:
