@@ -118,7 +118,7 @@ _TARGET_PATTERNS = [
     # grpc-java's remote_addr=inventory.stock.svc/10.0.4.3:9090
     re.compile(
         rf"\b(?:peer\.service|peer\.address|net\.peer\.name|server\.address|grpc\.target|target|remote_addr|"
-        rf"upstream_service|dependency|downstream|provider|vendor)[\"']?\s*[=:]\s*[\"']?(?:[a-z]+://)?({_NAME})"
+        rf"upstream_service|dependency|downstream)[\"']?\s*[=:]\s*[\"']?(?:[a-z]+://)?({_NAME})"
     ),
     re.compile(rf"upstream(?:_addr|_host|_cluster)?[=\s:]+\"?(?:[a-z]+://)?({_NAME})", re.I),
     re.compile(rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", re.I),
@@ -130,6 +130,8 @@ _TARGET_PATTERNS = [
     re.compile(rf"({_NAME}) (?:short-circuited|has no server available)"),
     re.compile(rf"circuit(?: breaker)? (?:for|on|to) \"?'?({_NAME})", re.I),
     re.compile(rf"host=['\"]?({_NAME})['\"]?"),
+    # a business field naming the external provider called: weaker than a host, URL or DNS name in the same line
+    re.compile(rf"\b(?:provider|vendor)[\"']?\s*[=:]\s*[\"']?({_NAME})"),
     re.compile(
         rf"(?:connect(?:ing)? to|connection to|calling|call to|request to|requests? to|host|server at|server)\s+"
         rf"\"?(?:[a-z]+://)?({_NAME})",
