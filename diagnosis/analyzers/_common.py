@@ -492,7 +492,12 @@ HOST_LOST = re.compile(
     r"HostConnectionLostEvent|DasHostFailedEvent|lost connection to host (?P<h3>[\w.\-]+)|"
     r"(?:node|hypervisor|compute (?:node|host)) '?(?P<h4>[\w.\-]+)'? (?:is|went) (?:down|offline|unreachable)|"
     r"fencing (?:node|host) '?(?P<h5>[\w.\-]+)|"
-    r"cluster node '?(?P<h6>[\w.\-]+)'? was removed from the active (?:failover )?cluster membership",
+    r"cluster node '?(?P<h6>[\w.\-]+)'? was removed from the active (?:failover )?cluster membership|"
+    # Proxmox HA manager, Pacemaker, a Nomad server giving up on a client, Consul/Serf gossip
+    r"node '(?P<h7>[\w.\-]+)': state changed from '\w+' => '(?:fence|unknown)'|"
+    r"\bnode (?P<h8>[\w.\-]+) (?:state )?is now (?:lost|dead)\b|"
+    r"marking allocations lost: node=(?P<h9>[\w.\-]+)|"
+    r"EventMemberFailed: (?P<h10>[\w.\-]+)|memberlist: (?:Marking|Suspect) (?P<h11>[\w.\-]+) (?:as|has) failed",
     re.I,
 )
 # a process-, kernel- or broker-level limit that ran out (each is a finite capacity, like memory or descriptors):
@@ -643,6 +648,13 @@ _TRIGGERS = (
     "node down",
     "offline",
     "fenc",
+    "state changed",
+    "is now lost",
+    "is now dead",
+    "allocations lost",
+    "memberfailed",
+    "as failed",
+    "has failed",
     "isolat",
     "membership",
     "connect to",

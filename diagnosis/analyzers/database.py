@@ -281,6 +281,11 @@ def _int(v: Any) -> int | None:
 _AGE_FIELDS = {"state_change": "state_age_s", "xact_start": "xact_age_s", "query_start": "query_age_s"}
 
 
+def _weight(s: EvidenceItem) -> int:
+    """How many sessions an item stands for: 1, or a grouped pg_stat_activity row's count."""
+    return _int(s.data.get("count")) or 1
+
+
 def _age_of(data: dict[str, Any], field: str, at: float | None) -> float | None:
     measured = data.get(_AGE_FIELDS.get(field, ""))
     if isinstance(measured, int | float):
@@ -885,10 +890,11 @@ def _connections(ctx: _Context) -> list[Finding]:
         if str(s.data.get("backend_type") or "client backend") == "client backend"
     ]
     mx = ctx.max_connections()
+    n_clients = sum(_weight(s) for _, s in clients)  # a grouped pg_stat_activity row stands for `count` sessions
     log_hits = [r for r in ctx.logs if PG_TOO_MANY.search(r.msg)]
     conn_metric = ctx.metric("DatabaseConnections", "pg_stat_activity_count", "pg_stat_database_numbackends")
     db = ctx.db_name()
-    near = bool(mx and clients and len(clients) >= CONNECTIONS_HIGH * mx[0])
+    near = bool(mx and clients and n_clients >= CONNECTIONS_HIGH * mx[0])
     if not near and not log_hits:
         return out
     refs: list[EvidenceRef] = []
@@ -902,13 +908,11 @@ def _connections(ctx: _Context) -> list[Finding]:
             i = max(range(len(pts)), key=lambda k: pts[k][1])
             refs.append(_mref(m, i, pts))
     count_txt = (
-        f"{len(clients)} of max_connections {mx[0]}"
-        if mx and clients
-        else (f"{len(clients)} sessions" if clients else "")
+        f"{n_clients} of max_connections {mx[0]}" if mx and clients else (f"{n_clients} sessions" if clients else "")
     )
     # most connections are lock waiters: the lock is the cause, the connection pile-up its symptom
     waiting = [p for p, _ in clients if p in ctx.lock_pids]
-    if clients and len(waiting) >= 0.3 * len(clients):
+    if clients and len(waiting) >= 0.3 * n_clients:
         out.append(
             Finding(
                 analyzer="database",
@@ -928,9 +932,9 @@ def _connections(ctx: _Context) -> list[Finding]:
             )
         )
         return out
-    by_app: Counter[str] = Counter(
-        str(s.data.get("application_name") or s.data.get("usename") or "?") for _, s in clients
-    )
+    by_app: Counter[str] = Counter()
+    for _, s in clients:
+        by_app[str(s.data.get("application_name") or s.data.get("usename") or "?")] += _weight(s)
     mech_extra = ""
     title_app = ""
     app_tags: list[str] = []
@@ -943,10 +947,11 @@ def _connections(ctx: _Context) -> list[Finding]:
         idle_tx = [s for s in app_sessions if str(s.data.get("state", "")).startswith("idle in transaction")]
         at = ctx.captured
         oldest = max((_age_of(s.data, "state_change", at) or 0 for s in idle), default=0)
-        leak = n_app >= LEAK_APP_SHARE * len(clients) and len(idle) >= LEAK_IDLE_SHARE * n_app
+        n_idle, n_idle_tx = sum(map(_weight, idle)), sum(map(_weight, idle_tx))
+        leak = n_app >= LEAK_APP_SHARE * n_clients and n_idle >= LEAK_IDLE_SHARE * n_app
         title_app = f", {n_app} held by {app}"
         mech_extra = (
-            f"; {app} holds {n_app} of them, {len(idle)} idle ({len(idle_tx)} idle in transaction, the oldest idle for "
+            f"; {app} holds {n_app} of them, {n_idle} idle ({n_idle_tx} idle in transaction, the oldest idle for "
             f"{human_duration(oldest)})" + (": its pool leaks connections (taken and never returned)" if leak else "")
         )
         app_tags = [f"service:{app}"]

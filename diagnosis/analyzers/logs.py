@@ -66,6 +66,12 @@ BAD_DATA = re.compile(
     r"rejected \d+ (?:rows|records|messages|documents|lines|events)|(?:rows|records|messages|events) rejected|"
     r"(?:sent|routed|moved|published|written|forwarded) to (?:the )?(?:dead[- ]?letter|DLQ|DLT)|"
     r"expected \d+ (?:columns|fields),? (?:but )?(?:got|found|saw) \d+|wrong number of (?:columns|fields)|"
+    # CSV readers on a file with another delimiter or column count (Rust csv, Go encoding/csv, a header check)
+    r"found record with \d+ fields?, but the previous record has \d+|wrong number of fields|"
+    r"\bheader has \d+ (?:column|field)s?(?:\(s\))?,? (?:but )?expected \d+|"
+    # a batch refused as a whole because too much of it failed validation
+    r"reject(?:ed|ion) (?:share|ratio|rate) (?:of )?[\d.]+ ?% (?:is )?(?:above|over|exceeds)|"
+    r"(?:moved|sent) (?:\S+ )?to (?:the )?quarantine\b|"
     r"Error tokenizing data|contains NaN|\bNaN (?:value|found|in column)|value is NaN|"
     r"corrupt(?:ed)? (?:record|row|message|input|gzip|parquet|avro|csv)|"
     r"data (?:quality|validation) (?:check )?failed|expectation (?:suite )?failed|"
@@ -76,6 +82,10 @@ BAD_DATA = re.compile(
     r"DeserializationException|InvalidProtocolBufferException|AvroTypeException|SchemaParseException|"
     r"DateTimeParseException|NumberFormatException|MalformedInputException|UnmappableCharacterException|"
     r"CharacterCodingException|ConstraintViolationException|DataIntegrityViolationException|HttpMessageNotReadable|"
+    # XML parsers on an input file in the wrong encoding or not XML at all (.NET, Java SAX, libxml2/lxml, expat)
+    r"XmlException|SAXParseException|XMLSyntaxError|ExpatError|Content is not allowed in prolog|"
+    r"Data at the root level is invalid|Invalid byte \d of \d-byte UTF-8|not well-formed \(invalid token\)|"
+    r"DecoderFallbackException|(?:unexpected|invalid|unsupported) (?:byte order mark|BOM)|"
     # Python, Go, Node, Ruby
     r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|"
     r"json: cannot unmarshal|invalid character '.{1,4}' (?:looking for|after|in)|cannot unmarshal|"
@@ -99,7 +109,8 @@ _OFFSET = re.compile(
 # An exception class named in a message; the network/database ones (timeouts, refusals) are claimed elsewhere.
 EXCEPTION = re.compile(
     r"\b((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b(?!\s+(?:rate|count|budget))|"
-    r"\bpanic: |\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
+    r"\bpanic: |\bpanicked at\b|called `(?:Option|Result)::(?:unwrap|expect)\(\)` on|"
+    r"\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
     r"\bunhandled exception|\buncaught exception|\bTraceback \(most recent call last\)|\bassertion failed|"
     r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range",
     re.I,
@@ -190,6 +201,75 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
                         Action(
                             description="See the rejections and the pool or consumer settings around them",
                             command=f"grep -n -E 'max.poll|rejected|busy|max_children' <{item.object} log>",
+                        )
+                    ],
+                )
+            )
+    return with_aliases(out)
+
+
+# A web framework refusing the request's Host header (Django ALLOWED_HOSTS, Rails config.hosts, ASP.NET Core
+# AllowedHosts, Vite/webpack dev servers): the host named is missing from the allow-list. Group 1: the host.
+HOST_REJECTED = re.compile(
+    r"Invalid HTTP_HOST header: '([^']+)'|\bBlocked hosts?: ([\w.\-:]+)|"
+    r"The host '([^']+)' does not match an allowed host|This host \(\"?([\w.\-:]+)\"?\) is not allowed|"
+    r"Invalid Host header(?: '([^']+)')?",
+)
+_HOST_SETTING = (
+    ("HTTP_HOST", "ALLOWED_HOSTS"),
+    ("Blocked host", "config.hosts"),
+    ("allowed host", "AllowedHosts"),
+)
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def host_not_allowed(evidence: EvidenceSet) -> list[Finding]:
+    """A service rejecting requests because their Host header is not on its allow-list (typically after a domain
+    or DNS change sent a new name to an unchanged app): a configuration error of the allow-list, whatever the CDN
+    or the 400s around it look like."""
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        hosts: dict[str, list[dict[str, Any]]] = {}
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "host" not in msg.lower():
+                continue
+            m = HOST_REJECTED.search(msg)
+            if m:
+                hosts.setdefault(next((g for g in m.groups() if g), "?"), []).append(r)
+        for host, recs in hosts.items():
+            last = max((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
+                continue
+            first = min((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            who = service_of(item) or item.object
+            sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
+            setting = next((v for k, v in _HOST_SETTING if k.lower() in sample.lower()), "the allowed-hosts setting")
+            out.append(
+                Finding(
+                    analyzer="host_not_allowed",
+                    domain=Domain.LOGS,
+                    role="cause",
+                    code="host_not_allowed",
+                    category=Category.CONFIGURATION_ERROR,
+                    title=f"{who} rejects requests for host {host}: not in {setting} ({len(recs)}x)",
+                    mechanism=(
+                        f"{who} refuses every request whose Host header is {host} (answering 400): {host} is missing "
+                        f"from {setting}: '{sample}' x{len(recs)} {span_text(first, last)}."
+                    ),
+                    object=who,
+                    score=0.8,
+                    ts=first,
+                    tags=[*object_tags(item, service_of(item)), f"host:{host}"],
+                    explains=["errors", "http_4xx", "http_5xx", "metric_shift", "alert:*"],
+                    evidence=[
+                        EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
+                    ],
+                    actions=[
+                        Action(
+                            description=f"Add {host} to {setting} and redeploy; list the hosts refused",
+                            command=f"grep -c '{host}' <{item.object} log>",
                         )
                     ],
                 )
@@ -523,6 +603,7 @@ def _cause_of(
         after = f", starting {human_duration((tpl.first_ts or deploy[0]) - deploy[0])} after {deploy[1]}"
         refs.append(deploy[2])
         score = 0.85 if tpl.count >= SPORADIC else 0.7
+    msg = msg + _panic_payload(item, tpl)
     return Finding(
         analyzer="log_errors",
         domain=Domain.LOGS,
@@ -554,6 +635,19 @@ def _cause_of(
             ),
         ],
     )
+
+
+_PANIC_AT = re.compile(r"panicked at [^\s']+:\d+(?::\d+)?:?\s*$")
+
+
+def _panic_payload(item: EvidenceItem, tpl: Template) -> str:
+    """Rust (1.73+) prints a panic's message on the line after "thread 'x' panicked at src/f.rs:212:48:": when the
+    sample ends there, the next line of the log is what panicked (`called Option::unwrap() on a None value`)."""
+    sample = tpl.sample
+    if sample is None or not _PANIC_AT.search(sample.msg) or sample.line is None:
+        return ""
+    nxt = next((r for r in item.data.get("records") or () if r.get("line") == sample.line + 1), None)
+    return f" {str(nxt.get('msg') or '').strip()}" if nxt else ""
 
 
 def _errors_symptom(item: EvidenceItem, active: list[Template], who: str, tags: list[str]) -> Finding:
@@ -667,7 +761,10 @@ def _stuck_offset(item: EvidenceItem) -> str:
     return f", re-reading offset {off}{where} {n}x (a poison message the consumer cannot skip)"
 
 
-_DATA_FILE = re.compile(r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat)(?:\.gz)?)\b", re.I)
+# a file name, not a namespace (System.Xml.XmlException) that happens to end in a data format's name
+_DATA_FILE = re.compile(
+    r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat)(?:\.gz)?)\b(?!\.\w)", re.I
+)
 INPUT_WINDOW_S = 300.0  # the input a job picked up shortly before it failed on it
 
 

@@ -130,6 +130,8 @@ _TARGET_PATTERNS = [
     re.compile(rf"({_NAME}) (?:short-circuited|has no server available)"),
     re.compile(rf"circuit(?: breaker)? (?:for|on|to) \"?'?({_NAME})", re.I),
     re.compile(rf"host=['\"]?({_NAME})['\"]?"),
+    # a business field naming the external provider called: weaker than a host, URL or DNS name in the same line
+    re.compile(rf"\b(?:provider|vendor)[\"']?\s*[=:]\s*[\"']?({_NAME})"),
     re.compile(
         rf"(?:connect(?:ing)? to|connection to|calling|call to|request to|requests? to|host|server at|server)\s+"
         rf"\"?(?:[a-z]+://)?({_NAME})",

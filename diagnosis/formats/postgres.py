@@ -134,6 +134,49 @@ def parse_activity(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         yield ctx.item(doc.path, "pg/session", f"pid {pid}", data, captured or parse_ts(row.get("state_change")))
 
 
+GROUP_KEYS = {"application_name", "usename", "datname", "client_addr"}
+COUNT_COLUMNS = ("count", "sessions", "connections", "n")
+
+
+def _is_activity_grouped(cols: set[str]) -> bool:
+    """`SELECT application_name, state, count(*) ... FROM pg_stat_activity GROUP BY ...`: no pid, a count."""
+    return "pid" not in cols and "state" in cols and bool(cols & GROUP_KEYS) and any(c in cols for c in COUNT_COLUMNS)
+
+
+@FORMATS.format(
+    "pg-activity-grouped",
+    shapes={"csv", "json", "jsonl"},
+    detect=lambda d: _is_activity_grouped(_columns(d)),
+    order=41,
+)
+def parse_activity_grouped(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each group is one pg/session item standing for `count` sessions (no pid: it blocks and waits for no one);
+    the oldest state change of the group is its state_change."""
+    cols = _columns(doc)
+    count_col = next(c for c in COUNT_COLUMNS if c in cols)
+    change_col = next((c for c in cols if "state_change" in c), None)
+    captured_col = next((c for c in CAPTURED_COLUMNS if c in cols), None)
+    for n, row in enumerate(_rows(doc), 1):
+        count = _int(row.get(count_col), count_col)
+        if not count:
+            continue
+        data: dict[str, Any] = {
+            "pid": -n,  # groups have no backend pid; a negative one never matches a lock or a blocker
+            "count": count,
+            "datname": _text(row.get("datname")),
+            "usename": _text(row.get("usename")),
+            "application_name": _text(row.get("application_name")),
+            "client_addr": _text(row.get("client_addr")),
+            "backend_type": _text(row.get("backend_type")),
+            "state": _text(row.get("state")),
+            "state_change": parse_ts(row.get(change_col)) if change_col else None,
+            "captured_at": parse_ts(row.get(captured_col)) if captured_col else None,
+            "blocked_by": [],
+        }
+        who = data["application_name"] or data["usename"] or data["datname"]
+        yield ctx.item(doc.path, "pg/session", f"{count} sessions {who} {data['state']}", data, data["state_change"])
+
+
 @FORMATS.format("pg-locks", shapes={"csv", "json", "jsonl"}, detect=lambda d: _is_locks(_columns(d)), order=40)
 def parse_locks(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     for row in _rows(doc):

@@ -3,6 +3,8 @@ I/O storms, burst balance; their red herrings and a healthy database."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from diagnosis.analyzers.database import database
 from tests.unit._evidence_builders import T0, Builder, assert_refs_real, by_code, causes, series
 
@@ -534,3 +536,26 @@ def test_a_blocker_in_another_database_of_the_server_ranks_below_the_asked_ones(
     found = {f.object.split()[1]: f for f in causes(database(b.set()))}
     assert found["600"].score > found["500"].score
     assert "not in shop" in found["500"].mechanism and "not in" not in found["600"].mechanism
+
+
+def test_pg_stat_activity_grouped_by_application_names_the_app_holding_the_slots(tmp_path: Path) -> None:
+    """The refusals ask for pg_stat_activity grouped by application and state; given that export, each row counts
+    for its `count` sessions and the application holding most of them, idle, is a pool leak."""
+    from diagnosis.bundle import BundleLimits, load_bundle
+
+    (tmp_path / "activity.csv").write_text(
+        "datname,usename,application_name,state,count,oldest_state_change\n"
+        "shop,app,worker,idle,180,2026-01-05 08:00:00+00\n"
+        "shop,app,worker,active,5,2026-01-05 09:40:00+00\n"
+        "shop,app,web,active,8,2026-01-05 09:41:00+00\n"
+    )
+    (tmp_path / "web.log").write_text(
+        "".join(
+            f"2026-01-05T09:4{i}:00Z ERROR FATAL:  remaining connection slots are reserved for superusers\n"
+            for i in range(5)
+        )
+    )
+    found = database(load_bundle(tmp_path, BundleLimits()))
+    [cause] = causes(found)
+    assert cause.category == "resource_exhaustion" and cause.code == "connection_pool_leak"
+    assert "worker holds 185" in cause.mechanism and "180 idle" in cause.mechanism

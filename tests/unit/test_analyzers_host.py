@@ -268,3 +268,16 @@ def test_fenced_cluster_node_is_a_lost_host_and_one_that_came_back_is_benign() -
     )
     [f] = host_lost(b.set())
     assert f.role == "benign"
+
+
+def test_proxmox_ha_nomad_and_consul_wording_of_a_lost_node_is_a_lost_host() -> None:
+    for msg, name in (
+        ("pve-ha-crm[2210]: node 'pve-b7': state changed from 'online' => 'unknown'", "pve-b7"),
+        ("pacemaker-controld: Node db-3 state is now lost", "db-3"),
+        ("nomad.fsm: marking allocations lost: node=worker-9 count=4", "worker-9"),
+        ("serf: EventMemberFailed: app-22 10.0.0.22", "app-22"),
+    ):
+        b = Builder()
+        b.log("cluster.log", [(T0, "warn", msg)])
+        [cause] = causes(host_lost(b.set()))
+        assert cause.category == "infrastructure" and name in cause.object, msg

@@ -266,3 +266,72 @@ def test_a_feed_that_is_always_small_has_no_empty_partition_fault() -> None:
     b = Builder()
     b.log("job.log", [(T0, "info", "loaded dt=2025-04-15 rows=3"), (T0 + 60, "info", "loaded dt=2025-04-16 rows=0")])
     assert empty_input(b.set()) == []
+
+
+def test_an_input_file_that_is_not_xml_in_the_expected_encoding_is_bad_data_naming_the_file() -> None:
+    for msg in (
+        "System.Xml.XmlException: Data at the root level is invalid. Line 1, position 1.",
+        "org.xml.sax.SAXParseException; lineNumber: 1; columnNumber: 1; Content is not allowed in prolog.",
+        "lxml.etree.XMLSyntaxError: Start tag expected, '<' not found, line 1, column 1",
+        "Invalid byte 1 of 1-byte UTF-8 sequence.",
+    ):
+        b = Builder()
+        b.log(
+            "importer.log",
+            [(T0 + 60 * i, "error", f"Failed to import orders_{i}.xml: {msg}") for i in range(5)],
+            service="importer",
+        )
+        [cause] = causes(log_errors(b.set()))
+        assert cause.code == "bad_data" and cause.category == "data_quality", msg
+        assert "System.Xml" not in cause.mechanism.split(": '", 1)[0], "a namespace is no data file"
+
+
+def test_a_rust_panic_is_an_exception_like_a_go_panic() -> None:
+    b = Builder()
+    lines: list[tuple[float, str | None, str]] = []
+    for i in range(4):
+        lines.append((T0 + i, "error", "thread 'tokio-runtime-worker' panicked at src/pricing/fuel.rs:212:48:"))
+        lines.append((T0 + i, None, "called `Option::unwrap()` on a `None` value"))
+    b.log("quote.log", lines, service="quote")
+    [cause] = causes(log_errors(b.set()))
+    assert cause.code == "exception" and cause.category == "code_defect"
+    assert "Option::unwrap()" in cause.mechanism, "the line after 'panicked at' is what panicked"
+
+
+def test_requests_refused_for_a_host_missing_from_the_allow_list_are_a_configuration_error() -> None:
+    from diagnosis.analyzers.logs import host_not_allowed
+
+    for msg, host, setting in (
+        (
+            "django.security.DisallowedHost: Invalid HTTP_HOST header: 'shop.new.example'.",
+            "shop.new.example",
+            "ALLOWED",
+        ),
+        (
+            "[ActionDispatch::HostAuthorization::DefaultResponseApp] Blocked hosts: shop.new.example",
+            "shop.new",
+            "hosts",
+        ),
+        ("The host 'shop.new.example' does not match an allowed host.", "shop.new.example", "AllowedHosts"),
+    ):
+        b = Builder()
+        b.log("web.log", [(T0 + i, "warn", msg) for i in range(5)], service="web")
+        [cause] = causes(host_not_allowed(b.set()))
+        assert cause.category == "configuration_error" and host in cause.title and setting in cause.title, msg
+    b = Builder()
+    b.log("web.log", [(T0, "warn", "Invalid HTTP_HOST header: 'scanner.example'.")], service="web")
+    assert host_not_allowed(b.set()) == [], "one probe by a scanner is no outage"
+
+
+def test_csv_with_another_delimiter_and_a_batch_refused_for_its_reject_share_are_bad_data() -> None:
+    for msg in (
+        "file m_0500.csv rejected: CSV error: record 1 (line: 2, byte: 131): found record with 1 fields, "
+        "but the previous record has 14 fields",
+        'header has 1 column(s), expected 14: "id;name;price"',
+        "sync aborted: rejected share 96.4% above 5% threshold, nothing published",
+    ):
+        b = Builder()
+        ok = [(T0 + 600 * i, "info", "loaded rows=1905 rejected=0") for i in range(6)]
+        b.log("feed.log", ok + [(T0 + 3600 + 600 * i, "error", msg) for i in range(5)], service="feed")
+        [cause] = causes(log_errors(b.set()))
+        assert cause.code == "bad_data" and cause.category == "data_quality", msg

@@ -278,3 +278,11 @@ def test_a_provider_name_inside_another_word_is_not_a_match() -> None:
     _status_page(b, "Pay", ["API"])
     [cause] = [c for c in causes(network_failures(b.set())) if c.code == "upstream_timeout"]
     assert "status page" not in cause.mechanism
+
+
+def test_a_provider_or_vendor_field_names_the_external_dependency_that_fails() -> None:
+    b = Builder()
+    msg = 'WARNING [kyc] check failed applicant=a1 provider=idcheck status=504 body="upstream request timeout"'
+    b.log("logs/signup-api.log", [(T0 + i * 20, "warning", msg) for i in range(12)])
+    [cause] = causes(network_failures(b.set()))
+    assert cause.category == "dependency_failure" and "upstream:idcheck" in cause.tags
