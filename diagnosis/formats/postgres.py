@@ -26,6 +26,14 @@ CAPTURED_COLUMNS = ("captured_at", "now", "snapshot_at", "sampled_at", "clock_ti
 TS_COLUMNS = ("xact_start", "query_start", "state_change", "backend_start")
 
 
+_IDENTITY = ("datname", "usename", "application_name", "client_addr", "backend_type", "state")
+
+
+def _session_identity(row: dict[str, Any]) -> dict[str, Any]:
+    """Who a session (or a group of sessions) is: database, user, application, client, kind, state."""
+    return {k: _text(row.get(k)) for k in _IDENTITY}
+
+
 def _columns(doc: Document) -> set[str]:
     if doc.shape == "csv":
         return set(doc.header)
@@ -114,12 +122,7 @@ def parse_activity(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             continue
         data: dict[str, Any] = {
             "pid": pid,
-            "datname": _text(row.get("datname")),
-            "usename": _text(row.get("usename")),
-            "application_name": _text(row.get("application_name")),
-            "client_addr": _text(row.get("client_addr")),
-            "backend_type": _text(row.get("backend_type")),
-            "state": _text(row.get("state")),
+            **_session_identity(row),
             "wait_event_type": _text(row.get("wait_event_type")),
             "wait_event": _text(row.get("wait_event")),
             **{c: parse_ts(row.get(c)) for c in TS_COLUMNS},
@@ -163,12 +166,7 @@ def parse_activity_grouped(doc: Document, ctx: ParseContext) -> Iterator[Evidenc
         data: dict[str, Any] = {
             "pid": -n,  # groups have no backend pid; a negative one never matches a lock or a blocker
             "count": count,
-            "datname": _text(row.get("datname")),
-            "usename": _text(row.get("usename")),
-            "application_name": _text(row.get("application_name")),
-            "client_addr": _text(row.get("client_addr")),
-            "backend_type": _text(row.get("backend_type")),
-            "state": _text(row.get("state")),
+            **_session_identity(row),
             "state_change": parse_ts(row.get(change_col)) if change_col else None,
             "captured_at": parse_ts(row.get(captured_col)) if captured_col else None,
             "blocked_by": [],
