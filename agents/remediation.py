@@ -22,7 +22,7 @@ import structlog
 from langgraph.types import interrupt
 
 from agents.context import OpsContext
-from agents.investigation import headline, investigate_live
+from agents.investigation import diagnose_answer, headline, investigate_live
 from core.approvals import Approval, ApprovalClosed, ApprovalStatus
 from core.db import TaskRow
 from core.errors import Conflict, UserError
@@ -345,8 +345,6 @@ def verify_remediation(ctx: OpsContext, task: TaskRow) -> dict[str, Any]:
 
 def remediation_answer(outcome: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """The remediation task's answer: what was written and whether it worked first, then the fresh Diagnosis."""
-    from agents.investigation import diagnose_answer
-
     report = outcome["remediation"]
     answer = diagnose_answer(outcome, base) if outcome.get("diagnosis") else dict(base)
     lines = [f"**Remediation**: {report['summary']}"]

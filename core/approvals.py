@@ -237,19 +237,6 @@ class ApprovalStore:
             approval = self.get(approval_id)
         return approval
 
-    def pending_for(self, task_id: str, node_id: str) -> Approval | None:
-        """The open request of a write node, if any (what a resumed gate waits on)."""
-        now = time.time()
-        stmt = sa.select(ApprovalRow).where(
-            ApprovalRow.task_id == task_id,
-            ApprovalRow.node_id == node_id,
-            ApprovalRow.status == ApprovalStatus.PENDING.value,
-            ApprovalRow.expires_at > now,
-        )
-        with self.store.session() as s:
-            row = s.scalar(stmt)
-            return None if row is None else Approval.from_row(row, now)
-
     def decide(
         self,
         approval_id: str,

@@ -64,7 +64,7 @@ def test_a_request_is_pending_redacted_listed_and_asked_once(store: Store, acme:
     assert (
         _request(approvals, store, tenant=acme, task_id=a.task_id).id == a.id
     )  # a replayed interrupt does not ask twice
-    assert approvals.pending_for(a.task_id, "terminate") == a
+    assert approvals.latest_for(a.task_id, "terminate") == a
     requested = _events(store, a.task_id, EventType.APPROVAL_REQUESTED)
     assert len(requested) == 1 and requested[0]["approval_id"] == a.id and requested[0]["summary"] == PREVIEW["summary"]
 
@@ -89,7 +89,7 @@ def test_approve_records_who_when_why_and_from_where_once(store: Store, acme: st
     assert decided.status == ApprovalStatus.APPROVED and decided.decided_by == "key:bob"
     assert decided.decision_reason == "writers stuck" and decided.from_addr == "10.1.2.3"
     assert decided.decided_at is not None and decided.decided_at >= before
-    assert approvals.get(a.id) == decided and approvals.pending_for(a.task_id, "terminate") is None
+    assert approvals.get(a.id) == decided == approvals.latest_for(a.task_id, "terminate")
     for approve in (True, False):
         with pytest.raises(ApprovalClosed, match="already approved by key:bob") as info:
             approvals.decide(a.id, approve=approve, decided_by="key:carol", tenant=acme)
