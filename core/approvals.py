@@ -195,13 +195,20 @@ class ApprovalStore:
             return Approval.from_row(row)
 
     def list(
-        self, *, tenant: str | None, status: ApprovalStatus | str | None = None, limit: int = 100
+        self,
+        *,
+        tenant: str | None,
+        status: ApprovalStatus | str | None = None,
+        task_id: str | None = None,
+        limit: int = 100,
     ) -> list[Approval]:
-        """Newest first; tenant None lists every tenant's (admin)."""
+        """Newest first; tenant None lists every tenant's (admin); task_id: one task's requests."""
         now = time.time()
         stmt = sa.select(ApprovalRow).order_by(ApprovalRow.created_at.desc()).limit(limit)
         if tenant is not None:
             stmt = stmt.where(ApprovalRow.tenant == tenant)
+        if task_id is not None:
+            stmt = stmt.where(ApprovalRow.task_id == task_id)
         if status is not None:
             wanted = ApprovalStatus(status)
             pending = ApprovalRow.status == ApprovalStatus.PENDING.value

@@ -70,6 +70,9 @@ def test_a_request_is_pending_redacted_listed_and_asked_once(store: Store, acme:
 
     other = _request(approvals, store, tenant=acme + "-globex")
     assert [x.id for x in approvals.list(tenant=acme, status="pending")] == [a.id]
+    assert [x.id for x in approvals.list(tenant=acme, task_id=other.task_id)] == []  # by task, in the query
+    # the newest request overall is another task's: a filter applied after the limit would find nothing
+    assert [x.id for x in approvals.list(tenant=None, task_id=a.task_id, limit=1)] == [a.id]
     assert [x.id for x in approvals.list(tenant=acme + "-globex")] == [other.id]
     assert {x.id for x in approvals.list(tenant=None)} >= {a.id, other.id}
     assert approvals.list(tenant=acme, status=ApprovalStatus.APPROVED) == []

@@ -64,9 +64,7 @@ def list_approvals(
     limit: int = Query(100, ge=1, le=500),
 ) -> dict[str, Any]:
     """Newest first; `status=pending` lists what waits for a decision (expired ones read as expired)."""
-    found = ctx.approvals.list(tenant=tenant, status=status, limit=limit)
-    if task_id is not None:
-        found = [a for a in found if a.task_id == task_id]
+    found = ctx.approvals.list(tenant=tenant, status=status, task_id=task_id, limit=limit)
     four_eyes = ctx.approvals.four_eyes
     return {"approvals": [approval_view(a, principal, four_eyes) for a in found]}
 
