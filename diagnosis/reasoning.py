@@ -19,6 +19,7 @@ How it decides (docs/investigations.md says it at more length):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -106,8 +107,13 @@ _UPSTREAM_TAGS = frozenset({"upstream", "dependency", "target", "peer", "tls", "
 
 def upstream_names(f: Finding) -> frozenset[str]:
     """The names of what a finding's object depends on (`upstream:payments-api`): a fault there explains it."""
+    return _upstream_names(tuple(f.tags))
+
+
+@functools.lru_cache(maxsize=4096)  # asked once per pair of findings while linking: thousands of times each
+def _upstream_names(tags: tuple[str, ...]) -> frozenset[str]:
     out: set[str] = set()
-    for tag in f.tags:
+    for tag in tags:
         typ, sep, val = tag.partition(":")
         if sep and typ.strip().lower() in _UPSTREAM_TAGS and val.strip():
             name = _PORT.sub("", val.strip().lower().rstrip("/").rsplit("/", 1)[-1])

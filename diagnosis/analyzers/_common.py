@@ -739,11 +739,16 @@ _INFO_TRIGGERS = (
 _QUIET_LEVELS = {"info", "debug", "trace", "notice", "log"}
 
 
+# one alternation instead of a substring test per trigger: this runs on every log line of a bundle
+_TRIGGER_RE = re.compile("|".join(re.escape(t) for t in _TRIGGERS))
+_INFO_TRIGGER_RE = re.compile("|".join(re.escape(t) for t in _INFO_TRIGGERS))
+
+
 def may_carry_signature(msg: str, level: object = None) -> bool:
     low = msg.lower()
     if isinstance(level, str) and level.lower() in _QUIET_LEVELS:
-        return any(t in low for t in _INFO_TRIGGERS)
-    return any(t in low for t in _TRIGGERS)
+        return _INFO_TRIGGER_RE.search(low) is not None
+    return _TRIGGER_RE.search(low) is not None
 
 
 _SIG_CACHE: weakref.WeakKeyDictionary[EvidenceSet, tuple[int, list[Rec]]] = weakref.WeakKeyDictionary()
