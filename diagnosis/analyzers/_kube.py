@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnosis.evidence import EvidenceSet
+from diagnosis.formats.kubetext import FROM_KEY
 from diagnosis.model import EvidenceItem, EvidenceRef
 from diagnosis.reasoning import workload_of_pod
 from diagnosis.timeline import evidence_now, parse_ts
@@ -122,6 +123,9 @@ def kube_index(evidence: EvidenceSet) -> KubeIndex:
             idx.events[key].append(item)
             continue
         ns, name = ns_name(item)
+        prev = idx.objects.get((kind, ns, name))
+        if prev is not None and _text_rank(prev) < _text_rank(item):
+            continue  # a JSON export says more than `kubectl describe`, which says more than `kubectl get`
         idx.objects[(kind, ns, name)] = item
         if kind == "Pod":
             idx.pods[(ns, name)] = item
@@ -129,6 +133,7 @@ def kube_index(evidence: EvidenceSet) -> KubeIndex:
             node = (item.data.get("spec") or {}).get("nodeName")
             if node:
                 idx.pods_by_node[str(node)].append((ns, name, item))
+    _drop_retold_events(idx)
     for item in evidence.kind("log"):
         parts = item.object.split("/")
         if len(parts) >= 3 and parts[0] == "Pod":
@@ -139,6 +144,32 @@ def kube_index(evidence: EvidenceSet) -> KubeIndex:
             idx.logs[(str(src.get("namespace") or ""), str(src["pod"]))].append(item)
     _CACHE[evidence] = (len(evidence), idx)
     return idx
+
+
+_TEXT_RANKS = {"kubectl describe": 1, "kubectl get": 2}
+
+
+def _text_rank(item: EvidenceItem) -> int:
+    return _TEXT_RANKS.get(str(item.data.get(FROM_KEY) or ""), 0)
+
+
+def _drop_retold_events(idx: KubeIndex) -> None:
+    """An event both exported as JSON and pasted from `kubectl describe` or `kubectl get events` counts once: the
+    JSON one, which carries its real times."""
+    for key, events in idx.events.items():
+        if not any(e.data.get(FROM_KEY) for e in events):
+            continue
+        exported = {(e.data.get("reason"), e.data.get("message")) for e in events if not e.data.get(FROM_KEY)}
+        seen: set[tuple[Any, ...]] = set()
+        kept = []
+        for e in events:
+            said = (e.data.get("reason"), e.data.get("message"))
+            if e.data.get(FROM_KEY):
+                if said in exported or (*said, e.data.get("count")) in seen:
+                    continue
+                seen.add((*said, e.data.get("count")))
+            kept.append(e)
+        idx.events[key] = kept
 
 
 def event_ts(ev: EvidenceItem) -> float | None:

@@ -400,9 +400,11 @@ class PodReader:
         if wreason in IMAGE_PULL:
             evs = self._recent_events({"Failed", "ErrImagePull", "BackOff"}, cname)
             evs = [e for e in evs if "image" in str(e.data.get("message") or "").lower()] or evs
+            named = (re.search(r'image "([^"]+)"', str(e.data.get("message") or "")) for e in evs)
             self._image(
                 cname,
-                str(spec.get("image") or cs.get("image") or "?"),
+                # `kubectl get pods` names no image: the kubelet's events do
+                str(spec.get("image") or cs.get("image") or next((m.group(1) for m in named if m), "?")),
                 wmsg + " " + " ".join(str(e.data.get("message") or "") for e in evs),
                 wref + self._ev_refs(evs),
                 tags,

@@ -1,9 +1,10 @@
 """Evidence bundle formats, recognised by content; importing this package registers every format in FORMATS.
 
-One module per family: alertmanager, kubernetes, prometheus, aws (CloudWatch metrics and alarm history, RDS,
-Performance Insights), cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log exports), datadog,
-postgres, health (status pages, AWS Health, search cluster health), hosttext, and logs (the catch-all for text and
-JSON-lines logs, offered last; then untimed error lines).
+One module per family: alertmanager, kubernetes (`kubectl get -o json` / `-o yaml`), kubetext (`kubectl describe`
+and `kubectl get` tables), prometheus, aws (CloudWatch metrics and alarm history, RDS, Performance Insights),
+cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log exports), datadog, postgres, health (status
+pages, AWS Health, search cluster health), hosttext, and logs (the catch-all for text and JSON-lines logs, offered
+last; then untimed error lines).
 """
 
 from diagnosis.formats import (
@@ -14,6 +15,7 @@ from diagnosis.formats import (
     health,
     hosttext,
     kubernetes,
+    kubetext,
     logs,
     postgres,
     prometheus,
@@ -46,6 +48,7 @@ __all__ = [
     "health",
     "hosttext",
     "kubernetes",
+    "kubetext",
     "logs",
     "postgres",
     "prometheus",

@@ -727,9 +727,6 @@ def test_untimed_command_output_errors_become_log_records(tmp_path: Path) -> Non
     [
         # release notes: prose about errors, not errors
         "## 2.4.0\n\n- Fixed: connection refused errors are retried\n- Error: messages now include the request id\n",
-        # kubectl describe: a report of a pod, whatever its events say
-        "Name:         api-1\nNamespace:    shop\nStatus:       Running\n"
-        "    Last State:     Terminated\n      Reason:       Error\n",
         # YAML / key-value data whose values mention failures
         'summary: "the job failed: connection refused"\nquestion: why did it fail?\ncategory: unknown\n',
         # plain prose
