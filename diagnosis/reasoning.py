@@ -419,8 +419,24 @@ def _earlier_or_stronger(a: Finding, b: Finding) -> bool:
     return a.score > b.score
 
 
-def _stands(h: Hypothesis) -> bool:
-    return h.strength >= STANDALONE_SCORE or bool(h.explained)
+# words with which an operator reports a failure ("why is pricing slow?"): the report is itself a symptom
+_REPORTED_PROBLEM = re.compile(
+    r"\b(?:slow|latency|lag(?:ging)?|behind|timing out|time ?outs?|timed out|fail(?:s|ing|ed|ures?)?|errors?|"
+    r"erroring|5\d\d|down|crash\w*|restart\w*|hang\w*|hung|stuck|can'?t|cannot|won'?t|not working|unavailable|"
+    r"outage|broken|oom\w*|pending|backlog)\b",
+    re.I,
+)
+
+
+def _stands(h: Hypothesis, question: str | None = None) -> bool:
+    """A strong candidate stands alone; a weak one when it explains an observed symptom, or when the operator
+    reports a failure of the very object it names (their report is the symptom the evidence lacks)."""
+    if h.strength >= STANDALONE_SCORE or h.explained:
+        return True
+    if not question or not _REPORTED_PROBLEM.search(question):
+        return False
+    words = set(_WORD.findall(question.lower()))
+    return any(len(n) >= 3 and n in words for n in h.names)
 
 
 # ----------------------------------------------------------------------------------------------- writing
@@ -598,7 +614,7 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     benign = [f for f in findings if f.role == BENIGN]
     active = [f for f in findings if f.role in (CAUSE, SYMPTOM)]
     hypotheses, unexplained = build_hypotheses(findings, question)
-    standing = [h for h in hypotheses if _stands(h)]
+    standing = [h for h in hypotheses if _stands(h, question)]
     checked = _what_was_checked(evidence, findings)
     base = {
         "findings": findings,

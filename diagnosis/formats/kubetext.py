@@ -12,6 +12,7 @@ included), or stay unknown when there is none.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -50,6 +51,9 @@ _TABLE_HEADERS = {
     "pods": ("NAME", "READY", "STATUS", "RESTARTS", "AGE"),
     "events": ("LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"),
     "nodes": ("NAME", "STATUS", "ROLES", "AGE", "VERSION"),
+    "deployments": ("NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"),
+    "hpa": ("NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS"),
+    "pvc": ("NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS"),
 }
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "y": 365 * 86400}
 
@@ -269,7 +273,13 @@ def _describe(doc: Document, ctx: ParseContext, seg: _Segment, block: list[tuple
     if ns == "<none>":
         ns = ""
     kind = _describe_kind(seg, root)
-    builders = {"Pod": _pod, "Node": _node, "Deployment": _deployment, "PersistentVolumeClaim": _pvc}
+    builders = {
+        "Pod": _pod,
+        "Node": _node,
+        "Deployment": _deployment,
+        "PersistentVolumeClaim": _pvc,
+        "HorizontalPodAutoscaler": _hpa,
+    }
     obj: dict[str, Any] | None = None
     if kind in builders:
         obj = builders[kind](root, name, ns)
@@ -577,6 +587,40 @@ def _deployment(root: _Node, name: str, ns: str) -> dict[str, Any]:
     }
 
 
+def _hpa(root: _Node, name: str, ns: str) -> dict[str, Any]:
+    ref_kind, _, ref_name = root.text("Reference").partition("/")
+    pods = next((c.value for c in root.children if c.key.endswith(" pods")), "")
+    counts = dict((k, int(v)) for v, k in re.findall(r"(\d+) (current|desired)", pods))
+    conditions = []
+    cond_node = root.get("Conditions")
+    for _, line in cond_node.rows if cond_node is not None else ():
+        parts = line.split(None, 3)
+        if len(parts) >= 3 and parts[1] in ("True", "False", "Unknown"):
+            conditions.append(
+                {
+                    "type": parts[0],
+                    "status": parts[1],
+                    "reason": parts[2],
+                    "message": parts[3] if len(parts) > 3 else "",
+                }
+            )
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "scaleTargetRef": {"kind": ref_kind, "name": ref_name},
+            "minReplicas": _int(root.text("Min replicas")),
+            "maxReplicas": _int(root.text("Max replicas")),
+        },
+        "status": {
+            "currentReplicas": counts.get("current"),
+            "desiredReplicas": counts.get("desired"),
+            "conditions": conditions,
+        },
+    }
+
+
 def _pvc(root: _Node, name: str, ns: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -626,6 +670,8 @@ def _table_items(
                 FROM_KEY: "kubectl get",
             }
             yield ctx.item(doc.path, "k8s/Node", f"Node/{cells['NAME']}", obj)
+        elif kind in ("deployments", "hpa", "pvc") and cells.get("NAME"):
+            yield _table_object(doc, ctx, kind, cells, ns)
         elif kind == "events" and cells.get("OBJECT"):
             okind, _, oname = cells["OBJECT"].partition("/")
             involved = {
@@ -721,3 +767,67 @@ def _table_pod(doc: Document, ctx: ParseContext, cells: dict[str, str], ns: str)
         FROM_KEY: "kubectl get",
     }
     return ctx.item(doc.path, "k8s/Pod", f"Pod/{ns}/{name}" if ns else f"Pod/{name}", obj)
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None
+
+
+def _table_object(doc: Document, ctx: ParseContext, kind: str, cells: dict[str, str], ns: str) -> EvidenceItem:
+    name = cells["NAME"]
+    meta = {"name": name, "namespace": ns}
+    obj: dict[str, Any]
+    if kind == "deployments":
+        ready, _, desired = cells.get("READY", "").partition("/")
+        obj = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {"replicas": _int(desired)},
+            "status": {
+                "readyReplicas": _int(ready),
+                "updatedReplicas": _int(cells.get("UP-TO-DATE")),
+                "availableReplicas": _int(cells.get("AVAILABLE")),
+            },
+        }
+    elif kind == "hpa":
+        obj = _hpa_row(meta, cells)
+    else:
+        obj = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": meta,
+            "spec": {"storageClassName": cells.get("STORAGECLASS") or None, "volumeName": cells.get("VOLUME") or None},
+            "status": {"phase": cells.get("STATUS") or None, "capacity": {"storage": cells.get("CAPACITY", "")}},
+        }
+    obj[FROM_KEY] = "kubectl get"
+    return ctx.item(
+        doc.path, f"k8s/{obj['kind']}", f"{obj['kind']}/{ns}/{name}" if ns else f"{obj['kind']}/{name}", obj
+    )
+
+
+def _hpa_row(meta: dict[str, Any], cells: dict[str, str]) -> dict[str, Any]:
+    """`kubectl get hpa`: TARGETS "cpu: 163%/70%" (or "163%/70%"); the replicas the HPA wants follow from it the way
+    the controller computes them (ceil(current replicas x current / target))."""
+    ref_kind, _, ref_name = cells.get("REFERENCE", "").partition("/")
+    current = _int(cells.get("REPLICAS"))
+    spec = {
+        "scaleTargetRef": {"kind": ref_kind, "name": ref_name},
+        "minReplicas": _int(cells.get("MINPODS")),
+        "maxReplicas": _int(cells.get("MAXPODS")),
+    }
+    status: dict[str, Any] = {"currentReplicas": current}
+    ratios = [
+        int(now) / int(target)
+        for now, target in re.findall(r"(\d+)%?/(\d+)%?", cells.get("TARGETS", ""))
+        if int(target) > 0
+    ]
+    if ratios and current is not None:
+        status["desiredReplicas"] = math.ceil(current * max(ratios) - 1e-9)
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": meta,
+        "spec": spec,
+        "status": status,
+    }

@@ -136,3 +136,21 @@ def test_a_describe_snippet_is_a_report_of_the_object_not_error_lines(tmp_path: 
     assert ev.kind("log") == [] and not ev.ignored
     (pod,) = ev.kind("k8s/Pod")
     assert pod.data["status"]["containerStatuses"][0]["lastState"] == {"terminated": {"reason": "Error"}}
+
+
+def test_hpa_table_and_describe_give_the_hpa_at_its_maximum(tmp_path: Path) -> None:
+    for name in ("hpa-table.txt", "describe-hpa.txt"):
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(DATA / name, folder / name)
+        ev = load_bundle(folder)
+        hpa = next(i for i in ev.kind("k8s/HorizontalPodAutoscaler") if i.object.endswith("/pricing"))
+        assert hpa.data["spec"]["maxReplicas"] == 12 and hpa.data["status"]["currentReplicas"] == 12
+        # the table says 163% of a 70% target at 12 replicas: the HPA wants ceil(12 x 163 / 70) = 28
+        assert hpa.data["status"]["desiredReplicas"] == (28 if name == "hpa-table.txt" else 12)
+        # the operator's report of slowness is the symptom the HPA at its maximum explains
+        diagnosis = investigate(ev, "why is pricing slow since this morning?")
+        assert diagnosis.category == Category.RESOURCE_EXHAUSTION
+        assert "maxReplicas 12" in diagnosis.root_cause
+        # asked without a reported failure, a pinned HPA alone is not an incident
+        assert investigate(ev, "anything to look at on pricing?").category == Category.HEALTHY
