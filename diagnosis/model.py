@@ -8,7 +8,7 @@ Evidence kinds and the shape of `data` (the normalised form every parser and liv
 
 | kind | object | data |
 | --- | --- | --- |
-| `k8s/<Kind>` (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, Node, Service, Endpoints, HorizontalPodAutoscaler, ResourceQuota, PersistentVolumeClaim) | `<Kind>/<namespace>/<name>` (`Node/<name>`) | the native object as kubectl prints it (metadata, spec, status) |
+| `k8s/<Kind>` (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, Node, Service, Endpoints, HorizontalPodAutoscaler, ResourceQuota, PersistentVolumeClaim) | `<Kind>/<namespace>/<name>` (`Node/<name>`) | the native object as kubectl prints it (metadata, spec, status); rebuilt from `kubectl describe` or a `kubectl get` table, it carries `x-opsgraph-from` and only the fields the text shows |
 | `k8s/Event` | `<involvedKind>/<namespace>/<name>` | `{type, reason, message, involved: {kind, namespace, name}, count, first_ts, last_ts, source}` (core/v1 and events.k8s.io/v1 alike; ts are epoch seconds) |
 | `alert` | `alert/<alertname>` | `{status: firing\|resolved, labels, annotations, starts_at, ends_at, fingerprint, group_key, receiver}` (ts epoch seconds, ends_at None when unset) |
 | `log` | the source: `Pod/<ns>/<pod>/<container>`, a file path, `datadog/<service>` | `{records: [{ts, level, msg, line}], source: {...}, truncated: bool}`; level lower-case (error, warn, info, debug, fatal) or None; `line` 1-based in the source |
