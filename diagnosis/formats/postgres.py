@@ -5,6 +5,10 @@ output, any array of row objects, or `row_to_json` lines), recognised by their c
 - pg_locks (locktype, mode, granted, pid) -> `pg/lock`
 - pg_settings (name, setting) -> one `pg/settings` item
 
+The same views pasted from a psql terminal are read too: aligned tables (`-----+-----` under the header, values
+wrapped with `+`), expanded records (`\\x`: `-[ RECORD 1 ]-----`), and `SHOW <setting>`; several in one file, with
+or without the prompt and the query.
+
 `blocked_by` comes from a pg_blocking_pids(pid) column (named pg_blocking_pids, blocked_by or blocking_pids);
 without one, and with pg_locks in the same bundle, it is worked out from the locks: a session waiting for a lock
 is blocked by the sessions holding a granted lock on the same relation, transaction id or tuple.
@@ -13,6 +17,7 @@ is blocked by the sessions holding a granted lock on the same relation, transact
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -234,3 +239,117 @@ def _resolve_blockers(ctx: ParseContext) -> None:
     for session in ctx.shared.get("pg_sessions_unresolved", []):
         blockers = {p for t in waiting.get(session["pid"], ()) for p in holders.get(t, ()) if p != session["pid"]}
         session["blocked_by"] = sorted(blockers)
+
+
+# ------------------------------------------------------------------------------------------------ psql text
+
+_PSQL_RULE = re.compile(r"^\s*-+(?:\+-+)+\s*$|^\s*-{3,}\s*$")
+_PSQL_RECORD = re.compile(r"^-\[ RECORD \d+ \]-*(?:\+-*)?\s*$")
+_SETTING_NAME = re.compile(r"^[a-z][a-z0-9_.]*$")
+
+
+def _psql_cells(line: str, width: int) -> list[str] | None:
+    cells = [c.strip() for c in line.split("|")]
+    if len(cells) > width:  # a '|' inside the last value (a query): it belongs to that value
+        cells = [*cells[: width - 1], " | ".join(cells[width - 1 :])]
+    return cells if len(cells) == width else None
+
+
+def psql_tables(text: str) -> list[list[dict[str, str]]]:
+    """The result tables of a psql session as rows {column: text}: aligned tables and expanded records."""
+    lines = text.splitlines()
+    tables: list[list[dict[str, str]]] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _PSQL_RECORD.match(line.strip()):
+            records: list[dict[str, str]] = []
+            while i < len(lines) and lines[i].strip():
+                if _PSQL_RECORD.match(lines[i].strip()):
+                    records.append({})
+                elif records and "|" in lines[i]:
+                    key, _, value = lines[i].partition("|")
+                    if key.strip():
+                        records[-1][key.strip()] = value.strip().removesuffix("+").rstrip()
+                    elif records[-1]:  # a wrapped value goes on under an empty key
+                        last = list(records[-1])[-1]
+                        records[-1][last] += "\n" + value.strip().removesuffix("+").rstrip()
+                i += 1
+            tables.append(records)
+            continue
+        if i + 1 < len(lines) and _PSQL_RULE.match(lines[i + 1]) and line.strip() and not line.lstrip().startswith("-"):
+            header = [h.strip() for h in line.split("|")]
+            rows: list[dict[str, str]] = []
+            i += 2
+            while i < len(lines) and lines[i].strip() and not re.match(r"^\s*\(\d+ rows?\)\s*$", lines[i]):
+                cells = _psql_cells(lines[i], len(header))
+                if cells is None:
+                    break
+                wrapped = [c.endswith("+") for c in cells]
+                cells = [c.removesuffix("+").rstrip() for c in cells]
+                if rows and not cells[0] and any(cells) and rows[-1].get("\0wrap"):
+                    for h, c in zip(header, cells, strict=True):
+                        if c:
+                            rows[-1][h] = f"{rows[-1][h]}\n{c}"
+                else:
+                    rows.append(dict(zip(header, cells, strict=True)))
+                rows[-1]["\0wrap"] = "1" if any(wrapped) else ""
+                i += 1
+            for row in rows:
+                row.pop("\0wrap", None)
+            tables.append(rows)
+            continue
+        i += 1
+    return [t for t in tables if t]
+
+
+def _table_doc(doc: Document, rows: list[dict[str, str]]) -> Document:
+    return Document(doc.path, "json", value=rows)
+
+
+def _detect_psql(doc: Document) -> bool:
+    if "|" not in doc.text[:65536] and "RECORD" not in doc.text[:65536]:
+        return False
+    return any(_psql_kind(t) for t in psql_tables(doc.text[:65536]))
+
+
+def _psql_kind(rows: list[dict[str, str]]) -> str | None:
+    cols = set(rows[0])
+    if _is_activity(cols):
+        return "activity"
+    if _is_locks(cols):
+        return "locks"
+    if _is_activity_grouped(cols):
+        return "grouped"
+    if {"name", "setting"} <= cols:
+        return "settings"
+    if (
+        len(cols) == 1
+        and len(rows) == 1
+        and _SETTING_NAME.match(name := next(iter(cols)))
+        and name not in (CAPTURED_COLUMNS)
+    ):
+        return "show"
+    return None
+
+
+@FORMATS.format("psql-text", shapes={"text"}, detect=_detect_psql, order=39)
+def parse_psql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each table of a psql paste goes to the reader of its view; `SHOW x` results gather into one settings item."""
+    shown: dict[str, Any] = {}
+    for rows in psql_tables(doc.text):
+        kind = _psql_kind(rows)
+        table = _table_doc(doc, rows)
+        if kind == "activity":
+            yield from parse_activity(table, ctx)
+        elif kind == "locks":
+            yield from parse_locks(table, ctx)
+        elif kind == "grouped":
+            yield from parse_activity_grouped(table, ctx)
+        elif kind == "settings":
+            yield from parse_settings(table, ctx)
+        elif kind == "show":
+            ((name, value),) = rows[0].items()
+            shown[name] = int(value) if value.lstrip("-").isdigit() else value
+    if shown:
+        yield ctx.item(doc.path, "pg/settings", "pg/settings", shown)
