@@ -112,7 +112,8 @@ EXCEPTION = re.compile(
     r"\bpanic: |\bpanicked at\b|called `(?:Option|Result)::(?:unwrap|expect)\(\)` on|"
     r"\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
     r"\bunhandled exception|\buncaught exception|\bTraceback \(most recent call last\)|\bassertion failed|"
-    r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range",
+    r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range|"
+    r"Java-level deadlock|all goroutines are asleep - deadlock",
     re.I,
 )
 # Exceptions a client raises when the other side failed (the server answered 5xx, refused, timed out): the
@@ -611,7 +612,12 @@ def _cause_of(
         code="exception",
         category=Category.CODE_DEFECT,
         title=f"{who} throws {exc_name} ({tpl.count}x)",
-        mechanism=f"{who} fails with an unhandled {exc_name}: '{_short(msg)}' x{tpl.count} {span}{after}.",
+        mechanism=(
+            f"{who} is stuck in a {exc_name}: threads (or goroutines) each hold a lock the other waits for, a "
+            f"lock-ordering bug: '{_short(msg)}' x{tpl.count} {span}{after}."
+            if "deadlock" in exc_name.lower()
+            else f"{who} fails with an unhandled {exc_name}: '{_short(msg)}' x{tpl.count} {span}{after}."
+        ),
         object=who,
         score=score,
         ts=tpl.first_ts,

@@ -454,7 +454,9 @@ def detect(doc: Document) -> bool:
         hits += ts is not None or level is not None or DMESG_RE.match(line.lstrip()) is not None
         if seen >= _SNIFF:
             break
-    return seen > 0 and hits >= max(1, seen * 0.3)
+    # a pasted `systemctl status` or `kubectl logs` under a command and its report header: a few stamped lines
+    # among the header's are still a log
+    return seen > 0 and (hits >= max(1, seen * 0.3) or (hits >= 3 and hits >= seen * 0.15))
 
 
 @FORMATS.format("log", shapes={"text", "jsonl", "json"}, detect=detect, order=100)
@@ -632,6 +634,8 @@ _UNTIMED_ERROR = re.compile(
     r"no space left on device|too many open files|permission denied|timed out|no servers could be reached)\s*$"
     # an HTTP status line with a 5xx (curl -i / -v), and the kernel's OOM killer
     r"|^(?:< )?HTTP/[\d.]+ 5\d\d\b|^Out of memory: Kill"
+    # a JVM thread dump's verdict, and Go's runtime when every goroutine waits on another
+    r"|^Found (?:one|\d+) Java-level deadlock|^fatal error: all goroutines are asleep - deadlock"
 )
 # what a saved terminal prints before a line: dig's ";;", curl -v's "*"
 _UNTIMED_PREFIX = re.compile(r"^(?:;;\s*|\*\s+)")
