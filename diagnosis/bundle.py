@@ -32,7 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import UserError
 from diagnosis.evidence import EvidenceSet
-from diagnosis.formats import FORMATS, FormatError, NotReadable, ParseContext, describe_unknown, sniff
+from diagnosis.formats import FORMATS, Document, FormatError, NotReadable, ParseContext, describe_unknown, sniff
+from diagnosis.formats.base import TERMINAL_PROMPT, terminal_segments
 from diagnosis.model import EvidenceItem
 
 log = logging.getLogger(__name__)
@@ -219,6 +220,32 @@ class _Loader:
             (self.ignore if exc.ignored else self.error)(path, str(exc))
             return
         del raw  # the text or parsed JSON is what the parsers read
+        segments = terminal_segments(doc.text) if doc.shape == "text" else None
+        if segments:
+            self.parse_session(path, doc, segments)
+            return
+        self.parse_document(path, doc)
+
+    def parse_session(self, path: str, doc: Document, segments: list[str]) -> None:
+        """A saved terminal session: each command's output is read as a file of its own (a `kubectl get -o json`,
+        a `df -h`, a `docker logs`), all under the session's path."""
+        read = 0
+        for text in segments:
+            try:
+                part = sniff(path, text.encode())
+            except NotReadable as exc:
+                if not exc.ignored:
+                    self.error(path, str(exc))
+                continue
+            prompt = next((m for line in text.splitlines() if (m := TERMINAL_PROMPT.match(line))), None)
+            part.command = prompt["cmd"] if prompt and part.shape == "text" else ""
+            if FORMATS.match(part) is not None:
+                read += 1
+                self.parse_document(path, part)
+        if not read:
+            self.ignore(path, describe_unknown(doc))
+
+    def parse_document(self, path: str, doc: Document) -> None:
         fmt = FORMATS.match(doc)
         if fmt is None:
             self.ignore(path, describe_unknown(doc))

@@ -23,6 +23,7 @@ ANALYZER_MODULES = (
     "changes",
     "database",
     "host",
+    "containers",
     "metrics",
     "regressions",
     "network",

@@ -2,9 +2,9 @@
 
 One module per family: alertmanager, kubernetes (`kubectl get -o json` / `-o yaml`), kubetext (`kubectl describe`
 and `kubectl get` tables), prometheus, aws (CloudWatch metrics and alarm history, RDS, Performance Insights),
-cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log exports), datadog, postgres, health (status
-pages, AWS Health, search cluster health), hosttext, and logs (the catch-all for text and JSON-lines logs, offered
-last; then untimed error lines).
+cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log exports), datadog, docker (`docker inspect`
+and `docker ps`), postgres (also pasted from psql), health (status pages, AWS Health, search cluster health),
+hosttext, and logs (the catch-all for text and JSON-lines logs, offered last; then untimed error lines).
 """
 
 from diagnosis.formats import (
@@ -12,6 +12,7 @@ from diagnosis.formats import (
     aws,
     cloudlogs,
     datadog,
+    docker,
     health,
     hosttext,
     kubernetes,
@@ -45,6 +46,7 @@ __all__ = [
     "cloudlogs",
     "datadog",
     "describe_unknown",
+    "docker",
     "health",
     "hosttext",
     "kubernetes",

@@ -11,6 +11,7 @@ import contextlib
 import csv
 import functools
 import io
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +36,7 @@ class Document:
     text: str = ""
     value: Any = None
     header: list[str] = field(default_factory=list)  # CSV column names, as written
+    command: str = ""  # in a saved terminal session: the command that printed it ("docker logs shop-api")
 
     @property
     def stem(self) -> str:
@@ -276,3 +278,47 @@ def get_path(obj: Any, *keys: str) -> Any:
 def metric_object(name: str, labels: dict[str, str]) -> str:
     inner = ",".join(f"{k}={labels[k]}" for k in sorted(labels))
     return f"metric/{name}{{{inner}}}"
+
+
+# A shell (or psql) prompt that starts a command's output in a saved terminal session: "$ df -h",
+# "ops@bastion:~$ kubectl get pods", "[root@db-1 ~]# journalctl -u postgresql", "PS C:\\> Get-WinEvent",
+# "shop=> SELECT ...". A bare "# " or "> " (comments, quotes) counts only before a known command.
+TERMINAL_PROMPT = re.compile(
+    r"^(?:[\w.\-]+@[\w.\-]+(?::[^\s$#]*)?[$#]|\[[\w.\-]+@[\w.\-]+[^\]]*\][$#]|\$|PS [A-Za-z]:\\[^>]*>|\w+=[>#]"
+    r"|[#>%] (?=(?:sudo |kubectl|oc|docker|systemctl|journalctl|psql|mysql|redis-cli|curl|dig|nslookup|df|free|top"
+    r"|ps|ss|netstat|cat|tail|grep|aws|gcloud|az|helm|openssl|uptime|dmesg|ls|du|consul|nomad)\b))"
+    r"\s*(?P<cmd>\S.*)$"
+)
+
+
+def terminal_segments(text: str) -> list[str] | None:
+    """A saved terminal session cut into one text per command output (the prompt line first), each padded with
+    blank lines so that line numbers stay those of the file; None when the text holds fewer than two prompts."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if TERMINAL_PROMPT.match(line)]
+    if len(starts) < 2:
+        return None
+    cuts = ([0] if starts[0] > 0 else []) + starts + [len(lines)]
+    out = []
+    for a, b in itertools.pairwise(cuts):
+        body = lines[a:b]
+        if not any(line.strip() for line in body[1:] if TERMINAL_PROMPT.match(body[0])) and a in starts:
+            continue  # a command with no output
+        first_output = a + 1 if a in starts else a
+        rest = "\n".join(lines[first_output:b]).lstrip()
+        if a in starts and rest[:1] in "{[" and _parses_as_json(rest):
+            # JSON under its command (`kubectl get pods -o json`): the JSON alone, at its own line
+            out.append("\n" * first_output + "\n".join(lines[first_output:b]))
+        else:
+            out.append("\n" * a + "\n".join(body))
+    return out
+
+
+def _parses_as_json(text: str) -> bool:
+    """Whether text starts with a whole JSON value ("[2026-11-17 ...] INFO" is a log line, not an array)."""
+    try:
+        json.JSONDecoder().raw_decode(text)
+    except json.JSONDecodeError as exc:
+        # a truncated export is still JSON, reported as malformed: it fails only at its end
+        return exc.pos >= len(text.rstrip()) - 1
+    return True

@@ -33,7 +33,7 @@ from diagnosis.formats._time import (
     syslog_match,
     year_for,
 )
-from diagnosis.formats.base import FORMATS, Document, FormatError, ParseContext
+from diagnosis.formats.base import FORMATS, TERMINAL_PROMPT, Document, FormatError, ParseContext
 from diagnosis.model import EvidenceItem
 
 KUBECTL_PATH = re.compile(
@@ -438,11 +438,65 @@ def _kubectl_source(path: str) -> tuple[str, dict[str, Any]] | None:
     return obj, {"namespace": ns, "pod": pod, "container": container, "previous": previous, "path": path}
 
 
+# the commands that print one source's log in a saved terminal session
+_LOG_COMMAND = re.compile(
+    r"^(?:sudo\s+)?(?:(?P<docker>docker|podman)(?:\s+container)?\s+logs\b(?P<dargs>.*)"
+    r"|(?P<kubectl>kubectl|oc)\s+logs\b(?P<kargs>.*)"
+    r"|journalctl\b(?P<jargs>.*\s(?:-u|--unit)[= ]?(?P<unit>[\w@.\-]+).*))$"
+)
+
+
+_KUBECTL_VALUE_FLAGS = {
+    "-n": "namespace",
+    "--namespace": "namespace",
+    "-c": "container",
+    "--container": "container",
+    "--tail": "",
+    "--since": "",
+    "--since-time": "",
+    "-l": "",
+    "--selector": "",
+    "--context": "",
+    "--kubeconfig": "",
+}
+
+
+def _command_source(command: str, path: str) -> tuple[str, dict[str, Any]] | None:
+    """The source a `docker logs NAME`, `kubectl logs POD -n NS -c C` or `journalctl -u UNIT` speaks for."""
+    m = _LOG_COMMAND.match(command.strip())
+    if not m:
+        return None
+    if m["docker"]:
+        words = [w for w in m["dargs"].split() if not w.startswith("-") and not w.isdigit()]
+        return (f"container/{words[-1]}", {"container": words[-1], "path": path}) if words else None
+    if m["kubectl"]:
+        args = m["kargs"].split("|")[0]
+        values: dict[str, str] = {}
+        pods: list[str] = []
+        words = args.split()
+        while words:
+            word = words.pop(0)
+            flag, eq, value = word.partition("=")
+            if flag in _KUBECTL_VALUE_FLAGS:
+                values[_KUBECTL_VALUE_FLAGS[flag]] = value if eq else (words.pop(0) if words else "")
+            elif not word.startswith("-"):
+                pods.append(word.removeprefix("pod/").removeprefix("pods/"))
+        if not pods:
+            return None
+        namespace = values.get("namespace") or "default"
+        c = values.get("container", "")
+        obj = f"Pod/{namespace}/{pods[0]}/{c}" if c else f"Pod/{namespace}/{pods[0]}"
+        previous = bool(re.search(r"(?:^|\s)(?:-p|--previous)\b", args))
+        return obj, {"namespace": namespace, "pod": pods[0], "container": c, "previous": previous, "path": path}
+    unit = m["unit"].removesuffix(".service")
+    return f"unit/{unit}", {"service": unit, "path": path}
+
+
 def detect(doc: Document) -> bool:
     if doc.shape == "json":  # a one-line JSON log is parsed whole
         v = doc.value
         return isinstance(v, dict) and any(k in v for k in MSG_KEYS) and any(k in v for k in (*TS_KEYS, "level"))
-    if _kubectl_source(doc.path):
+    if _kubectl_source(doc.path) or _command_source(doc.command, doc.path):
         return True
     parser = LineParser()
     seen = hits = 0
@@ -461,7 +515,7 @@ def detect(doc: Document) -> bool:
 
 @FORMATS.format("log", shapes={"text", "jsonl", "json"}, detect=detect, order=100)
 def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
-    found = _kubectl_source(doc.path)
+    found = _kubectl_source(doc.path) or _command_source(doc.command, doc.path)
     obj, source = found if found else (doc.path, {"path": doc.path})
     records: deque[dict[str, Any]] = deque(maxlen=ctx.max_log_records)
     total = 0
@@ -474,8 +528,8 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         last: dict[str, Any] | None = None
         partial = False
         for n, line in enumerate(doc.lines(), 1):
-            if not line.strip():
-                continue
+            if not line.strip() or (doc.command and TERMINAL_PROMPT.match(line)):
+                continue  # blank, or the command that printed this output
             m = KUBECTL_TS_PREFIX.match(line)
             body = line[m.end() :].rstrip("\r") if m else line.rstrip("\r")
             cri = CRI_TAG.match(body) if m and body[:3] == "std" else None

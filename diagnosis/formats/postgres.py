@@ -308,7 +308,7 @@ def _table_doc(doc: Document, rows: list[dict[str, str]]) -> Document:
 
 
 def _detect_psql(doc: Document) -> bool:
-    if "|" not in doc.text[:65536] and "RECORD" not in doc.text[:65536]:
+    if "---" not in doc.text[:65536]:  # every psql table has a rule under its header (or its record marks)
         return False
     return any(_psql_kind(t) for t in psql_tables(doc.text[:65536]))
 

@@ -715,8 +715,8 @@ def test_untimed_command_output_errors_become_log_records(tmp_path: Path) -> Non
         "$ cp dump.sql /backup/\n"
         "cp: error writing '/backup/dump.sql': No space left on device\n"
     )
-    [item] = load_bundle(tmp_path).kind("log")
-    records = item.data["records"]
+    # a saved session: each command's output is read on its own, with the file's line numbers
+    records = [r for item in load_bundle(tmp_path).kind("log") for r in item.data["records"]]
     assert [r["line"] for r in records] == [2, 4, 8, 10]
     assert all(r["ts"] is None and r["level"] == "error" for r in records)
     assert records[0]["msg"].startswith("curl: (7) Failed to connect")

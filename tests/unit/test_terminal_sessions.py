@@ -1,0 +1,66 @@
+"""Docker hosts (`docker inspect`, `docker ps -a`) and saved terminal sessions: each command's output read as a
+file of its own, a log named by the command that printed it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from diagnosis.bundle import load_bundle
+from diagnosis.formats.base import terminal_segments
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "docker"
+
+
+def test_docker_inspect_oom_killed_names_the_container_and_its_limit(tmp_path: Path) -> None:
+    shutil.copy(DATA / "inspect-oom.json", tmp_path / "thumbnailer.json")
+    ev = load_bundle(tmp_path)
+    (state,) = ev.kind("container/state")
+    assert state.data["oom_killed"] and state.data["exit_code"] == 137 and state.data["restart_count"] == 23
+    diagnosis = investigate(ev, "thumbnails are not generated")
+    assert diagnosis.category == Category.RESOURCE_EXHAUSTION
+    assert "thumbnailer" in diagnosis.root_cause and "512MiB" in diagnosis.root_cause
+
+
+def test_a_session_of_docker_ps_and_docker_logs_reads_both(tmp_path: Path) -> None:
+    shutil.copy(DATA / "compose-host.txt", tmp_path / "session.txt")
+    ev = load_bundle(tmp_path)
+    states = {i.data["name"]: i.data for i in ev.kind("container/state")}
+    assert states["shop-api"]["restarting"] and states["shop-api"]["exit_code"] == 1
+    assert states["shop-db"]["health"]["status"] == "healthy"
+    (log,) = ev.kind("log")
+    assert log.object == "container/shop-api"  # named by `docker logs ... shop-api`, not by the file
+    assert log.data["records"][0]["line"] == 7  # line numbers stay those of the file
+    diagnosis = investigate(ev, "shop-api keeps restarting")
+    # the restart is a symptom; what the container's own log shows is the cause
+    assert "shop-api" in diagnosis.root_cause and "PAYMENT_API_KEY" in diagnosis.root_cause
+
+
+def test_json_under_its_command_and_kubectl_logs_in_one_paste(tmp_path: Path) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "api-7d9f-x2kqp", "namespace": "shop"},
+        "spec": {"containers": [{"name": "api", "image": "api:1"}]},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "api", "ready": True, "restartCount": 0}]},
+    }
+    (tmp_path / "paste.txt").write_text(
+        "$ kubectl get pod api-7d9f-x2kqp -n shop -o json\n"
+        + json.dumps(pod, indent=2)
+        + "\n$ kubectl logs api-7d9f-x2kqp -n shop -c api --previous\n"
+        "[2026-11-17 11:02:42 +0000] ERROR request failed\n"
+        "$ kubectl get pods -n shop -o json | jq .items[0].status.phase\n"
+    )
+    ev = load_bundle(tmp_path)
+    assert [i.object for i in ev.kind("k8s/Pod")] == ["Pod/shop/api-7d9f-x2kqp"]
+    (log,) = ev.kind("log")
+    assert log.object == "Pod/shop/api-7d9f-x2kqp/api" and log.data["source"]["previous"] is True
+    assert not ev.errors
+
+
+def test_a_file_with_one_prompt_or_none_is_not_cut() -> None:
+    assert terminal_segments("$ df -h\nFilesystem Size Used Avail Use% Mounted on\n") is None
+    assert terminal_segments("2026-11-17 ERROR x\n# not a prompt: a comment\n# another one\n") is None
