@@ -64,3 +64,53 @@ def test_json_under_its_command_and_kubectl_logs_in_one_paste(tmp_path: Path) ->
 def test_a_file_with_one_prompt_or_none_is_not_cut() -> None:
     assert terminal_segments("$ df -h\nFilesystem Size Used Avail Use% Mounted on\n") is None
     assert terminal_segments("2026-11-17 ERROR x\n# not a prompt: a comment\n# another one\n") is None
+
+
+def _inspect(name: str, state: dict[str, object], **extra: object) -> dict[str, object]:
+    return {"Id": f"{name}0123456789", "Name": f"/{name}", "State": state, "Config": {"Image": f"{name}:1"}, **extra}
+
+
+def test_container_start_errors_old_oom_kills_and_health(tmp_path: Path) -> None:
+    containers = [
+        _inspect(
+            "worker",
+            {
+                "Status": "exited",
+                "ExitCode": 127,
+                "Error": 'OCI runtime create failed: exec: "/app/worker": stat /app/worker: no such file or directory',
+                "FinishedAt": "2026-11-17T10:00:00Z",
+                "OOMKilled": False,
+            },
+        ),
+        _inspect(
+            "cache",
+            {
+                "Status": "running",
+                "Running": True,
+                "OOMKilled": True,
+                "ExitCode": 0,
+                "FinishedAt": "2026-11-10T03:00:00Z",
+            },
+        ),
+        _inspect(
+            "api",
+            {
+                "Status": "running",
+                "Running": True,
+                "StartedAt": "2026-11-17T09:58:00Z",
+                "Health": {
+                    "Status": "unhealthy",
+                    "FailingStreak": 7,
+                    "Log": [{"ExitCode": 1, "Output": "curl: (7) Failed to connect"}],
+                },
+            },
+        ),
+    ]
+    (tmp_path / "inspect.json").write_text(json.dumps(containers))
+    diagnosis = investigate(load_bundle(tmp_path), "the worker is down")
+    assert diagnosis.category == Category.CONFIGURATION_ERROR
+    assert "worker" in diagnosis.root_cause and "no such file or directory" in diagnosis.root_cause
+    ruled_out = " ".join(r.alternative for r in diagnosis.ruled_out)
+    assert "cache" in ruled_out  # an OOM kill a week ago is history
+    codes = {f.code for f in diagnosis.findings}
+    assert {"container_start_error", "old_container_oom", "unhealthy"} <= codes
