@@ -684,14 +684,39 @@ def _investigate_bundle(path: Any, question: str | None, exclude: tuple[str, ...
 
 @app.command()
 def investigate(
-    path: str = typer.Argument(..., help="An evidence bundle: a folder, .tar.gz or .zip of exports."),
+    path: str = typer.Argument(
+        ..., help="An evidence bundle: a folder, .tar.gz or .zip of exports, one file, or - for standard input."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the Diagnosis as one JSON object."),
     question: str = typer.Option("", "--question", "-q", help="What the operator asks, e.g. why checkout is slow."),
 ) -> None:
-    """Investigate an evidence bundle in-process and print the Diagnosis (post-mortems, CI)."""
+    """Investigate an evidence bundle in-process and print the Diagnosis (post-mortems, CI).
+
+    `kubectl describe pod x | opsgraph investigate -` reads what is piped in as one file of evidence."""
+    import tempfile
     from pathlib import Path
 
-    bundle = Path(path)
+    with tempfile.TemporaryDirectory(prefix="opsgraph-stdin-") as scratch:
+        if path == "-":
+            from diagnosis.bundle import BundleLimits
+
+            limit = BundleLimits().max_file_bytes
+            data = sys.stdin.buffer.read(limit + 1)
+            if not data.strip():
+                fail(
+                    "nothing on standard input: pipe evidence in, e.g. kubectl describe pod x | opsgraph investigate -",
+                    2,
+                )
+            if len(data) > limit:
+                fail(f"standard input is larger than the {limit} bytes one file of a bundle may hold", 2)
+            bundle = Path(scratch) / "stdin"
+            bundle.write_bytes(data)
+        else:
+            bundle = Path(path)
+        _investigate_and_print(bundle, path, as_json, question)
+
+
+def _investigate_and_print(bundle: Any, path: str, as_json: bool, question: str) -> None:
     if not bundle.exists():
         fail(f"no such bundle: {path}", 2)
     try:

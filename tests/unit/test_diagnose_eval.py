@@ -185,3 +185,14 @@ def test_investigate_with_an_llm_configured_runs_the_graph(tmp_path: Path, monke
     monkeypatch.setattr(investigation.DiagnosisRefiner, "from_settings", classmethod(lambda cls, s: "refiner"))
     monkeypatch.setattr(investigation, "run_investigation", run)
     assert cli._diagnose(object(), None).root_cause == "graph" and calls == ["refiner"]
+
+
+def test_investigate_cli_reads_evidence_piped_on_standard_input() -> None:
+    describe = (Path(__file__).resolve().parent.parent / "data" / "kubetext" / "describe-oom.txt").read_bytes()
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["investigate", "-", "--json"], input=describe)
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert body["category"] == "resource_exhaustion" and "OOMKilled" in body["root_cause"]
+    empty = runner.invoke(cli.app, ["investigate", "-"], input=b"  \n")
+    assert empty.exit_code == 2 and "nothing on standard input" in empty.output
