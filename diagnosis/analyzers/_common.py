@@ -458,6 +458,29 @@ APP_POOL = re.compile(
     r"connection pool|could not obtain (?:a )?connection from (?:the )?pool|Cannot get a connection, pool error",
     re.I,
 )
+# A process that stops because a setting it needs is absent or unreadable: an unset env var (Python's
+# `KeyError: 'PAYMENT_API_KEY'` from os.environ, Go's "required env FOO not set", Node's "FOO is undefined"), an
+# unknown flag, a config file that is not there. The configuration is at fault, whatever exception the code throws.
+MISSING_SETTING = re.compile(
+    r"missing (?:required )?(?:env|environment|config|configuration|variable|setting|secret|flag|"
+    r"argument|option)"
+    r"|(?:env(?:ironment)?(?: var(?:iable)?)?|setting|option|config(?:uration)? "
+    r"(?:key|value))\s+[\"'`]?[A-Za-z_][\w.]*[\"'`]?\s+"
+    r"(?:is )?(?:not set|missing|required|undefined|empty|must be set)"
+    r"|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b[\"'`]? (?:is )?(?:not set|missing|required|undefined|must be set|is empty)"
+    r"|required (?:env|environment variable|config|configuration|setting|flag|option|argument)"
+    r"|KeyError: [\"'](?-i:[A-Z][A-Z0-9]*_[A-Z0-9_]+|[A-Z]{4,})[\"']"
+    r"|(?:invalid|bad|malformed|unable to (?:load|parse|read)|failed to (?:load|parse|read)|could "
+    r"not (?:load|parse|read)|cannot (?:load|parse|read)) "
+    r"(?:the )?(?:config|configuration|settings|dsn|connection string|value for)"
+    r"|(?:unknown|unrecognized|unrecognised|invalid) (?:flag|option|argument|command[- ]line)"
+    r"|flag provided but not defined"
+    r"|(?:config|configuration|settings) file\b.*(?:not found|no such file|missing|does not exist)"
+    r"|no such file or directory.*(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/|config)"
+    r"|(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/\S*|config\S*)\S*[\"']?:? no such "
+    r"file or directory",
+    re.I,
+)
 REDIS_OOM = re.compile(r"OOM command not allowed when used memory > 'maxmemory'", re.I)
 PG_CHECKPOINT = re.compile(r"checkpoints are occurring too frequently", re.I)
 PG_VACUUM = re.compile(r"automatic (?:aggressive )?vacuum of table|to prevent wraparound", re.I)

@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnosis.analyzers._common import MISSING_SETTING
 from diagnosis.evidence import EvidenceSet
 from diagnosis.formats.kubetext import FROM_KEY
 from diagnosis.model import EvidenceItem, EvidenceRef
@@ -197,24 +198,8 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
         "crash_config",
         "a required setting is missing or invalid",
         re.compile(
-            r"missing (?:required )?(?:env|environment|config|configuration|variable|setting|secret|flag|"
-            r"argument|option)"
-            r"|(?:env(?:ironment)?(?: var(?:iable)?)?|setting|option|config(?:uration)? "
-            r"(?:key|value))\s+[\"'`]?[A-Za-z_][\w.]*[\"'`]?\s+"
-            r"(?:is )?(?:not set|missing|required|undefined|empty|must be set)"
-            r"|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b[\"'`]? (?:is )?(?:not set|missing|required|undefined|must be set|is empty)"
-            r"|required (?:env|environment variable|config|configuration|setting|flag|option|argument)"
-            r"|KeyError: [\"'][A-Z][A-Z0-9_]+[\"']"
-            r"|(?:invalid|bad|malformed|unable to (?:load|parse|read)|failed to (?:load|parse|read)|could "
-            r"not (?:load|parse|read)|cannot (?:load|parse|read)) "
-            r"(?:the )?(?:config|configuration|settings|dsn|connection string|value for)"
-            r"|(?:unknown|unrecognized|unrecognised|invalid) (?:flag|option|argument|command[- ]line)"
-            r"|flag provided but not defined"
-            r"|(?:config|configuration|settings) file\b.*(?:not found|no such file|missing|does not exist)"
-            r"|no such file or directory.*(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/|config)"
-            r"|(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/\S*|config\S*)\S*[\"']?:? no such "
-            r"file or directory"
-            r"|executable file not found|exec format error|command not found|permission denied"
+            MISSING_SETTING.pattern
+            + r"|executable file not found|exec format error|command not found|permission denied"
             r"|password authentication failed|authentication failed|invalid credentials|access denied for user"
             r"|secret .* not found|configmap .* not found",
             re.I,

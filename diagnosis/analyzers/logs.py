@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnosis.analyzers._common import (
+    MISSING_SETTING,
     Rec,
     Template,
     claimed_elsewhere,
@@ -545,6 +546,9 @@ def _cause_of(
         )
     if claimed_elsewhere(msg) or APP_CAPACITY.search(msg):  # app_capacity names a pool or worker limit reached
         return None
+    setting = _missing_setting(item, tpl, who, tags, active)
+    if setting is not None:
+        return setting
     if BAD_DATA.search(msg):
         what = _data_error_name(msg)
         stuck = _stuck_offset(item) or _input_file(item, tpl.first_ts)
@@ -575,7 +579,7 @@ def _cause_of(
     exc = EXCEPTION.search(msg)
     if not exc or REMOTE_FAILURE.search(msg):
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
-    exc_name = exc.group(1) or exc.group(0).strip()
+    exc_name = _python_raised(msg) or exc.group(1) or exc.group(0).strip()
     # Java prints the root cause last ("Caused by: java.lang.NullPointerException"): name that one
     caused = _CAUSED_BY.findall(msg)
     if caused:
@@ -639,6 +643,69 @@ def _cause_of(
                 if deploy
                 else []
             ),
+        ],
+    )
+
+
+# The last line of a Python traceback names what was raised ("KeyError: 'sku'", "app.errors.QuotaError: ..."):
+# the header "Traceback (most recent call last)" says only that something was.
+_PY_RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s|:?$)", re.M)
+
+
+def _python_raised(msg: str) -> str | None:
+    if "Traceback (most recent call last)" not in msg:
+        return None
+    raised = [m.group(1) for m in _PY_RAISED.finditer(msg) if m.group(1) != "Traceback"]
+    return raised[-1] if raised else None
+
+
+def _spaced(text: str) -> str:
+    return f" {text}" if text else ""
+
+
+_SETTING_NAME = re.compile(r"KeyError: [\"'](\w+)|\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b")
+
+
+def _missing_setting(
+    item: EvidenceItem, tpl: Template, who: str, tags: list[str], active: list[Template]
+) -> Finding | None:
+    """A process that fails because a setting it needs is unset or unreadable (an env var missing from its
+    environment, an unknown flag, a config file that is not there): the configuration is the cause, whatever
+    exception the code raises on it. One finding per log source, on the first such template."""
+    assert tpl.sample is not None
+    first = next((t for t in active if t.sample and MISSING_SETTING.search(t.sample.msg)), None)
+    if first is not tpl:
+        return None
+    msg = tpl.sample.msg
+    hit = MISSING_SETTING.search(msg)
+    assert hit is not None
+    named = _SETTING_NAME.search(hit.group(0)) or _SETTING_NAME.search(msg)
+    name = (named.group(1) or named.group(2)) if named else None
+    what = f"the setting {name}" if name else "a setting it needs"
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="cause",
+        code="missing_setting",
+        category=Category.CONFIGURATION_ERROR,
+        title=f"{who} fails because {what} is missing or invalid ({tpl.count}x)",
+        mechanism=(
+            f"{who} cannot run because {what} is missing or invalid in its configuration: "
+            f"'{_short(_around(msg, hit.group(0)))}' x{tpl.count}{_spaced(span_text(tpl.first_ts, tpl.last_ts))}; "
+            "the code fails on the configuration it was given, not on a bug."
+        ),
+        object=f"{who} {name}" if name else who,
+        score=0.8 if tpl.count >= SPORADIC else 0.6,
+        ts=tpl.first_ts,
+        tags=[*tags, *([f"config:{name}"] if name else [])],
+        explains=["errors", "http_5xx", "pod_restarts", "crash_loop", "exception", "service_down"],
+        evidence=[ref_of(tpl.sample)],
+        actions=[
+            Action(
+                description=f"Compare {who}'s environment and config with the last version that worked"
+                + (f" and set {name}" if name else ""),
+                command=f"grep -n {_grep_word(hit.group(0))} <{item.object} log>",
+            )
         ],
     )
 

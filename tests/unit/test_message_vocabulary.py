@@ -1,0 +1,90 @@
+"""The logs analyzer's vocabulary across runtimes: the same failure reads differently in Python, Go, Node, Java
+and Ruby, and a missing setting is a configuration error whatever exception the code raises on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagnosis.bundle import load_bundle
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+
+PY_ENV = """Traceback (most recent call last):
+  File "/app/worker/main.py", line 12, in <module>
+    settings = Settings.from_env()
+  File "/app/worker/settings.py", line 41, in from_env
+    api_key=os.environ["PAYMENT_API_KEY"],
+  File "/usr/local/lib/python3.11/os.py", line 679, in __getitem__
+    raise KeyError(key) from None
+KeyError: 'PAYMENT_API_KEY'"""
+
+PY_DICT = """Traceback (most recent call last):
+  File "/app/orders/views.py", line 88, in create_order
+    price = catalog[item["sku"]]
+KeyError: 'sku'"""
+
+# (case, the error line(s) each failure writes after a timestamp, category, words the root cause names)
+CASES = [
+    ("python env var", "ERROR payments-worker failed to start\n" + PY_ENV, "configuration_error", ["PAYMENT_API_KEY"]),
+    ("python dict key", "ERROR payments-worker request failed\n" + PY_DICT, "code_defect", ["KeyError"]),
+    (
+        "go env var",
+        'level=fatal msg="required env DATABASE_URL not set" service=ledger-api',
+        "configuration_error",
+        ["DATABASE_URL"],
+    ),
+    (
+        "node env var",
+        "ERROR Error: Missing required environment variable STRIPE_SECRET_KEY",
+        "configuration_error",
+        ["STRIPE_SECRET_KEY"],
+    ),
+    ("go unknown flag", "ERROR flag provided but not defined: -listen-addr", "configuration_error", ["flag"]),
+    (
+        "java npe",
+        "ERROR [main] c.a.b.SettlementJob - job failed\njava.lang.NullPointerException: Cannot invoke "
+        '"Account.getId()" because "acct" is null\n\tat c.a.b.SettlementJob.run(SettlementJob.java:77)',
+        "code_defect",
+        ["NullPointerException"],
+    ),
+    (
+        "node type error",
+        "ERROR TypeError: Cannot read properties of undefined (reading 'currency')\n"
+        "    at priceOf (/app/src/cart.js:41:22)",
+        "code_defect",
+        ["TypeError"],
+    ),
+    (
+        "ruby no method",
+        "E, [ERROR] -- : NoMethodError (undefined method `strftime' for nil:NilClass)\n"
+        "  app/helpers/bookings_helper.rb:41:in `checkin_label'",
+        "code_defect",
+        ["NoMethodError"],
+    ),
+]
+
+
+def _bundle(tmp_path: Path, lines: str) -> Path:
+    out = []
+    for i in range(8):
+        out.append(f"2026-03-02T10:{10 + i:02d}:00Z INFO serving requests")
+        first, *rest = lines.split("\n")
+        out.append(f"2026-03-02T10:{10 + i:02d}:30Z {first}")
+        out.extend(rest)
+    (tmp_path / "app.log").write_text("\n".join(out) + "\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize(("case", "lines", "category", "words"), CASES, ids=[c[0] for c in CASES])
+def test_failure_wordings(tmp_path: Path, case: str, lines: str, category: str, words: list[str]) -> None:
+    diagnosis = investigate(load_bundle(_bundle(tmp_path, lines)), "why is it failing?")
+    assert diagnosis.category == Category(category), (case, diagnosis.root_cause)
+    for word in words:
+        assert word in diagnosis.root_cause, (case, diagnosis.root_cause)
+
+
+def test_traceback_names_what_was_raised(tmp_path: Path) -> None:
+    diagnosis = investigate(load_bundle(_bundle(tmp_path, "ERROR request failed\n" + PY_DICT)), None)
+    assert "Traceback (most recent call last)" not in diagnosis.root_cause.split(":")[0]
