@@ -1,9 +1,11 @@
 """Evidence bundle formats, recognised by content; importing this package registers every format in FORMATS.
 
-One module per family: alertmanager, kubernetes (`kubectl get -o json` / `-o yaml`), kubetext (`kubectl describe`
-and `kubectl get` tables), prometheus, aws (CloudWatch metrics and alarm history, RDS, Performance Insights),
-cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log exports), datadog, docker (`docker inspect`
-and `docker ps`), postgres (also pasted from psql), health (status pages, AWS Health, search cluster health),
+One module per family: alertmanager (also Grafana-managed alerts), kubernetes (`kubectl get -o json` / `-o yaml`),
+kubetext (`kubectl describe` and `kubectl get` tables), prometheus, aws (CloudWatch metrics and alarm history, RDS,
+Performance Insights), cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log exports), logstores
+(Loki and Elasticsearch/OpenSearch query results), traces (Jaeger, OTLP/JSON and Zipkin spans, read as each
+service's log), paging (PagerDuty and Opsgenie incidents, read as alerts), datadog, docker (`docker inspect` and
+`docker ps`), postgres (also pasted from psql), health (status pages, AWS Health, search cluster health),
 hosttext, and logs (the catch-all for text and JSON-lines logs, offered last; then untimed error lines).
 """
 
@@ -18,8 +20,11 @@ from diagnosis.formats import (
     kubernetes,
     kubetext,
     logs,
+    logstores,
+    paging,
     postgres,
     prometheus,
+    traces,
 )
 from diagnosis.formats.base import (
     FORMATS,
@@ -52,7 +57,10 @@ __all__ = [
     "kubernetes",
     "kubetext",
     "logs",
+    "logstores",
+    "paging",
     "postgres",
     "prometheus",
     "sniff",
+    "traces",
 ]

@@ -1,7 +1,8 @@
 """Alertmanager webhook payloads (version "4"), one or a list of them: one `alert` item per alert.
 
-Documented at https://prometheus.io/docs/alerting/latest/configuration/#webhook_config. Also reads the
-Alertmanager API v2 alert list (GET /api/v2/alerts), whose alerts carry `status.state` instead.
+Documented at https://prometheus.io/docs/alerting/latest/configuration/#webhook_config. Also reads Grafana-managed
+alerting's webhook (the same shape with version "1", orgId, title and per-alert values) and the Alertmanager API v2
+alert list (GET /api/v2/alerts), whose alerts carry `status.state` instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from diagnosis.model import EvidenceItem
 
 
 def _is_payload(v: Any) -> bool:
-    return isinstance(v, dict) and str(v.get("version")) == "4" and isinstance(v.get("alerts"), list)
+    """Alertmanager's webhook (version "4"), or Grafana-managed alerting's, which extends it (version "1", orgId)."""
+    if not isinstance(v, dict) or not isinstance(v.get("alerts"), list):
+        return False
+    return str(v.get("version")) == "4" or (str(v.get("version")) == "1" and "orgId" in v)
 
 
 def _is_api_alert(v: Any) -> bool:
