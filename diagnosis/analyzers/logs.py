@@ -44,6 +44,8 @@ BACKGROUND_MIN_SPAN_S = 30 * 60
 BACKGROUND_MAX_RATE_PER_MIN = 2.0
 BACKGROUND_COVERAGE = 0.6
 BACKGROUND_BURST_FACTOR = 3.0
+# ... and beginning within the first fifth of the log: errors that start after a clean stretch are new
+BACKGROUND_LATE_START = 0.2
 # Fewer occurrences than this are sporadic: the finding is kept below the reasoning's stand-alone score (0.5), so it
 # names the cause only when it explains something observed (a crash, a restart), not on a healthy system.
 SPORADIC = 3
@@ -57,7 +59,10 @@ BAD_DATA = re.compile(
     r"required (?:field|property) \S+ (?:is )?missing|unexpected (?:token|field|type|character|end of (?:json )?input)|"
     r"invalid (?:json|format|value|record|payload|utf-?8|byte sequence|character|date|timestamp|enum|message)|"
     r"is not valid JSON|deserializ\w+ (?:error|failed|exception)|error deserializing|failed to (?:deserializ|decod)\w*|"
-    r"violates (?:not-null|check|foreign key) constraint|type mismatch|column \S+ does not exist|no such column|"
+    r"violates (?:not-null|check|foreign key) constraint|type mismatch|"
+    # CSV readers on a file with another delimiter or a ragged row (Rust csv, Python csv, pandas, Go encoding/csv)
+    r"found record with \d+ fields?|wrong number of fields|expected \d+ fields?,? (?:saw|got|but)|"
+    r"Error tokenizing data|header has \d+ columns?|column \S+ does not exist|no such column|"
     r"schema validation failed|incompatible schema|schema (?:is )?incompatible|"
     r"unknown (?:field|column|magic byte)|Unrecognized field|value too long for type|out of range for type|"
     r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"
@@ -438,6 +443,9 @@ def _quiet_verdict(tpl: Template, log_first: float | None, log_last: float | Non
     coverage = (tpl.last_ts - tpl.first_ts) / span
     rate = tpl.count / max(span / 60.0, 1.0)
     if coverage < BACKGROUND_COVERAGE or rate > BACKGROUND_MAX_RATE_PER_MIN:
+        return None
+    # all along: from the start of the log; errors that begin after a long clean stretch began with the fault
+    if tpl.first_ts - log_first > BACKGROUND_LATE_START * span:
         return None
     # even: no 5-minute bucket well above the typical (median non-empty) one, and the last quarter no busier
     buckets: dict[int, int] = {}

@@ -88,3 +88,22 @@ def test_failure_wordings(tmp_path: Path, case: str, lines: str, category: str, 
 def test_traceback_names_what_was_raised(tmp_path: Path) -> None:
     diagnosis = investigate(load_bundle(_bundle(tmp_path, "ERROR request failed\n" + PY_DICT)), None)
     assert "Traceback (most recent call last)" not in diagnosis.root_cause.split(":")[0]
+
+
+def test_errors_that_begin_after_a_clean_stretch_are_not_background(tmp_path: Path) -> None:
+    """A job that ran clean for 50 minutes, then rejects every file: few errors over most of the log, but they
+    began with the fault, so they are not a background 'present all along'."""
+    lines = []
+    for i in range(14):  # every 10 minutes from 04:00 to 06:10
+        stamp = f"2026-03-09T{4 + i // 6:02d}:{(i % 6) * 10:02d}:00Z"
+        lines.append(f"{stamp} INFO ingest: fetched manifest_{i:02d}.csv")
+        if i < 5:
+            lines.append(f"{stamp} INFO ingest: loaded rows=1900 rejected=0")
+        else:
+            lines.append(
+                f"{stamp} ERROR ingest: file manifest_{i:02d}.csv rejected: CSV error: record 1 (line: 2, byte: 131): "
+                "found record with 1 fields, but the previous record has 14 fields"
+            )
+    (tmp_path / "ingest.log").write_text("\n".join(lines) + "\n")
+    diagnosis = investigate(load_bundle(tmp_path), "why are no files loaded?")
+    assert diagnosis.category == Category.DATA_QUALITY, diagnosis.root_cause
