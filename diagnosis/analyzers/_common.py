@@ -478,7 +478,9 @@ MISSING_SETTING = re.compile(
     r"|(?:config|configuration|settings) file\b.*(?:not found|no such file|missing|does not exist)"
     r"|no such file or directory.*(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/|config)"
     r"|(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/\S*|config\S*)\S*[\"']?:? no such "
-    r"file or directory",
+    r"file or directory"
+    # a secret or parameter the platform injects at start that does not exist (AWS SSM, Secrets Manager)
+    r"|ParameterNotFound|Secrets Manager can't find the specified secret|unable to (?:pull|retrieve) secrets",
     re.I,
 )
 REDIS_OOM = re.compile(r"OOM command not allowed when used memory > 'maxmemory'", re.I)

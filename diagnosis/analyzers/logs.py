@@ -671,7 +671,7 @@ def _spaced(text: str) -> str:
     return f" {text}" if text else ""
 
 
-_SETTING_NAME = re.compile(r"KeyError: [\"'](\w+)|\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b")
+_SETTING_NAME = re.compile(r"KeyError: [\"'](\w+)|\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b|ParameterNotFound:? (/?[\w./-]+)")
 
 
 def _missing_setting(
@@ -687,8 +687,8 @@ def _missing_setting(
     msg = tpl.sample.msg
     hit = MISSING_SETTING.search(msg)
     assert hit is not None
-    named = _SETTING_NAME.search(hit.group(0)) or _SETTING_NAME.search(msg)
-    name = (named.group(1) or named.group(2)) if named else None
+    named = _SETTING_NAME.search(hit.group(0)) or _SETTING_NAME.search(msg[hit.start() :]) or _SETTING_NAME.search(msg)
+    name = next((g for g in named.groups() if g), None) if named else None
     what = f"the setting {name}" if name else "a setting it needs"
     return Finding(
         analyzer="log_errors",

@@ -10,6 +10,8 @@
 - Performance Insights GetResourceMetrics (MetricList) -> `metric` with source "pi"; DescribeDimensionKeys (Keys)
   grouped by db.sql or db.sql_tokenized -> `pi/sql`, by any other group (db.wait_event, db.user ...) ->
   `pi/dimension` {group, dimensions, load, partitions}.
+- ECS DescribeServices (`aws ecs describe-services`): each service's events and deployments -> the `log` of
+  `ecs/<service>` (a failure event, "unable to place a task ... ResourceInitializationError", is an error record).
 """
 
 from __future__ import annotations
@@ -476,3 +478,55 @@ def _is_empty_events(v: Any) -> bool:
 @FORMATS.format("aws-events-empty", shapes={"json"}, detect=lambda d: _is_empty_events(d.value), order=30)
 def parse_empty_events(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     return iter(())
+
+
+# --- ECS services -------------------------------------------------------------------------------------------
+
+# an ECS service event that reports a failure ("was unable to place a task", "failed container health checks",
+# "port 8080 is unhealthy in target-group", "deployment failed")
+_ECS_FAILED = re.compile(r"unable to|failed|unhealthy|error|stopped|denied|not found", re.I)
+
+
+def _ecs_services(v: Any) -> list[dict[str, Any]] | None:
+    services = v.get("services") if isinstance(v, dict) else None
+    if (
+        isinstance(services, list)
+        and services
+        and all(isinstance(s, dict) and "serviceName" in s and isinstance(s.get("events"), list) for s in services)
+    ):
+        return services
+    return None
+
+
+@FORMATS.format("ecs-services", shapes={"json"}, detect=lambda d: _ecs_services(d.value) is not None, order=30)
+def parse_ecs_services(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """`aws ecs describe-services`: each service's event messages and its deployments (task definition, rollout
+    state, running and failed tasks), as the `log` of `ecs/<service>`."""
+    for svc in _ecs_services(doc.value) or []:
+        records: list[dict[str, Any]] = []
+        for e in svc["events"]:
+            if isinstance(e, dict) and isinstance(e.get("message"), str):
+                level = "error" if _ECS_FAILED.search(e["message"]) else "info"
+                records.append({"ts": parse_ts(e.get("createdAt")), "level": level, "msg": e["message"]})
+        for d in svc.get("deployments") or []:
+            if not isinstance(d, dict):
+                continue
+            task_def = str(d.get("taskDefinition") or "").rsplit("/", 1)[-1]
+            failed = int(d.get("failedTasks") or 0)
+            msg = (
+                f"deployment {d.get('id', '')} of {task_def} ({d.get('status', '')}) rollout "
+                f"{d.get('rolloutState', 'unknown')}: running {d.get('runningCount')} of {d.get('desiredCount')}, "
+                f"{failed} failed tasks"
+            ) + (f": {d['rolloutStateReason']}" if d.get("rolloutStateReason") else "")
+            ts = parse_ts(d.get("updatedAt") or d.get("createdAt"))
+            records.append({"ts": ts, "level": "error" if failed else "info", "msg": msg})
+        records.sort(key=lambda r: (r["ts"] is None, r["ts"] or 0.0))
+        for n, r in enumerate(records, 1):
+            r["line"] = n
+        stamps = [r["ts"] for r in records if r["ts"] is not None]
+        data = {
+            "records": records,
+            "source": {"path": doc.path, "export": "ecs", "service": svc["serviceName"]},
+            "truncated": False,
+        }
+        yield ctx.item(doc.path, "log", f"ecs/{svc['serviceName']}", data, max(stamps) if stamps else None)

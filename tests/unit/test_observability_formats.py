@@ -1,5 +1,5 @@
 """Log stores, traces and paging services as operators export them: Loki and Elasticsearch query results, Jaeger,
-OTLP/JSON and Zipkin traces, Grafana-managed alerts, PagerDuty incidents. Recognised by content (the files are
+OTLP/JSON and Zipkin traces, Grafana-managed alerts, PagerDuty incidents, ECS service events. Recognised by content (the files are
 renamed here), read into the items the analyzers already know (`log`, `alert`)."""
 
 from __future__ import annotations
@@ -88,3 +88,13 @@ def test_pagerduty_incidents_and_webhooks(tmp_path: Path) -> None:
     # the resolved webhook of an incident closes the one its trigger opened
     queue = alerts["alert/Queue depth high on billing-events"]
     assert queue["status"] == "resolved" and queue["labels"]["service"] == "billing-worker"
+
+
+def test_ecs_service_that_cannot_start_tasks_names_the_missing_parameter(tmp_path: Path) -> None:
+    """`aws ecs describe-services`: tasks that fail to start on a secret that does not exist in SSM."""
+    ev = load_bundle(bundle_of(tmp_path, "ecs-describe-services.json"))
+    (log,) = ev.kind("log")
+    assert log.object == "ecs/quotes-api" and any("14 failed tasks" in r["msg"] for r in log.data["records"])
+    diagnosis = investigate(ev, "quotes-api cannot scale out")
+    assert diagnosis.category == Category.CONFIGURATION_ERROR
+    assert "/prod/quotes-api/partner_api_token" in diagnosis.root_cause
