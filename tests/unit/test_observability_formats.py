@@ -1,6 +1,6 @@
-"""Log stores, traces and paging services as operators export them: Loki and Elasticsearch query results, Jaeger,
-OTLP/JSON and Zipkin traces, Grafana-managed alerts, PagerDuty incidents, ECS service events. Recognised by content (the files are
-renamed here), read into the items the analyzers already know (`log`, `alert`)."""
+"""Log stores, traces and paging services as operators export them: Loki and Elasticsearch query results,
+Jaeger, OTLP/JSON and Zipkin traces, Grafana-managed alerts, PagerDuty incidents, ECS service events. Recognised
+by content (the files are renamed here), read into the items the analyzers already know (`log`, `alert`)."""
 
 from __future__ import annotations
 
