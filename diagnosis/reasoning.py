@@ -39,6 +39,7 @@ from diagnosis.model import (
 from diagnosis.timeline import evidence_now, fmt_age
 
 CAUSE, SYMPTOM, BENIGN = "cause", "symptom", "benign"
+PLANNED_WORK = "planned_work"  # the code of a benign finding that announces planned work (analyzers/changes.py)
 STANDALONE_SCORE = 0.5  # a cause candidate below this needs an observed symptom it explains to stand
 INDEPENDENT_SCORE = 0.55  # an unrelated hypothesis at least this strong is a second fault, not an alternative
 MIN_RANK = 0.4  # below this the best hypothesis does not decide: unknown
@@ -562,6 +563,31 @@ def _why_weak(h: Hypothesis) -> str:
     return f"too weak to decide (score {lead.score:.2f}, explains {len(h.explained)} observed symptom(s))"
 
 
+def _benign_signals(benign: list[Finding]) -> list[str]:
+    """The benign signals, planned work aside, one per kind and object: the same alert on the servers of one
+    instance is said once, with how many more there were."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in benign:
+        if f.code != PLANNED_WORK:
+            groups.setdefault((f.code, f.object.split(" (")[0]), []).append(f)
+    return [g[0].title + (f" (and {len(g) - 1} more like it)" if len(g) > 1 else "") for g in groups.values()]
+
+
+def _healthy_chain(benign: list[Finding]) -> list[str]:
+    """What a healthy answer saw and why each signal is benign: the planned work first (it explains the signals
+    around it), then each benign signal once per kind and object with its reason."""
+    planned = [f for f in benign if f.code == PLANNED_WORK]
+    steps = [f.mechanism for f in planned[:2]]
+    seen: set[tuple[str, str]] = set()
+    for f in benign:
+        key = (f.code, f.object.split(" (")[0])
+        if f.code == PLANNED_WORK or key in seen:
+            continue
+        seen.add(key)
+        steps.append(f"{f.title}: {f.mechanism}")
+    return steps[: min(MAX_CHAIN, 6)]
+
+
 def _markdown(d: Diagnosis) -> str:
     lines = [f"**Root cause** ({d.category.value}, confidence {d.confidence:.2f}): {d.root_cause}", ""]
     if d.other_causes:
@@ -622,7 +648,8 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
         "errors": list(evidence.errors),
         "checked": checked,
     }
-    ruled_out = [_ruled_out_entry(f, f.mechanism, evidence) for f in benign]
+    # planned work is context for a healthy answer; beside a fault it may be the fault's origin, so it is not ruled out
+    ruled_out = [_ruled_out_entry(f, f.mechanism, evidence) for f in benign if f.code != PLANNED_WORK]
 
     if not standing or standing[0].rank < MIN_RANK:
         weak = [_ruled_out_entry(h.lead, _why_weak(h), evidence) for h in hypotheses]
@@ -638,7 +665,11 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
             seen_objects = [f for f in active if f.role == SYMPTOM]
             seen_objects += [h.lead for h in hypotheses if h.lead.category == Category.UNKNOWN and h.strength >= 0.5]
             if not seen_objects:  # nothing failing; at most weak candidates that explain nothing
-                benign_note = "; benign: " + "; ".join(dict.fromkeys(f.title for f in benign[:4])) if benign else ""
+                signals = _benign_signals(benign)
+                benign_note = "; benign: " + "; ".join(signals[:4]) if signals else ""
+                if any(f.code == PLANNED_WORK for f in benign):
+                    benign_note += " (during planned work)" if signals else "; planned work ran"
+                ruled_out = [_ruled_out_entry(f, f.mechanism, evidence) for f in benign]
                 weak_note = f"; {len(weak)} weak signal(s) explain no symptom" if weak else ""
                 unread = [e.get("path", "?") for e in evidence.errors]
                 if unread:  # what could not be read may hold the failure: say so, and be less sure
@@ -650,6 +681,7 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
                     confidence=(0.85 if len(evidence) >= 3 else 0.6)
                     - (0.1 if weak else 0.0)
                     - (0.25 if evidence.errors else 0.0),
+                    causal_chain=_healthy_chain(benign),
                     missing=_unread(evidence),
                     ruled_out=ruled_out + weak,
                     evidence=_claims(benign, evidence),

@@ -507,7 +507,9 @@ HOST_HW = re.compile(
     r"blocked for more than \d+ seconds|Hardware Error|Machine check|NMI watchdog|soft lockup|"
     # storage devices not answering: NVMe/SCSI command timeouts and resets, EBS/virtio stalls
     r"nvme\d*:? .*\btimeout, (?:aborting|reset)|I/O \d+ QID \d+ timeout|Buffer I/O error on dev|"
-    r"blk_update_request: I/O error|critical medium error|SCSI error: return code|rejecting I/O to offline device",
+    r"blk_update_request: I/O error|critical medium error|SCSI error: return code|rejecting I/O to offline device|"
+    # memory: EDAC correctable/uncorrectable ECC errors, pages the kernel had to take offline; a kernel panic
+    r"EDAC \S+: \d+ (?:CE|UE) memory|Memory failure: 0x|Kernel panic - not syncing",
     re.I,
 )
 # a physical or virtualisation host that stopped (vSphere HA, Proxmox/corosync fencing, Hyper-V and Nova
@@ -657,6 +659,9 @@ _TRIGGERS = (
     "blocked for more than",
     "hardware error",
     "machine check",
+    "edac",
+    "memory failure",
+    "kernel panic",
     "nmi",
     "lockup",
     "timeout, abort",

@@ -231,6 +231,14 @@ class PodReader:
             ts = min(event_ts(e) or ts for e in evs)
         resource = re.search(r"low on resource: (\S+?)\.?(?:\s|$)", msg)
         what = resource.group(1) if resource else "a resource"
+        # the kubelet also evicts a pod that exceeds its own local-storage limit (the node is fine): the pod's
+        # ephemeral storage, a container's, or an emptyDir volume's sizeLimit
+        own = re.search(
+            r"(?:ephemeral local storage usage exceeds the total limit of containers|"
+            r"exceeded its local ephemeral storage limit|Usage of EmptyDir volume \S+ exceeds the limit) "
+            r"\"?(\d[\d.]*[KMGTPE]?i?)",
+            msg,
+        )
         tags = [*self.tags] + ([f"node:{node}"] if node else [])
         if not evs and not self.idx.recent(ts or None, RECENT_S):
             self._emit(
@@ -251,9 +259,15 @@ class PodReader:
             category=Category.RESOURCE_EXHAUSTION,
             object=self._obj(),
             score=0.6,
-            title=f"Pod {self.ns}/{self.pod} evicted: node {node or '?'} low on {what}",
-            mechanism=f"Pod {self.ns}/{self.pod} was evicted because node {node or '?'} ran low on {what} "
-            f"(kubelet eviction threshold reached)",
+            title=f"Pod {self.ns}/{self.pod} evicted: "
+            + (f"over its ephemeral-storage limit {own.group(1)}" if own else f"node {node or '?'} low on {what}"),
+            mechanism=(
+                f"Pod {self.ns}/{self.pod} was evicted because it wrote more local data than its ephemeral-storage "
+                f"limit {own.group(1)} (kubelet eviction on node {node or '?'})"
+                if own
+                else f"Pod {self.ns}/{self.pod} was evicted because node {node or '?'} ran low on {what} "
+                f"(kubelet eviction threshold reached)"
+            ),
             ts=ts or None,
             tags=tags,
             explains=POD_EFFECTS,

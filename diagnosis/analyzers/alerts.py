@@ -82,15 +82,52 @@ def alert_tags(labels: dict[str, Any]) -> list[str]:
     return tags
 
 
+# labels that name the part of an object an alert is about (a file system, a backend, a queue, a certificate, a
+# consumer group, a scheduled task): said with the object, so the operator sees which one it was
+_DETAIL_LABELS = (
+    "mountpoint",
+    "volume",
+    "certificate",
+    "backend",
+    "server",
+    "queue",
+    "consumergroup",
+    "topic",
+    "dag_id",
+    "task_id",
+    "app",
+    "name",
+)
+
+
 def alert_object(labels: dict[str, Any]) -> str:
+    """The object an alert is about, from its labels: the Kubernetes object, node, instance, database or job it names,
+    then the parts of it it names (mountpoint, backend, queue ...)."""
     ns = labels.get("namespace")
+    primary = ""
     for key in ("pod", "deployment", "statefulset", "daemonset", "job_name", "service", "persistentvolumeclaim"):
         if labels.get(key):
-            return f"{key} {ns + '/' if ns else ''}{labels[key]}"
-    for key in ("node", "instance", "datname", "dbinstance_identifier", "job", "namespace"):
-        if labels.get(key):
-            return f"{key} {labels[key]}"
-    return str(labels.get("alertname") or "alert")
+            primary = f"{key} {ns + '/' if ns else ''}{labels[key]}"
+            break
+    else:
+        for key in ("node", "instance", "datname", "dbinstance_identifier", "job"):
+            if labels.get(key):
+                primary = f"{key} {labels[key]}"
+                break
+    named = primary.split(" ", 1)[-1]
+    details = [
+        f"{key} {labels[key]}"
+        for key in _DETAIL_LABELS
+        if labels.get(key) and str(labels[key]) not in named and str(labels[key]) != labels.get("alertname")
+    ]
+    if not primary:
+        if details:
+            primary, details = details[0], details[1:]
+        elif ns:
+            primary = f"namespace {ns}"
+        else:
+            return str(labels.get("alertname") or "alert")
+    return primary + (f" ({', '.join(details[:2])})" if details else "")
 
 
 def _needs(labels: dict[str, Any]) -> list[str]:

@@ -305,3 +305,63 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
+
+
+# Planned work announced in a log or a Kubernetes event: a maintenance window or mode, a rolling deploy, restart
+# or upgrade, a node or package upgrade, a drain, a replay or backfill of data. Servers leaving a pool, nodes going
+# away, a backlog or a spike during it are what the work does, and end with it.
+PLANNED_WORK = re.compile(
+    r"\bmaintenance\b|\brolling (?:deploy\w*|restart\w*|update\w*|upgrade\w*|reboot\w*)|"
+    r"\bupgrad(?:e|ed|ing)\b|\bUpgradeStarted\b|\bsurge upgrade\b|\bdrain(?:ed|ing)? (?:node|host)\b|"
+    r"\b(?:replay|backfill|re-?sync|reindex|re-?index)(?:ing)? (?:requested|started|of|from|run|job)\b",
+    re.I,
+)
+_FAILED = re.compile(r"\b(?:fail(?:ed|ure)?|error|abort(?:ed)?|rolled back|rollback)\b", re.I)
+_ERROR_LEVELS = frozenset({"error", "err", "fatal", "critical", "crit", "alert", "emerg", "panic"})
+
+
+def _planned_finding(item: EvidenceItem, text: str, ts: float | None, ev: EvidenceRef) -> Finding:
+    what = " ".join(text.split())[:160]
+    when = f" at {fmt_ts(ts)}" if ts else ""
+    return Finding(
+        analyzer="planned_work",
+        domain=Domain.CHANGES,
+        role="benign",
+        code="planned_work",
+        category=Category.HEALTHY,
+        title=f"planned work{when}: '{what}'",
+        mechanism=(
+            f"planned work{when} ('{what}'): servers or nodes leaving and rejoining, a backlog or a spike while it "
+            "runs are what the work does, and end with it"
+        ),
+        object=item.object,
+        score=0.2,
+        ts=ts,
+        evidence=[ev],
+    )
+
+
+@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"log", "k8s/Event"})
+def planned_work(evidence: EvidenceSet) -> list[Finding]:
+    """The first announcement of planned work in each log and on each kind of Kubernetes event (benign context:
+    it tells a healthy answer why the signals around it were expected). Failed work is not planned work."""
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            level = str(r.get("level") or "").lower()
+            if level in _ERROR_LEVELS or not PLANNED_WORK.search(msg) or _FAILED.search(msg):
+                continue
+            ts = r.get("ts") if isinstance(r.get("ts"), int | float) else None
+            out.append(_planned_finding(item, msg, ts, EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])))
+            break
+    seen: set[str] = set()
+    for item in evidence.kind("k8s/Event"):
+        d = item.data
+        reason, message = str(d.get("reason") or ""), str(d.get("message") or "")
+        if reason in seen or str(d.get("type") or "") == "Warning" or not PLANNED_WORK.search(f"{reason} {message}"):
+            continue
+        seen.add(reason)
+        ts = parse_ts(d.get("first_ts") or d.get("last_ts"))
+        out.append(_planned_finding(item, message or reason, ts, ref(item, "message", message or reason)))
+    return out

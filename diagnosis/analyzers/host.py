@@ -384,6 +384,9 @@ def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
         rss = next((int(kb) for _, _, kb in hits if kb), None)
         stale = now is not None and last is not None and now - last >= STALE_AFTER_S
         where = "its container's memory limit (cgroup)" if memcg else f"{host or 'the host'}'s memory"
+        memcg_unit = next((u for r in recs if (u := _systemd_unit(r.msg, "oom_memcg="))), None)
+        if memcg and memcg_unit:  # a systemd service's cgroup: its limit is the unit's MemoryMax
+            where = f"the memory limit of systemd unit {memcg_unit} (MemoryMax=)"
         who = f"{unit} ({name})" if unit else name
         n_kills = len(pids) if pids != ["?"] else len(recs)
         tags = [f"process:{name}", f"service:{name}", *(f"pid:{p}" for p in pids[:10] if p != "?")]
@@ -426,6 +429,21 @@ def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
             )
         )
     return out
+
+
+_HW_PARTS = (
+    ("memory", re.compile(r"\bEDAC\b|\bECC\b|memory (?:read|write|scrub) error|Memory failure|\bDIMM", re.I)),
+    ("CPU/memory (machine check)", re.compile(r"Machine check|mce:", re.I)),
+    ("disk", re.compile(r"I/O error|\bnvme|EXT4-fs|XFS|SCSI|medium error|offline device", re.I)),
+)
+
+
+def _hardware_part(recs: list[Rec]) -> str:
+    """The hardware the kernel's error lines are about: memory (ECC/EDAC), a machine check, a disk; else unsaid."""
+    for part, pattern in _HW_PARTS:
+        if any(pattern.search(r.msg) for r in recs):
+            return part
+    return "disk/CPU"
 
 
 def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
@@ -515,6 +533,8 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
     for dev, recs in hw.items():
         if _stale(recs, now):
             continue
+        part = _hardware_part(recs)
+        panic = any("kernel panic" in r.msg.lower() for r in recs)
         out.append(
             Finding(
                 analyzer="host",
@@ -522,11 +542,18 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 role="cause",
                 code="host_hardware_error",
                 category=Category.INFRASTRUCTURE,
-                title=f"kernel reports disk/CPU errors{f' on {dev}' if dev != '?' else ''} ({len(recs)}x)",
+                title=f"kernel reports {part} errors{f' on {dev}' if dev != '?' else ''} ({len(recs)}x)"
+                + (" and panicked" if panic else ""),
                 mechanism=(
                     f"the kernel logged '{recs[0].msg.strip()[:160]}' {len(recs)}x "
-                    f"{span_text(recs[0].ts, recs[-1].ts)}: failing hardware or a hung device under the "
-                    "workload."
+                    f"{span_text(recs[0].ts, recs[-1].ts)}: "
+                    + (
+                        "failing hardware or a hung device under the workload"
+                        if part == "disk/CPU"
+                        else f"failing {part} hardware"
+                    )
+                    + (" (Kernel panic: the host went down)" if panic else "")
+                    + "."
                 ),
                 object=f"device {dev}" if dev != "?" else "host hardware",
                 score=0.7,
@@ -875,6 +902,21 @@ _LIMITS: list[tuple[str, Searcher, str, str, str, str]] = [
 ]
 
 
+_UNIT_CGROUP = re.compile(r"/(?:[\w@.\-]+\.slice/)+([\w@.\-]+\.service)\b")
+
+
+def _systemd_unit(msg: str, after: str = "") -> str | None:
+    """The systemd service a kernel line's cgroup path names (/system.slice/x.service), after `after` if given:
+    its limits are the unit's settings (MemoryMax=, TasksMax=), not a container's."""
+    if after:
+        at = msg.find(after)
+        if at < 0:
+            return None
+        msg = msg[at:]
+    m = _UNIT_CGROUP.search(msg)
+    return m.group(1) if m else None
+
+
 def _limit_owner(code: str, rec: Rec) -> str:
     """What ran out of the limit: the broker node an alarm names, the host of a kernel line, else the service."""
     if code == "broker_resource_alarm":
@@ -952,6 +994,12 @@ def resource_limits(evidence: EvidenceSet) -> list[Finding]:
         if _stale(recs, now):
             continue
         _, what, why, action_what, command = spec[code]
+        unit = next((u for r in recs if (u := _systemd_unit(r.msg))), None)
+        if code == "pid_limit_reached" and unit:  # a systemd service's pids cgroup: the unit's TasksMax
+            why = (
+                f"it cannot fork or start threads: systemd unit {unit} reached its TasksMax= (the pids limit of its "
+                "cgroup; often a thread or process leak)"
+            )
         recs.sort(key=lambda r: r.ts or 0)
         services = sorted({s for r in recs if (s := service_of(r.item))})
         host = _host_of(recs[0]) or _host_of_file(recs[0].item)

@@ -515,7 +515,7 @@ def kubernetes_services(evidence: EvidenceSet) -> list[Finding]:
                         score=0.6,
                         tags=tags,
                         title=f"{obj} targetPort {target} not declared by its pods",
-                        mechanism=f"{obj} sends traffic to port {target}, which none of its pods declares "
+                        mechanism=f"{obj} sends traffic to targetPort {target}, which none of its pods declares "
                         f"(they declare {', '.join(sorted(str(d) for d in declared))})",
                         explains=[
                             "http_5xx",

@@ -535,14 +535,15 @@ def _cause_of(
     msg = tpl.sample.msg
     refs = [ref_of(tpl.sample)]
     span = span_text(tpl.first_ts, tpl.last_ts)
-    if APP_OOM.search(msg):
+    oom = APP_OOM.search(msg)
+    if oom:
         return Finding(
             analyzer="log_errors",
             domain=Domain.LOGS,
             role="cause",
             code="app_out_of_memory",
             category=Category.RESOURCE_EXHAUSTION,
-            title=f"{who} ran out of memory ({tpl.count}x)",
+            title=f"{who} ran out of memory: {oom.group(0).rsplit('.', 1)[-1]} ({tpl.count}x)",
             mechanism=f"{who} exhausted its memory: '{_short(msg)}' x{tpl.count} {span}.",
             object=who,
             score=0.75,

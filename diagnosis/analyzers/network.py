@@ -541,7 +541,7 @@ def _refs(recs: list[Rec]) -> list[EvidenceRef]:
 # ---------------------------------------------------------------- findings
 
 _KIND_WORDS = {
-    "timeout": "timed out",
+    "timeout": "timed out (ran past the caller's timeout)",
     "refused": "refused the connection",
     "reset": "reset or closed the connection",
     "http_5xx": "answered with 5xx",
