@@ -787,14 +787,22 @@ class PodReader:
             refs.append(ref(self.item, f"{spath}.{kind.lower()}Probe", probe))
         ts = min((event_ts(e) or 0.0 for e in evs), default=0.0) or None
         effect = "restarts it" if kind == "Liveness" else "keeps it out of the Service endpoints"
-        listening = self._listening_port()
+        listening = self._listening_port(cname)
         status = re.search(r"statuscode: (\d{3})", msg)
         code, category, score, why = "probe_failing", Category.UNKNOWN, 0.45, f"it fails ({msg[:120]})"
         role = SYMPTOM
         if isinstance(port, str) and port not in named and ports:
             code, category, score, role = "probe_misconfigured", Category.CONFIGURATION_ERROR, 0.85, CAUSE
             why = f"it targets named port {port!r}, which the container does not declare"
-        elif isinstance(port, int) and ports and port not in ports and re.search(r"refused|reset|no route", msg):
+        elif (
+            isinstance(port, int)
+            and ports
+            and port not in ports
+            and re.search(r"refused|reset|no route", msg)
+            # declared ports are informational (istio-proxy serves its probe on an undeclared 15021): a container
+            # that itself keeps terminating refuses any port while it is down, so the refusal is no proof
+            and not self._terminated_before(cname)
+        ):
             code, category, score, role = "probe_misconfigured", Category.CONFIGURATION_ERROR, 0.85, CAUSE
             why = f"it targets port {port} but the container listens on {', '.join(str(p) for p in ports)}"
         elif isinstance(port, int) and listening and listening != port and re.search(r"refused|reset", msg):
@@ -858,9 +866,24 @@ class PodReader:
                 return name, c
         return (next(iter(containers)), next(iter(containers.values()))) if containers else (None, None)
 
-    def _listening_port(self) -> int | None:
-        rx = re.compile(r"(?:listening|serving|started|bound|running)\b.*?(?:port\s*|:)(\d{2,5})\b", re.I)
+    def _terminated_before(self, cname: str | None) -> bool:
+        """Whether this container has restarted after terminating (its lastState says how it ended)."""
+        if self.item is None or cname is None:
+            return False
+        return any(
+            cs.get("name") == cname
+            and int(cs.get("restartCount") or 0) > 0
+            and (cs.get("lastState") or {}).get("terminated")
+            for _, cs in _statuses(self.item)
+        )
+
+    def _listening_port(self, cname: str | None = None) -> int | None:
+        rx = re.compile(r"\b(?:listening|serving|started|bound|running)\b.{0,40}?(?:port\s*|:)(\d{2,5})\b", re.I)
         for item in self.logs:
+            src = item.data.get("source") or {}
+            own = src.get("container") if isinstance(src, dict) else None
+            if cname and own and own != cname:  # another container of the pod (a sidecar) listens elsewhere
+                continue
             for rec in item.data.get("records") or ():
                 m = rx.search(str(rec.get("msg") or ""))
                 if m:

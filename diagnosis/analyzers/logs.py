@@ -119,7 +119,7 @@ EXCEPTION = re.compile(
     r"\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
     r"\bunhandled exception|\buncaught exception|\bTraceback \(most recent call last\)|\bassertion failed|"
     r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range|"
-    r"Java-level deadlock|all goroutines are asleep - deadlock",
+    r"Java-level deadlock|all goroutines are asleep - deadlock|thread-pool starvation deadlock",
     re.I,
 )
 # Exceptions a client raises when the other side failed (the server answered 5xx, refused, timed out): the
@@ -628,7 +628,11 @@ def _cause_of(
         mechanism=(
             f"{who} is stuck in a {exc_name}: threads (or goroutines) each hold a lock the other waits for, a "
             f"lock-ordering bug: '{_short(msg)}' x{tpl.count} {span}{after}."
-            if "deadlock" in exc_name.lower()
+            if "deadlock" in exc_name.lower() and "starvation" not in exc_name.lower()
+            else f"{who} is stuck in a {exc_name}: tasks running on a pool block waiting for other tasks queued to "
+            f"that same pool, so once every thread waits nothing completes (a code defect; a bigger pool only delays "
+            f"it): '{_short(msg)}' x{tpl.count} {span}{after}."
+            if "starvation" in exc_name.lower()
             else f"{who} fails with an unhandled {exc_name}: '{_short(msg)}' x{tpl.count} {span}{after}."
         ),
         object=who,

@@ -2,11 +2,12 @@
 
 One module per family: alertmanager (also Grafana-managed alerts), kubernetes (`kubectl get -o json` / `-o yaml`),
 kubetext (`kubectl describe` and `kubectl get` tables), prometheus, aws (CloudWatch metrics and alarm history, RDS,
-Performance Insights), cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log exports), logstores
-(Loki and Elasticsearch/OpenSearch query results), traces (Jaeger, OTLP/JSON and Zipkin spans, read as each
-service's log), paging (PagerDuty and Opsgenie incidents, read as alerts), datadog, docker (`docker inspect` and
-`docker ps`), postgres (also pasted from psql), health (status pages, AWS Health, search cluster health),
-hosttext, and logs (the catch-all for text and JSON-lines logs, offered last; then untimed error lines).
+Performance Insights, ECS services), cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log
+exports), logstores (Loki and Elasticsearch/OpenSearch query results), traces (Jaeger, OTLP/JSON and Zipkin spans,
+read as each service's log), paging (PagerDuty and Opsgenie incidents, read as alerts), datadog, docker (`docker
+inspect` and `docker ps`), dumps (JVM thread dumps: deadlocks and starved pools), postgres (also pasted from psql),
+health (status pages, AWS Health, search cluster health), hosttext, and logs (the catch-all for text and JSON-lines
+logs, offered last; then untimed error lines).
 """
 
 from diagnosis.formats import (
@@ -15,6 +16,7 @@ from diagnosis.formats import (
     cloudlogs,
     datadog,
     docker,
+    dumps,
     health,
     hosttext,
     kubernetes,
@@ -52,6 +54,7 @@ __all__ = [
     "datadog",
     "describe_unknown",
     "docker",
+    "dumps",
     "health",
     "hosttext",
     "kubernetes",

@@ -194,7 +194,9 @@ def parse_es(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         ts = next((t for k in _ES_TIME if (t := parse_ts(_field(src, k))) is not None), None)
         # ECS error.type / error.message / error.stack_trace beside the message
         error = src.get("error")
-        if isinstance(error, dict):
+        if not isinstance(error, dict):  # ECS flattened: "error.type", "error.message", "error.stack_trace"
+            error = {k[6:]: v for k, v in src.items() if k.startswith("error.")}
+        if error:
             msg = with_error_details(msg, {"error": error}) if msg else str(error.get("message") or "")
         groups[obj].append(_record(parser, n, ts, level, msg))
     yield from emit_groups(doc, ctx, groups, sources, "elasticsearch")

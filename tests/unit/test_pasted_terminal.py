@@ -41,3 +41,16 @@ def test_prose_with_two_dates_stays_prose(tmp_path: Path) -> None:
         "Review date: next week.\nStatus: open.\nLinks: none.\n"
     )
     assert not load_bundle(tmp_path).kind("log")
+
+
+def test_a_pool_whose_threads_all_wait_on_their_own_queue_is_starved(tmp_path: Path) -> None:
+    """jcmd Thread.print of a pod: every invoice-render thread parked in CompletableFuture.join inside a pool task
+    (the idle Tomcat threads waiting for work are not)."""
+    ev = load_bundle(bundle_of(tmp_path, "jcmd-starved-pool.txt"))
+    (log,) = ev.kind("log")
+    assert log.object == "Pod/billing/invoice-api-5d8f7c9b6-k2x9p"
+    assert log.data["records"][0]["ts"] is not None
+    diagnosis = investigate(ev, "invoice-api stopped answering")
+    assert diagnosis.category == Category.CODE_DEFECT
+    assert "invoice-render" in diagnosis.root_cause and "starvation" in diagnosis.root_cause
+    assert "http-nio" not in diagnosis.root_cause
