@@ -46,7 +46,8 @@ def test_elasticsearch_hits_nested_and_dotted_ecs_fields(tmp_path: Path) -> None
     logs = logs_by_object(tmp_path, "es-search.json")
     (first,) = logs["es/order-indexer"]
     assert first["level"] == "error" and "JsonParseException" in first["msg"]  # error.* appended to the message
-    assert "Pod/data/order-indexer-5c6d7-abcde/indexer" in logs
+    (flat,) = logs["Pod/data/order-indexer-5c6d7-abcde/indexer"]
+    assert "DateTimeParseException" in flat["msg"]  # ECS flattened: "error.type" as one key
 
 
 @pytest.mark.parametrize("name", ["otlp-traces.json", "jaeger-traces.json", "zipkin-trace.json"])
