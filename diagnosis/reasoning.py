@@ -44,6 +44,8 @@ STANDALONE_SCORE = 0.5  # a cause candidate below this needs an observed symptom
 INDEPENDENT_SCORE = 0.55  # an unrelated hypothesis at least this strong is a second fault, not an alternative
 MIN_RANK = 0.4  # below this the best hypothesis does not decide: unknown
 TIME_SLACK_S = 300.0  # clocks and export granularity: a cause may appear to start this much after its symptom
+# failures that begin this long after a rollout are not its doing: the new version served fine in between
+DEPLOY_EFFECT_WINDOW_S = 2 * 3600
 MAX_CHAIN = 7
 MAX_CLAIMS = 12
 
@@ -199,6 +201,13 @@ def explains(cause: Finding, cause_names: frozenset[str], other: Finding, other_
         return 0.0
     if cause.ts is not None and other.ts is not None and cause.ts > other.ts + TIME_SLACK_S:
         return 0.0  # a cause cannot begin after its effect
+    if (
+        cause.code == "recent_deploy"
+        and cause.ts is not None
+        and other.ts is not None
+        and other.ts - cause.ts > DEPLOY_EFFECT_WINDOW_S
+    ):
+        return 0.0  # a release that served for hours before the failures began did not bring them
     return link
 
 

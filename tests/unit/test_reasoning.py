@@ -166,6 +166,23 @@ def test_a_cause_cannot_begin_after_its_symptom() -> None:
     assert d2.category == Category.CODE_DEFECT
 
 
+def test_a_release_that_served_for_hours_did_not_bring_the_failures() -> None:
+    errors = f("http_5xx", "symptom", category=Category.UNKNOWN, tags=["service:cart"], ts=NOW - 600, refs=[1])
+    deploy = f(
+        "recent_deploy",
+        tags=["workload:shop/cart"],
+        explains=["http_5xx"],
+        ts=NOW - 3 * 3600 - 600,
+        score=0.35,
+        category=Category.CODE_DEFECT,
+        domain=Domain.CHANGES,
+        refs=[2],
+    )
+    assert conclude([errors, deploy], ev()).category != Category.CODE_DEFECT  # three hours of clean service between
+    soon = deploy.model_copy(update={"ts": NOW - 1200})
+    assert conclude([errors, soon], ev()).category == Category.CODE_DEFECT
+
+
 # ------------------------------------------------------------------------------------------ ranking
 
 
