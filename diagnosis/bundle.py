@@ -224,6 +224,10 @@ class _Loader:
         if segments:
             self.parse_session(path, doc, segments)
             return
+        if doc.shape == "text" and not doc.command:  # one command pasted above its output names what printed it
+            first = next((line for line in doc.lines() if line.strip()), "")
+            prompt = TERMINAL_PROMPT.match(first)
+            doc.command = prompt["cmd"] if prompt else ""
         self.parse_document(path, doc)
 
     def parse_session(self, path: str, doc: Document, segments: list[str]) -> None:

@@ -801,7 +801,7 @@ class PodReader:
             and re.search(r"refused|reset|no route", msg)
             # declared ports are informational (istio-proxy serves its probe on an undeclared 15021): a container
             # that itself keeps terminating refuses any port while it is down, so the refusal is no proof
-            and not self._terminated_before(cname)
+            and not self._terminated_before(cname, killed_by_probe=kind == "Liveness")
         ):
             code, category, score, role = "probe_misconfigured", Category.CONFIGURATION_ERROR, 0.85, CAUSE
             why = f"it targets port {port} but the container listens on {', '.join(str(p) for p in ports)}"
@@ -825,7 +825,7 @@ class PodReader:
                 code, why = "probe_refused", "nothing listens on the probed port"
         elif re.search(r"timeout|deadline exceeded|timed out", msg, re.I):
             timeout = int(probe.get("timeoutSeconds") or 1)
-            if timeout <= 2:
+            if timeout <= 2 and not self._reports_unhealthy():
                 code, category, score, role = "probe_timeout", Category.CONFIGURATION_ERROR, 0.5, CAUSE
                 why = f"its timeoutSeconds is {timeout}s and the application answers more slowly than that"
             else:
@@ -866,16 +866,26 @@ class PodReader:
                 return name, c
         return (next(iter(containers)), next(iter(containers.values()))) if containers else (None, None)
 
-    def _terminated_before(self, cname: str | None) -> bool:
-        """Whether this container has restarted after terminating (its lastState says how it ended)."""
+    def _reports_unhealthy(self) -> bool:
+        """Whether a probe of this pod got an answer that says the application is unhealthy (gRPC NOT_SERVING, an
+        HTTP 5xx): then a probe that times out is the application hanging, not a timeout set too tight."""
+        return any(
+            re.search(r"NOT_SERVING|statuscode: 5\d\d|responded with", str(e.data.get("message") or ""))
+            for e in self._recent_events({"Unhealthy"})
+        )
+
+    def _terminated_before(self, cname: str | None, *, killed_by_probe: bool) -> bool:
+        """Whether this container has restarted after terminating for a reason of its own (its lastState says how
+        it ended); a failing liveness probe kills it too, so then only an OOM kill counts."""
         if self.item is None or cname is None:
             return False
-        return any(
-            cs.get("name") == cname
-            and int(cs.get("restartCount") or 0) > 0
-            and (cs.get("lastState") or {}).get("terminated")
-            for _, cs in _statuses(self.item)
-        )
+        for _, cs in _statuses(self.item):
+            last = (cs.get("lastState") or {}).get("terminated") or {}
+            if cs.get("name") != cname or int(cs.get("restartCount") or 0) == 0 or not last:
+                continue
+            if not killed_by_probe or last.get("reason") == "OOMKilled":
+                return True
+        return False
 
     def _listening_port(self, cname: str | None = None) -> int | None:
         rx = re.compile(r"\b(?:listening|serving|started|bound|running)\b.{0,40}?(?:port\s*|:)(\d{2,5})\b", re.I)

@@ -467,7 +467,14 @@ def _command_source(command: str, path: str) -> tuple[str, dict[str, Any]] | Non
     if not m:
         return None
     if m["docker"]:
-        words = [w for w in m["dargs"].split() if not w.startswith("-") and not w.isdigit()]
+        words, skip = [], False
+        for w in m["dargs"].split("|")[0].split():
+            if skip or ">" in w or "<" in w:  # a flag's value, a redirection (2>&1, > out.txt)
+                skip = False
+                continue
+            skip = w in ("--since", "--until", "--tail", "-n")
+            if not w.startswith("-") and not w.isdigit():
+                words.append(w)
         return (f"container/{words[-1]}", {"container": words[-1], "path": path}) if words else None
     if m["kubectl"]:
         args = m["kargs"].split("|")[0]

@@ -343,6 +343,58 @@ def test_liveness_probe_on_the_wrong_port_while_the_app_is_fine() -> None:
     says(d, "8081", "8080", "liveness")
 
 
+def test_a_refused_probe_on_an_undeclared_port_of_a_container_killed_for_memory_is_not_the_port() -> None:
+    """istio-proxy serves its readiness probe on 15021 without declaring it; while the sidecar is OOM-killed and
+    restarting every probe is refused, so the refusal says nothing about the port."""
+    p = pod(
+        POD,
+        statuses=[container_status("app", ready=False, restarts=9, last_terminated=("OOMKilled", 137, NOW - 100))],
+        containers=[
+            {
+                "name": "app",
+                "image": "proxy:1",
+                "ports": [{"containerPort": 15090}],
+                "resources": {"limits": {"memory": "256Mi"}},
+                "readinessProbe": {"httpGet": {"path": "/healthz/ready", "port": 15021}},
+            }
+        ],
+    )
+    ev = event(
+        "Pod",
+        POD,
+        "Unhealthy",
+        'Readiness probe failed: Get "http://10.1.2.3:15021/healthz/ready": dial tcp 10.1.2.3:15021: connect: '
+        "connection refused",
+        count=40,
+    )
+    d = diagnose(p, ev)
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+    assert "targets port 15021" not in d.text  # not even as a rival ruled out
+
+
+def test_a_liveness_timeout_of_an_app_that_says_it_is_unhealthy_is_not_the_timeout_setting() -> None:
+    p = pod(
+        POD,
+        statuses=[container_status("app", ready=False, restarts=3, last_terminated=("Error", 137, NOW - 100))],
+        containers=[
+            {
+                "name": "app",
+                "image": "c:1",
+                "livenessProbe": {"grpc": {"port": 9000}, "timeoutSeconds": 1},
+                "readinessProbe": {"grpc": {"port": 9000}},
+            }
+        ],
+    )
+    evs = [
+        event("Pod", POD, "Unhealthy", 'Liveness probe failed: timeout: failed to connect service ":9000" within 1s',
+              count=15),
+        event("Pod", POD, "Unhealthy", 'Readiness probe failed: service unhealthy (responded with "NOT_SERVING")',
+              count=60),
+    ]  # fmt: skip
+    d = diagnose(p, *evs)
+    assert d.category != Category.CONFIGURATION_ERROR, d.root_cause
+
+
 def test_readiness_probe_path_404() -> None:
     p = pod(
         POD,

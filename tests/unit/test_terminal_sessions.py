@@ -114,3 +114,17 @@ def test_container_start_errors_old_oom_kills_and_health(tmp_path: Path) -> None
     assert "cache" in ruled_out  # an OOM kill a week ago is history
     codes = {f.code for f in diagnosis.findings}
     assert {"container_start_error", "old_container_oom", "unhealthy"} <= codes
+
+
+def test_one_command_pasted_above_its_output_names_the_log(tmp_path: Path) -> None:
+    """A single `docker logs` pasted with its prompt (not a session of several commands): the container it names
+    is the log's source, whatever flags and redirections the command carries."""
+    (tmp_path / "out.txt").write_text(
+        "deploy@web-1:/srv$ docker logs --since 2024-07-23T13:40:00 --tail 500 edge-nginx 2>&1 | tail -n 400\n"
+        + "".join(
+            f"2024-07-23T13:4{i}:00Z [error] connect() failed (111: Connection refused) while connecting to upstream\n"
+            for i in range(5)
+        )
+    )
+    (log,) = load_bundle(tmp_path).kind("log")
+    assert log.object == "container/edge-nginx"
