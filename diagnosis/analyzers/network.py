@@ -258,7 +258,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
         if status.startswith("5"):
             f.statuses[status] = f.statuses.get(status, 0) + 1
     findings: list[Finding] = []
-    findings += _named_by_cluster(_call_findings(calls, now), evidence)
+    findings += _named_by_cluster(_call_findings(calls, now, _container_ports(evidence)), evidence)
     findings += _dns_findings(dns_nx, dns_tmp, now)
     findings += _tls_findings(tls, now, evidence)
     findings += _probe_findings(evidence)
@@ -555,7 +555,38 @@ _KIND_WORDS = {
 }
 
 
-def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) -> list[Finding]:
+_PRIVATE_IP = re.compile(r"^(?:10\.|172\.(?:1[6-9]|2\d|3[01])\.|192\.168\.)\d+\.\d+")
+
+
+def _container_ports(evidence: EvidenceSet) -> dict[str, list[int]] | None:
+    """The ports each container of a Docker host exposes (`docker ps`), when all of them are up; else None."""
+    items = evidence.kind("container/state")
+    if len(items) < 2 or not all(i.data.get("running") and i.data.get("ports") is not None for i in items):
+        return None
+    return {str(i.data.get("name")): list(i.data["ports"]) for i in items}
+
+
+def _wrong_port(target: str, listening: dict[str, list[int]] | None) -> str | None:
+    """Why refusals from `target` are the caller's configuration: it names a container (or a private address on
+    the host's network) and a port that no running container listens on."""
+    m = re.match(r"^(?:\w+://)?(?P<host>[\w.\-]+):(?P<port>\d+)$", target)
+    if listening is None or not m:
+        return None
+    host, port = m["host"], int(m["port"])
+    if host in listening and port not in listening[host]:
+        return f"{host} is up and listens on {', '.join(map(str, listening[host]))}, not {port}"
+    if _PRIVATE_IP.match(host) and all(port not in ports for ports in listening.values()):
+        ports = sorted({p for ps in listening.values() for p in ps})
+        return (
+            f"every container on the host is up, and none listens on {port} (they listen on "
+            f"{', '.join(map(str, ports))})"
+        )
+    return None
+
+
+def _call_findings(
+    calls: dict[tuple[str, str], Failures], now: float | None, listening: dict[str, list[int]] | None = None
+) -> list[Finding]:
     # one finding per target: its kinds of failure together
     by_target: dict[str, list[Failures]] = {}
     for (target, _), f in calls.items():
@@ -596,6 +627,13 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
         mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (
             f"; it stopped at {fmt_ts(last)}, long before the newest evidence." if stopped else "."
         )
+        wrong = _wrong_port(target, listening) if main.kind == "refused" and not stopped else None
+        if wrong:
+            code, category = "wrong_upstream_port", Category.CONFIGURATION_ERROR
+            mechanism = (
+                f"{callers_txt} connects to {target}, but {wrong}: the port in {callers_txt}'s upstream configuration "
+                f"is wrong, so every call is refused ({len(main.recs)}x {span_text(first, last)}, e.g. '{sample}')."
+            )
         out.append(
             Finding(
                 analyzer="network_failures",
@@ -613,7 +651,16 @@ def _call_findings(calls: dict[tuple[str, str], Failures], now: float | None) ->
                 if stopped
                 else ["latency", "http_5xx", "errors", "upstream_timeout", "db_connection_errors"],
                 evidence=_refs(recs),
-                actions=_upstream_actions(base, target),
+                actions=(
+                    [
+                        Action(
+                            description="Compare the upstream port with the ports the containers listen on",
+                            command="docker ps --format 'table {{.Names}}\t{{.Ports}}'",
+                        )
+                    ]
+                    if wrong
+                    else _upstream_actions(base, target)
+                ),
             )
         )
     return out

@@ -18,7 +18,9 @@ from diagnosis.formats._time import parse_ts
 from diagnosis.formats.base import FORMATS, Document, ParseContext
 from diagnosis.model import EvidenceItem
 
-_PS_HEADER = re.compile(r"^CONTAINER ID\s+IMAGE\s+COMMAND\s+CREATED\s+STATUS\s+PORTS\s+NAMES\s*$")
+# the default columns, or any `--format 'table ...'` choice of them that keeps STATUS and NAMES
+_PS_COLUMNS = r"(?:CONTAINER ID|IMAGE|COMMAND|CREATED|STATUS|PORTS|NAMES|SIZE|LABELS|MOUNTS|NETWORKS|RUNNING FOR)"
+_PS_HEADER = re.compile(rf"^{_PS_COLUMNS}(?:\s{{2,}}{_PS_COLUMNS})+\s*$")
 _PS_STATUS = re.compile(
     r"^(?:(?P<up>Up) (?P<up_for>.+?)(?: \((?P<health>healthy|unhealthy|health: starting)\))?|"
     r"(?P<state>Exited|Restarting) \((?P<code>-?\d+)\) (?P<ago>.+?) ago|(?P<other>Created|Dead|Removal In Progress|"
@@ -71,8 +73,12 @@ def parse_inspect(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         )
 
 
+def _is_ps_header(line: str) -> bool:
+    return bool(_PS_HEADER.match(line)) and "STATUS" in line and "NAMES" in line
+
+
 def _detect_ps(doc: Document) -> bool:
-    return any(_PS_HEADER.match(line.strip()) for line in doc.text[:8192].splitlines()[:20])
+    return any(_is_ps_header(line.strip()) for line in doc.text[:8192].splitlines()[:20])
 
 
 def _ago_s(text: str) -> float | None:
@@ -85,7 +91,7 @@ def _ago_s(text: str) -> float | None:
 @FORMATS.format("docker-ps", shapes={"text"}, detect=_detect_ps, order=19)
 def parse_ps(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     lines = doc.text.splitlines()
-    start = next(i for i, line in enumerate(lines) if _PS_HEADER.match(line.strip()))
+    start = next(i for i, line in enumerate(lines) if _is_ps_header(line.strip()))
     header = lines[start]
     cols = [(m.start(), m.group(0)) for m in re.finditer(r"\S+(?: \S+)?", header)]
     for line in lines[start + 1 :]:
@@ -117,6 +123,8 @@ def parse_ps(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             if status and status["health"]
             else None,
             "from": "docker ps",
+            # the container ports it exposes ("8000/tcp", "0.0.0.0:80->80/tcp"): what it listens on
+            "ports": sorted({int(p) for p in re.findall(r"(?:->|^|,\s*)(\d+)/(?:tcp|udp)", cells.get("PORTS", ""))}),
         }
         item = ctx.item(doc.path, "container/state", f"container/{name}", data)
         ago = _ago_s(status["ago"]) if status and status["ago"] else None

@@ -128,3 +128,30 @@ def test_one_command_pasted_above_its_output_names_the_log(tmp_path: Path) -> No
     )
     (log,) = load_bundle(tmp_path).kind("log")
     assert log.object == "container/edge-nginx"
+
+
+def test_refusals_on_a_port_no_running_container_listens_on_are_the_callers_configuration(tmp_path: Path) -> None:
+    """nginx proxies to 172.20.0.7:9000; `docker ps` (a --format table of some columns) shows every container up,
+    none on 9000: the upstream's port in nginx's configuration is wrong, not a failing dependency."""
+    (tmp_path / "ps.txt").write_text(
+        "ops@host:~$ docker ps --format 'table {{.Names}}\\t{{.Status}}\\t{{.Ports}}'\n"
+        "NAMES           STATUS                 PORTS\n"
+        "edge-nginx      Up 3 weeks             0.0.0.0:80->80/tcp\n"
+        "invoicing-api   Up 6 days (healthy)    8000/tcp\n"
+        "redis           Up 3 weeks (healthy)   6379/tcp\n"
+        "ops@host:~$ uptime\n 14:50:01 up 21 days,  3:02,  1 user,  load average: 0.21, 0.30, 0.28\n"
+    )
+    (tmp_path / "nginx-error.log").write_text(
+        "".join(
+            f"2024/07/23 14:{10 + i:02d}:00 [error] 43#43: *{1000 + i} connect() failed (111: Connection refused)"
+            ' while connecting to upstream, client: 10.1.1.1, server: app, request: "GET /api/invoices HTTP/1.1", '
+            'upstream: "http://172.20.0.7:9000/invoices", host: "app"\n'
+            for i in range(12)
+        )
+    )
+    ev = load_bundle(tmp_path)
+    states = {i.object: i.data for i in ev.kind("container/state")}
+    assert states["container/invoicing-api"]["ports"] == [8000] and states["container/edge-nginx"]["ports"] == [80]
+    diagnosis = investigate(ev, "why do invoice pages fail with 502?")
+    assert diagnosis.category == Category.CONFIGURATION_ERROR, diagnosis.root_cause
+    assert "9000" in diagnosis.root_cause and "8000" in diagnosis.root_cause
