@@ -46,11 +46,16 @@ BACKGROUND_COVERAGE = 0.6
 BACKGROUND_BURST_FACTOR = 3.0
 # ... and beginning within the first fifth of the log: errors that start after a clean stretch are new
 BACKGROUND_LATE_START = 0.2
+# ... and a small share of a log that says more than its errors: at most 15% of its lines, when at least 20
+# other lines show what the service does (an export of error lines only says nothing of the share)
+BACKGROUND_MAX_SHARE = 0.15
+BACKGROUND_MIN_OTHERS = 20
 # Fewer occurrences than this are sporadic: the finding is kept below the reasoning's stand-alone score (0.5), so it
 # names the cause only when it explains something observed (a crash, a restart), not on a healthy system.
 SPORADIC = 3
 # A deploy this long before the first exception makes the deploy the likely origin of the bug.
 DEPLOY_WINDOW_S = 2 * 3600
+ROLLOUT_SLACK_S = 300
 
 BAD_DATA = re.compile(
     # generic wording of rejected input
@@ -411,7 +416,7 @@ def _analyze_source(
     findings: list[Finding] = []
     active: list[Template] = []
     for tpl in group_templates(errors):
-        verdict = _quiet_verdict(tpl, log_first, log_last, now)
+        verdict = _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
         if verdict:
             findings.append(_benign(item, tpl, who, tags, verdict))
             continue
@@ -428,7 +433,9 @@ def _analyze_source(
     return findings
 
 
-def _quiet_verdict(tpl: Template, log_first: float | None, log_last: float | None, now: float | None) -> str | None:
+def _quiet_verdict(
+    tpl: Template, log_first: float | None, log_last: float | None, now: float | None, total: int = 0
+) -> str | None:
     """'stopped' when the template's last record is long before now; 'background' when it is a steady low
     rate present all along; None when it is a live signal."""
     if tpl.last_ts is None or now is None:
@@ -443,6 +450,9 @@ def _quiet_verdict(tpl: Template, log_first: float | None, log_last: float | Non
     coverage = (tpl.last_ts - tpl.first_ts) / span
     rate = tpl.count / max(span / 60.0, 1.0)
     if coverage < BACKGROUND_COVERAGE or rate > BACKGROUND_MAX_RATE_PER_MIN:
+        return None
+    # a background is a small share of what the service logs: more than 15% of its lines (of its requests) is a fault
+    if total - tpl.count >= BACKGROUND_MIN_OTHERS and tpl.count > BACKGROUND_MAX_SHARE * total:
         return None
     # all along: from the start of the log; errors that begin after a long clean stretch began with the fault
     if tpl.first_ts - log_first > BACKGROUND_LATE_START * span:
@@ -588,7 +598,9 @@ def _cause_of(
     exc = EXCEPTION.search(msg)
     if not exc or REMOTE_FAILURE.search(msg):
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
-    exc_name = _python_raised(msg) or exc.group(1) or exc.group(0).strip()
+    # the class that was thrown, wherever the message names it ("An unhandled exception ...: System.Invalid...")
+    named = next((m.group(1) for m in EXCEPTION.finditer(msg) if m.group(1)), None)
+    exc_name = _python_raised(msg) or named or exc.group(0).strip()
     # Java prints the root cause last ("Caused by: java.lang.NullPointerException"): name that one
     caused = _CAUSED_BY.findall(msg)
     if caused:
@@ -614,7 +626,12 @@ def _cause_of(
     after = ""
     score = 0.6 if tpl.count >= SPORADIC else 0.45
     if deploy:
-        after = f", starting {human_duration((tpl.first_ts or deploy[0]) - deploy[0])} after {deploy[1]}"
+        delta = (tpl.first_ts or deploy[0]) - deploy[0]
+        after = (
+            f", starting {human_duration(delta)} after {deploy[1]}"
+            if delta >= 0
+            else f", starting while the new pods rolled out ({deploy[1]} {human_duration(-delta)} later)"
+        )
         refs.append(deploy[2])
         score = 0.85 if tpl.count >= SPORADIC else 0.7
     msg = msg + _panic_payload(item, tpl)
@@ -633,7 +650,8 @@ def _cause_of(
             f"that same pool, so once every thread waits nothing completes (a code defect; a bigger pool only delays "
             f"it): '{_short(msg)}' x{tpl.count} {span}{after}."
             if "starvation" in exc_name.lower()
-            else f"{who} fails with an unhandled {exc_name}: '{_short(msg)}' x{tpl.count} {span}{after}."
+            else f"{who} fails with an unhandled {exc_name.removeprefix('unhandled ')}: '{_short(msg)}' x{tpl.count} "
+            f"{span}{after}."
         ),
         object=who,
         score=score,
@@ -775,6 +793,22 @@ def _deploys(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
                     EvidenceRef(item=ev.id, field="message", value=d.get("message")),
                 )
             )
+    for dep in evidence.kind("k8s/Deployment"):
+        # a settled Deployment's Progressing condition was last updated when its newest ReplicaSet became available
+        conds = (dep.data.get("status") or {}).get("conditions") or ()
+        prog = next((c for c in conds if isinstance(c, dict) and c.get("type") == "Progressing"), None)
+        ts = parse_ts(prog.get("lastUpdateTime")) if prog else None
+        if prog and ts and prog.get("reason") in ("NewReplicaSetAvailable", "ReplicaSetUpdated"):
+            containers = ((dep.data.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or ()
+            images = ", ".join(str(c.get("image")) for c in containers if isinstance(c, dict) and c.get("image"))
+            name = dep.object.rsplit("/", 1)[-1]
+            out.append(
+                (
+                    ts,
+                    f"the rollout of Deployment {name} ({images}) completed",
+                    EvidenceRef(item=dep.id, field="status.conditions", value=prog.get("lastUpdateTime")),
+                )
+            )
     for rs in evidence.kind("k8s/ReplicaSet"):
         created = (rs.data.get("metadata") or {}).get("creationTimestamp")
         ts = parse_ts(created)
@@ -796,7 +830,8 @@ def _deploy_before(
         return None
     best = None
     for d in deploys:
-        if who in d[1] and 0 <= first_ts - d[0] <= DEPLOY_WINDOW_S and (best is None or d[0] > best[0]):
+        # a rollout reported complete may finish a minute or two after the new pods began failing
+        if who in d[1] and -ROLLOUT_SLACK_S <= first_ts - d[0] <= DEPLOY_WINDOW_S and (best is None or d[0] > best[0]):
             best = d
     return best
 

@@ -74,13 +74,16 @@ TS_KEYS = (
     "asctime",
     "eventTime",
     "__REALTIME_TIMESTAMP",
+    "@t",  # Serilog's compact JSON (CLEF)
 )
 LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "loglevel", "log.level", "@l", "status", "s")  # s: MongoDB
-MSG_KEYS = ("msg", "message", "log", "@m", "event", "text", "error", "err", "MESSAGE")
+MSG_KEYS = ("msg", "message", "log", "@m", "@mt", "event", "text", "error", "err", "MESSAGE")
 # what a structured logger puts beside the message when it logs an error: zap/zerolog `error`/`err`, pino and
 # bunyan `err` ({type, message, stack}), ECS `error` ({message, type, stack_trace}), structlog `exception`,
 # python-json-logger `exc_info`, logstash `stack_trace`. The message alone ("request failed") hides the cause.
-ERROR_KEYS = ("error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause")
+ERROR_KEYS = (
+    "error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause", "@x",
+)  # fmt: skip
 _ERROR_SUBKEYS = (
     "type", "kind", "name", "class", "code", "codeName", "message", "msg", "errmsg", "reason", "stack_trace", "stack",
     "stacktrace",
@@ -328,6 +331,9 @@ def _syslog_year(mon: str, now: float) -> int | None:
     return year_for(mo, now) if mo else None
 
 
+_CLEF_HOLE = re.compile(r"\{[@$]?(\w+)(?:[,:][^}]*)?\}")
+
+
 def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[float | None, str | None, str]:
     ts = next((parse_ts(obj[k]) for k in TS_KEYS if k in obj), None) if want_ts else None
     level = None
@@ -344,6 +350,10 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
     if msg_key is None:
         return ts, level, raw
     msg: str = obj[msg_key]
+    if msg_key == "@mt":  # CLEF without a rendered message: fill the template's {Property} holes
+        msg = _CLEF_HOLE.sub(lambda m: str(obj.get(m[1], m[0])), msg)
+    if level is None and msg_key in ("@m", "@mt"):
+        level = "info"  # CLEF leaves @l out for Information
     if level is None:  # docker's json-file wraps a text line: {"log": "E0612 ...", "stream": "stderr"}
         level = _level_in(msg)
     if msg_key == "log" and msg[:1] == "{" and (inner := _inner_json(msg)) is not None:

@@ -39,6 +39,41 @@ def test_the_200_timeouts_give_an_errors_symptom_and_leave_the_cause_to_network(
     assert "200" in sym.title
 
 
+def test_a_deployment_whose_rollout_just_completed_names_the_release_of_the_exceptions() -> None:
+    """Only the Deployment object in the bundle: its Progressing condition was last updated when the new
+    ReplicaSet became available, a minute after the new pods began to throw."""
+    from datetime import UTC, datetime
+
+    def fmt_iso(ts: float) -> str:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    b = Builder()
+    b._add(
+        "k8s/Deployment",
+        "Deployment/shop/checkout",
+        {
+            "metadata": {"name": "checkout", "namespace": "shop"},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "shop/checkout:2.4.0"}]}}},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Progressing",
+                        "status": "True",
+                        "reason": "NewReplicaSetAvailable",
+                        "lastUpdateTime": fmt_iso(T0 + 60),
+                        "lastTransitionTime": fmt_iso(T0 - 86400 * 20),
+                    }
+                ]
+            },
+        },
+    )
+    lines = [(T0 - 600 + i * 10, "info", "GET /cart 200 8ms") for i in range(50)]
+    lines += [(T0 + i, "error", "java.lang.IllegalStateException: cart has no currency") for i in range(40)]
+    b.log("Pod/shop/checkout-6f7b9c8d5-x7k2p/app", lines)
+    [cause] = causes(log_errors(b.set()))
+    assert cause.category == "code_defect" and "checkout:2.4.0" in cause.mechanism
+
+
 def test_exception_right_after_a_deploy_is_a_code_defect() -> None:
     b = Builder()
     b.event(

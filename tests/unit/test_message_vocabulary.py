@@ -107,3 +107,44 @@ def test_errors_that_begin_after_a_clean_stretch_are_not_background(tmp_path: Pa
     (tmp_path / "ingest.log").write_text("\n".join(lines) + "\n")
     diagnosis = investigate(load_bundle(tmp_path), "why are no files loaded?")
     assert diagnosis.category == Category.DATA_QUALITY, diagnosis.root_cause
+
+
+def test_serilog_compact_json_is_read_and_a_frequent_error_is_not_background(tmp_path: Path) -> None:
+    """Serilog CLEF: @t, @mt (filled from the properties), @l left out for Information, @x the exception. A third
+    of the requests failing at a low absolute rate is a fault, not a background."""
+    import json
+
+    lines = []
+    for i in range(60):
+        stamp = f"2025-03-27T13:{i:02d}:10.000Z"
+        status = 500 if i % 3 == 0 else 201
+        if status == 500:
+            lines.append(
+                {
+                    "@t": stamp,
+                    "@mt": "An unhandled exception has occurred while executing the request.",
+                    "@l": "Error",
+                    "@x": "System.InvalidOperationException: Nullable object must have a value.\n"
+                    "   at Claims.PolicyCoverage.CoversLossDate(DateOnly lossDate)",
+                }
+            )
+        lines.append(
+            {
+                "@t": stamp,
+                "@mt": "HTTP {RequestMethod} {RequestPath} responded {StatusCode} in {Elapsed:0.0000} ms",
+                **({"@l": "Error"} if status == 500 else {}),
+                "RequestMethod": "POST",
+                "RequestPath": "/v2/claims",
+                "StatusCode": status,
+                "Elapsed": 57.2,
+            }
+        )
+    (tmp_path / "claims-intake.log").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    ev = load_bundle(tmp_path)
+    (log,) = ev.kind("log")
+    first = log.data["records"][1]
+    assert first["msg"] == "HTTP POST /v2/claims responded 500 in 57.2 ms" and first["level"] == "error"
+    assert log.data["records"][2]["level"] == "info"
+    diagnosis = investigate(ev, "why do claim submissions fail?")
+    assert diagnosis.category == Category.CODE_DEFECT, diagnosis.root_cause
+    assert "System.InvalidOperationException" in diagnosis.root_cause
