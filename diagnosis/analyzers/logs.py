@@ -570,7 +570,11 @@ def _cause_of(
         return setting
     if BAD_DATA.search(msg):
         what = _data_error_name(msg)
-        stuck = _stuck_offset(item) or _input_file(item, tpl.first_ts)
+        stuck = (
+            (_stuck_offset(item) or _input_file(item, tpl.first_ts))
+            + _bad_field(msg)
+            + _producer(item, tpl.first_ts, msg)
+        )
         return Finding(
             analyzer="log_errors",
             domain=Domain.LOGS,
@@ -902,6 +906,54 @@ def _input_file(item: EvidenceItem, first_ts: float | None) -> str:
     if not counts:
         return ""
     return f", reading {max(counts.items(), key=lambda kv: kv[1])[0]}"
+
+
+# the field or column a data error names: Elasticsearch "failed to parse field [price]", SQL 'column "country_code"',
+# MySQL "Unknown column 'x'", Go "into Go struct field Reading.temp_c", pydantic "validation error for Order order_id"
+_BAD_FIELD = re.compile(
+    r"\bfield \[(?P<es>[\w.]+)\]|\bstruct field \w+\.(?P<go>\w+)|validation errors? for \w+\s+(?P<pyd>[a-z_][\w.]*)|"
+    r"\b(?:column|field|property|attribute)\s+[\"'`](?P<q>[A-Za-z_][\w.]*)[\"'`]|"
+    r"\b(?:column|field)\s+(?P<bare>[a-z][a-z0-9]*_[a-z0-9_]+)\b"
+)
+
+
+def _bad_field(msg: str) -> str:
+    m = _BAD_FIELD.search(msg)
+    name = next((g for g in m.groups() if g), None) if m else None
+    return f", in field {name}" if name else ""
+
+
+# who sent the data: a structured field on the error line (feed=, supplier=, carrier=, partner= ...) or, for a
+# file, the host it was fetched from (sftp://sftp.nordcarrier.example/out/x.csv -> nordcarrier)
+_PRODUCER_FIELD = re.compile(
+    r"\b(?:feed|feed_source|feed_name|supplier|carrier|partner|producer|vendor|merchant|channel|provider)"
+    r"[\"']?[=:]\s*[\"']?(?P<v>[A-Za-z][\w.\-]{1,40})"
+)
+_URL_HOST = re.compile(r"\b(?:s?ftps?|https?|s3|gs|az)://(?P<host>[\w.\-]+)")
+_GENERIC_LABELS = frozenset(
+    {"sftp", "ftp", "ftps", "www", "api", "files", "file", "data", "s3", "storage", "blob", "cdn", "dl", "download",
+     "upload", "uploads", "feeds", "feed", "example", "com", "net", "org", "io", "internal", "local", "amazonaws",
+     "core", "windows", "googleapis", "eu", "us"}
+)  # fmt: skip
+
+
+def _producer(item: EvidenceItem, first_ts: float | None, msg: str) -> str:
+    m = _PRODUCER_FIELD.search(msg)
+    if m:
+        return f", from {m['v']}"
+    files = {f.group(1) for f in _DATA_FILE.finditer(msg)}
+    if not files:
+        named = _input_file(item, first_ts)
+        files = {named.removeprefix(", reading ")} if named else set()
+    for r in item.data.get("records") or ():
+        text = str(r.get("msg") or "")
+        if any(f in text for f in files):
+            host = _URL_HOST.search(text)
+            if host:
+                label = next((p for p in host["host"].split(".") if p.lower() not in _GENERIC_LABELS), None)
+                if label:
+                    return f", from {label}"
+    return ""
 
 
 def _around(msg: str, what: str, n: int = 160) -> str:

@@ -198,5 +198,11 @@ def parse_es(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             error = {k[6:]: v for k, v in src.items() if k.startswith("error.")}
         if error:
             msg = with_error_details(msg, {"error": error}) if msg else str(error.get("message") or "")
+        labels = src.get("labels")
+        if level in ("error", "fatal", "warn") and isinstance(labels, dict):  # ECS custom fields: feed, tenant ...
+            pairs = " ".join(
+                f"{k}={v}" for k, v in labels.items() if isinstance(v, str | int | float) and f"{v}" not in msg
+            )
+            msg = f"{msg} [{pairs}]" if pairs else msg
         groups[obj].append(_record(parser, n, ts, level, msg))
     yield from emit_groups(doc, ctx, groups, sources, "elasticsearch")

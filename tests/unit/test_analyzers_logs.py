@@ -370,3 +370,30 @@ def test_csv_with_another_delimiter_and_a_batch_refused_for_its_reject_share_are
         b.log("feed.log", ok + [(T0 + 3600 + 600 * i, "error", msg) for i in range(5)], service="feed")
         [cause] = causes(log_errors(b.set()))
         assert cause.code == "bad_data" and cause.category == "data_quality", msg
+
+
+def test_bad_data_names_the_field_and_who_sent_it() -> None:
+    b = Builder()
+    lines = [(T0, "info", "fetched sftp://sftp.acmefreight.example/out/manifest_0450.csv bytes=2211")]
+    lines += [
+        (T0 + 5 + i, "error", f"row {i} of manifest_0450.csv rejected: null value in column \"dest_zip\" violates "
+         "not-null constraint")
+        for i in range(12)
+    ]  # fmt: skip
+    b.log("logs/loader.log", lines)
+    [cause] = causes(log_errors(b.set()))
+    assert cause.category == "data_quality"
+    assert "in field dest_zip" in cause.mechanism and "from acmefreight" in cause.mechanism
+
+
+def test_a_structured_feed_field_names_the_producer() -> None:
+    b = Builder()
+    b.log(
+        "logs/indexer.log",
+        [
+            (T0 + i, "error", f"failed to parse field [price] of type [float] feed=supplier-nordic doc={i}")
+            for i in range(9)
+        ],
+    )
+    [cause] = causes(log_errors(b.set()))
+    assert "in field price" in cause.mechanism and "from supplier-nordic" in cause.mechanism
