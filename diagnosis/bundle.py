@@ -228,6 +228,15 @@ class _Loader:
             first = next((line for line in doc.lines() if line.strip()), "")
             prompt = TERMINAL_PROMPT.match(first)
             doc.command = prompt["cmd"] if prompt else ""
+            output = doc.text.split(first, 1)[1].lstrip() if prompt else ""
+            if output[:1] in ("{", "["):  # `aws ... --query ...` printing JSON: read as that JSON
+                try:
+                    printed = sniff(path, output.encode())
+                except NotReadable as exc:
+                    (self.ignore if exc.ignored else self.error)(path, str(exc))
+                    return
+                if printed.shape != "text":
+                    printed.command, doc = doc.command, printed
         self.parse_document(path, doc)
 
     def parse_session(self, path: str, doc: Document, segments: list[str]) -> None:
@@ -242,7 +251,7 @@ class _Loader:
                     self.error(path, str(exc))
                 continue
             prompt = next((m for line in text.splitlines() if (m := TERMINAL_PROMPT.match(line))), None)
-            part.command = prompt["cmd"] if prompt and part.shape == "text" else ""
+            part.command = prompt["cmd"] if prompt else ""
             if FORMATS.match(part) is not None:
                 read += 1
                 self.parse_document(path, part)

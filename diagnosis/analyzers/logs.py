@@ -38,6 +38,8 @@ from diagnosis.timeline import parse_ts
 # An error template whose last record is this long before "now" has stopped: the fault recovered (15 min is
 # three times the usual 5-minute alert evaluation window, long enough that "still failing" would show).
 STOPPED_AFTER_S = 15 * 60
+# errors that are the last thing their log says are stopped only this long before now
+ENDED_LONG_AGO_S = 60 * 60
 # A background is errors present over most of a long log at a low, even rate: at most 2 a minute, spread over
 # at least 60% of a log that covers 30 minutes or more, with no 5-minute bucket above 3x the typical one.
 BACKGROUND_MIN_SPAN_S = 30 * 60
@@ -440,7 +442,11 @@ def _quiet_verdict(
     rate present all along; None when it is a live signal."""
     if tpl.last_ts is None or now is None:
         return None
-    if now - tpl.last_ts >= STOPPED_AFTER_S:
+    if now - tpl.last_ts >= STOPPED_AFTER_S and (
+        # the log went on without it; or the log ends with it (a sparse event stream says nothing until the
+        # next change) and even so it is long past
+        log_last is None or log_last - tpl.last_ts >= STOPPED_AFTER_S or now - tpl.last_ts >= ENDED_LONG_AGO_S
+    ):
         return "stopped"
     if log_first is None or log_last is None or tpl.first_ts is None:
         return None

@@ -7,7 +7,7 @@ exports), logstores (Loki and Elasticsearch/OpenSearch query results), traces (J
 read as each service's log), paging (PagerDuty and Opsgenie incidents, read as alerts), datadog, docker (`docker
 inspect` and `docker ps`), dumps (JVM thread dumps: deadlocks and starved pools), postgres (also pasted from psql),
 health (status pages, AWS Health, search cluster health), hosttext, and logs (the catch-all for text and JSON-lines
-logs, offered last; then untimed error lines).
+logs, offered last; then dated events in JSON of no known shape (jsonevents), then untimed error lines).
 """
 
 from diagnosis.formats import (
@@ -19,6 +19,7 @@ from diagnosis.formats import (
     dumps,
     health,
     hosttext,
+    jsonevents,
     kubernetes,
     kubetext,
     logs,
@@ -57,6 +58,7 @@ __all__ = [
     "dumps",
     "health",
     "hosttext",
+    "jsonevents",
     "kubernetes",
     "kubetext",
     "logs",
