@@ -427,7 +427,18 @@ _FAILURE_KINDS = {"latency", "errors", "restarts", "backlog"}
 WITHIN_CAPACITY = 0.8
 
 
+# an error ratio under 1% of requests is the noise every service has (a client's bad request, a deploy's
+# drained connection), however far it is from a baseline of zero
+ERROR_SHARE_FLOOR = 0.01
+_SHARE = re.compile(r"ratio|share|fraction|percent|pct|%", re.I)
+
+
 def _failing(s: _Series, value: float, limit: float | None) -> bool:
+    if s.kind == "errors" and _SHARE.search(s.name):
+        top = max((v for _, v in s.points), default=0.0)
+        unit = 100.0 if top > 1.0 or (_PERCENT.search(s.name) and not re.search(r"ratio", s.name, re.I)) else 1.0
+        if value < ERROR_SHARE_FLOOR * unit and top < ERROR_SHARE_FLOOR * unit:
+            return False
     if s.kind in _FAILURE_KINDS:
         return True
     return limit is not None and value >= WITHIN_CAPACITY * limit

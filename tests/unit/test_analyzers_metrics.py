@@ -109,6 +109,16 @@ def test_short_spike_that_recovered_is_benign() -> None:
     assert f.role == "benign" and f.code == "spike_recovered"
 
 
+def test_an_error_ratio_under_one_percent_is_not_a_failure_however_far_from_zero() -> None:
+    b = Builder()
+    vals = [0.0] * 30 + [0.0004, 0.0009, 0.0, 0.0008, 0.0007, 0.0006, 0.0009, 0.0008]
+    b.metric("http_5xx_ratio", series(T0, 60, vals), {"service": "catalog"})
+    assert all(f.role == "benign" for f in metric_series(b.set()))
+    b = Builder()
+    b.metric("http_5xx_ratio", series(T0, 60, [0.0] * 30 + [0.04, 0.09, 0.08, 0.08, 0.07, 0.06, 0.09, 0.08]))
+    assert [f.role for f in metric_series(b.set())] == ["symptom"]
+
+
 def test_cpu_pinned_at_100_is_a_symptom_not_a_cause() -> None:
     b = Builder()
     b.metric("node_cpu_utilization_percent", series(T0, 60, [30] * 10 + [99] * 5), {"instance": "node-2:9100"})
