@@ -771,6 +771,10 @@ class PodReader:
         msg = str(last.data.get("message") or "")
         count = sum(_event_count(e) for e in evs)
         cname, cspec = self._probe_container(kind, msg)
+        ready = self._ready_after(max((event_ts(e) or 0.0 for e in evs), default=0.0))
+        if kind != "Liveness" and ready is not None:
+            self._warmed_up(kind, evs, cname, count, ready)
+            return
         probe = (cspec or {}).get(f"{kind.lower()}Probe") or {}
         http = probe.get("httpGet") or probe.get("tcpSocket") or {}
         port = http.get("port")
@@ -851,6 +855,40 @@ class PodReader:
                     f"jsonpath='{{.spec.containers[*].{kind.lower()}Probe}} "
                     "{.spec.containers[*].ports}'",
                 )
+            ],
+        )
+
+    def _ready_after(self, last_failure: float) -> tuple[int, float] | None:
+        """(index, time) of the pod's Ready condition when it turned Ready after the given failure and is Ready now."""
+        status = (self.item.data.get("status") or {}) if self.item is not None else {}
+        for i, cond in enumerate(status.get("conditions") or ()):
+            if cond.get("type") == "Ready" and cond.get("status") == "True":
+                since = parse_ts(cond.get("lastTransitionTime"))
+                if since is not None and last_failure and since >= last_failure:
+                    return i, since
+        return None
+
+    def _warmed_up(
+        self, kind: str, evs: list[EvidenceItem], cname: str | None, count: int, ready: tuple[int, float]
+    ) -> None:
+        """Readiness (or startup) failures that ended with the pod Ready: a start-up warming, not a fault."""
+        assert self.item is not None
+        obj = self._obj(cname)
+        self._emit(
+            role=BENIGN,
+            code="probe_warmed_up",
+            category=Category.HEALTHY,
+            object=obj,
+            score=0.2,
+            ts=min((event_ts(e) or 0.0 for e in evs), default=0.0) or None,
+            title=f"{kind} probe of {obj} failed {count}x while it started, then passed",
+            mechanism=(
+                f"The {kind.lower()} probe of {obj} failed {count} time(s) until the pod turned Ready at "
+                f"{fmt_ts(ready[1])}, and it is Ready now: the application warming up, not a current fault"
+            ),
+            evidence=[
+                ref(evs[-1], "message", evs[-1].data.get("message")),
+                ref(self.item, f"status.conditions.{ready[0]}.status", "True"),
             ],
         )
 

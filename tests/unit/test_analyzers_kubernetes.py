@@ -407,6 +407,18 @@ def test_readiness_probe_path_404() -> None:
     says(d, "/health", "404")
 
 
+def test_readiness_failures_before_the_pod_turned_ready_are_its_warm_up() -> None:
+    containers = [{"name": "app", "image": "c:1", "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}}}]
+    ev = event("Pod", POD, "Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503", count=6,
+               ts=NOW - 900)  # fmt: skip
+    d = diagnose(pod(POD, statuses=[container_status("app", ready=True)], containers=containers), ev)
+    assert d.category == Category.HEALTHY, d.root_cause  # Ready since NOW - 600, after the last failure
+    assert "warming up" in d.text
+    ev = event("Pod", POD, "Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503", count=6)
+    d = diagnose(pod(POD, statuses=[container_status("app", ready=True)], containers=containers), ev)
+    assert d.category != Category.HEALTHY  # it failed again after it turned Ready: a live flap
+
+
 def test_readiness_failing_with_500_is_a_symptom_of_the_dependency() -> None:
     p = pod(
         POD,
