@@ -100,7 +100,7 @@ BAD_DATA = re.compile(
     r"Data at the root level is invalid|Invalid byte \d of \d-byte UTF-8|not well-formed \(invalid token\)|"
     r"DecoderFallbackException|(?:unexpected|invalid|unsupported) (?:byte order mark|BOM)|"
     # Python, Go, Node, Ruby
-    r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|"
+    r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|decimal\.ConversionSyntax|"
     r"json: cannot unmarshal|invalid character '.{1,4}' (?:looking for|after|in)|cannot unmarshal|"
     r"strconv\.\w+: parsing|"
     r"proto: cannot parse|parsing time \S+ as|JSON::ParserError|ActiveRecord::RecordInvalid|invalid byte sequence in|"
@@ -943,10 +943,25 @@ _GENERIC_LABELS = frozenset(
 )  # fmt: skip
 
 
+def _producer_named(text: str) -> str | None:
+    """A producer field's value ('partner=northwind'), not a line of code that passes one ('partner=partner)')."""
+    for m in _PRODUCER_FIELD.finditer(text):
+        key = m.group(0).split("=", 1)[0].split(":", 1)[0].strip("\"'").lower()
+        if m["v"].lower() != key and text[m.end() : m.end() + 1] not in (")", "("):
+            return m["v"]
+    return None
+
+
 def _producer(item: EvidenceItem, first_ts: float | None, msg: str) -> str:
-    m = _PRODUCER_FIELD.search(msg)
-    if m:
-        return f", from {m['v']}"
+    named = _producer_named(msg)
+    if named is None:  # the lines around the failure that report the bad value often name whose it was
+        named = next(
+            (p for r in (item.data.get("records") or ())[:5000] if BAD_DATA.search(str(r.get("msg") or ""))
+             and (p := _producer_named(str(r.get("msg") or "")))),
+            None,
+        )  # fmt: skip
+    if named:
+        return f", from {named}"
     files = {f.group(1) for f in _DATA_FILE.finditer(msg)}
     if not files:
         named = _input_file(item, first_ts)

@@ -258,7 +258,9 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
         if status.startswith("5"):
             f.statuses[status] = f.statuses.get(status, 0) + 1
     findings: list[Finding] = []
-    findings += _named_by_cluster(_call_findings(calls, now, _container_ports(evidence)), evidence)
+    egress = _caller_side(calls, now)
+    findings += egress
+    findings += _demoted(_named_by_cluster(_call_findings(calls, now, _container_ports(evidence)), evidence), egress)
     findings += _dns_findings(dns_nx, dns_tmp, now)
     findings += _tls_findings(tls, now, evidence)
     findings += _probe_findings(evidence)
@@ -663,6 +665,93 @@ def _call_findings(
                 ),
             )
         )
+    return out
+
+
+# connect failures to this many unrelated organisations' hosts at once: the common factor is the callers' own way
+# out (NAT, routes, firewall or security group, proxy), not each of those services failing together
+CALLER_SIDE_DOMAINS = 4
+_CONNECT_KINDS = {"timeout", "reset", "tls_handshake"}
+
+
+def _org_domain(target: str) -> str | None:
+    """'hooks.acme-retail.example:443' -> 'acme-retail.example'; None for an IP or a cluster-internal name."""
+    host = _host(target).lower()
+    if re.fullmatch(r"[\d.]+", host) or "." not in host or host.endswith(_CLUSTER_SUFFIXES):
+        return None
+    return ".".join(host.split(".")[-2:])
+
+
+def _caller_side(calls: dict[tuple[str, str], Failures], now: float | None) -> list[Finding]:
+    """One finding when the same callers fail to connect to many unrelated external hosts over the same time: the
+    evidence points at their egress path, which the bundle may not show (then it is what is missing)."""
+    live = [
+        f
+        for (_, kind), f in calls.items()
+        if kind in _CONNECT_KINDS and f.recs and not _stopped(f, now) and _org_domain(f.target)
+    ]
+    domains = {_org_domain(f.target) for f in live}
+    if len(domains) < CALLER_SIDE_DOMAINS:
+        return []
+    callers = sorted({c for f in live for c in f.callers})
+    recs = sorted((r for f in live for r in f.recs), key=lambda r: r.ts or 0)
+    first, last = recs[0].ts, recs[-1].ts
+    who = service_of(recs[0].item) if len(callers) > 3 else ", ".join(callers)
+    who = who or "the callers"
+    shown = ", ".join(sorted(d for d in domains if d)[:6]) + (", ..." if len(domains) > 6 else "")
+    return [
+        Finding(
+            analyzer="network_failures",
+            domain=Domain.NETWORK,
+            role="symptom",
+            code="egress_failing",
+            category=Category.UNKNOWN,
+            title=f"{who} cannot reach {len(domains)} unrelated external hosts ({len(recs)} connect failures)",
+            mechanism=(
+                f"{who} fails to connect (timeout) to {len(domains)} unrelated external services at once ({shown}) "
+                f"{span_text(first, last)}: they do not all fail together by chance, so the common factor is "
+                f"{who}'s own way out (NAT gateway, routes, security group or firewall, proxy, DNS), not each of them."
+            ),
+            object=f"egress of {who}",
+            score=0.6,
+            ts=first,
+            tags=[f"service:{c}" for c in callers[:10]],
+            explains=["latency", "http_5xx", "errors", "upstream_timeout", "backlog"],
+            evidence=_refs(recs),
+            needs=[
+                f"the network path out of {who}: NAT gateway metrics (ErrorPortAllocation, PacketsDropCount), "
+                "route tables, security group and network ACL egress rules, VPC flow logs, proxy logs"
+            ],
+            actions=[
+                Action(
+                    description=f"From where {who} runs, time a connection to one of the failing hosts",
+                    command=f"curl -sv -o /dev/null -m 10 https://{_host(live[0].target)}/",
+                ),
+                Action(
+                    description="Check the NAT gateway's dropped packets and port allocation errors",
+                    command="aws cloudwatch get-metric-statistics --namespace AWS/NATGateway --metric-name "
+                    "ErrorPortAllocation --dimensions Name=NatGatewayId,Value=<nat-id> --statistics Sum "
+                    "--period 300 --start-time <start> --end-time <end>",
+                ),
+            ],
+        )
+    ]
+
+
+def _demoted(findings: list[Finding], egress: list[Finding]) -> list[Finding]:
+    """With a caller-side finding, each external host's connect failures are its symptoms, not causes."""
+    if not egress:
+        return findings
+    out = []
+    for f in findings:
+        host = f.object.removeprefix("upstream ").split(" ", 1)[0]
+        if (
+            f.role == "cause"
+            and f.code in ("upstream_timeout", "upstream_reset", "upstream_tls_failure")
+            and _org_domain(host)
+        ):
+            f = f.model_copy(update={"role": "symptom", "category": Category.UNKNOWN, "explains": []})
+        out.append(f)
     return out
 
 

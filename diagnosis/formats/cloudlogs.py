@@ -16,6 +16,8 @@ Each message is read by the log line parser too, so a JSON or levelled text mess
 
 from __future__ import annotations
 
+import base64
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -60,15 +62,93 @@ def detect_cloudwatch_logs(doc: Document) -> bool:
     return events is not None and (bool(events) or "nextForwardToken" in doc.value or "searchedLogStreams" in doc.value)
 
 
+# a Lambda function's log stream: "2025/06/21/[$LATEST]f3b0..." (one per execution environment)
+_LAMBDA_STREAM = re.compile(r"^\d{4}/\d{2}/\d{2}/\[[^\]]+\][0-9a-f]{8,}$")
+# how the function's own lines name it: its ARN, or Powertools' function_name field
+_FUNCTION_NAME = re.compile(r'arn:aws:lambda:[\w-]+:\d+:function:([\w-]+)|"function_name"\s*:\s*"([\w-]+)"')
+
+
+def _lambda_function(lines: list[tuple[str, str]]) -> str | None:
+    """The one function whose streams these (stream, message) lines are, when they name it (and name no other)."""
+    names = {
+        m[1] or m[2]
+        for stream, msg in lines[:2000]
+        if _LAMBDA_STREAM.match(stream)
+        for m in _FUNCTION_NAME.finditer(msg)
+    }
+    return next(iter(names)) if len(names) == 1 else None
+
+
+def _stream_object(group: str | None, stream: str | None, function: str | None, doc: Document) -> str:
+    """A Lambda stream is one instance of its function: the function speaks; other streams speak for themselves."""
+    if group and group.startswith("/aws/lambda/"):
+        return f"lambda/{group.removeprefix('/aws/lambda/')}"
+    if function and stream and _LAMBDA_STREAM.match(stream):
+        return f"lambda/{function}"
+    if stream:
+        return f"cloudwatch/{stream}"
+    return f"cloudwatch/{group}" if group else doc.path
+
+
 @FORMATS.format("cloudwatch-logs", shapes={"json"}, detect=detect_cloudwatch_logs, order=30)
 def parse_cloudwatch_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     parser = LineParser()
     groups: dict[str, list[Record]] = defaultdict(list)
-    for n, e in enumerate(_cw_events(doc.value) or [], 1):
+    events = _cw_events(doc.value) or []
+    function = _lambda_function([(str(e.get("logStreamName") or ""), e["message"]) for e in events])
+    for n, e in enumerate(events, 1):
         stream = e.get("logStreamName")
-        obj = f"cloudwatch/{stream}" if isinstance(stream, str) and stream else doc.path
+        obj = _stream_object(None, stream if isinstance(stream, str) else None, function, doc)
         groups[obj].append(_record(parser, n, parse_ts(e.get("timestamp")), None, e["message"]))
     yield from _emit(doc, ctx, groups, "cloudwatch-logs")
+
+
+# --- CloudWatch Logs Insights (`aws logs get-query-results`) ----------------------------------------------------
+
+
+def _insights_rows(v: Any) -> list[dict[str, Any]] | None:
+    results = v.get("results") if isinstance(v, dict) else None
+    if not isinstance(results, list) or not all(
+        isinstance(row, list) and all(isinstance(f, dict) and "field" in f for f in row) for row in results
+    ):
+        return None
+    return [{str(f["field"]): f.get("value") for f in row} for row in results]
+
+
+def _ptr_group(ptr: Any) -> str | None:
+    """The log group a result's @ptr points into (the pointer is base64 protobuf that holds 'account:group')."""
+    if not isinstance(ptr, str):
+        return None
+    raw = base64.b64decode(
+        ptr + "=" * (-len(ptr) % 4), altchars=b"-_" if "-" in ptr or "_" in ptr else None, validate=False
+    )
+    m = re.search(rb"\d{12}:(/[\w/.\-]+)", raw)
+    return m.group(1).decode() if m else None
+
+
+def detect_insights(doc: Document) -> bool:
+    rows = _insights_rows(doc.value)
+    return rows is not None and (bool(rows) and any("@message" in r or "@timestamp" in r for r in rows))
+
+
+@FORMATS.format("cloudwatch-insights", shapes={"json"}, detect=detect_insights, order=30)
+def parse_insights(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each result row as a log record of its log group (or stream): @message, or the other fields as k=v."""
+    parser = LineParser()
+    rows = _insights_rows(doc.value) or []
+    function = _lambda_function([(str(r.get("@logStream") or ""), str(r.get("@message") or "")) for r in rows])
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for n, r in enumerate(rows, 1):
+        msg = r.get("@message")
+        if not isinstance(msg, str):
+            msg = " ".join(f"{k}={v}" for k, v in r.items() if not k.startswith("@") and v not in (None, ""))
+        group = r.get("@log") if isinstance(r.get("@log"), str) else _ptr_group(r.get("@ptr"))
+        group = str(group).split(":", 1)[-1] if group else None  # @log is "account:group"
+        stream = r.get("@logStream") if isinstance(r.get("@logStream"), str) else None
+        groups[_stream_object(group, stream, function, doc)].append(
+            _record(parser, n, parse_ts(r.get("@timestamp")), None, msg)
+        )
+    yield from _emit(doc, ctx, groups, "cloudwatch-insights")
 
 
 # --- Google Cloud Logging -------------------------------------------------------------------------------------
