@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import UserError
 from diagnosis.evidence import EvidenceSet
 from diagnosis.formats import FORMATS, Document, FormatError, NotReadable, ParseContext, describe_unknown, sniff
-from diagnosis.formats.base import TERMINAL_PROMPT, terminal_segments
+from diagnosis.formats.base import TERMINAL_PROMPT, terminal_segments, without_bare_prompts
 from diagnosis.model import EvidenceItem
 
 log = logging.getLogger(__name__)
@@ -228,7 +228,7 @@ class _Loader:
             first = next((line for line in doc.lines() if line.strip()), "")
             prompt = TERMINAL_PROMPT.match(first)
             doc.command = prompt["cmd"] if prompt else ""
-            output = doc.text.split(first, 1)[1].lstrip() if prompt else ""
+            output = without_bare_prompts(doc.text.split(first, 1)[1]).strip() if prompt else ""
             if output[:1] in ("{", "["):  # `aws ... --query ...` printing JSON: read as that JSON
                 try:
                     printed = sniff(path, output.encode())

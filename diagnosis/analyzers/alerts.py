@@ -161,7 +161,8 @@ def alertmanager_alerts(evidence: EvidenceSet) -> list[Finding]:
         episodes[_group_key(item)].append(item)
     out: list[Finding] = []
     for items in episodes.values():
-        items.sort(key=lambda i: (parse_ts(i.data.get("starts_at")) or 0.0, i.data.get("status") == "firing"))
+        # one episode notified firing and then resolved: the resolved notification is its latest state
+        items.sort(key=lambda i: (parse_ts(i.data.get("starts_at")) or 0.0, i.data.get("status") == "resolved"))
         latest = items[-1]
         d = latest.data
         labels = d.get("labels") or {}

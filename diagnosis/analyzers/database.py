@@ -91,6 +91,14 @@ _FAILOVER = re.compile(
 _RDS_STORAGE = re.compile(
     r"storage[- ]full|low storage|storage capacity .* low|run out of storage|storage is full", re.I
 )
+# a failover the provider or the owner scheduled (a service update, a patch in the maintenance window, a class
+# change being applied), and the event that says it finished
+_PLANNED_FAILOVER = re.compile(
+    r"maintenance window|during maintenance|service update|scheduled|\bpatch|applying (?:modification|update)|"
+    r"upgrade|reboot requested|requested by (?:the )?(?:user|customer)",
+    re.I,
+)
+_FAILOVER_DONE = re.compile(r"\bcompleted?\b|\bfinished\b|\bsucceeded\b", re.I)
 _RDS_ROUTINE = re.compile(r"backup|snapshot|Finished applying|maintenance|minor version|parameter group", re.I)
 _DDL = re.compile(
     r"^\s*(?:alter|create\s+(?:unique\s+)?index(?!\s+concurrently)|drop|truncate|lock\s+table|reindex|vacuum\s+full|cluster)\b",
@@ -1739,6 +1747,32 @@ def _rds_events(ctx: _Context) -> list[Finding]:
         for src, evs in by_src.items():
             evs.sort(key=lambda e: _ev_ts(e) or 0)
             msgs = "; ".join(f"{fmt_ts(_ev_ts(e))} '{e.data.get('message')}'" for e in evs[:4])
+            if any(_PLANNED_FAILOVER.search(str(e.data.get("message") or "")) for e in evs) and any(
+                _FAILOVER_DONE.search(str(e.data.get("message") or "")) for e in evs
+            ):
+                out.append(
+                    Finding(
+                        analyzer="database",
+                        domain=Domain.DATABASE,
+                        role="benign",
+                        code="db_failover_planned",
+                        category=Category.HEALTHY,
+                        title=f"planned failover of {src} at {fmt_ts(_ev_ts(evs[0]))}, completed",
+                        mechanism=(
+                            f"{src} failed over for planned maintenance and the failover completed ({msgs}): the "
+                            "connections dropped while it switched are what a maintenance failover does, and end "
+                            "with it"
+                        ),
+                        object=f"RDS instance {src}",
+                        score=0.2,
+                        ts=_ev_ts(evs[0]),
+                        tags=[f"db:{src}"],
+                        evidence=[
+                            EvidenceRef(item=e.id, field="message", value=e.data.get("message")) for e in evs[:4]
+                        ],
+                    )
+                )
+                continue
             out.append(
                 Finding(
                     analyzer="database",

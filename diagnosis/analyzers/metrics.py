@@ -431,6 +431,7 @@ WITHIN_CAPACITY = 0.8
 # drained connection), however far it is from a baseline of zero
 ERROR_SHARE_FLOOR = 0.01
 _SHARE = re.compile(r"ratio|share|fraction|percent|pct|%", re.I)
+_REPLICA_LAG = re.compile(r"replica(?:tion)?_?lag(?!_?bytes)", re.I)
 
 
 def _failing(s: _Series, value: float, limit: float | None) -> bool:
@@ -439,6 +440,8 @@ def _failing(s: _Series, value: float, limit: float | None) -> bool:
         unit = 100.0 if top > 1.0 or (_PERCENT.search(s.name) and not re.search(r"ratio", s.name, re.I)) else 1.0
         if value < ERROR_SHARE_FLOOR * unit and top < ERROR_SHARE_FLOOR * unit:
             return False
+    if s.kind == "backlog" and _REPLICA_LAG.search(s.name) and max((v for _, v in s.points), default=0.0) < 1.0:
+        return False  # a replica under a second behind (in seconds, as RDS and ElastiCache report it) is in sync
     if s.kind in _FAILURE_KINDS:
         return True
     return limit is not None and value >= WITHIN_CAPACITY * limit

@@ -291,10 +291,23 @@ TERMINAL_PROMPT = re.compile(
 )
 
 
+# a prompt with no command after it (the end of a pasted session): it prints nothing and ends the output above
+_BARE_PROMPT = re.compile(
+    r"^(?:[\w.\-]+@[\w.\-]+(?::[^\s$#]*)?[$#]|\[[\w.\-]+@[\w.\-]+[^\]]*\][$#]|\$|PS [A-Za-z]:\\[^>]*>)\s*$"
+)
+
+
+def without_bare_prompts(text: str) -> str:
+    """The text with empty prompt lines blanked (kept as empty lines, so line numbers stay those of the file)."""
+    if "$" not in text and "#" not in text and ">" not in text:
+        return text
+    return "\n".join("" if _BARE_PROMPT.match(line) else line for line in text.splitlines())
+
+
 def terminal_segments(text: str) -> list[str] | None:
     """A saved terminal session cut into one text per command output (the prompt line first), each padded with
     blank lines so that line numbers stay those of the file; None when the text holds fewer than two prompts."""
-    lines = text.splitlines()
+    lines = without_bare_prompts(text).splitlines()
     starts = [i for i, line in enumerate(lines) if TERMINAL_PROMPT.match(line)]
     if len(starts) < 2:
         return None
