@@ -480,7 +480,11 @@ MISSING_SETTING = re.compile(
     r"|(?:\.ya?ml|\.json|\.conf|\.toml|\.ini|\.properties|/etc/\S*|config\S*)\S*[\"']?:? no such "
     r"file or directory"
     # a secret or parameter the platform injects at start that does not exist (AWS SSM, Secrets Manager)
-    r"|ParameterNotFound|Secrets Manager can't find the specified secret|unable to (?:pull|retrieve) secrets",
+    r"|ParameterNotFound|Secrets Manager can't find the specified secret|unable to (?:pull|retrieve) secrets"
+    # a server that answers that what the connection settings name does not exist on it: a RabbitMQ vhost, a
+    # database, a bucket (the server is up and talking: the name the client was given is wrong)
+    r"|vhost [\"']?\S+?[\"']? not found|NOT_ALLOWED - (?:access to )?vhost|database [\"']\S+[\"'] does not exist"
+    r"|Unknown database [\"']\S+[\"']|NoSuchBucket|The specified bucket does not exist",
     re.I,
 )
 REDIS_OOM = re.compile(r"OOM command not allowed when used memory > 'maxmemory'", re.I)

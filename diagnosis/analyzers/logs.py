@@ -133,7 +133,13 @@ EXCEPTION = re.compile(
 # dependency failed; the error count stays this service's `errors` symptom.
 REMOTE_FAILURE = re.compile(
     r"\b\w*(?:Transport|Connection|Connect|Timeout|Unavailable|Remote|Rpc|Grpc|Http|Network|Socket|Upstream|Gateway|"
-    r"ServiceUnavailable|Throttl)\w*(?:Error|Exception)\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b",
+    r"ServiceUnavailable|Throttl)\w*(?:Error|Exception)\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b|"
+    # a datastore's own failure, as its client library relays it: shards missing, a cluster down or read-only,
+    # no leader or primary to talk to
+    r"search_phase_execution_exception|all shards failed|missing shards|no_shard_available|cluster_block_exception|"
+    r"\bCLUSTERDOWN\b|\bNOREPLICAS\b|\bMASTERDOWN\b|LOADING Redis is loading|READONLY You can't write|"
+    r"NotWritablePrimary|not master and slaveOk|No primary (?:server )?available|LEADER_NOT_AVAILABLE|"
+    r"NotLeaderOrFollower|NOT_ENOUGH_REPLICAS|the database system is (?:starting up|shutting down|in recovery)",
 )
 _CAUSED_BY = re.compile(r"Caused by: ((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))")
 APP_OOM = re.compile(
@@ -704,7 +710,10 @@ def _spaced(text: str) -> str:
     return f" {text}" if text else ""
 
 
-_SETTING_NAME = re.compile(r"KeyError: [\"'](\w+)|\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b|ParameterNotFound:? (/?[\w./-]+)")
+_SETTING_NAME = re.compile(
+    r"KeyError: [\"'](\w+)|\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b|ParameterNotFound:? (/?[\w./-]+)|"
+    r"(vhost [\"']?[^\s\"']+|database [\"'][^\"']+[\"']|Unknown database [\"'][^\"']+[\"'])"
+)
 
 
 def _missing_setting(

@@ -63,7 +63,28 @@ CASES = [
         "code_defect",
         ["NoMethodError"],
     ),
+    (
+        "amqp vhost that does not exist",
+        "ERROR -- : Bunny::NotAllowedError: Connection.Open: 530 NOT_ALLOWED - vhost /notifications not found",
+        "configuration_error",
+        ["vhost /notifications"],
+    ),
+    (
+        "postgres database that does not exist",
+        'FATAL: database "ledger_prod" does not exist',
+        "configuration_error",
+        ['database "ledger_prod"'],
+    ),
 ]
+
+
+def test_a_datastore_failure_relayed_by_its_client_is_not_a_bug_here(tmp_path: Path) -> None:
+    line = (
+        "ERROR ProductSearchService : search failed : co.elastic.clients.elasticsearch._types.ElasticsearchException: "
+        "[es/search] failed: [search_phase_execution_exception] Search rejected due to missing shards [[products][3]]"
+    )
+    diagnosis = investigate(load_bundle(_bundle(tmp_path, line)), "why is search failing?")
+    assert diagnosis.category != Category.CODE_DEFECT, diagnosis.root_cause
 
 
 def _bundle(tmp_path: Path, lines: str) -> Path:
