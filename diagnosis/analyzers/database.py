@@ -750,9 +750,10 @@ def _blocker_finding(ctx: _Context, root: int, waiters: set[int]) -> Finding:
     refs += lock_refs
     if state.startswith("idle in transaction"):
         code = "idle_in_transaction_blocker"
+        ran = f"'{query}'" if query else "its statements"
         mech = (
             f"{who} opened a transaction{f' {human_duration(xact_age)} ago' if xact_age is not None else ''}, ran "
-            f"'{query or '?'}', and has sat idle in "
+            f"{ran}, and has sat idle in "
             f"transaction{f' for {human_duration(idle_for)}' if idle_for is not None else ''} "
             f"without committing; it {holds}, so {n} session(s) wait behind it."
         )

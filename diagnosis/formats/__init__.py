@@ -6,6 +6,7 @@ Performance Insights, ECS services), cloudlogs (CloudWatch Logs, Google Cloud Lo
 exports), logstores (Loki and Elasticsearch/OpenSearch query results), traces (Jaeger, OTLP/JSON and Zipkin spans,
 read as each service's log), paging (PagerDuty and Opsgenie incidents, read as alerts), datadog, docker (`docker
 inspect` and `docker ps`), dumps (JVM thread dumps: deadlocks and starved pools), postgres (also pasted from psql),
+mysql (lock waits and transactions pasted from the mysql client, read as PostgreSQL's sessions and locks),
 health (status pages, AWS Health, search cluster health), hosttext, and logs (the catch-all for text and JSON-lines
 logs, offered last; then dated events in JSON of no known shape (jsonevents), then untimed error lines).
 """
@@ -24,6 +25,7 @@ from diagnosis.formats import (
     kubetext,
     logs,
     logstores,
+    mysql,
     paging,
     postgres,
     prometheus,
@@ -63,6 +65,7 @@ __all__ = [
     "kubetext",
     "logs",
     "logstores",
+    "mysql",
     "paging",
     "postgres",
     "prometheus",

@@ -1,0 +1,185 @@
+"""MySQL and MariaDB lock diagnostics pasted from the `mysql` client: boxed tables (`+----+` rules, `| a | b |`
+rows) and vertical records (`\\G`: `*** 1. row ***` then `column: value`), read into the same items as PostgreSQL's
+views so the database analyzer follows the same blocking chain:
+
+- information_schema.innodb_trx (trx_mysql_thread_id, trx_state, trx_started, trx_query) -> `pg/session`: a
+  transaction RUNNING with no statement is "idle in transaction" (the client opened it and went quiet); LOCK WAIT
+  is an active session waiting on a lock
+- information_schema.processlist (ID, USER, HOST, DB, COMMAND, TIME, INFO) -> who each thread is, and how long it
+  has been in its state
+- sys.innodb_lock_waits (waiting_pid, blocking_pid, locked_table) -> `blocked_by`, and `pg/lock` rows naming the
+  table: the blocker's lock granted, the waiter's not
+- a `NOW()` column dates the snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from diagnosis.formats._time import parse_ts
+from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.model import EvidenceItem
+
+_BOX_RULE = re.compile(r"^\+(?:-+\+)+\s*$")
+_VERTICAL = re.compile(r"^\*+ (\d+)\. row \*+\s*$")
+_NULL = ("NULL", "")
+
+
+def mysql_tables(text: str) -> list[list[dict[str, str]]]:
+    """The result tables of a mysql client session as rows {column: text}."""
+    lines = text.splitlines()
+    tables: list[list[dict[str, str]]] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i].rstrip()
+        if _BOX_RULE.match(line) and i + 2 < len(lines) and lines[i + 1].lstrip().startswith("|"):
+            header = [h.strip() for h in lines[i + 1].strip().strip("|").split("|")]
+            rows: list[dict[str, str]] = []
+            i += 3  # rule, header, rule
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                cells = [c.strip() for c in lines[i].strip()[1:-1].split("|")]
+                if len(cells) > len(header):  # a '|' inside the last value
+                    cells = [*cells[: len(header) - 1], " | ".join(cells[len(header) - 1 :])]
+                if len(cells) == len(header):
+                    rows.append(dict(zip(header, cells, strict=True)))
+                i += 1
+            if rows:
+                tables.append(rows)
+            continue
+        if _VERTICAL.match(line.strip()):
+            records: list[dict[str, str]] = []
+            while i < len(lines) and (lines[i].strip() and not lines[i].lstrip().startswith(("mysql>", "MariaDB"))):
+                if _VERTICAL.match(lines[i].strip()):
+                    records.append({})
+                elif records and ":" in lines[i]:
+                    key, _, value = lines[i].partition(":")
+                    records[-1][key.strip()] = value.strip()
+                i += 1
+            if records:
+                tables.append(records)
+            continue
+        i += 1
+    return tables
+
+
+def _kind(rows: list[dict[str, str]]) -> str | None:
+    cols = {c.lower() for c in rows[0]}
+    if {"trx_mysql_thread_id", "trx_state"} <= cols:
+        return "trx"
+    if {"waiting_pid", "blocking_pid"} <= cols:
+        return "waits"
+    if {"id", "user", "command", "time"} <= cols:
+        return "processlist"
+    if "now()" in cols or "current_timestamp" in cols or "now" in cols:
+        return "now"
+    return None
+
+
+def _detect(doc: Document) -> bool:
+    head = doc.text[:200_000]
+    if "+-" not in head and ". row *" not in head:
+        return False
+    return any(_kind(t) in ("trx", "waits") for t in mysql_tables(head))
+
+
+def _v(row: dict[str, str], *names: str) -> str | None:
+    lower = {k.lower(): v for k, v in row.items()}
+    for n in names:
+        v = lower.get(n)
+        if v is not None and v not in _NULL:
+            return v
+    return None
+
+
+def _int(v: str | None) -> int | None:
+    return int(v) if v is not None and v.strip().lstrip("-").isdigit() else None
+
+
+def _table(name: str | None) -> str | None:
+    return name.replace("`", "") if name else None
+
+
+@FORMATS.format("mysql-text", shapes={"text"}, detect=_detect, order=39)
+def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    tables = [(k, t) for t in mysql_tables(doc.text) if (k := _kind(t))]
+    captured = next((parse_ts(_v(t[0], "now()", "current_timestamp", "now")) for k, t in tables if k == "now"), None)
+    sessions: dict[int, dict[str, Any]] = {}
+
+    def session(pid: int) -> dict[str, Any]:
+        return sessions.setdefault(
+            pid,
+            {"pid": pid, "state": None, "query": None, "blocked_by": [], "captured_at": captured, "engine": "mysql"},
+        )
+
+    for kind, rows in tables:
+        for row in rows:
+            if kind == "processlist" and (pid := _int(_v(row, "id"))) is not None:
+                s = session(pid)
+                user = _v(row, "user")
+                s.update(usename=user, application_name=s.get("application_name") or user, datname=_v(row, "db"))
+                s["client_addr"] = (_v(row, "host") or "").rsplit(":", 1)[0] or None
+                secs = _int(_v(row, "time"))
+                if captured is not None and secs is not None:
+                    s["state_change"] = captured - secs
+                if s["state"] is None:
+                    s["state"] = "idle" if _v(row, "command") == "Sleep" else "active"
+                s["query"] = s["query"] or _v(row, "info")
+            elif kind == "trx" and (pid := _int(_v(row, "trx_mysql_thread_id"))) is not None:
+                s = session(pid)
+                query = _v(row, "trx_query")
+                waiting = (_v(row, "trx_state") or "").upper() == "LOCK WAIT"
+                s["state"] = "active" if waiting or query else "idle in transaction"
+                s["wait_event_type"] = "Lock" if waiting else None
+                s["xact_start"] = parse_ts(_v(row, "trx_started"))
+                s["query"] = query or s["query"]
+    locks: list[dict[str, Any]] = []
+    for kind, rows in tables:
+        if kind != "waits":
+            continue
+        for row in rows:
+            waiter, blocker = _int(_v(row, "waiting_pid")), _int(_v(row, "blocking_pid"))
+            if waiter is None or blocker is None:
+                continue
+            w, b = session(waiter), session(blocker)
+            if blocker not in w["blocked_by"]:
+                w["blocked_by"].append(blocker)
+            w["state"] = w["state"] or "active"
+            w["wait_event_type"] = "Lock"
+            w["query"] = w["query"] or _v(row, "waiting_query")
+            b["query"] = b["query"] or _v(row, "blocking_query")
+            if b["state"] is None:
+                b["state"] = "idle in transaction" if _v(row, "blocking_query") is None else "active"
+            table = _table(_v(row, "locked_table"))
+            locktype = "tuple" if (_v(row, "locked_type") or "").upper() == "RECORD" else "relation"
+            locks.append(
+                {
+                    "pid": waiter,
+                    "locktype": locktype,
+                    "relation": table,
+                    "mode": _v(row, "waiting_lock_mode") or "X",
+                    "granted": False,
+                }
+            )
+            locks.append(
+                {
+                    "pid": blocker,
+                    "locktype": "relation",
+                    "relation": table,
+                    "mode": _v(row, "blocking_lock_mode") or "X",
+                    "granted": True,
+                }
+            )
+    for pid, s in sessions.items():
+        s.setdefault("xact_start", None)
+        s.setdefault("state_change", None)
+        yield ctx.item(doc.path, "pg/session", f"pid {pid}", s, captured or s.get("state_change"))
+    seen: set[tuple[Any, ...]] = set()
+    for lk in locks:
+        key = (lk["pid"], lk["relation"], lk["granted"])
+        if key in seen:
+            continue
+        seen.add(key)
+        lk.update(waitstart=None, transactionid=None)
+        yield ctx.item(doc.path, "pg/lock", f"pid {lk['pid']} {lk['mode']} on {lk['relation']}", lk, captured)
