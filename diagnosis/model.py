@@ -23,6 +23,7 @@ Evidence kinds and the shape of `data` (the normalised form every parser and liv
 | `datastore/health` | `elasticsearch/<cluster>` | `_cluster/health`: `{engine, cluster, status: green\|yellow\|red, unassigned_shards, number_of_data_nodes, ...}` |
 | `datadog/monitor` | `monitor/<id>` | `{id, name, type, query, state: OK\|Alert\|Warn\|No Data, message, tags, modified_ts}` |
 | `host/snapshot` | `host/<name>` | live host_metrics: `{cpu_percent, load, mem_percent, swap_percent, disks: [{mount, percent, free_bytes, inodes_percent}], fds: {used, max}, top: [...]}` |
+| `host/resolv` | `resolv.conf <file>` | an /etc/resolv.conf: `{nameservers (in the order they are asked), timeout_s, attempts, lines, command}` |
 | `container/state` | `container/<name>` | a Docker container (`docker inspect` / `docker ps`): `{name, image, status, running, restarting, oom_killed, exit_code, error, started_at, finished_at, restart_count, memory_limit_bytes, health, from}` |
 | `host/process` | `process/<pattern>` | live process_check: `{pattern, running, pids, ...}` |
 | `http/probe` | the URL (redacted) | live http_probe: `{url, status, latency_ms, error, tls_days_left}` |

@@ -6,6 +6,7 @@ DNS name, the certificate's host), and the service that saw it is its symptom.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -192,7 +193,9 @@ class Failures:
         return max((r.ts for r in self.recs if r.ts is not None), default=None)
 
 
-@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status"})
+@ANALYZERS.analyzer(
+    domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status", "host/resolv"}
+)
 def network_failures(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
     calls: dict[tuple[str, str], Failures] = {}
@@ -262,6 +265,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     findings += egress
     findings += _demoted(_named_by_cluster(_call_findings(calls, now, _container_ports(evidence)), evidence), egress)
     findings += _dns_findings(dns_nx, dns_tmp, now)
+    findings += _dead_nameserver(evidence, dns_tmp)
     findings += _tls_findings(tls, now, evidence)
     findings += _probe_findings(evidence)
     findings += _dns_event_benign(evidence)
@@ -853,6 +857,78 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
 
 
 # CoreDNS errors plugin: "[ERROR] plugin/errors: 2 maps.example.com. A: read udp ...: i/o timeout"
+# dig and nslookup when a nameserver does not answer; resolvers name it as "on 10.40.0.2:53" (DNS_TEMPORARY)
+_NAMESERVER_TIMEOUT = re.compile(
+    r"communications error to ([\d.]+|[0-9a-f:]+)#53: timed out|connection timed out; "
+    r"no servers could be reached|server can't be reached|;; no servers could be reached"
+)
+_RESOLVER_ON = re.compile(r"\bon ([\d.]+):53\b")
+
+
+def _dead_nameserver(evidence: EvidenceSet, dns_tmp: dict[str, Failures]) -> list[Finding]:
+    """The first nameserver of a resolv.conf that does not answer: every lookup waits its timeout before the
+    resolver asks the next one, so every new connection is that much slower (and some time out). A
+    configuration error: the file lists a server that is gone."""
+    confs = evidence.kind("host/resolv")
+    if not confs:
+        return []
+    silent: dict[str, list[EvidenceRef]] = defaultdict(list)
+    for ip, f in dns_tmp.items():
+        silent[ip] += _refs(f.recs)[:2]
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            m = _NAMESERVER_TIMEOUT.search(msg)
+            ip = m.group(1) if m and m.group(1) else None
+            if ip is None and m:
+                on = _RESOLVER_ON.search(msg)
+                ip = on.group(1) if on else None
+            if ip and len(silent[ip]) < 3:
+                silent[ip].append(EvidenceRef(item=item.id, line=r.get("line"), value=msg[:200]))
+    out = []
+    for conf in confs:
+        servers = [str(s) for s in conf.data.get("nameservers") or ()]
+        first = servers[0] if servers else None
+        if first is None or not silent.get(first) or all(s in silent for s in servers):
+            continue  # the first answers, or none does (then it is the network or the resolvers, not the order)
+        timeout = int(conf.data.get("timeout_s") or 5)
+        line = (conf.data.get("lines") or {}).get(first)
+        out.append(
+            Finding(
+                analyzer="network_failures",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="dead_nameserver",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"nameserver {first}, first in resolv.conf, does not answer",
+                mechanism=(
+                    f"/etc/resolv.conf lists nameserver {first} first, and it does not answer (DNS queries to it time "
+                    f"out): every lookup waits {timeout}s (options timeout:{timeout}) before the resolver asks "
+                    f"{servers[1] if len(servers) > 1 else 'the next'}, so every new connection is {timeout}s slower "
+                    "and calls with a short timeout fail."
+                ),
+                object=f"resolv.conf nameserver {first}",
+                score=0.85,
+                tags=[f"resolver:{first}"],
+                explains=["latency", "upstream_timeout", "dns_temporary", "errors", "http_5xx", "backlog"],
+                evidence=[EvidenceRef(item=conf.id, line=line, value=f"nameserver {first}"), *silent[first][:2]],
+                actions=[
+                    Action(
+                        description=f"Take {first} out of resolv.conf, and out of what writes the file (DHCP options, "
+                        "Ansible, netplan, cloud-init), or it comes back",
+                        command=f"sudo sed -i '/^nameserver {re.escape(first)}$/d' /etc/resolv.conf",
+                        kind="write",
+                    ),
+                    Action(
+                        description=f"Confirm {first} is silent and the next one answers",
+                        command=f"dig @{first} example.com +tries=1 +time=2; dig @{servers[-1]} example.com +short",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
 _COREDNS_QUERY = re.compile(r"plugin/errors: \d+ (\S+?)\.? (?:A|AAAA|SRV|CNAME|PTR|MX|TXT|NS|SOA|HTTPS)\b")
 _CLUSTER_SUFFIXES = (".svc", ".cluster.local", ".local", ".internal", ".lan", ".localdomain")
 _SERVFAIL = re.compile(r"SERVFAIL|server misbehaving|No Reachable Authority|REFUSED", re.I)

@@ -105,3 +105,38 @@ def parse_redis_info(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
         "info": info,
     }
     yield ctx.item(doc.path, "redis/info", f"redis/{server}", data, None)
+
+
+# --- /etc/resolv.conf ------------------------------------------------------------------------------------------
+
+_RESOLV_LINE = re.compile(r"^\s*(?:nameserver|search|domain|options|sortlist)\s+\S|^\s*[#;]|^\s*$")
+_NAMESERVER = re.compile(r"^\s*nameserver\s+(\S+)")
+_RESOLV_OPTION = re.compile(r"\b(timeout|attempts):(\d+)")
+
+
+def detect_resolv(doc: Document) -> bool:
+    """A resolver configuration: nameserver lines, and nothing but resolv.conf keywords and comments."""
+    lines = [line for line in doc.lines() if not _PROMPT.match(line.strip())][:60]
+    return any(_NAMESERVER.match(line) for line in lines) and all(_RESOLV_LINE.match(line) for line in lines)
+
+
+@FORMATS.format("resolv-conf", shapes={"text"}, detect=detect_resolv, order=20)
+def parse_resolv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """The nameservers in the order the resolver asks them, and its timeout and attempts (glibc: 5 s and 2)."""
+    servers: list[str] = []
+    options: dict[str, int] = {}
+    for n, line in enumerate(doc.lines(), 1):
+        m = _NAMESERVER.match(line)
+        if m:
+            servers.append(m.group(1))
+            options.setdefault(f"line:{m.group(1)}", n)
+        for key, value in _RESOLV_OPTION.findall(line):
+            options[key] = int(value)
+    data = {
+        "nameservers": servers,
+        "timeout_s": options.get("timeout", 5),
+        "attempts": options.get("attempts", 2),
+        "lines": {s: options[f"line:{s}"] for s in servers},
+        "command": doc.command,
+    }
+    yield ctx.item(doc.path, "host/resolv", f"resolv.conf {doc.path}", data)

@@ -113,3 +113,31 @@ def test_a_bare_prompt_that_ends_a_pasted_session_is_not_part_of_the_json(tmp_pa
     )
     (tmp_path / "session.txt").write_text(text)
     assert not load_bundle(tmp_path).errors
+
+
+RESOLV = """ops@payouts-01:~$ cat /etc/resolv.conf
+# Managed by Ansible
+search payments.internal
+nameserver 10.40.0.2
+nameserver 10.40.8.53
+options timeout:5 attempts:2
+ops@payouts-01:~$ dig api.bank.example +tries=1
+;; communications error to 10.40.0.2#53: timed out
+;; Got answer:
+;; SERVER: 10.40.8.53#53(10.40.8.53) (UDP)
+"""
+
+
+def test_a_silent_first_nameserver_in_resolv_conf_is_a_configuration_error(tmp_path: Path) -> None:
+    (tmp_path / "shell.txt").write_text(RESOLV)
+    ev = load_bundle(tmp_path)
+    [conf] = ev.kind("host/resolv")
+    assert conf.data["nameservers"] == ["10.40.0.2", "10.40.8.53"] and conf.data["timeout_s"] == 5
+    d = investigate(ev, "why are payouts slow?")
+    assert d.category is Category.CONFIGURATION_ERROR, d.root_cause
+    assert "10.40.0.2" in d.root_cause and "resolv.conf" in d.root_cause
+
+
+def test_a_silent_second_nameserver_is_not_the_cause(tmp_path: Path) -> None:
+    (tmp_path / "shell.txt").write_text(RESOLV.replace("to 10.40.0.2#53", "to 10.40.8.53#53"))
+    assert not by_code(network_failures(load_bundle(tmp_path)), "dead_nameserver")
