@@ -227,6 +227,59 @@ def checked_findings(findings: Iterable[Finding], evidence: EvidenceSet) -> list
     return out
 
 
+_CALL_FAILURES = {"upstream_timeout", "upstream_5xx", "upstream_reset", "connection_refused"}
+# evidence that comes from a service itself (its pods, logs, metrics, containers, alerts), not from its callers
+_OWN_KINDS = ("k8s/Pod", "log", "metric", "container/state", "alert", "host/process")
+
+
+def _subject(names: Iterable[str], question: str) -> str | None:
+    """The upstream name the question asks about: the name itself, or the name behind a namespace or domain
+    ('billing-invoice-renderer' or 'invoice-renderer.billing.svc' for 'invoice-renderer')."""
+    words = {w for w in _WORD.findall(question.lower()) if len(w) >= 5 or "-" in w}
+    for n in names:
+        n = n.lower()
+        for w in words:
+            if n == w or n.endswith("-" + w) or n.startswith(w + "."):
+                return w
+    return None
+
+
+def asked_about_the_failing_upstream(
+    findings: list[Finding], evidence: EvidenceSet, question: str | None
+) -> list[Finding]:
+    """Calls to X failing are X's callers' dependency failure; when the operator asks what is wrong with X itself,
+    they are the symptom they already know, and the cause is inside X: with nothing from X in the bundle, it is
+    missing evidence, not an answer."""
+    if not question:
+        return findings
+    out: list[Finding] = []
+    for f in findings:
+        subject = (
+            _subject([t.split(":", 1)[1] for t in f.tags if t.startswith(("service:", "upstream:"))], question)
+            if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
+            else None
+        )
+        own = subject is not None and any(
+            subject in i.object.lower() for kind in _OWN_KINDS for i in evidence.kind(kind)
+        )
+        if subject is None or own:
+            out.append(f)
+            continue
+        out.append(
+            f.model_copy(
+                update={
+                    "role": SYMPTOM,
+                    "category": Category.UNKNOWN,
+                    "needs": [
+                        f"evidence from {subject} itself (its pods and events, logs, metrics): its callers only show "
+                        "that it fails, not why"
+                    ],
+                }
+            )
+        )
+    return out
+
+
 RECOVERED_WINDOW_S = (
     1800.0  # a weak symptom that began this close to a since-resolved alert on its object is that episode
 )
@@ -645,6 +698,7 @@ def _markdown(d: Diagnosis) -> str:
 def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None = None) -> Diagnosis:
     """The Diagnosis the findings support. Pure; references are checked against `evidence`."""
     findings = recovered_by_alerts(checked_findings(findings, evidence))
+    findings = asked_about_the_failing_upstream(findings, evidence, question)
     now = evidence_now(evidence)
     benign = [f for f in findings if f.role == BENIGN]
     active = [f for f in findings if f.role in (CAUSE, SYMPTOM)]

@@ -193,9 +193,7 @@ class Failures:
         return max((r.ts for r in self.recs if r.ts is not None), default=None)
 
 
-@ANALYZERS.analyzer(
-    domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status", "host/resolv"}
-)
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status", "host/resolv"})
 def network_failures(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
     calls: dict[tuple[str, str], Failures] = {}
@@ -397,7 +395,35 @@ def _ip_owners(evidence: EvidenceSet) -> dict[str, tuple[str, str, list[str]]]:
                     continue
                 pod = owners.get(ip, (ns, str(ref.get("name") or ""), []))
                 owners[ip] = (pod[0], pod[1], [*pod[2], svc])
+    for item in evidence.kind("log"):  # ingress-nginx names each upstream address by its "namespace-service-port"
+        for r in (item.data.get("records") or ())[:20000]:
+            m = _NGINX_UPSTREAM.search(str(r.get("msg") or ""))
+            if m:
+                for addr in m["addrs"].split(","):
+                    ip = addr.strip().rsplit(":", 1)[0]
+                    if ip and ip not in owners:
+                        owners[ip] = ("", "", [m["name"]])
     return owners
+
+
+# nginx's error log names the virtual host and the backend address of a failed request
+_NGINX_SERVER_UPSTREAM = re.compile(r"server: (?P<host>[\w.\-]+), request: .*?upstream: \"\w+://(?P<ip>[\d.]+):\d+")
+
+
+def _proxied_hosts(evidence: EvidenceSet, owners: dict[str, tuple[str, str, list[str]]]) -> dict[str, set[str]]:
+    """Host name -> the named backends nginx proxied its failed requests to (a gateway's 504 is its backend's)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for item in evidence.kind("log"):
+        for r in (item.data.get("records") or ())[:20000]:
+            m = _NGINX_SERVER_UPSTREAM.search(str(r.get("msg") or ""))
+            if m and m["ip"] in owners:
+                _, pod, services = owners[m["ip"]]
+                out[m["host"]].update(services or ([workload_of_pod(pod)] if pod else []))
+    return out
+
+
+# ingress-nginx's access log: ... [<proxy_upstream_name>] [<alternative>] <upstream_addr> ...
+_NGINX_UPSTREAM = re.compile(r"\[(?P<name>[a-z0-9][a-z0-9.\-]*?)-\d+\] \[[^\]]*\] (?P<addrs>\d[\d.:]*(?:, \d[\d.:]*)*)")
 
 
 def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
@@ -408,10 +434,23 @@ def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Fi
     owners = _ip_owners(evidence)
     if not owners:
         return findings
+    behind = _proxied_hosts(evidence, owners)
     out = []
     for f in findings:
         ips = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
         owner = next((owners[ip] for ip in ips if ip in owners), None)
+        host = _host(f.object.removeprefix("upstream ").split(" ", 1)[0])
+        if owner is None and behind.get(host):
+            backends = sorted(behind[host])
+            out.append(
+                f.model_copy(
+                    update={
+                        "tags": list(dict.fromkeys([*f.tags, *(f"service:{b}" for b in backends)])),
+                        "mechanism": f"{f.mechanism} Behind {host}: ingress upstream {', '.join(backends)}.",
+                    }
+                )
+            )
+            continue
         if owner is None:
             out.append(f)
             continue
@@ -420,7 +459,11 @@ def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Fi
             f"service:{svc}" for svc in services
         ]
         names = ", ".join(dict.fromkeys(services))
-        who = (f"pod {ns}/{pod}" + (f" (Service {names})" if services else "")) if pod else f"Service {ns}/{names}"
+        who = (
+            (f"pod {ns}/{pod}" + (f" (Service {names})" if services else ""))
+            if pod
+            else (f"Service {ns}/{names}" if ns else f"ingress upstream {names}")
+        )
         out.append(
             f.model_copy(
                 update={

@@ -141,3 +141,31 @@ def test_a_silent_first_nameserver_in_resolv_conf_is_a_configuration_error(tmp_p
 def test_a_silent_second_nameserver_is_not_the_cause(tmp_path: Path) -> None:
     (tmp_path / "shell.txt").write_text(RESOLV.replace("to 10.40.0.2#53", "to 10.40.8.53#53"))
     assert not by_code(network_failures(load_bundle(tmp_path)), "dead_nameserver")
+
+
+def _renderer_timeouts(tmp_path: Path) -> Path:
+    access, errors = [], []
+    for i in range(20):
+        ip = f"10.244.{i % 3}.31"
+        access.append(
+            f'10.224.0.4 - - [14/Jan/2026:07:{30 + i}:28 +0000] "GET /invoices/INV-{i}/pdf HTTP/1.1" 504 160 "-" '
+            f'"worker/4.3" 412 60.001 [billing-invoice-renderer-80] [] {ip}:8080 0 60.001 504 aa{i:04d}'
+        )
+        errors.append(
+            f"2026/01/14 07:{30 + i}:28 [error] 33#29: *66709{i:02d} upstream timed out (110: Operation timed out) "
+            "while reading response header from upstream, client: 10.224.0.4, server: billing.example.net, "
+            f'request: "GET /invoices/INV-{i}/pdf HTTP/1.1", upstream: "http://{ip}:8080/invoices/INV-{i}/pdf"'
+        )
+    (tmp_path / "controller.log").write_text("\n".join(access + errors) + "\n")
+    return tmp_path
+
+
+def test_timeouts_of_the_service_asked_about_with_nothing_from_it_are_missing_evidence(tmp_path: Path) -> None:
+    ev = load_bundle(_renderer_timeouts(tmp_path))
+    d = investigate(ev, "what's wrong with invoice-renderer?")
+    assert d.category is Category.UNKNOWN, d.root_cause
+    assert any("invoice-renderer itself" in m for m in d.missing)
+    # asked about its caller, the same timeouts are the caller's failing dependency
+    d = investigate(ev, "why are invoice downloads failing?")
+    assert d.category is Category.DEPENDENCY_FAILURE, d.root_cause
+    assert "billing-invoice-renderer" in d.root_cause
