@@ -2,18 +2,20 @@
 
 One module per family: alertmanager (also Grafana-managed alerts), kubernetes (`kubectl get -o json` / `-o yaml`),
 kubetext (`kubectl describe` and `kubectl get` tables), prometheus, aws (CloudWatch metrics and alarm history, RDS,
-Performance Insights, ECS services), cloudlogs (CloudWatch Logs, Google Cloud Logging and Azure Monitor log
-exports), logstores (Loki and Elasticsearch/OpenSearch query results), traces (Jaeger, OTLP/JSON and Zipkin spans,
-read as each service's log), paging (PagerDuty and Opsgenie incidents, read as alerts), datadog, docker (`docker
-inspect` and `docker ps`), dumps (JVM thread dumps: deadlocks and starved pools), postgres (also pasted from psql),
-mysql (lock waits and transactions pasted from the mysql client, read as PostgreSQL's sessions and locks),
-health (status pages, AWS Health, search cluster health), hosttext, and logs (the catch-all for text and JSON-lines
-logs, offered last; then dated events in JSON of no known shape (jsonevents), then untimed error lines).
+Performance Insights, ECS services), changes (change records: a planned change's window, state and work notes),
+cloudlogs (CloudWatch Logs and Logs Insights, Google Cloud Logging and Azure Monitor log exports), logstores (Loki
+and Elasticsearch/OpenSearch query results), traces (Jaeger, OTLP/JSON and Zipkin spans, read as each service's
+log), paging (PagerDuty and Opsgenie incidents, read as alerts), datadog, docker (`docker inspect` and `docker ps`),
+dumps (JVM thread dumps: deadlocks and starved pools), postgres (also pasted from psql), mysql (lock waits and
+transactions pasted from the mysql client, read as PostgreSQL's sessions and locks), health (status pages, AWS
+Health, search cluster health), hosttext (df, redis INFO, resolv.conf), and logs (the catch-all for text and
+JSON-lines logs, offered last; then dated events in JSON of no known shape (jsonevents), then untimed error lines).
 """
 
 from diagnosis.formats import (
     alertmanager,
     aws,
+    changes,
     cloudlogs,
     datadog,
     docker,
@@ -53,6 +55,7 @@ __all__ = [
     "ParseContext",
     "alertmanager",
     "aws",
+    "changes",
     "cloudlogs",
     "datadog",
     "describe_unknown",

@@ -1,0 +1,109 @@
+"""Change records pasted from a change tool (ServiceNow, Jira Service Management, a Markdown change template):
+a change id, a title, a state and its planned or actual window, and dated work notes. Read as the `log` of the
+change: it started (planned maintenance, so the changes analyzer's planned work knows it), its work notes, and how
+it ended; a change that failed or was backed out says so at error level, and is not planned work.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from diagnosis.formats._time import parse_ts
+from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.model import EvidenceItem
+
+_CHANGE_ID = re.compile(
+    r"\b(CHG[-_ ]?\d{3,}|RFC[-_ ]?\d{3,}|CRQ\d{4,}|Change (?:Request|Record|Ticket) #?\d{3,})\b", re.I
+)
+# "Planned start: 2025-11-19 01:00 CET", "| Planned start | 2025-04-16 09:00 UTC |"
+_FIELD = re.compile(
+    r"(?im)(?:^|\||[ \t]{2})[ \t]*"
+    r"(?P<key>(?:planned|scheduled|actual|implementation)[ _](?:start|end)(?:[ _](?:date|time))?|"
+    r"short description|title|summary|state|status|type|window)"
+    r"[ \t]*(?::|\|)[ \t]*(?P<value>[^|\n]+?)[ \t]*(?=\s{2,}\S|\||$)"
+)
+_WINDOW_SPLIT = re.compile(r"\s+(?:-|\u2013|\u2014|to)\s+")  # "01:45 - 03:15 UTC", with a hyphen or a dash
+_NOTE = re.compile(
+    r"^\s*(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2})?(?:\s*(?:[A-Z]{2,5}|[+-]\d{2}:?\d{2}|Z))?)\s+(?P<msg>\S.*)$"
+)
+_FAILED_STATE = re.compile(r"fail|unsuccessful|backed out|backout|rolled back|cancel", re.I)
+
+
+def _fields(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for m in _FIELD.finditer(text[:6000]):
+        key = re.sub(r"[ _]+", " ", m["key"].lower()).replace(" date", "").replace(" time", "")
+        out.setdefault(key, m["value"].strip())
+    return out
+
+
+def detect(doc: Document) -> bool:
+    head = doc.text[:4000]
+    if not _CHANGE_ID.search(head):
+        return False
+    fields = _fields(head)
+    starts = ("planned start", "actual start", "scheduled start")
+    window = _WINDOW_SPLIT.split(fields.get("window", ""), maxsplit=1)[0]
+    return any(parse_ts(fields.get(k)) is not None for k in starts) or parse_ts(window) is not None
+
+
+@FORMATS.format("change-record", shapes={"text"}, detect=detect, order=16)
+def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    text = doc.text
+    change_id = _CHANGE_ID.search(text[:4000])
+    assert change_id is not None
+    cid = re.sub(r"\s+", " ", change_id.group(1))
+    fields = _fields(text)
+    heading = next((line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")), "")
+    title = fields.get("short description") or fields.get("title") or fields.get("summary") or heading or cid
+    title = title.replace(cid, "").strip(" -—:") or cid
+    state = fields.get("state") or fields.get("status") or ""
+    start = (
+        parse_ts(fields.get("actual start"))
+        or parse_ts(fields.get("planned start"))
+        or parse_ts(fields.get("scheduled start"))
+    )
+    end = (
+        parse_ts(fields.get("actual end"))
+        or parse_ts(fields.get("planned end"))
+        or parse_ts(fields.get("scheduled end"))
+    )
+    window = _WINDOW_SPLIT.split(fields.get("window", ""), maxsplit=1)
+    if start is None and window[0]:
+        start = parse_ts(window[0])
+    if end is None and len(window) == 2 and start is not None:
+        # "01:45 - 03:15 UTC": the end may carry only a time, on the start's day and in its zone
+        end = parse_ts(window[1]) or parse_ts(f"{window[0].split()[0]} {window[1]}")
+    failed = bool(_FAILED_STATE.search(state))
+    kind = fields.get("type", "")
+    records: list[dict[str, Any]] = [
+        {
+            "ts": start,
+            "level": "info",
+            "msg": f"planned maintenance {cid} started: {title}" + (f" ({kind})" if kind else ""),
+            "line": 1,
+        }
+    ]
+    for n, line in enumerate(text.splitlines(), 1):
+        m = _NOTE.match(line)
+        if m and (ts := parse_ts(m["ts"])) is not None:
+            records.append({"ts": ts, "level": "info", "msg": m["msg"].strip(), "line": n})
+    if end is not None or state:
+        records.append(
+            {
+                "ts": end,
+                "level": "error" if failed else "info",
+                "msg": f"change {cid} {'failed' if failed else 'ended'}: {state or 'no state given'} ({title})",
+                "line": len(text.splitlines()),
+            }
+        )
+    records.sort(key=lambda r: (r["ts"] is None, r["ts"] or 0.0))
+    stamps = [r["ts"] for r in records if r["ts"] is not None]
+    data = {
+        "records": records,
+        "source": {"path": doc.path, "format": "change record", "change": cid, "state": state, "title": title},
+        "truncated": False,
+    }
+    yield ctx.item(doc.path, "log", f"change {cid}", data, max(stamps) if stamps else None)
