@@ -28,6 +28,7 @@ ANALYZER_MODULES = (
     "regressions",
     "network",
     "routing",
+    "runtime",
     "logs",
 )
 _loaded = False

@@ -505,7 +505,12 @@ HOST_OOM = re.compile(
     re.I,
 )
 HOST_FDS = re.compile(r"Too many open files|EMFILE|ENFILE|file-max limit", re.I)
-HOST_DISK = re.compile(r"No space left on device|ENOSPC|disk quota exceeded|filesystem full", re.I)
+HOST_DISK = re.compile(
+    r"No space left on device|ENOSPC|disk quota exceeded|filesystem full|"
+    # Windows: ERROR_DISK_FULL (0x70) as .NET and Win32 word it
+    r"There is not enough space on the disk|ERROR_DISK_FULL|0x80070070",
+    re.I,
+)
 HOST_HW = re.compile(
     r"I/O error, dev \S+|EXT4-fs error|XFS .* (?:metadata I/O error|Corruption)|Remounting filesystem read-only|"
     r"blocked for more than \d+ seconds|Hardware Error|Machine check|NMI watchdog|soft lockup|"
@@ -750,6 +755,9 @@ _TRIGGERS = (
     "kafka_storage",
     "kafkastorage",
     "in metadata",
+    "not enough space",
+    "disk_full",
+    "0x80070070",
 )
 
 

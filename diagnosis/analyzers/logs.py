@@ -38,6 +38,7 @@ from diagnosis.timeline import parse_ts
 # An error template whose last record is this long before "now" has stopped: the fault recovered (15 min is
 # three times the usual 5-minute alert evaluation window, long enough that "still failing" would show).
 STOPPED_AFTER_S = 15 * 60
+LOG_START_SLACK_S = 60.0  # errors within this of a log's first record began at or before the log did
 # errors that are the last thing their log says are stopped only this long before now
 ENDED_LONG_AGO_S = 60 * 60
 # A background is errors present over most of a long log at a low, even rate: at most 2 a minute, spread over
@@ -101,6 +102,9 @@ BAD_DATA = re.compile(
     r"DecoderFallbackException|(?:unexpected|invalid|unsupported) (?:byte order mark|BOM)|"
     # Python, Go, Node, Ruby
     r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|decimal\.ConversionSyntax|"
+    # .NET: System.Text.Json and Newtonsoft on a value of the wrong shape, and a number that does not parse
+    r"System\.Text\.Json\.JsonException|JsonReaderException|JsonSerializationException|"
+    r"could not be converted to System\.\w+|Input string was not in a correct format|"
     r"json: cannot unmarshal|invalid character '.{1,4}' (?:looking for|after|in)|cannot unmarshal|"
     r"strconv\.\w+: parsing|"
     r"proto: cannot parse|parsing time \S+ as|JSON::ParserError|ActiveRecord::RecordInvalid|invalid byte sequence in|"
@@ -423,8 +427,12 @@ def _analyze_source(
     who = service or item.object
     findings: list[Finding] = []
     active: list[Template] = []
+    gave_up = _gave_up_at(item)
     for tpl in group_templates(errors):
         verdict = _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
+        ended = gave_up is not None and tpl.last_ts is not None and -5 <= gave_up - tpl.last_ts <= 120
+        if verdict == "stopped" and ended:
+            verdict = None  # it stopped because what failed gave up for good, not because it recovered
         if verdict:
             findings.append(_benign(item, tpl, who, tags, verdict))
             continue
@@ -435,10 +443,31 @@ def _analyze_source(
         cause = _changed_setting(item, tpl, who, tags, changes or []) or _cause_of(
             item, tpl, who, tags, deploys, active
         )
+        if cause and cause.ts is not None and log_first is not None and cause.ts - log_first <= LOG_START_SLACK_S:
+            # errors from the log's first lines began at or before the export's start (`--since`, `--tail`, a
+            # rotated file): when is unknown, so they may explain what began before the log does
+            cause = cause.model_copy(update={"ts": None})
         if cause:
             findings.append(cause)
     findings.append(_errors_symptom(item, active, who, tags))
     return findings
+
+
+# a process or task that stops for good after its error: the errors end because nothing runs any more
+GAVE_UP = re.compile(
+    r"will not recover|unrecoverable exception|until (?:it is )?manually restarted|giving up\b|gave up\b|"
+    r"shutting down due to|exiting due to|exiting with (?:status|code) [1-9]|aborting (?:the )?(?:job|task|run)",
+    re.I,
+)
+
+
+def _gave_up_at(item: EvidenceItem) -> float | None:
+    stamps = [
+        r["ts"]
+        for r in item.data.get("records") or ()
+        if isinstance(r.get("ts"), int | float) and GAVE_UP.search(str(r.get("msg") or ""))
+    ]
+    return max(stamps) if stamps else None
 
 
 def _quiet_verdict(

@@ -107,6 +107,10 @@ _DOC_LINK = re.compile(
     r"(?:at\s+)?(?:[a-z]+://)?$",
     re.I,
 )
+# "(Please take a look at this article for some common client-side issues that can cause timeouts: https://...)"
+_DOC_ARTICLE = re.compile(
+    r"\b(?:article|guide|faq|knowledge ?base|runbook|wiki)\b[^()\n]{0,90}[:\s]\s*(?:[a-z]+://)?$", re.I
+)
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?::\d{2,5})?"
 _TARGET_PATTERNS = [
     re.compile(
@@ -530,7 +534,8 @@ def _target(msg: str) -> str | None:
                 continue
             if _SOURCE_FILE.search(name):
                 continue
-            if _DOC_LINK.search(msg[max(0, m.start() - 24) : m.start(1)]):
+            before = msg[max(0, m.start() - 120) : m.start(1)]
+            if _DOC_LINK.search(before[-24:]) or _DOC_ARTICLE.search(before):
                 continue  # "(see https://curl.haxx.se/libcurl/...)": a documentation link, not the call
             return name
     return None

@@ -2,7 +2,8 @@
 
 One module per family: alertmanager (also Grafana-managed alerts), kubernetes (`kubectl get -o json` / `-o yaml`),
 kubetext (`kubectl describe` and `kubectl get` tables), prometheus, aws (CloudWatch metrics and alarm history, RDS,
-Performance Insights, ECS services), changes (change records: a planned change's window, state and work notes),
+Performance Insights, ECS services), azure (Azure Monitor's common alert schema, metrics, Log Analytics
+query results), changes (change records: a planned change's window, state and work notes),
 cloudlogs (CloudWatch Logs and Logs Insights, Google Cloud Logging and Azure Monitor log exports), logstores (Loki
 and Elasticsearch/OpenSearch query results), traces (Jaeger, OTLP/JSON and Zipkin spans, read as each service's
 log), paging (PagerDuty and Opsgenie incidents, read as alerts), datadog, docker (`docker inspect` and `docker ps`),
@@ -15,6 +16,7 @@ JSON-lines logs, offered last; then dated events in JSON of no known shape (json
 from diagnosis.formats import (
     alertmanager,
     aws,
+    azure,
     changes,
     cloudlogs,
     datadog,
@@ -55,6 +57,7 @@ __all__ = [
     "ParseContext",
     "alertmanager",
     "aws",
+    "azure",
     "changes",
     "cloudlogs",
     "datadog",

@@ -121,6 +121,8 @@ APACHE_RE = re.compile(
 PHP_LEVEL = re.compile(r"\bPHP (Fatal error|Parse error|Warning|Notice|Deprecated|Recoverable fatal error)\b")
 _PHP_LEVELS = {"Warning": "warn", "Notice": "info", "Deprecated": "info"}
 CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
+# a qualified exception class opening a line: "System.Threading.Tasks.TaskCanceledException: A task was canceled."
+_EXCEPTION_HEAD = re.compile(r"(?:[A-Za-z_][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)(?::\s|$)")
 # what comes before the time on some lines: a syslog priority ("<11>", RFC 5424's "<11>1 "), PostgreSQL's
 # `log_line_prefix = '< %m >'`, Ruby's Logger ("E, [2025-01-02T03:04:05.123456 #1234] ERROR -- : ..."),
 # Erlang's error_logger ("=ERROR REPORT==== 2-Jan-2025::03:04:05.123456 ===")
@@ -557,9 +559,17 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 if joined and last is not None:  # the rest of a line the runtime split
                     last["msg"] = f"{last['msg']}{body}"[: MAX_CONTINUATION + 200]
                     continue
-            if last is not None and (_continues(body) or _ends_python_traceback(last["msg"], body)):
+            if last is not None and (
+                _continues(body)
+                or _ends_python_traceback(last["msg"], body)
+                # logback, log4j and .NET print the exception on the line under the error message, at column 0
+                or (last["level"] in ("error", "fatal") and _EXCEPTION_HEAD.match(body) is not None)
+            ):
                 if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
                     last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
+                elif body.startswith("Caused by:") and len(last["msg"]) < 2 * MAX_CONTINUATION:
+                    # but not its root causes: Java prints the one that explains the rest last
+                    last["msg"] = f"{last['msg']}\n{body.rstrip()[:300]}"
                 continue
             ts, level, msg = parser.parse_body(body, m[1] if m else None)
             if not msg and level is None:  # a blank line behind a --timestamps prefix

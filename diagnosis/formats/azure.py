@@ -1,0 +1,247 @@
+"""Azure Monitor exports:
+
+- the common alert schema (what an action group's webhook receives: `schemaId: azureMonitorCommonAlertSchema`,
+  `data.essentials` and `data.alertContext`) -> `alert`, firing or resolved; a Service Health notice of planned
+  maintenance is also the log of that maintenance, so planned work knows it
+- the metrics REST response (`az monitor metrics list`: `value[].timeseries[].data[]`) -> `metric` per series
+- Log Analytics / Application Insights query results (`az monitor log-analytics query`, the REST API's
+  `tables[].columns/rows`) -> a `log` when a column holds messages, else a `metric` per numeric column and group.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from diagnosis.formats._time import parse_ts
+from diagnosis.formats.base import FORMATS, Document, ParseContext, metric_object
+from diagnosis.formats.logs import normalise_level
+from diagnosis.model import EvidenceItem
+
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _is_common_alert(v: Any) -> bool:
+    return isinstance(v, dict) and str(v.get("schemaId", "")).lower() == "azuremonitorcommonalertschema"
+
+
+def _resource(resource_id: str) -> str:
+    """'/subscriptions/../providers/microsoft.web/sites/warranty-claims' -> 'warranty-claims'."""
+    return resource_id.rstrip("/").rsplit("/", 1)[-1]
+
+
+@FORMATS.format(
+    "azure-alert",
+    shapes={"json"},
+    detect=lambda d: (
+        _is_common_alert(d.value)
+        or (isinstance(d.value, list) and bool(d.value) and all(map(_is_common_alert, d.value)))
+    ),
+    order=10,
+)
+def parse_alert(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    for payload in doc.value if isinstance(doc.value, list) else [doc.value]:
+        data = payload.get("data") or {}
+        ess, context = data.get("essentials") or {}, data.get("alertContext") or {}
+        props = context.get("properties") if isinstance(context.get("properties"), dict) else {}
+        targets = [_resource(str(t)) for t in ess.get("alertTargetIDs") or ()]
+        items = [str(c) for c in ess.get("configurationItems") or ()]
+        resolved = (
+            str(ess.get("monitorCondition", "")).lower() == "resolved"
+            or str(context.get("status", "")).lower() == "resolved"
+            or str(props.get("stage", "")).lower() in ("complete", "resolved")
+        )
+        rule = str(ess.get("alertRule") or props.get("title") or "azure-alert")
+        labels = {
+            "alertname": rule,
+            "severity": str(ess.get("severity") or "").lower(),
+            "service": items[0] if items else (targets[0] if targets else ""),
+            "monitoring_service": str(ess.get("monitoringService") or ""),
+            "signal_type": str(ess.get("signalType") or ""),
+        }
+        for cond in (context.get("condition") or {}).get("allOf") or ():
+            if isinstance(cond, dict) and cond.get("metricName"):
+                labels["metric"] = str(cond["metricName"])
+        summary = str(ess.get("description") or props.get("title") or rule)
+        description = _TAG.sub(" ", str(props.get("defaultLanguageContent") or props.get("communication") or ""))
+        starts = parse_ts(ess.get("firedDateTime")) or parse_ts(props.get("impactStartTime"))
+        ends = parse_ts(ess.get("resolvedDateTime")) or (
+            parse_ts(props.get("impactMitigationTime")) if resolved else None
+        )
+        item = {
+            "status": "resolved" if resolved else "firing",
+            "labels": {k: v for k, v in labels.items() if v},
+            "annotations": {
+                "summary": summary,
+                **({"description": " ".join(description.split())} if description else {}),
+            },
+            "starts_at": starts,
+            "ends_at": ends,
+            "fingerprint": ess.get("originAlertId") or ess.get("alertId"),
+            "group_key": ess.get("alertRule"),
+            "receiver": "azure-monitor",
+        }
+        yield ctx.item(doc.path, "alert", f"alert/{rule}", item, ends if resolved and ends else starts)
+        if str(props.get("incidentType", "")).lower() == "maintenance":
+            yield _maintenance_log(doc, ctx, props, summary, item, starts, ends if resolved else None)
+
+
+def _maintenance_log(
+    doc: Document,
+    ctx: ParseContext,
+    props: dict[str, Any],
+    summary: str,
+    alert: dict[str, Any],
+    starts: float | None,
+    ends: float | None,
+) -> EvidenceItem:
+    """A Service Health notice of planned maintenance as the log of that maintenance: started, and complete."""
+    tracking, title = props.get("trackingId", ""), str(props.get("title") or summary)
+    said = alert["annotations"].get("description", "")
+    records = [
+        {"ts": starts, "level": "info", "msg": f"planned maintenance {tracking}: {title}; {said}"[:1000], "line": 1}
+    ]
+    if ends is not None:
+        records.append({"ts": ends, "level": "info", "msg": f"maintenance {tracking} complete: {title}", "line": 2})
+    log = {"records": records, "source": {"path": doc.path, "format": "azure service health"}, "truncated": False}
+    return ctx.item(doc.path, "log", f"azure/{props.get('service') or 'service-health'}", log, ends or starts)
+
+
+# --- metrics ----------------------------------------------------------------------------------------------------
+
+_AGGREGATIONS = ("average", "total", "maximum", "minimum", "count")
+
+
+def _is_metrics(v: Any) -> bool:
+    values = v.get("value") if isinstance(v, dict) else None
+    return (
+        isinstance(values, list)
+        and bool(values)
+        and all(
+            isinstance(m, dict) and isinstance(m.get("timeseries"), list) and isinstance(m.get("name"), dict)
+            for m in values
+        )
+    )
+
+
+@FORMATS.format("azure-metrics", shapes={"json"}, detect=lambda d: _is_metrics(d.value), order=30)
+def parse_metrics(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    for m in doc.value["value"]:
+        name = str(m["name"].get("value") or m["name"].get("localizedValue") or "metric")
+        resource = _resource(str(m.get("id") or "").split("/providers/Microsoft.Insights/metrics")[0])
+        for ts in m["timeseries"]:
+            labels = {"resource": resource} if resource else {}
+            for md in ts.get("metadatavalues") or ():
+                key = (md.get("name") or {}).get("value") if isinstance(md.get("name"), dict) else md.get("name")
+                if key and md.get("value") is not None:
+                    labels[str(key)] = str(md["value"])
+            points = []
+            for point in ts.get("data") or ():
+                t = parse_ts(point.get("timeStamp"))
+                value = next((point[a] for a in _AGGREGATIONS if isinstance(point.get(a), int | float)), None)
+                if t is not None and value is not None:
+                    points.append([t, float(value)])
+            points.sort()
+            data = {
+                "name": name,
+                "labels": labels,
+                "unit": str(m.get("unit") or ""),
+                "points": points,
+                "source": "azure",
+            }
+            yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+
+
+# --- Log Analytics / Application Insights query results ------------------------------------------------------------
+
+_MESSAGE_COLUMNS = ("message", "outermessage", "innermostmessage", "details", "msg", "text", "renderedmessage", "log")
+_LEVEL_COLUMNS = ("severitylevel", "level", "severity", "loglevel")
+_NUMERIC = ("long", "real", "int", "decimal", "double")
+# how Application Insights numbers severity: 0 verbose ... 4 critical
+_AI_SEVERITY = {"0": "debug", "1": "info", "2": "warn", "3": "error", "4": "fatal"}
+
+
+def _tables(v: Any) -> list[dict[str, Any]] | None:
+    tables = v.get("tables") if isinstance(v, dict) else None
+    if not isinstance(tables, list) or not tables:
+        return None
+    ok = all(
+        isinstance(t, dict) and isinstance(t.get("columns"), list) and isinstance(t.get("rows"), list) for t in tables
+    )
+    return tables if ok else None
+
+
+def _detect_query(doc: Document) -> bool:
+    """Query results with a typed datetime column (Application Insights' `timestamp`); Log Analytics tables keyed
+    by TimeGenerated are cloudlogs' azure-logs, offered first."""
+    return any(
+        isinstance(c, dict) and str(c.get("type", "")).lower() == "datetime"
+        for t in _tables(doc.value) or []
+        for c in t["columns"]
+    )
+
+
+@FORMATS.format("azure-log-query", shapes={"json"}, detect=_detect_query, order=31)
+def parse_log_query(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    for table in _tables(doc.value) or []:
+        cols = [
+            (str(c.get("name") or ""), str(c.get("type") or "").lower())
+            for c in table["columns"]
+            if isinstance(c, dict)
+        ]
+        names = [c[0].lower() for c in cols]
+        time_col = next((i for i, (_, t) in enumerate(cols) if t == "datetime"), None)
+        if time_col is None:
+            continue
+        msg_col = next((names.index(c) for c in _MESSAGE_COLUMNS if c in names), None)
+        level_col = next((names.index(c) for c in _LEVEL_COLUMNS if c in names), None)
+        rows = [r for r in table["rows"] if isinstance(r, list) and len(r) == len(cols)]
+        if msg_col is not None:
+            records = []
+            for n, r in enumerate(rows, 1):
+                rest = " ".join(
+                    f"{cols[i][0]}={r[i]}"
+                    for i in range(len(cols))
+                    if i not in (time_col, msg_col, level_col) and r[i] not in (None, "")
+                )
+                raw_level = str(r[level_col]) if level_col is not None else ""
+                level = (
+                    _AI_SEVERITY.get(raw_level)
+                    or normalise_level(raw_level)
+                    or (
+                        "error"
+                        if "exception" in names[msg_col] or names[msg_col] in ("outermessage", "innermostmessage")
+                        else None
+                    )
+                )
+                records.append(
+                    {
+                        "ts": parse_ts(r[time_col]),
+                        "level": level,
+                        "msg": f"{r[msg_col]}" + (f" ({rest})" if rest else ""),
+                        "line": n,
+                    }
+                )
+            records.sort(key=lambda x: (x["ts"] is None, x["ts"] or 0.0))
+            stamps = [x["ts"] for x in records if x["ts"] is not None]
+            log = {"records": records, "source": {"path": doc.path, "format": "log analytics"}, "truncated": False}
+            yield ctx.item(doc.path, "log", doc.path, log, max(stamps) if stamps else None)
+            continue
+        dims = [i for i, (_, t) in enumerate(cols) if t in ("string", "dynamic", "guid") and i != time_col]
+        series: dict[tuple[int, tuple[str, ...]], list[list[float]]] = defaultdict(list)
+        for r in rows:
+            t = parse_ts(r[time_col])
+            if t is None:
+                continue
+            key = tuple(str(r[i]) for i in dims)
+            for i, (_, kind) in enumerate(cols):
+                if kind in _NUMERIC and isinstance(r[i], int | float):
+                    series[(i, key)].append([t, float(r[i])])
+        for (i, key), points in series.items():
+            labels = {cols[d][0]: v for d, v in zip(dims, key, strict=True)}
+            name = cols[i][0]
+            points.sort()
+            data = {"name": name, "labels": labels, "unit": "", "points": points, "source": "log analytics"}
+            yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
