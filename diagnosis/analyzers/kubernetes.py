@@ -124,6 +124,9 @@ def kubernetes_nodes(evidence: EvidenceSet) -> list[Finding]:
         evs = [e for e in warning_events(idx.events_for("Node", "", name)) if idx.recent(event_ts(e))]
         affected = [(ns, p) for ns, p, pod in _pods_on(idx, name) if _troubled(pod)]
         tags = [f"node:{name}", f"host:{name}"] + [f"pod:{ns}/{p}" for ns, p in affected]
+        provider = str(((item.data.get("spec") or {}).get("providerID") or "") if item else "")
+        if re.search(r"/i-[0-9a-f]{8,}$", provider):  # aws:///eu-west-1a/i-0c4f...: the EC2 instance under it
+            tags.append(f"instance:{provider.rsplit('/', 1)[-1]}")
         node_obj = f"Node {name}"
         conds = ((item.data.get("status") or {}).get("conditions") or ()) if item else ()
         reported = False
@@ -150,7 +153,7 @@ def kubernetes_nodes(evidence: EvidenceSet) -> list[Finding]:
                         mechanism=f"{node_obj} is NotReady ({c.get('reason') or cstatus}: "
                         f"{str(c.get('message') or 'kubelet stopped reporting')[:140]}), so its "
                         f"{len(affected)} pod(s) are not running or not ready",
-                        explains=[*POD_EFFECTS, "evicted", "pod_unknown"],
+                        explains=[*POD_EFFECTS, "evicted", "pod_unknown", "pod_dns_unpublished"],
                         evidence=cref + [ref(e, "message", e.data.get("message")) for e in evs[:2]],
                         actions=[
                             Action(

@@ -39,7 +39,7 @@ from diagnosis.analyzers._common import (
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 
 # Signals whose last occurrence is this long before "now" have stopped (see logs.STOPPED_AFTER_S).
 STOPPED_AFTER_S = 15 * 60
@@ -217,6 +217,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             services[rec.item.id] = service_of(rec.item)
         return services[rec.item.id]
 
+    requests = _request_targets(evidence)
     for rec in _records_with_events(evidence):
         msg = rec.msg
         if HOST_EPHEMERAL.search(msg):
@@ -238,7 +239,11 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             if call_kind is None:
                 continue
             caller = caller_of(rec)
-            target = _target(msg) or {"rate_limited": "a rate-limited API", "broker_error": "kafka"}.get(call_kind)
+            target = (
+                _target(msg)
+                or _target_of_request(msg, requests)
+                or {"rate_limited": "a rate-limited API", "broker_error": "kafka"}.get(call_kind)
+            )
             if not target or _base(target) == caller:
                 continue
             if call_kind == "pool_wait" and any(t.startswith("db:") for t in _target_tags(target)):
@@ -266,7 +271,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     egress = _caller_side(calls, now)
     findings += egress
     findings += _demoted(_named_by_cluster(_call_findings(calls, now, _container_ports(evidence)), evidence), egress)
-    findings += _dns_findings(dns_nx, dns_tmp, now)
+    findings += _pods_not_published(_dns_findings(dns_nx, dns_tmp, now), evidence)
     findings += _dead_nameserver(evidence, dns_tmp)
     findings += _tls_findings(tls, now, evidence)
     findings += _probe_findings(evidence)
@@ -498,6 +503,30 @@ def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]
             if kind is None or target in ("", "-"):
                 continue
             yield Rec(item, r.get("ts"), msg, r.get("line"), "error"), kind, target, m["code"]
+
+
+# a request id that ties a gateway's lines together: "(bdfa2931-440a-44b2-a41c-ac2b267ab749) Execution failed ..."
+_REQUEST_ID = re.compile(r"\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b", re.I)
+_SENDING = re.compile(
+    r"\b(?:sending request to|request to|calling|forwarding to|proxying to|endpoint request uri)\b", re.I
+)
+
+
+def _request_targets(evidence: EvidenceSet) -> dict[str, str]:
+    """Request id -> the target a line of that request names ("Sending request to https://api.x/v2/jobs"), for
+    failure lines that name only the request (API Gateway's execution log, request-scoped app logs)."""
+    out: dict[str, str] = {}
+    for item in evidence.kind("log"):
+        for r in (item.data.get("records") or ())[:50000]:
+            msg = str(r.get("msg") or "")
+            if _SENDING.search(msg) and (m := _REQUEST_ID.search(msg)) and (target := _target(msg)):
+                out[m.group(1).lower()] = target
+    return out
+
+
+def _target_of_request(msg: str, requests: dict[str, str]) -> str | None:
+    m = _REQUEST_ID.search(msg) if requests else None
+    return requests.get(m.group(1).lower()) if m else None
 
 
 def _call_failure(msg: str) -> str | None:
@@ -975,6 +1004,56 @@ def _dead_nameserver(evidence: EvidenceSet, dns_tmp: dict[str, Failures]) -> lis
             )
         )
     return out
+
+
+# a StatefulSet pod's own name behind its headless Service: <pod>.<service>.<namespace>.svc[.cluster.local]
+_POD_DNS = re.compile(
+    r"^([a-z0-9][a-z0-9-]*)\.([a-z0-9][a-z0-9-]*)\.([a-z0-9][a-z0-9-]*)\.svc(?:\.cluster\.local)?\.?$"
+)
+
+
+def _pods_not_published(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
+    """NXDOMAIN for a StatefulSet pod's DNS name while that pod is not Ready (terminating, or on a node that
+    stopped): a headless Service publishes only ready pods, so the name is gone because the pod is, not because
+    the name in the configuration is wrong. The pod's own failure is the cause; this is its symptom."""
+    pods = {
+        (str(meta.get("namespace")), str(meta.get("name"))): p
+        for p in evidence.kind("k8s/Pod")
+        if (meta := p.data.get("metadata") or {})
+    }
+    out = []
+    for f in findings:
+        name = next((t.split(":", 1)[1] for t in f.tags if t.startswith("dns:")), "")
+        m = _POD_DNS.match(name) if f.code == "dns_name_not_found" else None
+        pod = pods.get((m.group(3), m.group(1))) if m else None
+        if pod is None or _pod_ready(pod):
+            out.append(f)
+            continue
+        ns, pod_name = m.group(3), m.group(1)
+        out.append(
+            f.model_copy(
+                update={
+                    # a cause for what its callers saw, itself explained by whatever took the pod down (its node)
+                    "role": "cause",
+                    "category": Category.UNKNOWN,
+                    "score": 0.55,
+                    "code": "pod_dns_unpublished",
+                    "mechanism": f"{f.mechanism} The name is pod {ns}/{pod_name}'s own, and that pod is not Ready: its "
+                    "headless Service stopped publishing it, so the name is missing because the pod is.",
+                    "tags": list(dict.fromkeys([*f.tags, f"pod:{ns}/{pod_name}"])),
+                    "explains": ["upstream_5xx", "upstream_timeout", "connection_refused", "errors", "http_5xx"],
+                    "needs": [f"why pod {ns}/{pod_name} is not Ready (its node, its events)"],
+                }
+            )
+        )
+    return out
+
+
+def _pod_ready(pod: EvidenceItem) -> bool:
+    meta, status = pod.data.get("metadata") or {}, pod.data.get("status") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
 
 
 _COREDNS_QUERY = re.compile(r"plugin/errors: \d+ (\S+?)\.? (?:A|AAAA|SRV|CNAME|PTR|MX|TXT|NS|SOA|HTTPS)\b")

@@ -849,3 +849,18 @@ def test_hpa_scaling_one_replicaset_is_not_a_rollout_but_moving_between_two_is()
     d = diagnose(up, down, lat)
     assert d.category == Category.CODE_DEFECT
     says(d, "rolled out")
+
+
+def test_nxdomain_for_a_statefulset_pod_on_a_dead_node_is_the_node_not_the_name() -> None:
+    cache = pod("cache-1", node="node-9", statuses=[container_status("redis", ready=False)],
+                status_extra={"phase": "Running"})  # fmt: skip
+    cache.data["metadata"]["deletionTimestamp"] = iso(NOW - 1200)
+    lines = [
+        f"ERROR quote failed: dial tcp: lookup cache-1.cache.shop.svc.cluster.local on 10.0.0.10:53: no such host {i}"
+        for i in range(8)
+    ]
+    d = diagnose(
+        cache, node("node-9", ready="Unknown", since=NOW - 1500), log("shop", "pricer-7d9f8b6c5-x2k4p", "app", lines)
+    )
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "node-9" in d.root_cause

@@ -72,7 +72,7 @@ def test_metrics_and_application_insights_results_become_series(tmp_path: Path) 
                 ],
             }
         ],
-    }  # noqa: E501
+    }
     query = {
         "tables": [
             {
@@ -85,7 +85,7 @@ def test_metrics_and_application_insights_results_become_series(tmp_path: Path) 
                 "rows": [["2026-04-28T10:00:00Z", "2.14.0", 85.0], ["2026-04-28T10:15:00Z", "2.14.0", 9800.0]],
             }
         ]
-    }  # noqa: E501
+    }
     (tmp_path / "m.json").write_text(json.dumps(metrics))
     (tmp_path / "q.json").write_text(json.dumps(query))
     ev = load_bundle(tmp_path)

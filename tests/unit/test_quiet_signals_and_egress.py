@@ -169,3 +169,27 @@ def test_timeouts_of_the_service_asked_about_with_nothing_from_it_are_missing_ev
     d = investigate(ev, "why are invoice downloads failing?")
     assert d.category is Category.DEPENDENCY_FAILURE, d.root_cause
     assert "billing-invoice-renderer" in d.root_cause
+
+
+def test_a_gateway_failure_line_is_tied_to_its_request_target(tmp_path: Path) -> None:
+    lines = []
+    for i in range(6):
+        rid = f"bdfa2931-440a-44b2-a41c-ac2b267ab7{i:02d}"
+        lines += [
+            f"2025-07-08T13:4{i}:00.000000 ({rid}) Sending request to https://api.scribeline.example/v2/jobs",
+            f"2025-07-08T13:4{i}:29.000000 ({rid}) Execution failed due to a timeout error",
+            f"2025-07-08T13:4{i}:29.001000 ({rid}) Method completed with status: 504",
+        ]
+    (tmp_path / "execution.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why does transcription fail?")
+    assert d.category is Category.DEPENDENCY_FAILURE and "api.scribeline.example" in d.root_cause, d.root_cause
+
+
+def test_a_json_key_ending_in_error_is_not_an_exception(tmp_path: Path) -> None:
+    rows = [
+        {"requestTime": f"2025-07-08T13:{20 + i}:00Z", "httpMethod": "GET", "status": "200", "integrationError": "-"}
+        for i in range(5)
+    ]
+    (tmp_path / "access.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    d = investigate(load_bundle(tmp_path), None)
+    assert d.category is not Category.CODE_DEFECT, d.root_cause
