@@ -23,6 +23,7 @@ from diagnosis.timeline import fmt_age, fmt_ts, parse_ts
 
 K8S = Domain.KUBERNETES
 CAUSE, SYMPTOM, BENIGN = "cause", "symptom", "benign"
+WARMED_UP_AFTER_S = 120.0  # a pod Ready now whose probe last failed this long ago is past its start-up
 
 # what a failing container explains: its own restarts and unreadiness, its workload's rollout and replicas, the
 # Service endpoints it should fill and the errors its callers see; alerts on the same objects are implied
@@ -866,6 +867,11 @@ class PodReader:
                 since = parse_ts(cond.get("lastTransitionTime"))
                 if since is not None and last_failure and since >= last_failure:
                     return i, since
+                # a `kubectl get pods` table says Ready now but not since when: failures that ended well before
+                # the snapshot were its start
+                now = self.idx.now
+                if since is None and last_failure and now is not None and now - last_failure >= WARMED_UP_AFTER_S:
+                    return i, last_failure
         return None
 
     def _warmed_up(

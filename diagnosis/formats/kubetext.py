@@ -121,9 +121,24 @@ def _is_describe(block: list[tuple[int, str]]) -> bool:
     return "Name" in keys and bool(keys & {"Namespace", "Roles", "CreationTimestamp", "Labels", "Events"})
 
 
-def _table(seg: _Segment) -> tuple[str, list[tuple[int, dict[str, str]]]] | None:
-    """A `kubectl get` table: its kind and rows as {column: text}, cut at the header's column positions."""
-    body = [(n, line) for n, line in seg.lines if line.strip()]
+def _tables(seg: _Segment) -> list[tuple[str, list[tuple[int, dict[str, str]]]]]:
+    """The `kubectl get` tables of one output, each with its kind and rows as {column: text}, cut at its header's
+    column positions. `kubectl get deploy,job,pods` prints one table per kind, separated by a blank line."""
+    blocks: list[list[tuple[int, str]]] = [[]]
+    for n, line in seg.lines:
+        if line.strip():
+            blocks[-1].append((n, line))
+        elif blocks[-1]:
+            blocks.append([])
+    out = []
+    for body in blocks:
+        table = _block_table(body)
+        if table:
+            out.append(table)
+    return out
+
+
+def _block_table(body: list[tuple[int, str]]) -> tuple[str, list[tuple[int, dict[str, str]]]] | None:
     if not body:
         return None
     header = body[0][1]
@@ -139,6 +154,8 @@ def _table(seg: _Segment) -> tuple[str, list[tuple[int, dict[str, str]]]] | None
                 for i, (start, name) in enumerate(starts):
                     end = starts[i + 1][0] if i + 1 < len(starts) else None
                     cells[name] = line[start:end].strip() if name != starts[-1][1] else line[start:].strip()
+                if "/" in cells.get("NAME", ""):  # `kubectl get all`: "pod/x", "deployment.apps/y"
+                    cells["NAME"] = cells["NAME"].split("/", 1)[1]
                 rows.append((n, cells))
             return kind, rows
     return None
@@ -146,7 +163,7 @@ def _table(seg: _Segment) -> tuple[str, list[tuple[int, dict[str, str]]]] | None
 
 def detect(doc: Document) -> bool:
     head = Document(doc.path, "text", text=doc.text[:65536])
-    return any(_describe_blocks(seg) or _table(seg) for seg in _segments(head))
+    return any(_describe_blocks(seg) or _tables(seg) for seg in _segments(head))
 
 
 # ------------------------------------------------------------------------------------------------ parsing
@@ -160,8 +177,7 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             for block in blocks:
                 yield from _describe(doc, ctx, seg, block)
             continue
-        table = _table(seg)
-        if table:
+        for table in _tables(seg):
             yield from _table_items(doc, ctx, seg, *table)
 
 
@@ -752,16 +768,22 @@ def _table_pod(doc: Document, ctx: ParseContext, cells: dict[str, str], ns: str)
         }.get(status_text, "Pending" if status_text.startswith("Init:") else "Running")
     )
     status: dict[str, Any] = {"phase": phase, "containerStatuses": [cs]}
+    live = phase == "Running" and status_text not in ("Terminating", "Unknown", "NodeLost")
+    if ready.isdigit() and total.isdigit() and int(total) > 0:  # READY 3/3: the pod's Ready condition, time unknown
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready == total and live else "False"}]
     if status_text == "Evicted":
         status["reason"] = "Evicted"
     spec: dict[str, Any] = {"containers": [{"name": ""}]}
     node = cells.get("NODE", "")
     if node and node != "<none>":
         spec["nodeName"] = node
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if status_text == "Terminating":  # being deleted since a time the table does not give
+        meta["deletionTimestamp"] = "unknown"
     obj = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
+        "metadata": meta,
         "spec": spec,
         "status": status,
         FROM_KEY: "kubectl get",

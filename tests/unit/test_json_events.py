@@ -54,3 +54,25 @@ def test_truncated_json_under_its_command_is_a_file_error(tmp_path: Path) -> Non
     (tmp_path / "ecs.txt").write_text(COMMAND + json.dumps(PROJECTION, indent=2)[:-40])
     ev = load_bundle(tmp_path)
     assert ev.errors and "malformed JSON" in ev.errors[0]["error"]
+
+
+GET_MANY = """$ kubectl -n tariffs get deploy,pods -o wide
+NAME                          READY   UP-TO-DATE   AVAILABLE   AGE
+deployment.apps/tariff-sync   3/3     3            3           322d
+
+NAME                               READY   STATUS        RESTARTS   AGE
+pod/tariff-sync-6b8f7c9d54-9dkwp   1/1     Running       0          9m1s
+pod/tariff-cache-1                 1/1     Terminating   0          41d
+"""
+
+
+def test_kubectl_get_of_several_kinds_reads_each_table_with_its_own_header(tmp_path: Path) -> None:
+    (tmp_path / "get.txt").write_text(GET_MANY)
+    ev = load_bundle(tmp_path)
+    assert [d.object for d in ev.kind("k8s/Deployment")] == ["Deployment/tariffs/tariff-sync"]
+    pods = {p.object: p.data for p in ev.kind("k8s/Pod")}
+    assert set(pods) == {"Pod/tariffs/tariff-sync-6b8f7c9d54-9dkwp", "Pod/tariffs/tariff-cache-1"}
+    ready = pods["Pod/tariffs/tariff-sync-6b8f7c9d54-9dkwp"]["status"]["conditions"][0]["status"]
+    terminating = pods["Pod/tariffs/tariff-cache-1"]
+    assert ready == "True" and terminating["status"]["conditions"][0]["status"] == "False"
+    assert terminating["metadata"]["deletionTimestamp"]
