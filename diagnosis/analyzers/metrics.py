@@ -95,8 +95,13 @@ def metric_series(evidence: EvidenceSet) -> list[Finding]:
         series.append(_Series(m, name, labels, pts, _kind(name, labels)))
     limits = [s for s in series if _LIMIT.search(s.name) and s.points]
     out: list[Finding] = []
+    started = _first_seen(series)
     for s in series:
         if s in limits or not s.points:
+            continue
+        late = _appeared_failing(s, started)
+        if late is not None:
+            out += _of_dependency(s, [late])
             continue
         health = _health(s)
         if health is None:
@@ -108,6 +113,46 @@ def metric_series(evidence: EvidenceSet) -> list[Finding]:
             continue
         out += _analyze(s, limits)
     return with_aliases(out)
+
+
+def _first_seen(series: list[_Series]) -> dict[str, float]:
+    """The first timestamp of each metric name over all its series."""
+    out: dict[str, float] = {}
+    for s in series:
+        if s.points:
+            out[s.name] = min(out.get(s.name, s.points[0][0]), s.points[0][0])
+    return out
+
+
+def _appeared_failing(s: _Series, started: dict[str, float]) -> Finding | None:
+    """A failure count split by result (a resultCode=503 series beside the 200 one) exists only once the failures
+    begin: a series of the same metric that starts well after its siblings, all its points failing, is a step from
+    nothing, which no single series shows."""
+    if s.kind != "errors" or len(s.points) < 2 or any(v <= 0 for _, v in s.points):
+        return None
+    step = s.points[1][0] - s.points[0][0]
+    first = started.get(s.name)
+    if first is None or step <= 0 or s.points[0][0] - first < 2 * step:
+        return None
+    who = _who(s)
+    peak = max(range(len(s.points)), key=lambda i: s.points[i][1])
+    return Finding(
+        analyzer="metric_series",
+        domain=Domain.METRICS,
+        role="symptom",
+        code=_symptom_code(s),
+        category=Category.UNKNOWN,
+        title=f"{who} appeared at {fmt_ts(s.points[0][0])} (peak {s.points[peak][1]:.4g})",
+        mechanism=(
+            f"{who} has no points before {fmt_ts(s.points[0][0])} while the other series of {s.name} go back to "
+            f"{fmt_ts(first)}: these failures began then (peak {s.points[peak][1]:.4g})."
+        ),
+        object=who,
+        score=0.5,
+        ts=s.points[0][0],
+        tags=_tags(s),
+        evidence=[_ref(s, 0, s.points[0][1]), _ref(s, peak, s.points[peak][1])],
+    )
 
 
 # ---------------------------------------------------------------- health indicators
@@ -411,13 +456,53 @@ def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
     # 3. step change
     step = step_change(pts)
     if step and _worse(s, free_like, step.after > step.before):
-        return [
-            _step_finding(
-                s, pts, step.ts, step.before, step.after, step.index, is_counter, _failing(s, step.after, limit)
-            )
-        ]
+        return _of_dependency(
+            s,
+            [
+                _step_finding(
+                    s, pts, step.ts, step.before, step.after, step.index, is_counter, _failing(s, step.after, limit)
+                )
+            ],
+        )
     # 4. anomalies
-    return _anomaly_findings(s, pts, free_like, is_counter, limit)
+    return _of_dependency(s, _anomaly_findings(s, pts, free_like, is_counter, limit))
+
+
+# labels that name the other side of a call in per-dependency series (Application Insights' dependencies
+# `target`, OpenTelemetry's peer.service / server.address, Envoy's upstream cluster)
+_TARGET_LABELS = ("target", "dependency", "peer_service", "peer.service", "server_address", "server.address",
+                  "upstream", "upstream_cluster", "destination_service", "remote_service")  # fmt: skip
+
+
+def _of_dependency(s: _Series, found: list[Finding]) -> list[Finding]:
+    """Failed calls counted per dependency that rose: that dependency is failing its callers (a cause, named), not
+    an anonymous error rate."""
+    target = next((str(s.labels[k]) for k in _TARGET_LABELS if s.labels.get(k)), None)
+    if target is None or s.kind != "errors":
+        return found
+    base = target.split("|", 1)[0].strip()
+    label = next((p for p in base.split(".") if p not in ("api", "www", "svc", "rest", "gateway")), base)
+    out = []
+    for f in found:
+        if f.role != "symptom":
+            out.append(f)
+            continue
+        out.append(
+            f.model_copy(
+                update={
+                    "role": "cause",
+                    "code": "upstream_5xx",
+                    "category": Category.DEPENDENCY_FAILURE,
+                    "object": f"upstream {base}",
+                    "title": f"calls to {base} failing: {f.title}",
+                    "mechanism": f"calls to {base} fail more than before: {f.mechanism}",
+                    "score": 0.6,
+                    "tags": list(dict.fromkeys([*f.tags, f"upstream:{label}", f"service:{label}"])),
+                    "explains": ["latency", "errors", "http_5xx", "exception", "metric_shift"],
+                }
+            )
+        )
+    return out
 
 
 # Kinds whose rise is itself a failure signal; resource use that moved but stays below 80% of a known capacity

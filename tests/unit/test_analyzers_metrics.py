@@ -217,3 +217,14 @@ def test_a_cloudwatch_status_colour_in_the_name_is_a_health_verdict() -> None:
     b.metric("ClusterStatus.yellow", series(T0, 60, [0.0] * 10), labels, "cloudwatch")
     [cause] = causes(metric_series(b.set()))
     assert cause.code == "dependency_unhealthy" and cause.object == "catalog-os" and "red" in cause.title
+
+
+def test_failed_calls_per_dependency_name_it_and_a_series_that_appears_failing_is_a_step() -> None:
+    b = Builder()
+    ok = {"target": "api.carrier.example.net", "resultCode": "200"}
+    bad = {"target": "api.carrier.example.net", "resultCode": "503"}
+    b.metric("failed", series(T0, 600, [0.0] * 12), ok)
+    b.metric("failed", series(T0 + 7 * 600, 600, [244.0, 517.0, 188.0, 230.0, 210.0]), bad)
+    found = metric_series(b.set())
+    [f] = [f for f in found if f.role == "cause"]
+    assert f.code == "upstream_5xx" and "api.carrier.example.net" in f.object and f.ts == T0 + 7 * 600
