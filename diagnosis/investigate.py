@@ -28,6 +28,7 @@ ANALYZER_MODULES = (
     "regressions",
     "network",
     "routing",
+    "balancers",
     "runtime",
     "logs",
 )

@@ -2,21 +2,23 @@
 
 One module per family: alertmanager (also Grafana-managed alerts), kubernetes (`kubectl get -o json` / `-o yaml`),
 kubetext (`kubectl describe` and `kubectl get` tables), prometheus, aws (CloudWatch metrics and alarm history, RDS,
-Performance Insights, ECS services), azure (Azure Monitor's common alert schema, metrics, Log Analytics
-query results), changes (change records: a planned change's window, state and work notes),
-cloudlogs (CloudWatch Logs and Logs Insights, Google Cloud Logging and Azure Monitor log exports), logstores (Loki
-and Elasticsearch/OpenSearch query results), traces (Jaeger, OTLP/JSON and Zipkin spans, read as each service's
-log), paging (PagerDuty and Opsgenie incidents, read as alerts), datadog, docker (`docker inspect` and `docker ps`),
-dumps (JVM thread dumps: deadlocks and starved pools), postgres (also pasted from psql), mysql (lock waits and
-transactions pasted from the mysql client, read as PostgreSQL's sessions and locks), health (status pages, AWS
-Health, search cluster health), hosttext (df, redis INFO, resolv.conf), and logs (the catch-all for text and
-JSON-lines logs, offered last; then dated events in JSON of no known shape (jsonevents), then untimed error lines).
+Performance Insights, ECS services), azure (Azure Monitor's common alert schema, metrics, Application Insights
+query results), balancers (Application Gateway backend health, ELB target health), changes (change records: a
+planned change's window, state and work notes), cloudlogs (CloudWatch Logs and Logs Insights, Google Cloud Logging
+and Azure Monitor log exports), logstores (Loki and Elasticsearch/OpenSearch query results), traces (Jaeger,
+OTLP/JSON and Zipkin spans, read as each service's log), paging (PagerDuty and Opsgenie incidents, read as alerts),
+datadog, docker (`docker inspect` and `docker ps`), dumps (JVM thread dumps: deadlocks and starved pools), postgres
+(also pasted from psql), mysql (lock waits and transactions pasted from the mysql client, read as PostgreSQL's
+sessions and locks), health (status pages, AWS Health, search cluster health), hosttext (df, redis INFO,
+resolv.conf), and logs (the catch-all for text and JSON-lines logs, offered last; then dated events in JSON of no
+known shape (jsonevents), then untimed error lines).
 """
 
 from diagnosis.formats import (
     alertmanager,
     aws,
     azure,
+    balancers,
     changes,
     cloudlogs,
     datadog,
@@ -58,6 +60,7 @@ __all__ = [
     "alertmanager",
     "aws",
     "azure",
+    "balancers",
     "changes",
     "cloudlogs",
     "datadog",
