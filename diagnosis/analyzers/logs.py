@@ -56,6 +56,7 @@ BACKGROUND_MIN_OTHERS = 20
 # Fewer occurrences than this are sporadic: the finding is kept below the reasoning's stand-alone score (0.5), so it
 # names the cause only when it explains something observed (a crash, a restart), not on a healthy system.
 SPORADIC = 3
+FEW_ERRORS, FEW_ERRORS_AMONG, FEW_ERRORS_SHARE = 4, 50, 0.02  # at most 4 errors in 50+ lines, under 2% of them
 # A deploy this long before the first exception makes the deploy the likely origin of the bug.
 DEPLOY_WINDOW_S = 2 * 3600
 ROLLOUT_SLACK_S = 300
@@ -808,14 +809,18 @@ def _errors_symptom(item: EvidenceItem, active: list[Template], who: str, tags: 
     last = max((t.last_ts for t in active if t.last_ts is not None), default=None)
     top = active[:3]
     listing = "; ".join(f"'{_short(t.template, 100)}' x{t.count}" for t in top)
+    lines = len(item.data.get("records") or ())
+    # a handful of errors among a busy log's lines is what every working service logs, not a failure
+    few = total <= FEW_ERRORS and lines >= FEW_ERRORS_AMONG and total / lines < FEW_ERRORS_SHARE
     return Finding(
         analyzer="log_errors",
         domain=Domain.LOGS,
-        role="symptom",
-        code="errors",
-        category=Category.UNKNOWN,
-        title=f"{who}: {total} errors in {len(active)} template(s)",
-        mechanism=f"{who} logged {total} errors {span_text(first, last)}: {listing}.",
+        role="benign" if few else "symptom",
+        code="errors_few" if few else "errors",
+        category=Category.HEALTHY if few else Category.UNKNOWN,
+        title=f"{who}: {total} errors in {len(active)} template(s)" + (f" among {lines} lines" if few else ""),
+        mechanism=f"{who} logged {total} errors {span_text(first, last)}: {listing}"
+        + (f"; {total} of {lines} lines: the background of a working service, not a failure." if few else "."),
         object=who,
         score=min(0.9, 0.3 + total / 200),
         ts=first,

@@ -122,7 +122,7 @@ PHP_LEVEL = re.compile(r"\bPHP (Fatal error|Parse error|Warning|Notice|Deprecate
 _PHP_LEVELS = {"Warning": "warn", "Notice": "info", "Deprecated": "info"}
 CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
 # a qualified exception class opening a line: "System.Threading.Tasks.TaskCanceledException: A task was canceled."
-_EXCEPTION_HEAD = re.compile(r"(?:[A-Za-z_][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)(?::\s|$)")
+_EXCEPTION_HEAD = re.compile(r"(?:[A-Za-z_][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)(?: \(\w+\))?(?::\s|$)")
 # what comes before the time on some lines: a syslog priority ("<11>", RFC 5424's "<11>1 "), PostgreSQL's
 # `log_line_prefix = '< %m >'`, Ruby's Logger ("E, [2025-01-02T03:04:05.123456 #1234] ERROR -- : ..."),
 # Erlang's error_logger ("=ERROR REPORT==== 2-Jan-2025::03:04:05.123456 ===")
@@ -573,6 +573,17 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 continue
             ts, level, msg = parser.parse_body(body, m[1] if m else None)
             if not msg and level is None:  # a blank line behind a --timestamps prefix
+                continue
+            if (
+                ts is None
+                and last is not None
+                and last["ts"] is not None
+                and last["level"] in ("error", "fatal")
+                and not body.startswith("Traceback (")  # a Python traceback is a record of its own
+            ):
+                # in a timed log, an untimed line under an error is part of it (the SQL it ran, its exception)
+                if len(last["msg"]) < MAX_CONTINUATION:
+                    last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
                 continue
             if level is None and last is not None and ":  " in msg[:80] and _PG_DETAIL.match(msg):
                 if len(last["msg"]) < MAX_CONTINUATION:  # PostgreSQL's DETAIL / STATEMENT belong to the error above

@@ -397,3 +397,27 @@ def test_a_structured_feed_field_names_the_producer() -> None:
     )
     [cause] = causes(log_errors(b.set()))
     assert "in field price" in cause.mechanism and "from supplier-nordic" in cause.mechanism
+
+
+def test_a_handful_of_errors_in_a_busy_log_is_background() -> None:
+    b = Builder()
+    lines = [(T0 + i * 30, "info", "GET /api/menu 200") for i in range(120)]
+    lines += [(T0 + 1000, "error", "ResizeObserver loop completed with undelivered notifications.")]
+    b.log("logs/web.log", sorted(lines))
+    found = log_errors(b.set())
+    assert not [f for f in found if f.role in ("cause", "symptom")]
+    assert by_code(found, "errors_few")
+
+
+def test_untimed_lines_under_an_error_in_a_timed_log_belong_to_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from diagnosis.bundle import load_bundle
+
+    log = (
+        "2026-01-11 01:31:21.1150|ERROR|EntityFrameworkCore.Database.Command|Failed executing DbCommand (30,012ms)\n"
+        "SELECT [s].[Sku] FROM [dbo].[StockMovement] AS [s]\n"
+        "Microsoft.Data.SqlClient.SqlException (0x80131904): Execution Timeout Expired.\n"
+        "2026-01-11 01:31:22.0000|INFO|Api|GET /health 200\n"
+    )
+    (tmp_path / "app.log").write_text(log)
+    recs = load_bundle(tmp_path).kind("log")[0].data["records"]
+    assert len(recs) == 2 and "Execution Timeout Expired" in recs[0]["msg"]
