@@ -402,7 +402,7 @@ def test_a_structured_feed_field_names_the_producer() -> None:
 def test_a_handful_of_errors_in_a_busy_log_is_background() -> None:
     b = Builder()
     lines = [(T0 + i * 30, "info", "GET /api/menu 200") for i in range(120)]
-    lines += [(T0 + 1000, "error", "ResizeObserver loop completed with undelivered notifications.")]
+    lines += [(T0 + 3500, "error", "ResizeObserver loop completed with undelivered notifications.")]
     b.log("logs/web.log", sorted(lines))
     found = log_errors(b.set())
     assert not [f for f in found if f.role in ("cause", "symptom")]
