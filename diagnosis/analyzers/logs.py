@@ -811,7 +811,10 @@ def _errors_symptom(item: EvidenceItem, active: list[Template], who: str, tags: 
     listing = "; ".join(f"'{_short(t.template, 100)}' x{t.count}" for t in top)
     lines = len(item.data.get("records") or ())
     # a handful of errors among a busy log's lines is what every working service logs, not a failure
-    few = total <= FEW_ERRORS and lines >= FEW_ERRORS_AMONG and total / lines < FEW_ERRORS_SHARE
+    few = (total <= FEW_ERRORS and lines >= FEW_ERRORS_AMONG and total / lines < FEW_ERRORS_SHARE) or (
+        # one error in a log that goes on: a blip, unless it ended the process
+        total == 1 and lines >= 10 and not any(t.sample and t.sample.level == "fatal" for t in active)
+    )
     return Finding(
         analyzer="log_errors",
         domain=Domain.LOGS,

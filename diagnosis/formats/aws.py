@@ -484,7 +484,10 @@ def parse_empty_events(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIte
 
 # an ECS service event that reports a failure ("was unable to place a task", "failed container health checks",
 # "port 8080 is unhealthy in target-group", "deployment failed")
-_ECS_FAILED = re.compile(r"unable to|failed|unhealthy|error|stopped|denied|not found", re.I)
+# ("has stopped 4 running tasks" is a scale-in or a deployment replacing them: not a failure)
+_ECS_FAILED = re.compile(
+    r"unable to|failed|unhealthy|error|(?<!has )stopped(?! \d+ running tasks?:)|denied|not found", re.I
+)
 
 
 def _ecs_services(v: Any) -> list[dict[str, Any]] | None:
