@@ -429,10 +429,11 @@ def _analyze_source(
     findings: list[Finding] = []
     active: list[Template] = []
     gave_up = _gave_up_at(item)
+    snapshot = bool((item.data.get("source") or {}).get("snapshot"))  # a run's report, not a running log
     for tpl in group_templates(errors):
         verdict = _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
         ended = gave_up is not None and tpl.last_ts is not None and -5 <= gave_up - tpl.last_ts <= 120
-        if verdict == "stopped" and ended:
+        if verdict == "stopped" and (ended or snapshot):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
         if verdict:
             findings.append(_benign(item, tpl, who, tags, verdict))

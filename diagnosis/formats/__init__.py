@@ -7,7 +7,8 @@ query results), balancers (Application Gateway backend health, ELB target health
 planned change's window, state and work notes), cloudlogs (CloudWatch Logs and Logs Insights, Google Cloud Logging
 and Azure Monitor log exports), logstores (Loki and Elasticsearch/OpenSearch query results), traces (Jaeger,
 OTLP/JSON and Zipkin spans, read as each service's log), paging (PagerDuty and Opsgenie incidents, read as alerts),
-datadog, docker (`docker inspect` and `docker ps`), dumps (JVM thread dumps: deadlocks and starved pools), postgres
+pipelines (dbt run results), datadog, docker (`docker inspect` and `docker ps`), dumps (JVM thread dumps),
+postgres
 (also pasted from psql), mysql (lock waits and transactions pasted from the mysql client, read as PostgreSQL's
 sessions and locks), health (status pages, AWS Health, search cluster health), hosttext (df, redis INFO,
 resolv.conf), and logs (the catch-all for text and JSON-lines logs, offered last; then dated events in JSON of no
@@ -33,6 +34,7 @@ from diagnosis.formats import (
     logstores,
     mysql,
     paging,
+    pipelines,
     postgres,
     prometheus,
     traces,
@@ -76,6 +78,7 @@ __all__ = [
     "logstores",
     "mysql",
     "paging",
+    "pipelines",
     "postgres",
     "prometheus",
     "sniff",

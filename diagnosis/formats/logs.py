@@ -673,8 +673,21 @@ _CSV_MESSAGE = re.compile(r"^(?:message|msg|description|summary|text|details?|ev
 _CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status|level_?display_?name)$", re.I)
 
 
+# other names a dated column goes by: start_utc, LAST_LOAD_TIME, event_date, received_at_ms
+_CSV_TIMEISH = re.compile(r"time|date|_at(?:_|$)|^ts_|_ts$|start|utc", re.I)
+
+
 def _csv_time_column(doc: Document) -> str | None:
-    return next((h for h in doc.header if _CSV_TIME.match(h.strip())), None)
+    exact = next((h for h in doc.header if _CSV_TIME.match(h.strip())), None)
+    if exact is not None:
+        return exact
+    try:
+        first = next(doc.rows(), None)
+    except FormatError:
+        return None
+    if first is None:
+        return None
+    return next((h for h in doc.header if _CSV_TIMEISH.search(h) and parse_ts(first.get(h)) is not None), None)
 
 
 def detect_event_csv(doc: Document) -> bool:
