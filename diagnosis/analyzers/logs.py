@@ -642,6 +642,8 @@ def _cause_of(
                 ),
             ],
         )
+    if KILLED_FROM_OUTSIDE.search(msg):
+        return _killed(item, tpl, who, tags)
     exc = EXCEPTION.search(msg)
     if not exc or REMOTE_FAILURE.search(msg):
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
@@ -728,6 +730,39 @@ def _cause_of(
 # The last line of a Python traceback names what was raised ("KeyError: 'sku'", "app.errors.QuotaError: ..."):
 # the header "Traceback (most recent call last)" says only that something was.
 _PY_RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s|:?$)", re.M)
+
+
+# a process stopped by a signal someone else sent: the exception it raises on the way out is not its bug
+KILLED_FROM_OUTSIDE = re.compile(
+    r"received SIGTERM|Task received SIGTERM|AirflowTaskTerminated|terminated by signal|killed by signal|"
+    r"SIGTERM received|got signal (?:15|9)\b|exited with signal (?:15|9)\b",
+    re.I,
+)
+
+
+def _killed(item: EvidenceItem, tpl: Template, who: str, tags: list[str]) -> Finding:
+    assert tpl.sample is not None
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="symptom",
+        code="killed_from_outside",
+        category=Category.UNKNOWN,
+        title=f"{who} was stopped by a signal from outside ({tpl.count}x)",
+        mechanism=(
+            f"{who} was terminated by a signal it did not send itself: '{_short(tpl.sample.msg)}' "
+            f"x{tpl.count}{_spaced(span_text(tpl.first_ts, tpl.last_ts))}; what sent it decides the cause."
+        ),
+        object=who,
+        score=0.5,
+        ts=tpl.first_ts,
+        tags=tags,
+        evidence=[ref_of(tpl.sample)],
+        needs=[
+            f"who stopped {who}: the scheduler's or orchestrator's log (a timeout, a manual stop, a deploy), the "
+            "node's events (eviction, preemption, scale-down) and the kernel's OOM killer"
+        ],
+    )
 
 
 def _python_raised(msg: str) -> str | None:

@@ -232,6 +232,8 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             name = q.group(1) if q else _target(msg)
             _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=name)
         elif DNS_NXDOMAIN.search(msg):
+            if _LOG_FETCH.search(msg):
+                continue  # a log viewer that cannot reach a worker that is gone: not the service's lookup
             name = _dns_name(msg)
             _add(dns_nx, name or "unknown name", "nxdomain", rec, caller_of(rec))
         else:
@@ -1006,6 +1008,8 @@ def _dead_nameserver(evidence: EvidenceSet, dns_tmp: dict[str, Failures]) -> lis
     return out
 
 
+# Airflow's UI and task log handler fetching a finished worker's logs ("*** Could not read served logs")
+_LOG_FETCH = re.compile(r"Could not read (?:served |remote )?logs", re.I)
 # a StatefulSet pod's own name behind its headless Service: <pod>.<service>.<namespace>.svc[.cluster.local]
 _POD_DNS = re.compile(
     r"^([a-z0-9][a-z0-9-]*)\.([a-z0-9][a-z0-9-]*)\.([a-z0-9][a-z0-9-]*)\.svc(?:\.cluster\.local)?\.?$"

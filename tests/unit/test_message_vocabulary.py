@@ -169,3 +169,13 @@ def test_serilog_compact_json_is_read_and_a_frequent_error_is_not_background(tmp
     diagnosis = investigate(ev, "why do claim submissions fail?")
     assert diagnosis.category == Category.CODE_DEFECT, diagnosis.root_cause
     assert "System.InvalidOperationException" in diagnosis.root_cause
+
+
+def test_a_task_killed_by_a_signal_from_outside_is_not_its_bug(tmp_path: Path) -> None:
+    line = (
+        "ERROR - Received SIGTERM. Terminating subprocesses.\n"
+        "airflow.exceptions.AirflowTaskTerminated: Task received SIGTERM signal"
+    )
+    diagnosis = investigate(load_bundle(_bundle(tmp_path, line)), "why did the nightly dbt task fail?")
+    assert diagnosis.category is Category.UNKNOWN, diagnosis.root_cause
+    assert any("who stopped" in m for m in diagnosis.missing)
