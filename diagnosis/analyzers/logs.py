@@ -14,6 +14,7 @@ from typing import Any
 
 from diagnosis.analyzers._common import (
     MISSING_SETTING,
+    NET_TIMEOUT,
     Rec,
     Template,
     claimed_elsewhere,
@@ -184,6 +185,7 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
             if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
                 continue
             first = min((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            waiting = kind == "pool" and _waits_on_calls(item, first)
             who = service_of(item) or item.object
             sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
             if kind == "poll":
@@ -195,13 +197,16 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
             else:
                 what = f"{who}'s worker/thread pool is exhausted: requests are rejected or queue"
                 title = f"{who}: worker/thread pool exhausted ({len(recs)}x)"
+            if waiting:
+                what += ": its threads are held by calls that time out, which began first"
             out.append(
                 Finding(
                     analyzer="app_capacity",
                     domain=Domain.LOGS,
-                    role="cause",
+                    # a pool full of threads waiting on a slow dependency is that dependency's symptom
+                    role="symptom" if waiting else "cause",
                     code="consumer_too_slow" if kind == "poll" else "app_pool_exhausted",
-                    category=Category.RESOURCE_EXHAUSTION,
+                    category=Category.UNKNOWN if waiting else Category.RESOURCE_EXHAUSTION,
                     title=title,
                     mechanism=f"{what}: '{sample}' x{len(recs)} {span_text(first, last)}.",
                     object=who,
@@ -231,6 +236,16 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
                 )
             )
     return with_aliases(out)
+
+
+def _waits_on_calls(item: EvidenceItem, pool_first: float | None) -> bool:
+    """Whether the same log shows outbound calls timing out (3+) from before its pool filled up."""
+    stamps = [
+        r["ts"]
+        for r in item.data.get("records") or ()
+        if isinstance(r.get("ts"), int | float) and NET_TIMEOUT.search(str(r.get("msg") or ""))
+    ]
+    return len(stamps) >= CAPACITY_MIN and (pool_first is None or min(stamps) <= pool_first)
 
 
 # A web framework refusing the request's Host header (Django ALLOWED_HOSTS, Rails config.hosts, ASP.NET Core

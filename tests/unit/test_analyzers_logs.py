@@ -421,3 +421,19 @@ def test_untimed_lines_under_an_error_in_a_timed_log_belong_to_it(tmp_path) -> N
     (tmp_path / "app.log").write_text(log)
     recs = load_bundle(tmp_path).kind("log")[0].data["records"]
     assert len(recs) == 2 and "Execution Timeout Expired" in recs[0]["msg"]
+
+
+def test_a_pool_full_of_threads_waiting_on_a_slow_dependency_is_its_symptom() -> None:
+    from diagnosis.analyzers.logs import app_capacity
+
+    b = Builder()
+    lines = [(T0 + i, "error", "rates call failed: java.net.SocketTimeoutException: Read timed out (carrier-hub:443)")
+             for i in range(5)]  # fmt: skip
+    lines += [(T0 + 60 + i, "warn", "Thread pool is exhausted: active=64/64 queued=500") for i in range(5)]
+    b.log("logs/tidewrack.log", lines)
+    [f] = app_capacity(b.set())
+    assert f.role == "symptom"
+    b = Builder()
+    b.log("logs/php-fpm.log", [(T0 + i, "warn", "server reached pm.max_children setting (24)") for i in range(5)])
+    [f] = app_capacity(b.set())
+    assert f.role == "cause"
