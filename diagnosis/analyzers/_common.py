@@ -356,7 +356,9 @@ RATE_LIMITED = Guarded(
         r"ProvisionedThroughputExceededException|RequestLimitExceeded|\(SlowDown\)|api error SlowDown|"
         r"\b429\b[^\n]{0,30}Too Many Requests|Too Many Requests[^\n]{0,30}\b429\b|"
         r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}429\b|RESOURCE_EXHAUSTED|"
-        r"code = ResourceExhausted|rate limit(?:ed| exceeded)|quota exceeded|RateLimitError|LimitExceededException",
+        r"code = ResourceExhausted|rate limit(?:ed| exceeded)|quota exceeded|RateLimitError|LimitExceededException|"
+        # a broker or store refusing writes at an account or stream limit (NATS JetStream, Kafka quotas)
+        r"resource limits exceeded for account|maximum (?:bytes|messages) exceeded|insufficient storage resources",
         re.I,
     ),
     (
@@ -374,6 +376,10 @@ RATE_LIMITED = Guarded(
         "quota exceeded",
         "ratelimit",
         "limitexceeded",
+        "resource limits exceeded",
+        "maximum bytes exceeded",
+        "maximum messages exceeded",
+        "insufficient storage",
     ),
 )
 # a Kafka client told by the brokers that they cannot take or serve the request: too few in-sync replicas, no
@@ -755,6 +761,9 @@ _TRIGGERS = (
     "kafka_storage",
     "kafkastorage",
     "in metadata",
+    "resource limits exceeded",
+    "maximum bytes exceeded",
+    "maximum messages exceeded",
     "not enough space",
     "disk_full",
     "0x80070070",

@@ -295,6 +295,11 @@ class LineParser:
                 if m:
                     self._guessed = True
                     ts, end = syslog_match(m, _syslog_year(m["mon"], self.now)), m.end()
+                    # syslog's stamp is local time with no zone; the program's own stamp after "unit[pid]: "
+                    # often carries its offset ("2026-04-22T13:46:15.900-04:00"): that one is exact
+                    own = _OWN_ZONED_TS.match(body, end, end + 100)
+                    if own and (exact := parse_ts(own.group(1))) is not None:
+                        ts, self._guessed = exact, False
                 else:
                     m = CLF_RE.search(body, 0, 200)
                     if m:  # an access log: the status code is not a level
@@ -333,6 +338,8 @@ def _syslog_year(mon: str, now: float) -> int | None:
     return year_for(mo, now) if mo else None
 
 
+# a timestamp with its zone at the start of a syslog message: "...[2231]: 2026-04-22T13:46:15.900-04:00 ERR ..."
+_OWN_ZONED_TS = re.compile(r"[^:]{0,60}?:\s+(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\s")
 _CLEF_HOLE = re.compile(r"\{[@$]?(\w+)(?:[,:][^}]*)?\}")
 
 

@@ -179,3 +179,18 @@ def test_a_task_killed_by_a_signal_from_outside_is_not_its_bug(tmp_path: Path) -
     diagnosis = investigate(load_bundle(_bundle(tmp_path, line)), "why did the nightly dbt task fail?")
     assert diagnosis.category is Category.UNKNOWN, diagnosis.root_cause
     assert any("who stopped" in m for m in diagnosis.missing)
+
+
+def test_a_syslog_line_takes_the_zoned_time_its_program_wrote() -> None:
+    from diagnosis.formats.logs import LineParser
+
+    ts, level, _ = LineParser().parse(
+        "Apr 22 13:46:15 gb-ingest-1 ingest[2231]: 2026-04-22T13:46:15.900-04:00 ERR publish failed"
+    )
+    assert ts == 1776879975.9 and level == "error"
+
+
+def test_a_broker_refusing_writes_at_an_account_limit_is_exhaustion(tmp_path: Path) -> None:
+    line = 'ERR publish failed stream=GB_TELEMETRY error="nats: resource limits exceeded for account" err_code=10002'
+    diagnosis = investigate(load_bundle(_bundle(tmp_path, line)), "why is telemetry not ingested?")
+    assert diagnosis.category is Category.RESOURCE_EXHAUSTION, diagnosis.root_cause
