@@ -80,6 +80,7 @@ REPLICA_LAG_S = 60.0
 BURST_EMPTY = 5.0
 # A failover or restart this recent explains errors around it; older ones are history (benign).
 FAILOVER_RECENT_S = 3600
+LOG_SYMPTOM_STOPPED_S = 15 * 60  # database errors in client logs whose last is this long before now have stopped
 # An autovacuum run longer than this is heavy I/O (a big table), not routine upkeep.
 VACUUM_HEAVY_S = 300.0
 
@@ -1916,13 +1917,19 @@ def _log_symptoms(ctx: _Context) -> list[Finding]:
                 )
             )
             continue
+        stopped = ctx.now is not None and last is not None and ctx.now - last >= LOG_SYMPTOM_STOPPED_S
         out.append(
             Finding(
                 analyzer="database",
                 domain=Domain.DATABASE,
-                role="symptom",
-                code=code,
-                category=Category.DEPENDENCY_FAILURE if code == "db_connection_errors" else Category.CODE_DEFECT,
+                # a burst that ended long before the newest evidence (a switchover's seconds of refusals): history
+                role="benign" if stopped else "symptom",
+                code=f"{code}_stopped" if stopped else code,
+                category=Category.HEALTHY
+                if stopped
+                else Category.DEPENDENCY_FAILURE
+                if code == "db_connection_errors"
+                else Category.CODE_DEFECT,
                 title=(
                     f"{', '.join(services) or 'clients'}: {len(recs)} "
                     f"{'database connection errors' if code == 'db_connection_errors' else 'lock waits/timeouts'}"

@@ -243,7 +243,9 @@ def _waits_on_calls(item: EvidenceItem, pool_first: float | None) -> bool:
     stamps = [
         r["ts"]
         for r in item.data.get("records") or ()
-        if isinstance(r.get("ts"), int | float) and NET_TIMEOUT.search(str(r.get("msg") or ""))
+        if isinstance(r.get("ts"), int | float)
+        and NET_TIMEOUT.search(msg := str(r.get("msg") or ""))
+        and not APP_CAPACITY.search(msg)  # gunicorn's own "WORKER TIMEOUT" is the pool, not a call
     ]
     return len(stamps) >= CAPACITY_MIN and (pool_first is None or min(stamps) <= pool_first)
 

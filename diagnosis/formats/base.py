@@ -146,6 +146,7 @@ class NotReadable(Exception):
 # a first line that can only begin JSON: "{", "[", '{"', "[{", "[[", "[]" - not "[2024-06-12 ...] ERROR"
 _JSON_START = re.compile(r'\s*[\[{]\s*(?:$|["{\[\]}])')
 _CSV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.()\-]*$")  # psql column names: no spaces
+_CSV_QUOTED_NAME = re.compile(r"^[A-Za-z_][\w .()\[\]\-/%#]{0,60}$")
 _SNIFF_LINES = 20
 
 
@@ -187,7 +188,9 @@ def sniff(path: str, raw: bytes) -> Document:
             header = next(csv.reader([first]))
         except csv.Error:
             header = []
-        if len(header) >= 2 and all(_CSV_NAME.match(h.strip()) for h in header):
+        # quoted names may hold spaces and units: "Date Time", "timestamp [UTC]", "Duration (ms)"
+        names = _CSV_QUOTED_NAME if first.lstrip().startswith('"') else _CSV_NAME
+        if len(header) >= 2 and all(names.match(h.strip()) for h in header):
             return Document(path, "csv", text=text, header=[h.strip() for h in header])
     return Document(path, "text", text=text)
 

@@ -675,7 +675,7 @@ def _continues(body: str) -> bool:
 
 _CSV_TIME = re.compile(r"^(?:@?timestamp|time(?:stamp)?|ts|date(?:time)?|created(?:_?(?:time|at|on))?|event_?time|when|"
                        r"occurred(?:_?at)?|changed_?at|updated_?at|logged_?at|"
-                       r"time_?created|time_?generated|date and time)$", re.I)  # fmt: skip
+                       r"time_?created|time_?generated|date and time|date ?time|timestamp \[utc\])$", re.I)  # fmt: skip
 _CSV_MESSAGE = re.compile(r"^(?:message|msg|description|summary|text|details?|event)$", re.I)
 _CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status|level_?display_?name)$", re.I)
 
