@@ -157,7 +157,12 @@ _GCP_PAYLOADS = ("textPayload", "jsonPayload", "protoPayload")
 
 
 def _is_log_entry(e: Any) -> bool:
-    return isinstance(e, dict) and "timestamp" in e and any(k in e for k in _GCP_PAYLOADS) and "logName" in e
+    return (
+        isinstance(e, dict)
+        and "timestamp" in e
+        and (any(k in e for k in _GCP_PAYLOADS) or isinstance(e.get("httpRequest"), dict))
+        and "logName" in e
+    )
 
 
 def detect_gcp_logs(doc: Document) -> bool:
@@ -183,6 +188,13 @@ def _gcp_object(resource: Any, doc: Document) -> str:
 
 
 def _gcp_text(e: dict[str, Any]) -> str:
+    req = e.get("httpRequest")
+    if isinstance(req, dict) and not any(k in e for k in _GCP_PAYLOADS):
+        # a request log (Cloud Run, load balancer): the request as an access-log line
+        return (
+            f'"{req.get("requestMethod", "GET")} {req.get("requestUrl", "/")} {req.get("protocol", "HTTP/1.1")}" '
+            f"{req.get('status', '-')} {req.get('responseSize', '-')} latency={req.get('latency', '-')}"
+        )
     if isinstance(e.get("textPayload"), str):
         return str(e["textPayload"])
     payload = e.get("jsonPayload")
