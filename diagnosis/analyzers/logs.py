@@ -661,6 +661,8 @@ def _cause_of(
         )
     if KILLED_FROM_OUTSIDE.search(msg):
         return _killed(item, tpl, who, tags)
+    if MISSING_RESOURCE.search(msg):
+        return None  # the thing it asked for is not there (a table, a bucket key): not a bug in its code
     exc = EXCEPTION.search(msg)
     if not exc or REMOTE_FAILURE.search(msg):
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
@@ -747,6 +749,13 @@ def _cause_of(
 # The last line of a Python traceback names what was raised ("KeyError: 'sku'", "app.errors.QuotaError: ..."):
 # the header "Traceback (most recent call last)" says only that something was.
 _PY_RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s|:?$)", re.M)
+
+
+# a store answering that what was asked for does not exist (BigQuery, S3, DynamoDB, a 404 from an API)
+MISSING_RESOURCE = re.compile(
+    r"Not found: (?:Table|Dataset|Project|Bucket|Object)\b|'reason': 'notFound'|NoSuchKey|NoSuchBucket|"
+    r"ResourceNotFoundException|The specified key does not exist",
+)
 
 
 # a process stopped by a signal someone else sent: the exception it raises on the way out is not its bug

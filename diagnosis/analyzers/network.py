@@ -56,6 +56,7 @@ HTTP_5XX_SHARE = 0.05
 # Words that follow "upstream" in messages without naming it (nginx: "upstream timed out", envoy: "upstream
 # connect error").
 _NOT_A_NAME = {
+    "terminated",
     "timed",
     "connect",
     "prematurely",

@@ -194,3 +194,16 @@ def test_a_broker_refusing_writes_at_an_account_limit_is_exhaustion(tmp_path: Pa
     line = 'ERR publish failed stream=GB_TELEMETRY error="nats: resource limits exceeded for account" err_code=10002'
     diagnosis = investigate(load_bundle(_bundle(tmp_path, line)), "why is telemetry not ingested?")
     assert diagnosis.category is Category.RESOURCE_EXHAUSTION, diagnosis.root_cause
+
+
+def test_a_store_saying_the_table_is_not_there_is_no_bug_and_a_refused_token_is_configuration(tmp_path: Path) -> None:
+    line = ("ERROR - airflow.exceptions.AirflowException: BigQuery job failed: {'reason': 'notFound', 'message': "
+            "'Not found: Table acme:survey_raw.responses_20260112 was not found in location EU'}")  # fmt: skip
+    diagnosis = investigate(load_bundle(_bundle(tmp_path, line)), "why does the export fail?")
+    assert diagnosis.category is not Category.CODE_DEFECT, diagnosis.root_cause
+    line = (
+        'failed to get instance metadata: Get "https://sqladmin.googleapis.com/sql/v1beta4/projects/p/instances/'
+        'ledger-pg/connectSettings": compute: Received 403 `Unable to generate access token; IAM returned 403`'
+    )
+    diagnosis = investigate(load_bundle(_bundle(tmp_path, "ERROR " + line)), "why can't the ledger reach its database?")
+    assert diagnosis.category is Category.CONFIGURATION_ERROR, diagnosis.root_cause
