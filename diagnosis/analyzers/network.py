@@ -953,13 +953,13 @@ def _dead_nameserver(evidence: EvidenceSet, dns_tmp: dict[str, Failures]) -> lis
     if not confs:
         return []
     silent: dict[str, list[EvidenceRef]] = defaultdict(list)
-    for ip, f in dns_tmp.items():
-        silent[ip] += _refs(f.recs)[:2]
+    for resolver, f in dns_tmp.items():
+        silent[resolver] += _refs(f.recs)[:2]
     for item in evidence.kind("log"):
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
             m = _NAMESERVER_TIMEOUT.search(msg)
-            ip = m.group(1) if m and m.group(1) else None
+            ip: str | None = m.group(1) if m and m.group(1) else None
             if ip is None and m:
                 on = _RESOLVER_ON.search(msg)
                 ip = on.group(1) if on else None
@@ -1031,7 +1031,7 @@ def _pods_not_published(findings: list[Finding], evidence: EvidenceSet) -> list[
         name = next((t.split(":", 1)[1] for t in f.tags if t.startswith("dns:")), "")
         m = _POD_DNS.match(name) if f.code == "dns_name_not_found" else None
         pod = pods.get((m.group(3), m.group(1))) if m else None
-        if pod is None or _pod_ready(pod):
+        if m is None or pod is None or _pod_ready(pod):
             out.append(f)
             continue
         ns, pod_name = m.group(3), m.group(1)

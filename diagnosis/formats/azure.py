@@ -45,7 +45,7 @@ def parse_alert(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     for payload in doc.value if isinstance(doc.value, list) else [doc.value]:
         data = payload.get("data") or {}
         ess, context = data.get("essentials") or {}, data.get("alertContext") or {}
-        props = context.get("properties") if isinstance(context.get("properties"), dict) else {}
+        props: dict[str, Any] = context["properties"] if isinstance(context.get("properties"), dict) else {}
         targets = [_resource(str(t)) for t in ess.get("alertTargetIDs") or ()]
         items = [str(c) for c in ess.get("configurationItems") or ()]
         resolved = (
@@ -225,7 +225,7 @@ def parse_log_query(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                     }
                 )
             records.sort(key=lambda x: (x["ts"] is None, x["ts"] or 0.0))
-            stamps = [x["ts"] for x in records if x["ts"] is not None]
+            stamps = [float(x["ts"]) for x in records if isinstance(x["ts"], int | float)]
             log = {"records": records, "source": {"path": doc.path, "format": "log analytics"}, "truncated": False}
             yield ctx.item(doc.path, "log", doc.path, log, max(stamps) if stamps else None)
             continue

@@ -94,4 +94,4 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     target = _TARGET_FLAG.search(doc.command) if doc.command else None
     obj = target[1] if target else doc.path
     data = {"records": records, "source": {"path": doc.path, "format": "json events"}, "truncated": False}
-    yield ctx.item(doc.path, "log", obj, data, max(r["ts"] for r in records) if records else None)
+    yield ctx.item(doc.path, "log", obj, data, max(ts for ts, _, _ in found) if found else None)
