@@ -137,6 +137,11 @@ def warning_events(events: list[EvidenceItem]) -> list[EvidenceItem]:
     return [e for e in events if str(e.data.get("type") or "").lower() != "normal"]
 
 
+def _first_seen(evs: list[EvidenceItem]) -> float | None:
+    """When the first of these events was seen (None when none is dated)."""
+    return min((event_ts(e) or 0.0 for e in evs), default=0.0) or None
+
+
 def _event_count(ev: EvidenceItem) -> int:
     try:
         return max(1, int(ev.data.get("count") or 1))
@@ -300,7 +305,7 @@ class PodReader:
             return
         text = msg or str(evs[-1].data.get("message") or "")
         refs = ([ref(self.item, field, msg)] if field and msg else []) + self._ev_refs(evs[-1:])
-        self._unschedulable(text, refs, min((event_ts(e) or 0.0 for e in evs), default=0.0) or None)
+        self._unschedulable(text, refs, _first_seen(evs))
 
     def _unschedulable(self, text: str, refs: list[EvidenceRef], ts: float | None) -> None:
         category, code, why = scheduling_reason(text)
@@ -682,7 +687,7 @@ class PodReader:
         state = next((str(r.value) for r in refs if r.value in IMAGE_PULL), "ErrImagePull")
         obj = self._obj(cname)
         evs = self._recent_events({"Failed", "BackOff", "ErrImagePull"}, cname)
-        ts = min((event_ts(e) or 0.0 for e in evs), default=0.0) or None
+        ts = _first_seen(evs)
         self._emit(
             role=CAUSE,
             code=code,
@@ -724,7 +729,7 @@ class PodReader:
             category=Category.CONFIGURATION_ERROR,
             object=obj,
             score=0.85,
-            ts=min((event_ts(e) or 0.0 for e in evs), default=0.0) or None,
+            ts=_first_seen(evs),
             tags=tags,
             title=f"{obj} cannot be created: {why}",
             mechanism=f"{obj} cannot start because the {why}",
@@ -790,7 +795,7 @@ class PodReader:
         spath = self._spec_path(cname) if cname else None
         if spath and probe and self.item is not None:
             refs.append(ref(self.item, f"{spath}.{kind.lower()}Probe", probe))
-        ts = min((event_ts(e) or 0.0 for e in evs), default=0.0) or None
+        ts = _first_seen(evs)
         effect = "restarts it" if kind == "Liveness" else "keeps it out of the Service endpoints"
         listening = self._listening_port(cname)
         status = re.search(r"statuscode: (\d{3})", msg)
@@ -886,7 +891,7 @@ class PodReader:
             category=Category.HEALTHY,
             object=obj,
             score=0.2,
-            ts=min((event_ts(e) or 0.0 for e in evs), default=0.0) or None,
+            ts=_first_seen(evs),
             title=f"{kind} probe of {obj} failed {count}x while it started, then passed",
             mechanism=(
                 f"The {kind.lower()} probe of {obj} failed {count} time(s) until the pod turned Ready at "
