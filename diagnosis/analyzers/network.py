@@ -522,6 +522,8 @@ def _request_targets(evidence: EvidenceSet) -> dict[str, str]:
     for item in evidence.kind("log"):
         for r in (item.data.get("records") or ())[:50000]:
             msg = str(r.get("msg") or "")
+            if msg.count("-") < 4:  # no request id (a UUID) on the line: the cheap test first
+                continue
             if _SENDING.search(msg) and (m := _REQUEST_ID.search(msg)) and (target := _target(msg)):
                 out[m.group(1).lower()] = target
     return out

@@ -7,6 +7,7 @@ and database analyzers read them unchanged.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -116,7 +117,9 @@ _RESOLV_OPTION = re.compile(r"\b(timeout|attempts):(\d+)")
 
 def detect_resolv(doc: Document) -> bool:
     """A resolver configuration: nameserver lines, and nothing but resolv.conf keywords and comments."""
-    lines = [line for line in doc.lines() if not _PROMPT.match(line.strip())][:60]
+    if "nameserver" not in doc.text[:4096]:
+        return False
+    lines = list(itertools.islice((line for line in doc.lines() if not _PROMPT.match(line.strip())), 60))
     return any(_NAMESERVER.match(line) for line in lines) and all(_RESOLV_LINE.match(line) for line in lines)
 
 
