@@ -255,7 +255,8 @@ def asked_about_the_failing_upstream(
     out: list[Finding] = []
     for f in findings:
         subject = (
-            _subject([t.split(":", 1)[1] for t in f.tags if t.startswith(("service:", "upstream:"))], question)
+            # the upstream's own names only: its `service:` tags also name its callers
+            _subject([t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")], question)
             if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
             else None
         )

@@ -457,7 +457,11 @@ def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Fi
             out.append(
                 f.model_copy(
                     update={
-                        "tags": list(dict.fromkeys([*f.tags, *(f"service:{b}" for b in backends)])),
+                        "tags": list(
+                            dict.fromkeys(
+                                [*f.tags, *(f"service:{b}" for b in backends), *(f"upstream:{b}" for b in backends)]
+                            )
+                        ),
                         "mechanism": f"{f.mechanism} Behind {host}: ingress upstream {', '.join(backends)}.",
                     }
                 )
@@ -467,9 +471,9 @@ def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Fi
             out.append(f)
             continue
         ns, pod, services = owner
-        extra = ([f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"] if pod else []) + [
-            f"service:{svc}" for svc in services
-        ]
+        extra = (
+            [f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}", f"upstream:{workload_of_pod(pod)}"] if pod else []
+        ) + [tag for svc in services for tag in (f"service:{svc}", f"upstream:{svc}")]
         names = ", ".join(dict.fromkeys(services))
         who = (
             (f"pod {ns}/{pod}" + (f" (Service {names})" if services else ""))

@@ -193,3 +193,12 @@ def test_a_json_key_ending_in_error_is_not_an_exception(tmp_path: Path) -> None:
     (tmp_path / "access.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     d = investigate(load_bundle(tmp_path), None)
     assert d.category is not Category.CODE_DEFECT, d.root_cause
+
+
+def test_asking_about_the_caller_keeps_its_failing_dependency(tmp_path: Path) -> None:
+    lines = [
+        f"2026-01-14T07:{30 + i}:00Z ERROR orders-api upstream payments-api timed out after 5000ms" for i in range(20)
+    ]
+    (tmp_path / "app.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why is orders-api failing?")
+    assert d.category is Category.DEPENDENCY_FAILURE and "payments-api" in d.root_cause, d.root_cause
