@@ -4,8 +4,8 @@
   `data.essentials` and `data.alertContext`) -> `alert`, firing or resolved; a Service Health notice of planned
   maintenance is also the log of that maintenance, so planned work knows it
 - the metrics REST response (`az monitor metrics list`: `value[].timeseries[].data[]`) -> `metric` per series
-- Log Analytics / Application Insights query results (`az monitor log-analytics query`, the REST API's
-  `tables[].columns/rows`) -> a `log` when a column holds messages, else a `metric` per numeric column and group.
+- Application Insights query results of numbers (`tables[].columns/rows` with a typed datetime column and no
+  message column) -> a `metric` per numeric column and group; tables with messages are cloudlogs' azure-logs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 
 from diagnosis.formats._time import parse_ts
 from diagnosis.formats.base import FORMATS, Document, ParseContext, metric_object
-from diagnosis.formats.logs import normalise_level
 from diagnosis.model import EvidenceItem
 
 _TAG = re.compile(r"<[^>]+>")
@@ -154,13 +153,10 @@ def parse_metrics(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
 
 
-# --- Log Analytics / Application Insights query results ------------------------------------------------------------
+# --- Application Insights query results of numbers ------------------------------------------------------------
+# (a table with a message column is a log: cloudlogs' azure-logs reads it)
 
-_MESSAGE_COLUMNS = ("message", "outermessage", "innermostmessage", "details", "msg", "text", "renderedmessage", "log")
-_LEVEL_COLUMNS = ("severitylevel", "level", "severity", "loglevel")
 _NUMERIC = ("long", "real", "int", "decimal", "double")
-# how Application Insights numbers severity: 0 verbose ... 4 critical
-_AI_SEVERITY = {"0": "debug", "1": "info", "2": "warn", "3": "error", "4": "fatal"}
 
 
 def _tables(v: Any) -> list[dict[str, Any]] | None:
@@ -174,8 +170,8 @@ def _tables(v: Any) -> list[dict[str, Any]] | None:
 
 
 def _detect_query(doc: Document) -> bool:
-    """Query results with a typed datetime column (Application Insights' `timestamp`); Log Analytics tables keyed
-    by TimeGenerated are cloudlogs' azure-logs, offered first."""
+    """Query results with a typed datetime column (Application Insights' `timestamp`) that azure-logs, offered
+    first, did not take: summaries of numbers."""
     return any(
         isinstance(c, dict) and str(c.get("type", "")).lower() == "datetime"
         for t in _tables(doc.value) or []
@@ -185,50 +181,17 @@ def _detect_query(doc: Document) -> bool:
 
 @FORMATS.format("azure-log-query", shapes={"json"}, detect=_detect_query, order=31)
 def parse_log_query(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """A `metric` per numeric column and group of string columns (`failed{target=api.x,resultCode=503}`)."""
     for table in _tables(doc.value) or []:
         cols = [
             (str(c.get("name") or ""), str(c.get("type") or "").lower())
             for c in table["columns"]
             if isinstance(c, dict)
         ]
-        names = [c[0].lower() for c in cols]
         time_col = next((i for i, (_, t) in enumerate(cols) if t == "datetime"), None)
         if time_col is None:
             continue
-        msg_col = next((names.index(c) for c in _MESSAGE_COLUMNS if c in names), None)
-        level_col = next((names.index(c) for c in _LEVEL_COLUMNS if c in names), None)
         rows = [r for r in table["rows"] if isinstance(r, list) and len(r) == len(cols)]
-        if msg_col is not None:
-            records = []
-            for n, r in enumerate(rows, 1):
-                rest = " ".join(
-                    f"{cols[i][0]}={r[i]}"
-                    for i in range(len(cols))
-                    if i not in (time_col, msg_col, level_col) and r[i] not in (None, "")
-                )
-                raw_level = str(r[level_col]) if level_col is not None else ""
-                level = (
-                    _AI_SEVERITY.get(raw_level)
-                    or normalise_level(raw_level)
-                    or (
-                        "error"
-                        if "exception" in names[msg_col] or names[msg_col] in ("outermessage", "innermostmessage")
-                        else None
-                    )
-                )
-                records.append(
-                    {
-                        "ts": parse_ts(r[time_col]),
-                        "level": level,
-                        "msg": f"{r[msg_col]}" + (f" ({rest})" if rest else ""),
-                        "line": n,
-                    }
-                )
-            records.sort(key=lambda x: (x["ts"] is None, x["ts"] or 0.0))
-            stamps = [float(x["ts"]) for x in records if isinstance(x["ts"], int | float)]
-            log = {"records": records, "source": {"path": doc.path, "format": "log analytics"}, "truncated": False}
-            yield ctx.item(doc.path, "log", doc.path, log, max(stamps) if stamps else None)
-            continue
         dims = [i for i, (_, t) in enumerate(cols) if t in ("string", "dynamic", "guid") and i != time_col]
         series: dict[tuple[int, tuple[str, ...]], list[list[float]]] = defaultdict(list)
         for r in rows:

@@ -228,8 +228,13 @@ def parse_gcp_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
 # --- Azure Monitor / Log Analytics ----------------------------------------------------------------------------
 
 _AZ_MESSAGE = ("Message", "RenderedDescription", "SyslogMessage", "LogMessage", "LogEntry", "ResultDescription",
-               "Description", "OperationName")  # fmt: skip
-_AZ_LEVEL = ("SeverityLevel", "Level", "LogLevel", "Severity", "SeverityText")
+               "Description", "OperationName",
+               # Application Insights' traces and exceptions tables
+               "message", "outerMessage", "innermostMessage", "details")  # fmt: skip
+_AZ_EXCEPTION = ("outerMessage", "innermostMessage")  # a row of the exceptions table is an error
+_AZ_LEVEL = ("SeverityLevel", "severityLevel", "Level", "LogLevel", "Severity", "SeverityText")
+# Log Analytics names its time column TimeGenerated; Application Insights' tables name it timestamp
+_AZ_TIME = ("TimeGenerated", "timestamp")
 # Application Insights' SeverityLevel: 0 verbose, 1 information, 2 warning, 3 error, 4 critical
 _AZ_SEVERITY = {0: "debug", 1: "info", 2: "warn", 3: "error", 4: "fatal"}
 
@@ -258,7 +263,12 @@ def detect_azure_logs(doc: Document) -> bool:
             for t in doc.value["tables"]
             for c in t.get("columns") or []
         )
-    return bool(rows) and all("TimeGenerated" in r for r in rows[:20])
+    if not rows:
+        return False
+    if all("TimeGenerated" in r for r in rows[:20]):
+        return True
+    # Application Insights: a timestamp and a message; without a message the table is numbers (azure-log-query)
+    return all("timestamp" in r for r in rows[:20]) and any(k in rows[0] for k in _AZ_MESSAGE)
 
 
 def _az_level(row: dict[str, Any]) -> str | None:
@@ -289,10 +299,10 @@ def parse_azure_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
     for n, row in enumerate(_az_rows(doc.value) or [], 1):
         msg = next((row[k] for k in _AZ_MESSAGE if isinstance(row.get(k), str) and row[k]), None)
         if msg is None:  # no message column: the row's other fields as key=value
-            msg = " ".join(f"{k}={v}" for k, v in row.items() if k != "TimeGenerated" and v not in (None, ""))
-        groups[_az_object(row, doc)].append(
-            _record(parser, n, parse_ts(row.get("TimeGenerated")), _az_level(row), str(msg))
-        )
+            msg = " ".join(f"{k}={v}" for k, v in row.items() if k not in _AZ_TIME and v not in (None, ""))
+        ts = next((parse_ts(row[k]) for k in _AZ_TIME if row.get(k)), None)
+        level = _az_level(row) or ("error" if any(row.get(k) for k in _AZ_EXCEPTION) else None)
+        groups[_az_object(row, doc)].append(_record(parser, n, ts, level, str(msg)))
     yield from _emit(doc, ctx, groups, "azure-monitor")
 
 

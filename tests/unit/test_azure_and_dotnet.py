@@ -147,3 +147,16 @@ def test_errors_that_end_because_the_task_gave_up_have_not_recovered() -> None:
     b.log("connect-worker", lines)
     found = log_errors(b.set())
     assert [f.code for f in causes(found)] == ["bad_data"] and not by_code(found, "errors_stopped")
+
+
+def test_application_insights_tables_with_messages_are_logs(tmp_path: Path) -> None:
+    cols = [("timestamp", "datetime"), ("type", "string"), ("outerMessage", "string"), ("cloud_RoleName", "string")]
+    doc = {"tables": [{"name": "PrimaryResult", "columns": [{"name": n, "type": t} for n, t in cols],
+                       "rows": [["2025-06-23T12:03:14Z", "QuoteValidationException", "Weight 0 kg is below the "
+                                 "minimum", "parcel-rates"]]}]}  # fmt: skip
+    (tmp_path / "exceptions.json").write_text(json.dumps(doc))
+    ev = load_bundle(tmp_path)
+    assert not ev.ignored and not ev.kind("metric")
+    [log] = ev.kind("log")
+    [rec] = log.data["records"]
+    assert rec["level"] == "error" and rec["msg"].startswith("Weight 0 kg") and rec["ts"] is not None
