@@ -5,9 +5,10 @@ DNS name, the certificate's host), and the service that saw it is its symptom.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from diagnosis.analyzers._common import (
@@ -218,7 +219,8 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             services[rec.item.id] = service_of(rec.item)
         return services[rec.item.id]
 
-    requests = _request_targets(evidence)
+    # request id -> target, built only when a failure line names no target but a request id
+    requests = functools.cache(lambda: _request_targets(evidence))
     for rec in _records_with_events(evidence):
         msg = rec.msg
         if HOST_EPHEMERAL.search(msg):
@@ -533,9 +535,9 @@ def _request_targets(evidence: EvidenceSet) -> dict[str, str]:
     return out
 
 
-def _target_of_request(msg: str, requests: dict[str, str]) -> str | None:
-    m = _REQUEST_ID.search(msg) if requests else None
-    return requests.get(m.group(1).lower()) if m else None
+def _target_of_request(msg: str, requests: Callable[[], dict[str, str]]) -> str | None:
+    m = _REQUEST_ID.search(msg) if msg.count("-") >= 4 else None
+    return requests().get(m.group(1).lower()) if m else None
 
 
 def _call_failure(msg: str) -> str | None:

@@ -777,13 +777,10 @@ def _table_pod(doc: Document, ctx: ParseContext, cells: dict[str, str], ns: str)
     node = cells.get("NODE", "")
     if node and node != "<none>":
         spec["nodeName"] = node
-    meta: dict[str, Any] = {"name": name, "namespace": ns}
-    if status_text == "Terminating":  # being deleted since a time the table does not give
-        meta["deletionTimestamp"] = "unknown"
     obj = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": meta,
+        "metadata": {"name": name, "namespace": ns},
         "spec": spec,
         "status": status,
         FROM_KEY: "kubectl get",

@@ -75,4 +75,3 @@ def test_kubectl_get_of_several_kinds_reads_each_table_with_its_own_header(tmp_p
     ready = pods["Pod/tariffs/tariff-sync-6b8f7c9d54-9dkwp"]["status"]["conditions"][0]["status"]
     terminating = pods["Pod/tariffs/tariff-cache-1"]
     assert ready == "True" and terminating["status"]["conditions"][0]["status"] == "False"
-    assert terminating["metadata"]["deletionTimestamp"]
