@@ -8,6 +8,7 @@ network, database or host analyzer.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -445,12 +446,11 @@ def _analyze_source(
     who = service or item.object
     findings: list[Finding] = []
     active: list[Template] = []
-    gave_up = _gave_up_at(item)
+    gave_up = functools.cache(lambda: _gave_up_at(item))  # read only when an error template seems to have stopped
     snapshot = bool((item.data.get("source") or {}).get("snapshot"))  # a run's report, not a running log
     for tpl in group_templates(errors):
         verdict = _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
-        ended = gave_up is not None and tpl.last_ts is not None and -5 <= gave_up - tpl.last_ts <= 120
-        if verdict == "stopped" and (ended or snapshot):
+        if verdict == "stopped" and (snapshot or _ended_with(tpl, gave_up())):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
         if verdict:
             findings.append(_benign(item, tpl, who, tags, verdict))
@@ -478,6 +478,11 @@ GAVE_UP = re.compile(
     r"shutting down due to|exiting due to|exiting with (?:status|code) [1-9]|aborting (?:the )?(?:job|task|run)",
     re.I,
 )
+
+
+def _ended_with(tpl: Template, gave_up: float | None) -> bool:
+    """Whether the template's last record came just before what failed gave up for good."""
+    return gave_up is not None and tpl.last_ts is not None and -5 <= gave_up - tpl.last_ts <= 120
 
 
 def _gave_up_at(item: EvidenceItem) -> float | None:
@@ -760,7 +765,7 @@ MISSING_RESOURCE = re.compile(
 
 # a process stopped by a signal someone else sent: the exception it raises on the way out is not its bug
 KILLED_FROM_OUTSIDE = re.compile(
-    r"received SIGTERM|Task received SIGTERM|AirflowTaskTerminated|terminated by signal|killed by signal|"
+    r"received SIGTERM|AirflowTaskTerminated|terminated by signal|killed by signal|"
     r"SIGTERM received|got signal (?:15|9)\b|exited with signal (?:15|9)\b",
     re.I,
 )
