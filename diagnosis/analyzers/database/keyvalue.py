@@ -1,0 +1,121 @@
+"""Redis: memory at maxmemory, evictions and OOM refusals, read from INFO and from clients' logs."""
+
+from __future__ import annotations
+
+import re
+
+from diagnosis.analyzers._common import (
+    REDIS_OOM,
+    Rec,
+    ref_of,
+    service_of,
+    span_text,
+)
+from diagnosis.analyzers.database._shared import Context
+from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+
+# ---------------------------------------------------------------- Redis
+
+# Redis with maxmemory set and >= 95% of it used: writes fail ("OOM command not allowed") under noeviction, and
+# every write evicts under the LRU policies.
+REDIS_FULL = 0.95
+
+
+def _redis(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    oom_lines = [r for r in ctx.logs if REDIS_OOM.search(r.msg)]
+    for it in ctx.evidence.kind("redis/info"):
+        d = it.data
+        server = str(d.get("server") or it.object.split("/", 1)[-1])
+        if d.get("healthy") is False:
+            err = str(d.get("error") or "unreachable")
+            out.append(
+                Finding(
+                    analyzer="database",
+                    domain=Domain.DATABASE,
+                    role="cause",
+                    code="redis_unreachable",
+                    category=Category.DEPENDENCY_FAILURE,
+                    title=f"Redis {server} unreachable: {err[:80]}",
+                    mechanism=f"connecting to Redis {server} fails: {err[:240]}.",
+                    object=f"Redis {server}",
+                    score=0.8,
+                    tags=[f"upstream:{server}", f"db:{server}"],
+                    explains=["errors", "connection_refused", "upstream_timeout", "http_5xx", "latency"],
+                    evidence=[EvidenceRef(item=it.id, field="error", value=err[:300])],
+                    actions=[Action(description="Ping it", command=f"redis-cli -h {server.split(':')[0]} ping")],
+                )
+            )
+            continue
+        used, mx = d.get("used_memory_bytes"), d.get("maxmemory_bytes")
+        if isinstance(used, int | float) and isinstance(mx, int | float) and mx > 0 and used >= REDIS_FULL * mx:
+            refs = [
+                EvidenceRef(item=it.id, field="used_memory_bytes", value=used),
+                EvidenceRef(item=it.id, field="maxmemory_bytes", value=mx),
+            ]
+            refs += [ref_of(r) for r in oom_lines[:1]]
+            out.append(
+                _redis_full(server, f"uses {used / 2**20:.0f} MiB of its maxmemory {mx / 2**20:.0f} MiB", refs, it.ts)
+            )
+            oom_lines = []
+    if oom_lines:
+        server = _redis_server(oom_lines)
+        out.append(
+            _redis_full(
+                server,
+                f"refused writes {len(oom_lines)}x {span_text(oom_lines[0].ts, oom_lines[-1].ts)} "
+                f"('{oom_lines[0].msg.strip()[:140]}')",
+                [ref_of(oom_lines[0])],
+                oom_lines[0].ts,
+            )
+        )
+    return out
+
+
+_REDIS_HOST = re.compile(
+    r"(?:redis|rediss)://(?:[^@/\s]+@)?([\w.\-]+(?::\d+)?)|\b([\w\-]*redis[\w\-]*(?:\.[\w\-]+)*(?::\d+)?)", re.I
+)
+_NOT_REDIS_HOST = re.compile(r"exception|error|client|command|connection|response|jedis|lettuce|ioredis|^redis\.", re.I)
+
+
+def _redis_server(recs: list[Rec]) -> str:
+    """The Redis a client's OOM lines are about: a redis:// URL or a host named like a Redis, never the client
+    library's module path (redis.exceptions.ResponseError, io.lettuce...); else the service that called it."""
+    for r in recs[:5]:
+        for m in _REDIS_HOST.finditer(r.msg):
+            name = m.group(1) or m.group(2)
+            if name and not _NOT_REDIS_HOST.search(name):
+                return name
+    svc = service_of(recs[0].item)
+    return f"used by {svc}" if svc else "redis"
+
+
+def _redis_full(server: str, what: str, refs: list[EvidenceRef], ts: float | None) -> Finding:
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="cause",
+        code="redis_memory_full",
+        category=Category.RESOURCE_EXHAUSTION,
+        title=f"Redis {server} at maxmemory",
+        mechanism=f"Redis {server} is out of memory: it {what}; writes fail or evict keys.",
+        object=f"Redis {server}",
+        score=0.85,
+        ts=ts,
+        tags=[f"upstream:{server}", f"db:{server}"],
+        explains=["errors", "exception", "http_5xx", "latency"],
+        evidence=refs,
+        actions=[
+            Action(
+                description="Memory, policy and the biggest keys",
+                command=f"redis-cli -h {server.split(':')[0]} info memory && redis-cli -h {server.split(':')[0]} --bigkeys",  # noqa: E501
+            ),
+            Action(
+                description="Raise maxmemory (or set an eviction policy for a cache)",
+                command=f"redis-cli -h {server.split(':')[0]} config set maxmemory <bytes>",
+                kind="write",
+                tool="redis_config_set",
+                args={"parameter": "maxmemory", "value": "<bytes>"},
+            ),
+        ],
+    )

@@ -1,0 +1,627 @@
+"""Live PostgreSQL sessions: lock chains (the root blocker is the cause, waiters its symptoms), connections
+near max_connections (who holds them), and application pools with no free connection."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from diagnosis.analyzers._common import (
+    APP_POOL,
+    HTTP_POOL_WAIT,
+    NAMES_HTTP_UPSTREAM,
+    PG_TOO_MANY,
+    Rec,
+    first_and_last_refs,
+    ref_of,
+    service_of,
+    span_text,
+)
+from diagnosis.analyzers.database._shared import (
+    _DDL,
+    _RELATION_IN_QUERY,
+    CONNECTIONS_HIGH,
+    IDLE_TX_NOTABLE_S,
+    LEAK_APP_SHARE,
+    LEAK_IDLE_SHARE,
+    Context,
+    _age,
+    _age_of,
+    _int,
+    _mref,
+    _pts,
+    _weight,
+)
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.series import (
+    human_duration,
+)
+
+# ---------------------------------------------------------------- application connection pools
+
+
+def _app_pools(ctx: Context) -> list[Finding]:
+    """A service whose own pool has no free connection (HikariCP, SQLAlchemy QueuePool, Prisma...): its requests
+    wait for a connection. Slow or blocked queries hold connections longer (a lock explains it); alone it is the
+    pool that is too small or leaks."""
+    by_service: dict[str, list[Rec]] = defaultdict(list)
+    for r in ctx.logs:
+        # a client pool to an HTTP/gRPC upstream is the network analyzer's (the upstream holds the connections)
+        if APP_POOL.search(r.msg) and not (HTTP_POOL_WAIT.search(r.msg) or NAMES_HTTP_UPSTREAM.search(r.msg)):
+            by_service[service_of(r.item) or r.item.object].append(r)
+    out = []
+    for svc, recs in by_service.items():
+        if len(recs) < 3:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="cause",
+                code="app_pool_exhausted",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{svc}: database connection pool exhausted ({len(recs)}x)",
+                mechanism=(
+                    f"{svc}'s database connection pool has no free connection: '{recs[0].msg.strip()[:160]}' "
+                    f"{len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}; requests wait for a connection and time out "
+                    "(the pool is too small for the load, leaks connections, or its queries hold them too long)."
+                ),
+                object=f"connection pool of {svc}",
+                score=0.6,
+                ts=recs[0].ts,
+                tags=[f"service:{svc}", f"db:{ctx.db_name()}"],
+                explains=["errors", "latency", "http_5xx", "upstream_timeout"],
+                evidence=[ref_of(recs[0]), ref_of(recs[-1])],
+                actions=[
+                    Action(
+                        description="Connections the service holds, by state",
+                        command='psql -c "SELECT application_name, state, count(*) FROM pg_stat_activity GROUP BY 1,2"',
+                    )
+                ],
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- locks
+
+_CONFLICTS: dict[str, set[str]] = {
+    "AccessShareLock": {"AccessExclusiveLock"},
+    "RowShareLock": {"ExclusiveLock", "AccessExclusiveLock"},
+    "RowExclusiveLock": {"ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
+    "ShareUpdateExclusiveLock": {
+        "ShareUpdateExclusiveLock",
+        "ShareLock",
+        "ShareRowExclusiveLock",
+        "ExclusiveLock",
+        "AccessExclusiveLock",
+    },
+    "ShareLock": {
+        "RowExclusiveLock",
+        "ShareUpdateExclusiveLock",
+        "ShareRowExclusiveLock",
+        "ExclusiveLock",
+        "AccessExclusiveLock",
+    },
+    "ShareRowExclusiveLock": {
+        "RowExclusiveLock",
+        "ShareUpdateExclusiveLock",
+        "ShareLock",
+        "ShareRowExclusiveLock",
+        "ExclusiveLock",
+        "AccessExclusiveLock",
+    },
+    "ExclusiveLock": {
+        "RowShareLock",
+        "RowExclusiveLock",
+        "ShareUpdateExclusiveLock",
+        "ShareLock",
+        "ShareRowExclusiveLock",
+        "ExclusiveLock",
+        "AccessExclusiveLock",
+    },
+    "AccessExclusiveLock": {
+        "AccessShareLock",
+        "RowShareLock",
+        "RowExclusiveLock",
+        "ShareUpdateExclusiveLock",
+        "ShareLock",
+        "ShareRowExclusiveLock",
+        "ExclusiveLock",
+        "AccessExclusiveLock",
+    },
+}
+_STRENGTH = list(_CONFLICTS)
+
+
+def _blocking_graph(ctx: Context) -> dict[int, set[int]]:
+    """waiter pid -> the pids it waits for. pg_blocking_pids() (the sessions' `blocked_by`) is authoritative; only
+    for a waiter without it is the edge derived from pg_locks, and then from table-level locks alone: an ungranted
+    `relation` lock waits for the conflicting granted `relation` locks of other pids (tuple and transactionid locks
+    queue behind each other in ways a snapshot of modes cannot order, and read as false cycles)."""
+    graph: dict[int, set[int]] = defaultdict(set)
+    for pid, s in ctx.sessions.items():
+        for b in s.data.get("blocked_by") or ():
+            bp = _int(b)
+            if bp is not None and bp != pid:
+                graph[pid].add(bp)
+    granted: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for lk in ctx.locks:
+        d = lk.data
+        if d.get("granted") and d.get("relation") is not None and d.get("locktype", "relation") == "relation":
+            granted[str(d["relation"])].append((_int(d.get("pid")) or -1, str(d.get("mode"))))
+    for lk in ctx.locks:
+        d = lk.data
+        waiter = _int(d.get("pid"))
+        if d.get("granted") or waiter is None or d.get("relation") is None or waiter in graph:
+            continue
+        if d.get("locktype", "relation") != "relation":
+            continue
+        for holder, mode in granted.get(str(d["relation"]), ()):
+            if holder != waiter and mode in _CONFLICTS.get(str(d.get("mode")), set(_CONFLICTS)):
+                graph[waiter].add(holder)
+    return dict(graph)
+
+
+def _roots(graph: dict[int, set[int]], pid: int) -> tuple[set[int], bool]:
+    """The pids at the top of pid's blocking chain, and whether the chain has a cycle (a deadlock)."""
+    roots: set[int] = set()
+    seen = {pid}
+    stack = list(graph.get(pid, ()))
+    cycle = False
+    while stack:
+        p = stack.pop()
+        if p == pid:
+            cycle = True
+        if p in seen:
+            continue
+        seen.add(p)
+        up = graph.get(p)
+        if up:
+            stack.extend(up)
+        else:
+            roots.add(p)
+    return roots, cycle
+
+
+def _locks(ctx: Context) -> list[Finding]:
+    graph = _blocking_graph(ctx)
+    out: list[Finding] = []
+    if graph:
+        waiters_of: dict[int, set[int]] = defaultdict(set)
+        deadlocked: set[int] = set()
+        for waiter in graph:
+            roots, cycle = _roots(graph, waiter)
+            if cycle:
+                deadlocked.add(waiter)
+            for r in roots:
+                waiters_of[r].add(waiter)
+        ctx.lock_pids = set(graph)
+        for root, waiters in sorted(waiters_of.items(), key=lambda kv: -len(kv[1])):
+            out.append(_blocker_finding(ctx, root, waiters))
+            out.append(_waiters_finding(ctx, root, waiters))
+        if deadlocked:
+            out.append(_deadlock_finding(ctx, deadlocked))
+    # long idle-in-transaction sessions that block nobody: named, but not the incident
+    blocking = {b for bs in graph.values() for b in bs}
+    at = ctx.captured
+    idle_tx = [
+        (pid, s)
+        for pid, s in ctx.sessions.items()
+        if str(s.data.get("state", "")).startswith("idle in transaction")
+        and pid not in blocking
+        and (_age_of(s.data, "state_change", at) or 0) >= IDLE_TX_NOTABLE_S
+    ]
+    if idle_tx and len(idle_tx) < 5:  # many of them are the connection analysis' pool leak
+        pid, s = max(idle_tx, key=lambda ps: _age(ps[1].data.get("state_change"), at) or 0)
+        age = _age_of(s.data, "state_change", at) or 0
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="benign",
+                code="idle_in_transaction_not_blocking",
+                category=Category.HEALTHY,
+                title=f"pid {pid} idle in transaction for {human_duration(age)}, blocking nobody",
+                mechanism=(
+                    f"pid {pid} ({s.data.get('application_name') or s.data.get('usename')}) has been idle in "
+                    "transaction "
+                    f"for {human_duration(age)} but no session waits for it: not the cause of waits now (it does hold "
+                    "back vacuum; set idle_in_transaction_session_timeout)."
+                ),
+                object=f"pid {pid}",
+                score=0.2,
+                tags=[f"pid:{pid}"],
+                evidence=[EvidenceRef(item=s.id, field="state", value=s.data.get("state"))],
+            )
+        )
+    return out
+
+
+def _relation_between(ctx: Context, root: int, waiters: set[int]) -> tuple[str | None, str | None, list[EvidenceRef]]:
+    """The relation the waiters wait on and the mode the root holds on it, with the pg_locks rows showing it."""
+    refs: list[EvidenceRef] = []
+    waiting_rel: Counter[str] = Counter()
+    for lk in ctx.locks:
+        d = lk.data
+        if _int(d.get("pid")) in waiters and d.get("relation") is not None:
+            waiting_rel[str(d["relation"])] += 2 if not d.get("granted") else 1
+    held: dict[str, tuple[str, EvidenceItem]] = {}
+    for lk in ctx.locks:
+        d = lk.data
+        if _int(d.get("pid")) == root and d.get("granted") and d.get("relation") is not None:
+            rel, held_mode = str(d["relation"]), str(d.get("mode"))
+            prev = held.get(rel)
+            if prev is None or _rank(held_mode) > _rank(prev[0]):
+                held[rel] = (held_mode, lk)
+    relation = next((r for r, _ in waiting_rel.most_common() if r in held), None)
+    if relation is None and held:
+        relation = next(iter(sorted(held, key=lambda r: -_rank(held[r][0]))))
+    if relation is None and waiting_rel:
+        relation = waiting_rel.most_common(1)[0][0]
+    mode: str | None = None
+    if relation and relation in held:
+        mode, lk = held[relation]
+        refs.append(EvidenceRef(item=lk.id, field="mode", value=mode))
+    if relation is None:
+        for pid in (root, *waiters):
+            s = ctx.sessions.get(pid)
+            m = _RELATION_IN_QUERY.search(str(s.data.get("query") or "")) if s else None
+            if m:
+                relation = m.group(1).strip('"')
+                break
+    for lk in ctx.locks:
+        d = lk.data
+        if _int(d.get("pid")) in waiters and not d.get("granted"):
+            refs.append(EvidenceRef(item=lk.id, field="granted", value=False))
+            break
+    return relation, mode, refs
+
+
+def _rank(mode: str) -> int:
+    return _STRENGTH.index(mode) if mode in _STRENGTH else -1
+
+
+def _blocker_finding(ctx: Context, root: int, waiters: set[int]) -> Finding:
+    at = ctx.captured
+    s = ctx.sessions.get(root)
+    d = s.data if s else {}
+    state = str(d.get("state") or "unknown")
+    app = d.get("application_name") or None
+    db = d.get("datname") or ctx.db_name()
+    relation, mode, lock_refs = _relation_between(ctx, root, waiters)
+    idle_for = _age_of(d, "state_change", at)
+    xact_age = _age_of(d, "xact_start", at)
+    query = " ".join(str(d.get("query") or "").split())[:200]
+    on = f" on relation {relation}" if relation else ""
+    holds = f"holds {mode}{on}" if mode else f"holds locks{on}"
+    # waiters queued on its transaction id or a tuple wait for the rows its statement changed
+    row_wait = any(
+        not lk.data.get("granted") and lk.data.get("locktype") in ("transactionid", "tuple")
+        for lk in ctx.locks
+        if _int(lk.data.get("pid")) in waiters
+    )
+    if row_wait:
+        verb = (query.split() or ["statement"])[0].upper()
+        verb = verb if verb in ("UPDATE", "DELETE", "INSERT", "SELECT") else "statement"
+        holds = f"holds the row locks of its {verb}{on}"
+        holds += f" ({mode})" if mode else ""
+    who = f"pid {root}" + (f" ({app}" + (f", user {d.get('usename')}" if d.get("usename") else "") + ")" if app else "")
+    n = len(waiters)
+    refs: list[EvidenceRef] = []
+    if s:
+        refs.append(EvidenceRef(item=s.id, field="state", value=state))
+        if d.get("xact_start") is not None:
+            refs.append(EvidenceRef(item=s.id, field="xact_start", value=d.get("xact_start")))
+        if query:
+            refs.append(EvidenceRef(item=s.id, field="query", value=query))
+    refs += lock_refs
+    if state.startswith("idle in transaction"):
+        code = "idle_in_transaction_blocker"
+        ran = f"'{query}'" if query else "its statements"
+        mech = (
+            f"{who} opened a transaction{f' {human_duration(xact_age)} ago' if xact_age is not None else ''}, ran "
+            f"{ran}, and has sat idle in "
+            f"transaction{f' for {human_duration(idle_for)}' if idle_for is not None else ''} "
+            f"without committing; it {holds}, so {n} session(s) wait behind it."
+        )
+        title = f"pid {root} idle in transaction {holds}, blocking {n}"
+    else:
+        ddl = bool(_DDL.search(query))
+        code = "ddl_lock_blocker" if ddl else "long_transaction_blocker"
+        dur = _age_of(d, "query_start", at)
+        mech = (
+            f"{who} is {state} running {'DDL ' if ddl else ''}'{query or '?'}'"
+            f"{f' for {human_duration(dur)}' if dur is not None else ''} inside a transaction"
+            f"{f' open {human_duration(xact_age)}' if xact_age is not None else ''}; it {holds}, so {n} "
+            "session(s) wait behind it."
+        )
+        title = f"pid {root} ({state}{', DDL' if ddl else ''}) {holds}, blocking {n}"
+    asked = ctx.asked_databases()
+    elsewhere = bool(asked) and bool(d.get("datname")) and d.get("datname") not in asked
+    if elsewhere:  # on the same server, but not in the database the checks were pointed at
+        mech += f" (This is in database {d.get('datname')}, not in {', '.join(sorted(asked))}.)"
+    tags = [f"pid:{root}", f"db:{db}"]
+    if relation:
+        tags.append(f"relation:{relation}")
+    if app:
+        tags.append(f"service:{app}")
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="cause",
+        code=code,
+        category=Category.CODE_DEFECT,
+        title=title,
+        mechanism=mech,
+        object=f"pid {root}" + (f" on relation {relation}" if relation else ""),
+        score=min(0.95, 0.7 + 0.05 * n) - (0.1 if elsewhere else 0.0),
+        ts=d.get("xact_start") if isinstance(d.get("xact_start"), int | float) else None,
+        tags=tags,
+        explains=[
+            "db_waits",
+            "latency",
+            "connections_high",
+            "errors",
+            "http_5xx",
+            "upstream_timeout",
+            "cpu_high",
+            "app_pool_exhausted",
+        ],
+        evidence=refs,
+        actions=[
+            Action(
+                description="Show the blocker, its transaction age and what waits for it",
+                command=(
+                    f'psql -d {db} -c "SELECT pid, state, now()-xact_start AS xact_age, now()-state_change AS idle, '
+                    f"application_name, query FROM pg_stat_activity WHERE pid = {root} OR {root} = "
+                    'ANY(pg_blocking_pids(pid))"'
+                ),
+            ),
+            Action(
+                description=f"Terminate pid {root}: its transaction rolls back and the waiters proceed",
+                command=f"psql -d {db} -c 'SELECT pg_terminate_backend({root})'",
+                kind="write",
+                tool="postgres_terminate_session",
+                args={"pid": root, "database": db},
+            ),
+            Action(
+                description="Stop it recurring: end forgotten transactions automatically",
+                command=f"psql -d {db} -c \"ALTER DATABASE {db} SET idle_in_transaction_session_timeout = '60s'\"",
+                kind="write",
+            ),
+        ],
+    )
+
+
+def _waiters_finding(ctx: Context, root: int, waiters: set[int]) -> Finding:
+    at = ctx.captured
+    items = [ctx.sessions[p] for p in sorted(waiters) if p in ctx.sessions]
+    waited = [a for a in (_age_of(s.data, "query_start", at) for s in items) if a is not None]
+    relation, _, _ = _relation_between(ctx, root, waiters)
+    db = next((str(s.data.get("datname")) for s in items if s.data.get("datname")), ctx.db_name())
+    sample = " ".join(str(items[0].data.get("query") or "").split())[:120] if items else ""
+    pids = sorted(waiters)
+    tags = [f"pid:{p}" for p in pids[:20]] + [f"db:{db}"]
+    if relation:
+        tags.append(f"relation:{relation}")
+    for s in items:
+        if s.data.get("application_name"):
+            tags.append(f"service:{s.data['application_name']}")
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="symptom",
+        code="db_waits",
+        category=Category.CODE_DEFECT,
+        title=f"{len(pids)} session(s) waiting for pid {root}" + (f" on {relation}" if relation else ""),
+        mechanism=(
+            f"pids {', '.join(map(str, pids[:10]))} wait on a lock held by pid {root}"
+            + (f" (relation {relation})" if relation else "")
+            + (f", the longest for {human_duration(max(waited))}" if waited else "")
+            + (f", e.g. '{sample}'" if sample else "")
+            + "."
+        ),
+        object=f"{len(pids)} waiting sessions",
+        score=0.6,
+        ts=min(
+            (float(q) for q in (s.data.get("query_start") for s in items) if isinstance(q, int | float)), default=None
+        ),
+        tags=list(dict.fromkeys(tags)),
+        evidence=[
+            EvidenceRef(item=s.id, field="wait_event_type", value=s.data.get("wait_event_type") or "Lock")
+            for s in items[:5]
+        ],
+    )
+
+
+def _deadlock_finding(ctx: Context, pids: set[int]) -> Finding:
+    items = [ctx.sessions[p] for p in sorted(pids) if p in ctx.sessions]
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="cause",
+        code="deadlock",
+        category=Category.CODE_DEFECT,
+        title=f"deadlock between pids {', '.join(map(str, sorted(pids)))}",
+        mechanism=(
+            f"pids {', '.join(map(str, sorted(pids)))} wait for each other in a cycle: transactions "
+            "take the same locks in different orders."
+        ),
+        object="pids " + ", ".join(map(str, sorted(pids))),
+        score=0.8,
+        tags=[f"pid:{p}" for p in sorted(pids)],
+        explains=["db_waits", "errors"],
+        evidence=[EvidenceRef(item=s.id, field="query", value=str(s.data.get("query"))[:200]) for s in items[:4]],
+    )
+
+
+# ---------------------------------------------------------------- connections
+
+
+def _connections(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    clients = [
+        (pid, s)
+        for pid, s in ctx.sessions.items()
+        if str(s.data.get("backend_type") or "client backend") == "client backend"
+    ]
+    mx = ctx.max_connections()
+    n_clients = sum(_weight(s) for _, s in clients)  # a grouped pg_stat_activity row stands for `count` sessions
+    log_hits = [r for r in ctx.logs if PG_TOO_MANY.search(r.msg)]
+    conn_metric = ctx.metric("DatabaseConnections", "pg_stat_activity_count", "pg_stat_database_numbackends")
+    db = ctx.db_name()
+    near = bool(mx and clients and n_clients >= CONNECTIONS_HIGH * mx[0])
+    if not near and not log_hits:
+        return out
+    refs: list[EvidenceRef] = []
+    if mx:
+        refs.append(mx[1])
+    if log_hits:
+        refs += first_and_last_refs(log_hits)
+    for m in conn_metric[:1]:
+        pts = _pts(m)
+        if pts:
+            i = max(range(len(pts)), key=lambda k: pts[k][1])
+            refs.append(_mref(m, i, pts))
+    count_txt = (
+        f"{n_clients} of max_connections {mx[0]}" if mx and clients else (f"{n_clients} sessions" if clients else "")
+    )
+    # most connections are lock waiters: the lock is the cause, the connection pile-up its symptom
+    waiting = [p for p, _ in clients if p in ctx.lock_pids]
+    if clients and len(waiting) >= 0.3 * n_clients:
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="symptom",
+                code="connections_high",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"connections high on {db} ({count_txt}), {len(waiting)} of them lock waiters",
+                mechanism=(
+                    f"{db} is near its connection limit ({count_txt}) because {len(waiting)} sessions are stuck "
+                    "waiting on locks and pools open more."
+                ),
+                object=f"database {db}",
+                score=0.5,
+                tags=[f"db:{db}"],
+                evidence=refs,
+            )
+        )
+        return out
+    by_app: Counter[str] = Counter()
+    for _, s in clients:
+        by_app[str(s.data.get("application_name") or s.data.get("usename") or "?")] += _weight(s)
+    mech_extra = ""
+    title_app = ""
+    app_tags: list[str] = []
+    if clients:
+        app, n_app = by_app.most_common(1)[0]
+        app_sessions = [
+            s for _, s in clients if str(s.data.get("application_name") or s.data.get("usename") or "?") == app
+        ]
+        idle = [s for s in app_sessions if str(s.data.get("state", "")).startswith("idle")]
+        idle_tx = [s for s in app_sessions if str(s.data.get("state", "")).startswith("idle in transaction")]
+        at = ctx.captured
+        oldest = max((_age_of(s.data, "state_change", at) or 0 for s in idle), default=0)
+        n_idle, n_idle_tx = sum(map(_weight, idle)), sum(map(_weight, idle_tx))
+        leak = n_app >= LEAK_APP_SHARE * n_clients and n_idle >= LEAK_IDLE_SHARE * n_app
+        title_app = f", {n_app} held by {app}"
+        mech_extra = (
+            f"; {app} holds {n_app} of them, {n_idle} idle ({n_idle_tx} idle in transaction, the oldest idle for "
+            f"{human_duration(oldest)})" + (": its pool leaks connections (taken and never returned)" if leak else "")
+        )
+        app_tags = [f"service:{app}"]
+        refs += [
+            EvidenceRef(item=s.id, field="state", value=s.data.get("state"))
+            for s in (idle_tx or idle or app_sessions)[:3]
+        ]
+        code = "connection_pool_leak" if leak else "connection_exhaustion"
+    else:
+        code = "connection_exhaustion"
+    if log_hits and not clients:
+        mech_extra += (
+            f"; clients were refused {len(log_hits)}x {span_text(log_hits[0].ts, log_hits[-1].ts)} "
+            f"('{log_hits[0].msg.strip()[:120]}')"
+        )
+    elif log_hits:
+        mech_extra += f"; {len(log_hits)} refusals logged"
+    first = log_hits[0].ts if log_hits else None
+    if not clients:
+        # refusals alone say the slots are gone, not who holds them: a leak, a lock pile-up, a stalled disk and a
+        # traffic surge all look like this, so it is a symptom whose cause needs the sessions
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="symptom",
+                code="db_connection_errors",
+                category=Category.UNKNOWN,
+                title=f"{db} refuses connections: out of connection slots",
+                mechanism=f"{db} has run out of connection slots{mech_extra}; nothing shows who holds them.",
+                object=f"database {db} connections",
+                score=0.6,
+                ts=first,
+                tags=[f"db:{db}"],
+                evidence=refs,
+                needs=[
+                    f"pg_stat_activity of {db} grouped by application_name and state (who holds the connections)",
+                    f"pg_locks of {db} (whether the sessions wait on a lock)",
+                ],
+                actions=[
+                    Action(
+                        description="Who holds the connections, by application and state",
+                        command=f'psql -d {db} -c "SELECT application_name, state, count(*), max(now()-state_change) FROM pg_stat_activity GROUP BY 1,2 ORDER BY 3 DESC"',  # noqa: E501 (an exact command or data line reads better whole)
+                    )
+                ],
+            )
+        )
+        return out
+    out.append(
+        Finding(
+            analyzer="database",
+            domain=Domain.DATABASE,
+            role="cause",
+            code=code,
+            category=Category.RESOURCE_EXHAUSTION,
+            title=f"{db} out of connections" + (f" ({count_txt}{title_app})" if count_txt else ""),
+            mechanism=f"{db} has run out of connection slots"
+            + (f" ({count_txt})" if count_txt else "")
+            + mech_extra
+            + ".",
+            object=f"database {db} connections",
+            score=0.85 if (near and log_hits) or code == "connection_pool_leak" else 0.75,
+            ts=first,
+            tags=[f"db:{db}", *app_tags],
+            explains=[
+                "connections_high",
+                "app_pool_exhausted",
+                "db_connection_errors",
+                "errors",
+                "http_5xx",
+                "latency",
+                "upstream_timeout",
+                "pod_restarts",
+            ],
+            evidence=refs,
+            actions=[
+                Action(
+                    description="Who holds the connections, by application and state",
+                    command=f'psql -d {db} -c "SELECT application_name, state, count(*), max(now()-state_change) FROM pg_stat_activity GROUP BY 1,2 ORDER BY 3 DESC"',  # noqa: E501 (an exact command or data line reads better whole)
+                ),
+                Action(
+                    description="Close connections idle for over 10 minutes",
+                    command=(
+                        f'psql -d {db} -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE '
+                        "'idle%' AND now()-state_change > interval '10 minutes'\""
+                    ),
+                    kind="write",
+                ),
+                Action(
+                    description="Cap the pool or put PgBouncer in front; check the application returns connections (leak)",  # noqa: E501 (an exact command or data line reads better whole)
+                    command="kubectl get deploy -A -o yaml | grep -iE 'pool|max_conn|DB_POOL'",
+                ),
+            ],
+        )
+    )
+    return out

@@ -1,0 +1,21 @@
+"""Logs: error templates with counts and time spans; exceptions (code_defect), bad data (data_quality), an
+application running out of memory; old errors and a steady background are benign.
+
+Messages whose mechanism another analyzer names (a timeout to an upstream, a full disk, a kernel OOM kill, too
+many database clients) count toward the service's `errors` symptom here, and their cause is left to the
+network, database or host analyzer.
+
+The package's modules: `errors` (error templates per source and their causes), `data` (naming bad data and its
+producer), `settings` (a refused Host, configuration changes quoted by errors, missing settings), `capacity` (an
+application at its own capacity), `empty` (an input that arrived empty); `_shared` holds the thresholds and
+expressions they all read.
+"""
+
+from __future__ import annotations
+
+from diagnosis.analyzers.logs.capacity import app_capacity
+from diagnosis.analyzers.logs.empty import empty_input
+from diagnosis.analyzers.logs.errors import log_errors
+from diagnosis.analyzers.logs.settings import host_not_allowed
+
+__all__ = ["app_capacity", "empty_input", "host_not_allowed", "log_errors"]

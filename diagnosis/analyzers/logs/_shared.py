@@ -1,0 +1,137 @@
+"""What the log rules share: when errors have stopped or are a steady background, and the expressions that
+name bad data, exceptions, a remote failure and an application out of memory."""
+
+from __future__ import annotations
+
+import re
+
+# An error template whose last record is this long before "now" has stopped: the fault recovered (15 min is
+# three times the usual 5-minute alert evaluation window, long enough that "still failing" would show).
+STOPPED_AFTER_S = 15 * 60
+LOG_START_SLACK_S = 60.0  # errors within this of a log's first record began at or before the log did
+# errors that are the last thing their log says are stopped only this long before now
+ENDED_LONG_AGO_S = 60 * 60
+# A background is errors present over most of a long log at a low, even rate: at most 2 a minute, spread over
+# at least 60% of a log that covers 30 minutes or more, with no 5-minute bucket above 3x the typical one.
+BACKGROUND_MIN_SPAN_S = 30 * 60
+BACKGROUND_MAX_RATE_PER_MIN = 2.0
+BACKGROUND_COVERAGE = 0.6
+BACKGROUND_BURST_FACTOR = 3.0
+# ... and beginning within the first fifth of the log: errors that start after a clean stretch are new
+BACKGROUND_LATE_START = 0.2
+# ... and a small share of a log that says more than its errors: at most 15% of its lines, when at least 20
+# other lines show what the service does (an export of error lines only says nothing of the share)
+BACKGROUND_MAX_SHARE = 0.15
+BACKGROUND_MIN_OTHERS = 20
+# Fewer occurrences than this are sporadic: the finding is kept below the reasoning's stand-alone score (0.5), so it
+# names the cause only when it explains something observed (a crash, a restart), not on a healthy system.
+SPORADIC = 3
+FEW_ERRORS, FEW_ERRORS_AMONG, FEW_ERRORS_SHARE = 4, 50, 0.02  # at most 4 errors in 50+ lines, under 2% of them
+# A deploy this long before the first exception makes the deploy the likely origin of the bug.
+DEPLOY_WINDOW_S = 2 * 3600
+ROLLOUT_SLACK_S = 300
+
+BAD_DATA = re.compile(
+    # generic wording of rejected input
+    r"invalid input (?:syntax|value)|schema mismatch|unexpected null|null value in column|failed to parse|parse error|"
+    r"could not parse|unable to parse|cannot parse|malformed|missing (?:required )?(?:field|property|key)|"
+    r"required (?:field|property) \S+ (?:is )?missing|unexpected (?:token|field|type|character|end of (?:json )?input)|"
+    r"invalid (?:json|format|value|record|payload|utf-?8|byte sequence|character|date|timestamp|enum|message)|"
+    r"is not valid JSON|deserializ\w+ (?:error|failed|exception)|error deserializing|failed to (?:deserializ|decod)\w*|"
+    r"violates (?:not-null|check|foreign key) constraint|type mismatch|"
+    # CSV readers on a file with another delimiter or a ragged row (Rust csv, Python csv, pandas, Go encoding/csv)
+    r"found record with \d+ fields?|wrong number of fields|expected \d+ fields?,? (?:saw|got|but)|"
+    r"Error tokenizing data|header has \d+ columns?|column \S+ does not exist|no such column|"
+    r"schema validation failed|incompatible schema|schema (?:is )?incompatible|"
+    r"unknown (?:field|column|magic byte)|Unrecognized field|value too long for type|out of range for type|"
+    r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"
+    r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|"
+    r"poison(?:ed)? (?:message|pill|record)|"
+    # rejected rows and dead-lettered records, column counts, NaN, corrupt input, failed data checks
+    r"rejected \d+ (?:rows|records|messages|documents|lines|events)|(?:rows|records|messages|events) rejected|"
+    r"(?:sent|routed|moved|published|written|forwarded) to (?:the )?(?:dead[- ]?letter|DLQ|DLT)|"
+    r"expected \d+ (?:columns|fields),? (?:but )?(?:got|found|saw) \d+|wrong number of (?:columns|fields)|"
+    # CSV readers on a file with another delimiter or column count (Rust csv, Go encoding/csv, a header check)
+    r"found record with \d+ fields?, but the previous record has \d+|wrong number of fields|"
+    r"\bheader has \d+ (?:column|field)s?(?:\(s\))?,? (?:but )?expected \d+|"
+    # a batch refused as a whole because too much of it failed validation
+    r"reject(?:ed|ion) (?:share|ratio|rate) (?:of )?[\d.]+ ?% (?:is )?(?:above|over|exceeds)|"
+    r"(?:moved|sent) (?:\S+ )?to (?:the )?quarantine\b|"
+    r"Error tokenizing data|contains NaN|\bNaN (?:value|found|in column)|value is NaN|"
+    r"corrupt(?:ed)? (?:record|row|message|input|gzip|parquet|avro|csv)|"
+    r"data (?:quality|validation) (?:check )?failed|expectation (?:suite )?failed|"
+    r"(?:not_null|unique|accepted_values|relationships) test failed|"
+    # Java/Kotlin: Jackson, Kafka serdes, Avro, protobuf, java.time, charsets, bean validation
+    r"Json(?:Parse|Mapping|EOF)Exception|MismatchedInputException|InvalidFormatException|"
+    r"UnrecognizedPropertyException|InvalidDefinitionException|SerializationException|RecordDeserializationException|"
+    r"DeserializationException|InvalidProtocolBufferException|AvroTypeException|SchemaParseException|"
+    r"DateTimeParseException|NumberFormatException|MalformedInputException|UnmappableCharacterException|"
+    r"CharacterCodingException|ConstraintViolationException|DataIntegrityViolationException|HttpMessageNotReadable|"
+    # XML parsers on an input file in the wrong encoding or not XML at all (.NET, Java SAX, libxml2/lxml, expat)
+    r"XmlException|SAXParseException|XMLSyntaxError|ExpatError|Content is not allowed in prolog|"
+    r"Data at the root level is invalid|Invalid byte \d of \d-byte UTF-8|not well-formed \(invalid token\)|"
+    r"DecoderFallbackException|(?:unexpected|invalid|unsupported) (?:byte order mark|BOM)|"
+    # Python, Go, Node, Ruby
+    r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|decimal\.ConversionSyntax|"
+    # .NET: System.Text.Json and Newtonsoft on a value of the wrong shape, and a number that does not parse
+    r"System\.Text\.Json\.JsonException|JsonReaderException|JsonSerializationException|"
+    r"could not be converted to System\.\w+|Input string was not in a correct format|"
+    r"json: cannot unmarshal|invalid character '.{1,4}' (?:looking for|after|in)|cannot unmarshal|"
+    r"strconv\.\w+: parsing|"
+    r"proto: cannot parse|parsing time \S+ as|JSON::ParserError|ActiveRecord::RecordInvalid|invalid byte sequence in|"
+    r"Encoding::(?:Undefined|InvalidByteSequence)\w*|"
+    # MySQL / PostgreSQL data errors (SQLSTATE class 22 and 23)
+    r"Incorrect (?:string|integer|decimal|datetime|date) value|Data truncated for column|Data too long for column|"
+    r"Out of range value for column|Column '\w+' cannot be null|Unknown column|has no equivalent in encoding|"
+    r"date/time field value out of range|SQLSTATE\[?2[23]\d{3}",
+    re.I,
+)
+# The exception class (or phrase) that names the bad data in a message: the innermost one (Java prints causes last)
+_DATA_CLASS = re.compile(r"\b((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b")
+# a consumer stuck on one record: Kafka's "Seeking to offset 88213 for partition postings-3", spring-kafka's
+# "...-3@88213", librdkafka's "[3] offset 88213"
+_OFFSET = re.compile(
+    r"offset[\s=:]+(?P<off>\d+)(?:\s+for\s+partition\s+(?P<part>[\w.\-]+))?|(?P<topic>[\w.\-]+-\d+)@(?P<off2>\d+)",
+    re.I,
+)
+# An exception class named in a message; the network/database ones (timeouts, refusals) are claimed elsewhere.
+EXCEPTION = re.compile(
+    r"\b((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b(?!\s+(?:rate|count|budget)|[\"']\s*:)|"
+    r"\bpanic: |\bpanicked at\b|called `(?:Option|Result)::(?:unwrap|expect)\(\)` on|"
+    r"\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
+    r"\bunhandled exception|\buncaught exception|\bTraceback \(most recent call last\)|\bassertion failed|"
+    r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range|"
+    r"Java-level deadlock|all goroutines are asleep - deadlock|thread-pool starvation deadlock",
+    re.I,
+)
+# Exceptions a client raises when the other side failed (the server answered 5xx, refused, timed out): the
+# dependency failed; the error count stays this service's `errors` symptom.
+REMOTE_FAILURE = re.compile(
+    r"\b\w*(?:Transport|Connection|Connect|Timeout|Unavailable|Remote|Rpc|Grpc|Http|Network|Socket|Upstream|Gateway|"
+    r"ServiceUnavailable|Throttl)\w*(?:Error|Exception)\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b|"
+    # a datastore's own failure, as its client library relays it: shards missing, a cluster down or read-only,
+    # no leader or primary to talk to
+    r"search_phase_execution_exception|all shards failed|missing shards|no_shard_available|cluster_block_exception|"
+    r"\bCLUSTERDOWN\b|\bNOREPLICAS\b|\bMASTERDOWN\b|LOADING Redis is loading|READONLY You can't write|"
+    r"NotWritablePrimary|not master and slaveOk|No primary (?:server )?available|LEADER_NOT_AVAILABLE|"
+    r"NotLeaderOrFollower|NOT_ENOUGH_REPLICAS|the database system is (?:starting up|shutting down|in recovery)",
+)
+_CAUSED_BY = re.compile(r"Caused by: ((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))")
+APP_OOM = re.compile(
+    r"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|\bMemoryError\b|fatal error: runtime: out of memory|"
+    r"Cannot allocate memory|std::bad_alloc",
+)
+
+
+# A service's own workers or threads all busy, or a consumer too slow for its group: a capacity it set ran out.
+# Servers log these at WARN as often as at ERROR, so every record is read.
+APP_CAPACITY = re.compile(
+    r"(?P<pool>RejectedExecutionException|rejected from (?:java\.util\.concurrent\.)?\w*ThreadPoolExecutor|"
+    r"All threads \(\d+\) are currently busy|Thread pool (?:is )?(?:exhausted|saturated)|"
+    r"server reached (?:pm\.)?max_children setting|WORKER TIMEOUT \(pid|listen queue of socket \S+ full|"
+    r"worker_connections are not enough|max(?:imum)? (?:number of )?(?:worker|thread)s? reached|"
+    r"MaxRequestWorkers|ServerLimit)|"
+    r"(?P<poll>max\.poll\.interval\.ms|consumer poll timeout has expired|CommitFailedException|"
+    r"the group has already rebalanced)",
+)
+CAPACITY_MIN = 3

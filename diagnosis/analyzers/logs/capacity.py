@@ -1,0 +1,100 @@
+"""An application at its own capacity (a worker pool or queue full), told from one waiting on slow calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diagnosis.analyzers._common import (
+    NET_TIMEOUT,
+    now_of,
+    object_tags,
+    service_of,
+    span_text,
+    with_aliases,
+)
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.logs._shared import APP_CAPACITY, CAPACITY_MIN, STOPPED_AFTER_S
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def app_capacity(evidence: EvidenceSet) -> list[Finding]:
+    """A service whose worker or thread pool is full (requests rejected or queued), or a Kafka consumer whose
+    processing outlasts max.poll.interval.ms (evicted from its group, rebalancing, lag growing)."""
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        hits: dict[str, list[dict[str, Any]]] = {}
+        for r in item.data.get("records") or ():
+            m = APP_CAPACITY.search(str(r.get("msg") or ""))
+            if m:
+                hits.setdefault("poll" if m["poll"] else "pool", []).append(r)
+        for kind, recs in hits.items():
+            last = max((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
+                continue
+            first = min((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            waiting = kind == "pool" and _waits_on_calls(item, first)
+            who = service_of(item) or item.object
+            sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
+            if kind == "poll":
+                what = (
+                    f"{who}'s consumer takes longer between polls than max.poll.interval.ms: the broker evicts it "
+                    "from its group, the group rebalances and its partitions' lag grows"
+                )
+                title = f"{who}: consumer exceeds max.poll.interval.ms ({len(recs)}x)"
+            else:
+                what = f"{who}'s worker/thread pool is exhausted: requests are rejected or queue"
+                title = f"{who}: worker/thread pool exhausted ({len(recs)}x)"
+            if waiting:
+                what += ": its threads are held by calls that time out, which began first"
+            out.append(
+                Finding(
+                    analyzer="app_capacity",
+                    domain=Domain.LOGS,
+                    # a pool full of threads waiting on a slow dependency is that dependency's symptom
+                    role="symptom" if waiting else "cause",
+                    code="consumer_too_slow" if kind == "poll" else "app_pool_exhausted",
+                    category=Category.UNKNOWN if waiting else Category.RESOURCE_EXHAUSTION,
+                    title=title,
+                    mechanism=f"{what}: '{sample}' x{len(recs)} {span_text(first, last)}.",
+                    object=who,
+                    score=0.75,
+                    ts=first,
+                    tags=object_tags(item, service_of(item)),
+                    explains=[
+                        "errors",
+                        "latency",
+                        "http_5xx",
+                        "backlog",
+                        "queue_backlog",
+                        "metric_shift",
+                        "upstream_timeout",
+                        "exception",
+                        "probe_*",
+                    ],
+                    evidence=[
+                        EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
+                    ],
+                    actions=[
+                        Action(
+                            description="See the rejections and the pool or consumer settings around them",
+                            command=f"grep -n -E 'max.poll|rejected|busy|max_children' <{item.object} log>",
+                        )
+                    ],
+                )
+            )
+    return with_aliases(out)
+
+
+def _waits_on_calls(item: EvidenceItem, pool_first: float | None) -> bool:
+    """Whether the same log shows outbound calls timing out (3+) from before its pool filled up."""
+    stamps = [
+        r["ts"]
+        for r in item.data.get("records") or ()
+        if isinstance(r.get("ts"), int | float)
+        and NET_TIMEOUT.search(msg := str(r.get("msg") or ""))
+        and not APP_CAPACITY.search(msg)  # gunicorn's own "WORKER TIMEOUT" is the pool, not a call
+    ]
+    return len(stamps) >= CAPACITY_MIN and (pool_first is None or min(stamps) <= pool_first)

@@ -1,0 +1,592 @@
+"""Error templates per source: each active template's cause (exception, bad data, out of memory, a missing
+setting or resource, a kill from outside), the errors symptom, and old or background errors as benign."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from diagnosis.analyzers._common import (
+    Rec,
+    Template,
+    claimed_elsewhere,
+    fmt_ts,
+    group_templates,
+    level_of,
+    now_of,
+    object_tags,
+    ref_of,
+    service_of,
+    span_text,
+    with_aliases,
+)
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.logs._shared import (
+    _CAUSED_BY,
+    APP_CAPACITY,
+    APP_OOM,
+    BACKGROUND_BURST_FACTOR,
+    BACKGROUND_COVERAGE,
+    BACKGROUND_LATE_START,
+    BACKGROUND_MAX_RATE_PER_MIN,
+    BACKGROUND_MAX_SHARE,
+    BACKGROUND_MIN_OTHERS,
+    BACKGROUND_MIN_SPAN_S,
+    BAD_DATA,
+    DEPLOY_WINDOW_S,
+    ENDED_LONG_AGO_S,
+    EXCEPTION,
+    FEW_ERRORS,
+    FEW_ERRORS_AMONG,
+    FEW_ERRORS_SHARE,
+    LOG_START_SLACK_S,
+    REMOTE_FAILURE,
+    ROLLOUT_SLACK_S,
+    SPORADIC,
+    STOPPED_AFTER_S,
+)
+from diagnosis.analyzers.logs.data import (
+    _around,
+    _bad_field,
+    _data_error_name,
+    _grep_word,
+    _input_file,
+    _producer,
+    _short,
+    _stuck_offset,
+)
+from diagnosis.analyzers.logs.settings import ConfigChange, _missing_setting, _quoted_change, _spaced, config_changes
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.series import human_duration, median
+from diagnosis.timeline import parse_ts
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def log_errors(evidence: EvidenceSet) -> list[Finding]:
+    """Every log source: its error templates; exceptions, bad data and memory errors as causes; the burst of
+    errors as a symptom of the service; stopped or background errors as benign."""
+    now = now_of(evidence)
+    deploys = _deploys(evidence)
+    changes = config_changes(evidence)
+    findings: list[Finding] = []
+    for item in evidence.kind("log"):
+        findings.extend(_analyze_source(item, now, deploys, changes))
+    return with_aliases(findings)
+
+
+_ERROR_LEVELS = {"error", "fatal", "critical", "crit", "err", "panic", "emerg", "alert"}
+
+
+def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float | None]:
+    """The source's error records (by level, or by an exception in an unlevelled line), and its time span."""
+    errors: list[Rec] = []
+    first: float | None = None
+    last: float | None = None
+    for r in item.data.get("records") or ():
+        ts = r.get("ts")
+        if isinstance(ts, int | float):
+            first = ts if first is None or ts < first else first
+            last = ts if last is None or ts > last else last
+        lvl = r.get("level")
+        if isinstance(lvl, str) and lvl:
+            if lvl.lower() not in _ERROR_LEVELS:
+                continue
+            level: str | None = "error"
+        else:
+            level = level_of(r)
+        msg = str(r.get("msg") or "")
+        if level in ("error", "fatal") or (level is None and (EXCEPTION.search(msg) or APP_OOM.search(msg))):
+            errors.append(Rec(item, ts, msg, r.get("line"), level or "error"))
+    return errors, first, last
+
+
+def _analyze_source(
+    item: EvidenceItem,
+    now: float | None,
+    deploys: list[tuple[float, str, EvidenceRef]],
+    changes: list[ConfigChange] | None = None,
+) -> list[Finding]:
+    errors, log_first, log_last = _error_records(item)
+    if not errors:
+        return []
+    service = service_of(item)
+    tags = object_tags(item, service)
+    who = service or item.object
+    findings: list[Finding] = []
+    active: list[Template] = []
+    gave_up = functools.cache(lambda: _gave_up_at(item))  # read only when an error template seems to have stopped
+    snapshot = bool((item.data.get("source") or {}).get("snapshot"))  # a run's report, not a running log
+    for tpl in group_templates(errors):
+        verdict = _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
+        if verdict == "stopped" and (snapshot or _ended_with(tpl, gave_up())):
+            verdict = None  # it stopped because what failed gave up for good, not because it recovered
+        if verdict:
+            findings.append(_benign(item, tpl, who, tags, verdict))
+            continue
+        active.append(tpl)
+    if not active:
+        return findings
+    for tpl in active:
+        cause = _changed_setting(item, tpl, who, tags, changes or []) or _cause_of(
+            item, tpl, who, tags, deploys, active
+        )
+        if cause and cause.ts is not None and log_first is not None and cause.ts - log_first <= LOG_START_SLACK_S:
+            # errors from the log's first lines began at or before the export's start (`--since`, `--tail`, a
+            # rotated file): when is unknown, so they may explain what began before the log does
+            cause = cause.model_copy(update={"ts": None})
+        if cause:
+            findings.append(cause)
+    findings.append(_errors_symptom(item, active, who, tags))
+    return findings
+
+
+# a process or task that stops for good after its error: the errors end because nothing runs any more
+GAVE_UP = re.compile(
+    r"will not recover|unrecoverable exception|until (?:it is )?manually restarted|giving up\b|gave up\b|"
+    r"shutting down due to|exiting due to|exiting with (?:status|code) [1-9]|aborting (?:the )?(?:job|task|run)",
+    re.I,
+)
+
+
+def _ended_with(tpl: Template, gave_up: float | None) -> bool:
+    """Whether the template's last record came just before what failed gave up for good."""
+    return gave_up is not None and tpl.last_ts is not None and -5 <= gave_up - tpl.last_ts <= 120
+
+
+def _gave_up_at(item: EvidenceItem) -> float | None:
+    stamps = [
+        r["ts"]
+        for r in item.data.get("records") or ()
+        if isinstance(r.get("ts"), int | float) and GAVE_UP.search(str(r.get("msg") or ""))
+    ]
+    return max(stamps) if stamps else None
+
+
+def _quiet_verdict(
+    tpl: Template, log_first: float | None, log_last: float | None, now: float | None, total: int = 0
+) -> str | None:
+    """'stopped' when the template's last record is long before now; 'background' when it is a steady low
+    rate present all along; None when it is a live signal."""
+    if tpl.last_ts is None or now is None:
+        return None
+    if now - tpl.last_ts >= STOPPED_AFTER_S and (
+        # the log went on without it; or the log ends with it (a sparse event stream says nothing until the
+        # next change) and even so it is long past
+        log_last is None or log_last - tpl.last_ts >= STOPPED_AFTER_S or now - tpl.last_ts >= ENDED_LONG_AGO_S
+    ):
+        return "stopped"
+    if log_first is None or log_last is None or tpl.first_ts is None:
+        return None
+    span = log_last - log_first
+    if span < BACKGROUND_MIN_SPAN_S:
+        return None
+    coverage = (tpl.last_ts - tpl.first_ts) / span
+    rate = tpl.count / max(span / 60.0, 1.0)
+    if coverage < BACKGROUND_COVERAGE or rate > BACKGROUND_MAX_RATE_PER_MIN:
+        return None
+    # a background is a small share of what the service logs: more than 15% of its lines (of its requests) is a fault
+    if total - tpl.count >= BACKGROUND_MIN_OTHERS and tpl.count > BACKGROUND_MAX_SHARE * total:
+        return None
+    # all along: from the start of the log; errors that begin after a long clean stretch began with the fault
+    if tpl.first_ts - log_first > BACKGROUND_LATE_START * span:
+        return None
+    # even: no 5-minute bucket well above the typical (median non-empty) one, and the last quarter no busier
+    buckets: dict[int, int] = {}
+    for ts in tpl.stamps:
+        b = int((ts - log_first) // 300)
+        buckets[b] = buckets.get(b, 0) + 1
+    if not buckets:
+        return None
+    typical = median(list(buckets.values()))
+    if max(buckets.values()) > BACKGROUND_BURST_FACTOR * max(typical, 1.0):
+        return None
+    return "background"
+
+
+def _benign(item: EvidenceItem, tpl: Template, who: str, tags: list[str], verdict: str) -> Finding:
+    assert tpl.sample is not None
+    if verdict == "stopped":
+        why = f"stopped at {fmt_ts(tpl.last_ts)}, long before the newest evidence: it recovered"
+        code = "errors_stopped"
+    else:
+        why = (
+            f"a steady background ({tpl.count} over {span_text(tpl.first_ts, tpl.last_ts)}) present all along, "
+            "not a new fault"
+        )
+        code = "errors_background"
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="benign",
+        code=code,
+        category=Category.HEALTHY,
+        title=f"{who}: '{_short(tpl.template)}' x{tpl.count} ({verdict})",
+        mechanism=f"{who} logged '{_short(tpl.sample.msg)}' {tpl.count} times; {why}.",
+        object=f"log {item.object}",
+        score=0.2,
+        ts=tpl.first_ts,
+        tags=tags,
+        evidence=[ref_of(tpl.sample)],
+    )
+
+
+def _changed_setting(
+    item: EvidenceItem, tpl: Template, who: str, tags: list[str], changes: list[ConfigChange]
+) -> Finding | None:
+    """Errors that quote the value a recent flag or setting change introduced: the change is the cause, whatever
+    exception the code throws on it (an invalid enum, a bad URL, a number that does not parse)."""
+    change = _quoted_change(changes, tpl)
+    if change is None or tpl.sample is None or tpl.first_ts is None:
+        return None
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="cause",
+        code="bad_config_value",
+        category=Category.CONFIGURATION_ERROR,
+        title=f"{who} fails on the value {change.value} that {change.subject} was set to ({tpl.count}x)",
+        mechanism=(
+            f"{change.subject} was set to {change.value} {human_duration(tpl.first_ts - change.ts)} before {who} "
+            f"began failing on exactly that value: '{_short(tpl.sample.msg)}' x{tpl.count} "
+            f"{span_text(tpl.first_ts, tpl.last_ts)}; the configuration change is the cause."
+        ),
+        object=f"{change.subject} = {change.value}",
+        score=0.85 if tpl.count >= SPORADIC else 0.65,
+        ts=change.ts,
+        tags=[*tags, f"config:{change.subject}"],
+        explains=["errors", "http_5xx", "pod_restarts", "crash_loop", "exception", "latency"],
+        evidence=[change.ref, ref_of(tpl.sample)],
+        actions=[
+            Action(
+                description=f"Set {change.subject} back to its previous value",
+                command=f"# flag/config service: revert {change.subject} (now {change.value})",
+                kind="write",
+            )
+        ],
+    )
+
+
+def _cause_of(
+    item: EvidenceItem,
+    tpl: Template,
+    who: str,
+    tags: list[str],
+    deploys: list[tuple[float, str, EvidenceRef]],
+    active: list[Template],
+) -> Finding | None:
+    assert tpl.sample is not None
+    msg = tpl.sample.msg
+    refs = [ref_of(tpl.sample)]
+    span = span_text(tpl.first_ts, tpl.last_ts)
+    oom = APP_OOM.search(msg)
+    if oom:
+        return Finding(
+            analyzer="log_errors",
+            domain=Domain.LOGS,
+            role="cause",
+            code="app_out_of_memory",
+            category=Category.RESOURCE_EXHAUSTION,
+            title=f"{who} ran out of memory: {oom.group(0).rsplit('.', 1)[-1]} ({tpl.count}x)",
+            mechanism=f"{who} exhausted its memory: '{_short(msg)}' x{tpl.count} {span}.",
+            object=who,
+            score=0.75,
+            ts=tpl.first_ts,
+            tags=tags,
+            explains=["errors", "pod_restarts", "latency", "http_5xx", "memory_high"],
+            evidence=refs,
+            actions=_mem_actions(item, who),
+        )
+    if claimed_elsewhere(msg) or APP_CAPACITY.search(msg):  # app_capacity names a pool or worker limit reached
+        return None
+    setting = _missing_setting(item, tpl, who, tags, active)
+    if setting is not None:
+        return setting
+    if BAD_DATA.search(msg):
+        what = _data_error_name(msg)
+        stuck = (
+            (_stuck_offset(item) or _input_file(item, tpl.first_ts))
+            + _bad_field(msg)
+            + _producer(item, tpl.first_ts, msg)
+        )
+        return Finding(
+            analyzer="log_errors",
+            domain=Domain.LOGS,
+            role="cause",
+            code="bad_data",
+            category=Category.DATA_QUALITY,
+            title=f"{who} rejects bad data ({what}): '{_short(tpl.template, 80)}' x{tpl.count}",
+            mechanism=(
+                f"{who} fails on its input with {what}{stuck}: '{_short(_around(msg, what))}' x{tpl.count} {span}; "
+                "the data (its format, schema or a field) does not match what the code expects."
+            ),
+            object=who,
+            score=0.7 if tpl.count >= SPORADIC else 0.45,
+            ts=tpl.first_ts,
+            tags=tags,
+            explains=["errors", "http_5xx", "pod_restarts"],
+            evidence=refs,
+            actions=[
+                Action(
+                    description="Find the first rejected records and their producer",
+                    command=f"grep -n -m 20 {_grep_word(msg)} <{item.object} log>",
+                ),
+            ],
+        )
+    if KILLED_FROM_OUTSIDE.search(msg):
+        return _killed(item, tpl, who, tags)
+    if MISSING_RESOURCE.search(msg):
+        return None  # the thing it asked for is not there (a table, a bucket key): not a bug in its code
+    exc = EXCEPTION.search(msg)
+    if not exc or REMOTE_FAILURE.search(msg):
+        return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
+    # the class that was thrown, wherever the message names it ("An unhandled exception ...: System.Invalid...")
+    named = next((m.group(1) for m in EXCEPTION.finditer(msg) if m.group(1)), None)
+    exc_name = _python_raised(msg) or named or exc.group(0).strip()
+    # Java prints the root cause last ("Caused by: java.lang.NullPointerException"): name that one
+    caused = _CAUSED_BY.findall(msg)
+    if caused:
+        exc_name = caused[-1]
+    # one cause per source for exceptions: the most frequent; the others are listed in its mechanism
+    first_exc = next(
+        (
+            t
+            for t in active
+            if t.sample
+            and EXCEPTION.search(t.sample.msg)
+            and not claimed_elsewhere(t.sample.msg)
+            and not BAD_DATA.search(t.sample.msg)
+            and not APP_OOM.search(t.sample.msg)
+            and not REMOTE_FAILURE.search(t.sample.msg)
+            and not APP_CAPACITY.search(t.sample.msg)
+        ),
+        None,
+    )
+    if first_exc is not tpl:
+        return None
+    deploy = _deploy_before(deploys, who, tpl.first_ts)
+    after = ""
+    score = 0.6 if tpl.count >= SPORADIC else 0.45
+    if deploy:
+        delta = (tpl.first_ts or deploy[0]) - deploy[0]
+        after = (
+            f", starting {human_duration(delta)} after {deploy[1]}"
+            if delta >= 0
+            else f", starting while the new pods rolled out ({deploy[1]} {human_duration(-delta)} later)"
+        )
+        refs.append(deploy[2])
+        score = 0.85 if tpl.count >= SPORADIC else 0.7
+    msg = msg + _panic_payload(item, tpl)
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="cause",
+        code="exception",
+        category=Category.CODE_DEFECT,
+        title=f"{who} throws {exc_name} ({tpl.count}x)",
+        mechanism=(
+            f"{who} is stuck in a {exc_name}: threads (or goroutines) each hold a lock the other waits for, a "
+            f"lock-ordering bug: '{_short(msg)}' x{tpl.count} {span}{after}."
+            if "deadlock" in exc_name.lower() and "starvation" not in exc_name.lower()
+            else f"{who} is stuck in a {exc_name}: tasks running on a pool block waiting for other tasks queued to "
+            f"that same pool, so once every thread waits nothing completes (a code defect; a bigger pool only delays "
+            f"it): '{_short(msg)}' x{tpl.count} {span}{after}."
+            if "starvation" in exc_name.lower()
+            else f"{who} fails with an unhandled {exc_name.removeprefix('unhandled ')}: '{_short(msg)}' x{tpl.count} "
+            f"{span}{after}."
+        ),
+        object=who,
+        score=score,
+        ts=tpl.first_ts,
+        tags=tags,
+        explains=["errors", "http_5xx", "pod_restarts", "crash_loop"],
+        evidence=refs,
+        actions=[
+            Action(
+                description="Read the full stack trace", command=f"grep -n -A 30 {_grep_word(msg)} <{item.object} log>"
+            ),
+            *(
+                [
+                    Action(
+                        description=f"Roll back the deploy of {who}",
+                        command=f"kubectl rollout undo deployment/{who}",
+                        kind="write",
+                    )
+                ]
+                if deploy
+                else []
+            ),
+        ],
+    )
+
+
+# The last line of a Python traceback names what was raised ("KeyError: 'sku'", "app.errors.QuotaError: ..."):
+# the header "Traceback (most recent call last)" says only that something was.
+_PY_RAISED = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s|:?$)", re.M)
+
+
+# a store answering that what was asked for does not exist (BigQuery, S3, DynamoDB, a 404 from an API)
+MISSING_RESOURCE = re.compile(
+    r"Not found: (?:Table|Dataset|Project|Bucket|Object)\b|'reason': 'notFound'|NoSuchKey|NoSuchBucket|"
+    r"ResourceNotFoundException|The specified key does not exist",
+)
+
+
+# a process stopped by a signal someone else sent: the exception it raises on the way out is not its bug
+KILLED_FROM_OUTSIDE = re.compile(
+    r"received SIGTERM|AirflowTaskTerminated|terminated by signal|killed by signal|"
+    r"SIGTERM received|got signal (?:15|9)\b|exited with signal (?:15|9)\b",
+    re.I,
+)
+
+
+def _killed(item: EvidenceItem, tpl: Template, who: str, tags: list[str]) -> Finding:
+    assert tpl.sample is not None
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="symptom",
+        code="killed_from_outside",
+        category=Category.UNKNOWN,
+        title=f"{who} was stopped by a signal from outside ({tpl.count}x)",
+        mechanism=(
+            f"{who} was terminated by a signal it did not send itself: '{_short(tpl.sample.msg)}' "
+            f"x{tpl.count}{_spaced(span_text(tpl.first_ts, tpl.last_ts))}; what sent it decides the cause."
+        ),
+        object=who,
+        score=0.5,
+        ts=tpl.first_ts,
+        tags=tags,
+        evidence=[ref_of(tpl.sample)],
+        needs=[
+            f"who stopped {who}: the scheduler's or orchestrator's log (a timeout, a manual stop, a deploy), the "
+            "node's events (eviction, preemption, scale-down) and the kernel's OOM killer"
+        ],
+    )
+
+
+def _python_raised(msg: str) -> str | None:
+    if "Traceback (most recent call last)" not in msg:
+        return None
+    raised = [m.group(1) for m in _PY_RAISED.finditer(msg) if m.group(1) != "Traceback"]
+    return raised[-1] if raised else None
+
+
+_PANIC_AT = re.compile(r"panicked at [^\s']+:\d+(?::\d+)?:?\s*$")
+
+
+def _panic_payload(item: EvidenceItem, tpl: Template) -> str:
+    """Rust (1.73+) prints a panic's message on the line after "thread 'x' panicked at src/f.rs:212:48:": when the
+    sample ends there, the next line of the log is what panicked (`called Option::unwrap() on a None value`)."""
+    sample = tpl.sample
+    if sample is None or not _PANIC_AT.search(sample.msg) or sample.line is None:
+        return ""
+    nxt = next((r for r in item.data.get("records") or () if r.get("line") == sample.line + 1), None)
+    return f" {str(nxt.get('msg') or '').strip()}" if nxt else ""
+
+
+def _errors_symptom(item: EvidenceItem, active: list[Template], who: str, tags: list[str]) -> Finding:
+    total = sum(t.count for t in active)
+    first = min((t.first_ts for t in active if t.first_ts is not None), default=None)
+    last = max((t.last_ts for t in active if t.last_ts is not None), default=None)
+    top = active[:3]
+    listing = "; ".join(f"'{_short(t.template, 100)}' x{t.count}" for t in top)
+    lines = len(item.data.get("records") or ())
+    # a handful of errors among a busy log's lines is what every working service logs, not a failure
+    few = (total <= FEW_ERRORS and lines >= FEW_ERRORS_AMONG and total / lines < FEW_ERRORS_SHARE) or (
+        # one error in a log that goes on: a blip, unless it ended the process
+        total == 1 and lines >= 10 and not any(t.sample and t.sample.level == "fatal" for t in active)
+    )
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="benign" if few else "symptom",
+        code="errors_few" if few else "errors",
+        category=Category.HEALTHY if few else Category.UNKNOWN,
+        title=f"{who}: {total} errors in {len(active)} template(s)" + (f" among {lines} lines" if few else ""),
+        mechanism=f"{who} logged {total} errors {span_text(first, last)}: {listing}"
+        + (f"; {total} of {lines} lines: the background of a working service, not a failure." if few else "."),
+        object=who,
+        score=min(0.9, 0.3 + total / 200),
+        ts=first,
+        tags=tags,
+        evidence=[
+            EvidenceRef(item=item.id, line=t.sample.line, value=f"{t.template[:200]} (x{t.count})")
+            for t in top
+            if t.sample
+        ],
+    )
+
+
+def _deploys(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
+    """Rollouts seen in the evidence: ScalingReplicaSet events and ReplicaSet creation times."""
+    out: list[tuple[float, str, EvidenceRef]] = []
+    for ev in evidence.kind("k8s/Event"):
+        d = ev.data
+        if d.get("reason") == "ScalingReplicaSet" and "up" in str(d.get("message", "")) and d.get("first_ts"):
+            out.append(
+                (
+                    float(d["first_ts"]),
+                    f"the rollout '{d.get('message')}'",
+                    EvidenceRef(item=ev.id, field="message", value=d.get("message")),
+                )
+            )
+    for dep in evidence.kind("k8s/Deployment"):
+        # a settled Deployment's Progressing condition was last updated when its newest ReplicaSet became available
+        conds = (dep.data.get("status") or {}).get("conditions") or ()
+        prog = next((c for c in conds if isinstance(c, dict) and c.get("type") == "Progressing"), None)
+        ts = parse_ts(prog.get("lastUpdateTime")) if prog else None
+        if prog and ts and prog.get("reason") in ("NewReplicaSetAvailable", "ReplicaSetUpdated"):
+            containers = ((dep.data.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or ()
+            images = ", ".join(str(c.get("image")) for c in containers if isinstance(c, dict) and c.get("image"))
+            name = dep.object.rsplit("/", 1)[-1]
+            out.append(
+                (
+                    ts,
+                    f"the rollout of Deployment {name} ({images}) completed",
+                    EvidenceRef(item=dep.id, field="status.conditions", value=prog.get("lastUpdateTime")),
+                )
+            )
+    for rs in evidence.kind("k8s/ReplicaSet"):
+        created = (rs.data.get("metadata") or {}).get("creationTimestamp")
+        ts = parse_ts(created)
+        if ts:
+            out.append(
+                (
+                    ts,
+                    f"ReplicaSet {rs.object} was created",
+                    EvidenceRef(item=rs.id, field="metadata.creationTimestamp", value=created),
+                )
+            )
+    return out
+
+
+def _deploy_before(
+    deploys: list[tuple[float, str, EvidenceRef]], who: str, first_ts: float | None
+) -> tuple[float, str, EvidenceRef] | None:
+    if first_ts is None:
+        return None
+    best = None
+    for d in deploys:
+        # a rollout reported complete may finish a minute or two after the new pods began failing
+        if who in d[1] and -ROLLOUT_SLACK_S <= first_ts - d[0] <= DEPLOY_WINDOW_S and (best is None or d[0] > best[0]):
+            best = d
+    return best
+
+
+def _mem_actions(item: EvidenceItem, who: str) -> list[Action]:
+    acts = [
+        Action(
+            description="See the memory errors in context",
+            command=f"grep -n -B 5 -A 20 OutOfMemory <{item.object} log>",
+        )
+    ]
+    if item.object.startswith("Pod/"):
+        _, ns, pod, *_ = [*item.object.split("/"), ""]
+        acts.append(
+            Action(
+                description="Compare the container's memory use with its limit",
+                command=f"kubectl top pod {pod} -n {ns} --containers",
+            )
+        )
+    return acts

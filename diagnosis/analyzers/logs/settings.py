@@ -1,0 +1,219 @@
+"""Settings: a framework refusing the request's Host, configuration changes quoted by the errors that followed,
+and a setting the application says is missing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from diagnosis.analyzers._common import (
+    MISSING_SETTING,
+    Template,
+    now_of,
+    object_tags,
+    ref_of,
+    service_of,
+    span_text,
+    with_aliases,
+)
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.logs._shared import CAPACITY_MIN, SPORADIC, STOPPED_AFTER_S
+from diagnosis.analyzers.logs.data import _around, _grep_word, _short
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+
+# A web framework refusing the request's Host header (Django ALLOWED_HOSTS, Rails config.hosts, ASP.NET Core
+# AllowedHosts, Vite/webpack dev servers): the host named is missing from the allow-list. Group 1: the host.
+HOST_REJECTED = re.compile(
+    r"Invalid HTTP_HOST header: '([^']+)'|\bBlocked hosts?: ([\w.\-:]+)|"
+    r"The host '([^']+)' does not match an allowed host|This host \(\"?([\w.\-:]+)\"?\) is not allowed|"
+    r"Invalid Host header(?: '([^']+)')?",
+)
+_HOST_SETTING = (
+    ("HTTP_HOST", "ALLOWED_HOSTS"),
+    ("Blocked host", "config.hosts"),
+    ("allowed host", "AllowedHosts"),
+)
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def host_not_allowed(evidence: EvidenceSet) -> list[Finding]:
+    """A service rejecting requests because their Host header is not on its allow-list (typically after a domain
+    or DNS change sent a new name to an unchanged app): a configuration error of the allow-list, whatever the CDN
+    or the 400s around it look like."""
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        hosts: dict[str, list[dict[str, Any]]] = {}
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "host" not in msg.lower():
+                continue
+            m = HOST_REJECTED.search(msg)
+            if m:
+                hosts.setdefault(next((g for g in m.groups() if g), "?"), []).append(r)
+        for host, recs in hosts.items():
+            last = max((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
+                continue
+            first = min((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
+            who = service_of(item) or item.object
+            sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
+            setting = next((v for k, v in _HOST_SETTING if k.lower() in sample.lower()), "the allowed-hosts setting")
+            out.append(
+                Finding(
+                    analyzer="host_not_allowed",
+                    domain=Domain.LOGS,
+                    role="cause",
+                    code="host_not_allowed",
+                    category=Category.CONFIGURATION_ERROR,
+                    title=f"{who} rejects requests for host {host}: not in {setting} ({len(recs)}x)",
+                    mechanism=(
+                        f"{who} refuses every request whose Host header is {host} (answering 400): {host} is missing "
+                        f"from {setting}: '{sample}' x{len(recs)} {span_text(first, last)}."
+                    ),
+                    object=who,
+                    score=0.8,
+                    ts=first,
+                    tags=[*object_tags(item, service_of(item)), f"host:{host}"],
+                    explains=["errors", "http_4xx", "http_5xx", "metric_shift", "alert:*"],
+                    evidence=[
+                        EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
+                    ],
+                    actions=[
+                        Action(
+                            description=f"Add {host} to {setting} and redeploy; list the hosts refused",
+                            command=f"grep -c '{host}' <{item.object} log>",
+                        )
+                    ],
+                )
+            )
+    return with_aliases(out)
+
+
+# ---------------------------------------------------------------- configuration changes quoted by errors
+
+CONFIG_CHANGE_WINDOW_S = 6 * 3600  # a change this long before the errors began can still be what they quote
+_CHANGE_WORD = re.compile(
+    r"\b(?:flag|feature|toggle|config(?:uration)?|setting|parameter|param|variable|env|property|option|key|"
+    r"variation|override|configmap|secret|rollout rule|targeting)\b",
+    re.I,
+)
+_NEW_VALUE = re.compile(
+    r"\b(?:new_?value|new|to_?value|after|value_?after|variation|value)=\"?([^\s\",;)]+)|"
+    r"\bfrom\s+['\"]?[^\s'\"]*['\"]?\s+to\s+['\"]?([^\s'\",;)]+)|"
+    r"\b(?:set|changed|updated|switched)\b[^=]{0,80}?\bto\s+['\"]?([^\s'\",;)]+)",
+    re.I,
+)
+_CHANGE_SUBJECT = re.compile(
+    r"\b(?:flag|feature|key|setting|parameter|param|name|property|option|variable|config)[=:]\s*['\"]?([\w.\-/]+)",
+    re.I,
+)
+# values too common to attribute an error to: booleans, on/off, empties, small numbers
+_PLAIN_VALUES = frozenset({"true", "false", "on", "off", "yes", "no", "null", "none", "enabled", "disabled", "0", "1"})
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    ts: float
+    subject: str
+    value: str
+    ref: EvidenceRef
+
+
+def config_changes(evidence: EvidenceSet) -> list[ConfigChange]:
+    """Records that set a flag, setting or variable to a new value (audit exports, change logs, flag services)."""
+    out: list[ConfigChange] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            ts = r.get("ts")
+            if not isinstance(ts, int | float) or ("=" not in msg and " to " not in msg):
+                continue
+            if not _CHANGE_WORD.search(msg):
+                continue
+            m = _NEW_VALUE.search(msg)
+            value = next((g for g in m.groups() if g), None) if m else None
+            if not value or len(value) < 3 or value.lower() in _PLAIN_VALUES or value.replace(".", "").isdigit():
+                continue
+            subj = _CHANGE_SUBJECT.search(msg)
+            out.append(
+                ConfigChange(
+                    float(ts),
+                    subj.group(1) if subj else "a setting",
+                    value,
+                    EvidenceRef(item=item.id, line=r.get("line"), value=msg[:200]),
+                )
+            )
+    return out
+
+
+def _quoted_change(changes: list[ConfigChange], tpl: Template) -> ConfigChange | None:
+    """The latest change before the errors began whose new value the errors quote."""
+    if tpl.sample is None or tpl.first_ts is None:
+        return None
+    msg = tpl.sample.msg
+    best: ConfigChange | None = None
+    for c in changes:
+        if not -300.0 <= tpl.first_ts - c.ts <= CONFIG_CHANGE_WINDOW_S:  # clocks disagree a little
+            continue
+        if not re.search(rf"(?<![\w\-]){re.escape(c.value)}(?![\w\-])", msg):
+            continue
+        if best is None or c.ts > best.ts:
+            best = c
+    return best
+
+
+def _spaced(text: str) -> str:
+    return f" {text}" if text else ""
+
+
+_SETTING_NAME = re.compile(
+    r"KeyError: [\"'](\w+)|\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b|ParameterNotFound:? (/?[\w./-]+)|"
+    r"(vhost [\"']?[^\s\"']+|database [\"'][^\"']+[\"']|Unknown database [\"'][^\"']+[\"'])"
+)
+
+
+def _missing_setting(
+    item: EvidenceItem, tpl: Template, who: str, tags: list[str], active: list[Template]
+) -> Finding | None:
+    """A process that fails because a setting it needs is unset or unreadable (an env var missing from its
+    environment, an unknown flag, a config file that is not there): the configuration is the cause, whatever
+    exception the code raises on it. One finding per log source, on the first such template."""
+    assert tpl.sample is not None
+    first = next((t for t in active if t.sample and MISSING_SETTING.search(t.sample.msg)), None)
+    if first is not tpl:
+        return None
+    msg = tpl.sample.msg
+    hit = MISSING_SETTING.search(msg)
+    assert hit is not None
+    named = _SETTING_NAME.search(hit.group(0)) or _SETTING_NAME.search(msg[hit.start() :]) or _SETTING_NAME.search(msg)
+    name = next((g for g in named.groups() if g), None) if named else None
+    what = f"the setting {name}" if name else "a setting it needs"
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="cause",
+        code="missing_setting",
+        category=Category.CONFIGURATION_ERROR,
+        title=f"{who} fails because {what} is missing or invalid ({tpl.count}x)",
+        mechanism=(
+            f"{who} cannot run because {what} is missing or invalid in its configuration: "
+            f"'{_short(_around(msg, hit.group(0)))}' x{tpl.count}{_spaced(span_text(tpl.first_ts, tpl.last_ts))}; "
+            "the code fails on the configuration it was given, not on a bug."
+        ),
+        object=f"{who} {name}" if name else who,
+        score=0.8 if tpl.count >= SPORADIC else 0.6,
+        ts=tpl.first_ts,
+        tags=[*tags, *([f"config:{name}"] if name else [])],
+        explains=["errors", "http_5xx", "pod_restarts", "crash_loop", "exception", "service_down"],
+        evidence=[ref_of(tpl.sample)],
+        actions=[
+            Action(
+                description=f"Compare {who}'s environment and config with the last version that worked"
+                + (f" and set {name}" if name else ""),
+                command=f"grep -n {_grep_word(hit.group(0))} <{item.object} log>",
+            )
+        ],
+    )

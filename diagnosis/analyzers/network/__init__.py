@@ -1,0 +1,156 @@
+"""Network: a failing upstream (timeouts, refused or reset connections, 5xx it returns), DNS failures, TLS
+certificates that expired or do not verify. The cause is named after the thing that fails (the upstream, the
+DNS name, the certificate's host), and the service that saw it is its symptom.
+
+The package's modules: `extraction` (failure lines into caller, target and kind), `upstreams` (failing upstreams,
+the caller's own egress, a provider's status page), `dns`, `tls`, `probes` (HTTP probes, access-log 5xx share),
+`refusals` (credentials refused, our own rate limiter); `_shared` holds the thresholds and what they all read.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from diagnosis.analyzers._common import (
+    DNS_NXDOMAIN,
+    DNS_TEMPORARY,
+    HOST_EPHEMERAL,
+    TLS_EXPIRED,
+    TLS_INVALID,
+    TLS_REMOTE,
+    UPSTREAM_5XX,
+    Rec,
+    now_of,
+    service_of,
+    with_aliases,
+    workload_of_pod,
+)
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.network._shared import Failures, _base
+from diagnosis.analyzers.network.dns import (
+    _COREDNS_QUERY,
+    _LOG_FETCH,
+    _dead_nameserver,
+    _dns_event_benign,
+    _dns_findings,
+    _pods_not_published,
+)
+from diagnosis.analyzers.network.extraction import (
+    _CALLER,
+    _LEVEL_WORDS,
+    _NOT_A_CALLER,
+    _RESOLVER,
+    _add,
+    _call_failure,
+    _dns_name,
+    _envoy_failures,
+    _named_by_cluster,
+    _records_with_events,
+    _request_targets,
+    _target,
+    _target_of_request,
+    _target_tags,
+)
+from diagnosis.analyzers.network.probes import _access_log_5xx, _probe_findings
+from diagnosis.analyzers.network.refusals import access_denied, own_rate_limits
+from diagnosis.analyzers.network.tls import _tls_findings
+from diagnosis.analyzers.network.upstreams import (
+    _KIND_WORDS,
+    _call_findings,
+    _caller_side,
+    _container_ports,
+    _demoted,
+    _with_provider_status,
+)
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Domain, Finding
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status", "host/resolv"})
+def network_failures(evidence: EvidenceSet) -> list[Finding]:
+    now = now_of(evidence)
+    calls: dict[tuple[str, str], Failures] = {}
+    dns_nx: dict[str, Failures] = {}
+    dns_tmp: dict[str, Failures] = {}
+    tls: dict[str, Failures] = {}
+    services: dict[str, str | None] = {}
+
+    def caller_of(rec: Rec) -> str | None:
+        m = _CALLER.search(rec.msg)
+        name = (m.group(1) or m.group(2)) if m else None
+        if name and name.lower() not in _LEVEL_WORDS and not _NOT_A_CALLER.fullmatch(name.lower()):
+            return name
+        if rec.item.kind != "log":
+            return rec.item.object
+        if rec.item.id not in services:
+            services[rec.item.id] = service_of(rec.item)
+        return services[rec.item.id]
+
+    # request id -> target, built only when a failure line names no target but a request id
+    requests = functools.cache(lambda: _request_targets(evidence))
+    for rec in _records_with_events(evidence):
+        msg = rec.msg
+        if HOST_EPHEMERAL.search(msg):
+            continue  # our own side ran out of local ports: the host analyzer's, not the target's fault
+        tls_remote = bool(TLS_REMOTE.search(msg)) and not TLS_EXPIRED.search(msg)
+        if (TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg)) and not tls_remote:
+            tls_kind = "expired" if TLS_EXPIRED.search(msg) else "invalid"
+            _add(tls, _target(msg) or "unknown host", tls_kind, rec, caller_of(rec))
+        elif DNS_TEMPORARY.search(msg):
+            m = _RESOLVER.search(msg)
+            q = _COREDNS_QUERY.search(msg)  # CoreDNS's own error line names the query, not a host:port
+            name = q.group(1) if q else _target(msg)
+            _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=name)
+        elif DNS_NXDOMAIN.search(msg):
+            if _LOG_FETCH.search(msg):
+                continue  # a log viewer that cannot reach a worker that is gone: not the service's lookup
+            name = _dns_name(msg)
+            _add(dns_nx, name or "unknown name", "nxdomain", rec, caller_of(rec))
+        else:
+            call_kind = _call_failure(msg)
+            if call_kind is None:
+                continue
+            caller = caller_of(rec)
+            target = (
+                _target(msg)
+                or _target_of_request(msg, requests)
+                or {"rate_limited": "a rate-limited API", "broker_error": "kafka"}.get(call_kind)
+            )
+            if not target or _base(target) == caller:
+                continue
+            if call_kind == "pool_wait" and any(t.startswith("db:") for t in _target_tags(target)):
+                continue  # a database pool is the database analyzer's (app_pool_exhausted)
+            f = calls.setdefault((target, call_kind), Failures(target, call_kind))
+            f.recs.append(rec)
+            if caller:
+                f.callers.add(caller)
+            if call_kind == "http_5xx":
+                m5 = UPSTREAM_5XX.search(msg)
+                if m5:
+                    status = m5.group(1) or m5.group(2)
+                    f.statuses[status] = f.statuses.get(status, 0) + 1
+    for rec, kind, target, status in _envoy_failures(evidence):
+        f = calls.setdefault((target, kind), Failures(target, kind))
+        f.recs.append(rec)
+        src = rec.item.data.get("source") or {}
+        # a sidecar's log speaks for its pod's workload, not for the proxy container
+        caller = workload_of_pod(str(src["pod"])) if src.get("pod") else caller_of(rec)
+        if caller and _base(target) != caller:
+            f.callers.add(caller)
+        if status.startswith("5"):
+            f.statuses[status] = f.statuses.get(status, 0) + 1
+    findings: list[Finding] = []
+    egress = _caller_side(calls, now)
+    findings += egress
+    findings += _demoted(_named_by_cluster(_call_findings(calls, now, _container_ports(evidence)), evidence), egress)
+    findings += _pods_not_published(_dns_findings(dns_nx, dns_tmp, now), evidence)
+    findings += _dead_nameserver(evidence, dns_tmp)
+    findings += _tls_findings(tls, now, evidence)
+    findings += _probe_findings(evidence)
+    findings += _dns_event_benign(evidence)
+    findings += _access_log_5xx(evidence, now)
+    findings = _with_provider_status(findings, evidence)
+    return with_aliases(findings)
+
+
+__all__ = ["_KIND_WORDS", "_base", "_target", "access_denied", "network_failures", "own_rate_limits"]

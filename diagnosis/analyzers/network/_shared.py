@@ -1,0 +1,88 @@
+"""What the network rules share: thresholds, the failures of one target gathered from many lines, and when
+a failure has stopped."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from diagnosis.analyzers._common import (
+    Rec,
+    ref_of,
+    span_text,
+)
+from diagnosis.model import Category, Domain, EvidenceRef, Finding
+
+# Signals whose last occurrence is this long before "now" have stopped (see logs.STOPPED_AFTER_S).
+STOPPED_AFTER_S = 15 * 60
+# One or two failed calls are the noise of any distributed system (a retried blip); three is a pattern.
+MIN_FAILURES = 3
+# Distinct names failing NXDOMAIN at once above which DNS itself is broken rather than one name being wrong.
+DNS_OUTAGE_NAMES = 3
+# A certificate with this few days left is worth renewing now, but it is not failing yet (benign).
+TLS_WARN_DAYS = 14
+# Access-log 5xx: at least this many, and this share of the requests in the source.
+HTTP_5XX_MIN = 5
+HTTP_5XX_SHARE = 0.05
+
+
+@dataclass
+class Failures:
+    """Failed calls to one target, grouped."""
+
+    target: str
+    kind: str  # timeout | refused | reset | http_5xx
+    recs: list[Rec] = field(default_factory=list)
+    callers: set[str] = field(default_factory=set)
+    statuses: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def first(self) -> float | None:
+        return min((r.ts for r in self.recs if r.ts is not None), default=None)
+
+    @property
+    def last(self) -> float | None:
+        return max((r.ts for r in self.recs if r.ts is not None), default=None)
+
+
+def _base(target: str) -> str:
+    """'payments-api.shop.svc.cluster.local:8080' -> 'payments-api'; an IP stays as it is."""
+    host = target.rsplit(":", 1)[0] if re.search(r":\d+$", target) else target
+    if re.fullmatch(r"(?:\d{1,3}\.){3}\d{1,3}", host):
+        return host
+    if re.match(r"[^.]+\.\d", host):  # a version, not a domain: php8.2-fpm
+        return host
+    return host.split(".")[0]
+
+
+def _refs(recs: list[Rec]) -> list[EvidenceRef]:
+    picked = [recs[0]] if len(recs) == 1 else [recs[0], recs[-1]]
+    return [ref_of(r) for r in picked]
+
+
+def _host(target: str) -> str:
+    return target.rsplit(":", 1)[0] if re.search(r":\d+$", target) else target
+
+
+def _stopped(f: Failures, now: float | None) -> bool:
+    return now is not None and f.last is not None and now - f.last >= STOPPED_AFTER_S
+
+
+def _stopped_finding(f: Failures, code: str, what: str) -> Finding:
+    return Finding(
+        analyzer="network_failures",
+        domain=Domain.NETWORK,
+        role="benign",
+        code=code,
+        category=Category.HEALTHY,
+        title=f"{what}: failures stopped",
+        mechanism=(
+            f"{what} failed {len(f.recs)}x {span_text(f.first, f.last)} and then stopped, long before "
+            "the newest evidence."
+        ),
+        object=what,
+        score=0.2,
+        ts=f.first,
+        tags=[f"upstream:{_base(f.target)}"],
+        evidence=_refs(f.recs),
+    )

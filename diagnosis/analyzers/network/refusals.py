@@ -1,0 +1,176 @@
+"""Credentials and permissions refused (RBAC, 401/403 from a provider), and our own rate limiter refusing
+clients."""
+
+from __future__ import annotations
+
+import re
+
+from diagnosis.analyzers._common import (
+    AUTH_DENIED,
+    Rec,
+    now_of,
+    service_of,
+    signature_records,
+    span_text,
+    with_aliases,
+)
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.network._shared import MIN_FAILURES, STOPPED_AFTER_S, _refs
+from diagnosis.analyzers.network.extraction import _target, _target_tags
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, Finding
+
+# ---------------------------------------------------------------- credentials and permissions refused
+_RBAC = re.compile(r'is forbidden: User "(?P<user>[^"]+)" cannot (?P<verb>\w+) resource "(?P<res>[^"]+)"')
+_SECRET_NAME = re.compile(r"\b([A-Z][A-Z0-9]*_)+(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)\b")
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def access_denied(evidence: EvidenceSet) -> list[Finding]:
+    """Calls the other side refused because of who made them (401/403, Kubernetes RBAC, AWS AccessDenied, gRPC
+    PERMISSION_DENIED, invalid or expired keys and tokens): the credentials or permissions are set wrong, which
+    no retry or scaling fixes. One finding per target (or RBAC subject) with at least MIN_FAILURES refusals."""
+    now = now_of(evidence)
+    groups: dict[str, list[Rec]] = {}
+    for rec in signature_records(evidence):
+        if not AUTH_DENIED.search(rec.msg):
+            continue
+        m = _RBAC.search(rec.msg)
+        key = f"serviceaccount {m['user']}" if m else (_target(rec.msg) or service_of(rec.item) or rec.item.object)
+        groups.setdefault(key, []).append(rec)
+    out: list[Finding] = []
+    for target, recs in groups.items():
+        if len(recs) < MIN_FAILURES:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        first, last = recs[0].ts, recs[-1].ts
+        stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        callers = sorted({c for r in recs if (c := service_of(r.item))})
+        m = _RBAC.search(recs[-1].msg)
+        sample = " ".join(recs[-1].msg.split())
+        hit = AUTH_DENIED.search(sample)
+        shown = sample[max(0, hit.start() - 60) :][:220] if hit else sample[:220]
+        secret = next((s.group(0) for r in recs for s in [_SECRET_NAME.search(r.msg)] if s), None)
+        if m:
+            what = (
+                f"{m['user']} is not allowed to {m['verb']} {m['res']} (Kubernetes RBAC: the API server answers "
+                "forbidden); its Role/ClusterRole or binding lacks that permission"
+            )
+        else:
+            what = (
+                f"{target} refuses the calls of {', '.join(callers) or 'its caller'} as unauthorised "
+                f"({'the credential ' + secret if secret else 'the API key, token or permissions'} it sends "
+                "is wrong, expired or lacks access)"
+            )
+        out.append(
+            Finding(
+                analyzer="access_denied",
+                domain=Domain.NETWORK,
+                role="benign" if stopped else "cause",
+                code="access_denied_stopped" if stopped else "access_denied",
+                category=Category.HEALTHY if stopped else Category.CONFIGURATION_ERROR,
+                title=f"{target}: access denied {len(recs)}x",
+                mechanism=f"{what}: '{shown}' x{len(recs)} {span_text(first, last)}.",
+                object=target,
+                score=0.8,
+                ts=first,
+                tags=_target_tags(target) + [f"service:{c}" for c in callers],
+                explains=[
+                    "errors",
+                    "exception",
+                    "http_5xx",
+                    "upstream_5xx",
+                    "job_failed",
+                    "crash_loop",
+                    "pod_restarts",
+                ],
+                evidence=_refs(recs),
+                actions=[
+                    Action(
+                        description="Check who the caller authenticates as and what it may do",
+                        command=(
+                            f"kubectl auth can-i {m['verb']} {m['res']} --as={m['user']}"
+                            if m
+                            else f"grep -n -m 5 -E '401|403|denied|forbidden' <{recs[0].item.object} log>"
+                        ),
+                    )
+                ],
+            )
+        )
+    return with_aliases(out)
+
+
+# ---------------------------------------------------------------- our own rate limiter refusing clients
+# nginx limit_req / limit_conn ("limiting requests, excess: 21.064 by zone "api_per_ip", client: 203.0.113.14"),
+# Envoy's local rate limit (response flag RL, details local_rate_limited)
+_OWN_LIMIT = re.compile(
+    r"limiting (?:requests|connections)(?:, excess: [\d.]+)? by zone \"(?P<zone>[^\"]+)\"|local_rate_limited|"
+    r"\" 429 RL\b"
+)
+_CLIENT = re.compile(r"\bclient: ([\d.:a-fA-F]+)|^(\d{1,3}(?:\.\d{1,3}){3}) ")
+LIMITED_CLIENTS = 5  # distinct clients refused: fewer is the limiter stopping an abuser, as it should
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def own_rate_limits(evidence: EvidenceSet) -> list[Finding]:
+    """Our own proxy's rate limit refusing many different clients: the limit is set below the real traffic (a
+    configuration error, often right after a change to it); a few clients refused is the limit doing its job."""
+    now = now_of(evidence)
+    groups: dict[str, list[Rec]] = {}
+    clients: dict[str, set[str]] = {}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "limit" not in msg and " RL" not in msg:
+                continue
+            m = _OWN_LIMIT.search(msg)
+            if not m:
+                continue
+            zone = m["zone"] or "local rate limit"
+            groups.setdefault(zone, []).append(Rec(item, r.get("ts"), msg, r.get("line"), "error"))
+            c = _CLIENT.search(msg)
+            if c:
+                clients.setdefault(zone, set()).add(c.group(1) or c.group(2))
+    out: list[Finding] = []
+    for zone, recs in groups.items():
+        if len(recs) < MIN_FAILURES * 3:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        n_clients = len(clients.get(zone, ()))
+        many = n_clients >= LIMITED_CLIENTS or not clients.get(zone)
+        stopped = now is not None and recs[-1].ts is not None and now - recs[-1].ts >= STOPPED_AFTER_S
+        svcs = sorted({s for r in recs if (s := service_of(r.item))})
+        cause = many and not stopped
+        out.append(
+            Finding(
+                analyzer="own_rate_limits",
+                domain=Domain.NETWORK,
+                role="cause" if cause else "benign",
+                code="rate_limit_too_low" if cause else "rate_limit_working",
+                category=Category.CONFIGURATION_ERROR if cause else Category.HEALTHY,
+                title=f"limit_req zone {zone} refuses {len(recs)} requests from {n_clients} clients",
+                mechanism=(
+                    f'our own rate limit (nginx limit_req zone "{zone}") refused {len(recs)} requests from '
+                    f"{n_clients or 'many'} different clients {span_text(recs[0].ts, recs[-1].ts)}"
+                    + (
+                        ": the limit is set below the real traffic (check the zone's rate= and burst= and their "
+                        "last change)."
+                        if cause
+                        else ": a few clients over the limit, which is the limiter doing its job."
+                    )
+                ),
+                object=f"rate limit zone {zone}",
+                score=0.8 if cause else 0.2,
+                ts=recs[0].ts,
+                tags=[f"service:{s}" for s in svcs] + [f"zone:{zone}"],
+                explains=["http_5xx", "errors", "http_4xx", "error_rate"] if cause else [],
+                evidence=_refs(recs),
+                actions=[
+                    Action(
+                        description="The zone's configured rate and burst",
+                        command=f"nginx -T 2>/dev/null | grep -nE 'limit_req(_zone)?.*{zone}'",
+                    )
+                ],
+            )
+        )
+    return out

@@ -1,0 +1,321 @@
+"""Failing upstreams: calls that time out, are refused or reset, or answer 5xx, named after the upstream; the
+caller's own egress when many unrelated upstreams fail at once; a provider's own status page."""
+
+from __future__ import annotations
+
+import re
+
+from diagnosis.analyzers._common import (
+    fmt_ts,
+    service_of,
+    span_text,
+)
+from diagnosis.analyzers.network._shared import MIN_FAILURES, STOPPED_AFTER_S, Failures, _base, _host, _refs, _stopped
+from diagnosis.analyzers.network.dns import _CLUSTER_SUFFIXES
+from diagnosis.analyzers.network.extraction import _target_tags
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+
+# ---------------------------------------------------------------- a provider's own status page
+
+_HOSTISH = re.compile(r"[a-z0-9][a-z0-9\-]*(?:\.[a-z0-9\-]+)*")
+
+
+def _names_provider(text: str, name: str, domain: str | None) -> bool:
+    """Whether text names the provider: a host under its domain, or a word / host label that is its name
+    ("api.payvia.example" and "payvia-eu" name PayVia; "pay" does not)."""
+    for token in _HOSTISH.findall(text.lower()):
+        if domain and (token == domain or token.endswith("." + domain)):
+            return True
+        for label in token.split("."):
+            if label.replace("-", "") == name or name in label.split("-"):
+                return True
+    return False
+
+
+def _with_provider_status(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
+    """A provider's status page (or the cloud's health events) saying it is degraded confirms a failing upstream
+    that it names; a degraded provider that no failing call names is a weak cause candidate of its own."""
+    pages = [i for i in evidence.kind("external/status") if i.data.get("degraded")]
+    if not pages:
+        return findings
+    out = list(findings)
+    for page in pages:
+        d = page.data
+        provider = str(d.get("provider") or page.object.removeprefix("status/"))
+        name = re.sub(r"[^a-z0-9]", "", provider.lower())
+        domain = str(d["domain"]).lower() if d.get("domain") else None
+        if len(name) < 3:
+            continue
+        failing = [str(c) for c in d.get("failing") or []]
+        said = "; ".join(filter(None, [str(d.get("description") or ""), ", ".join(failing)]))
+        status_ref = EvidenceRef(item=page.id, field="failing" if failing else "description", value=said[:300])
+        matched = False
+        for n, f in enumerate(out):
+            if f.role != "cause" or f.category != Category.DEPENDENCY_FAILURE:
+                continue
+            text = " ".join([f.object, *f.tags, *(str(r.value) for r in f.evidence if isinstance(r.value, str))])
+            if not _names_provider(text, name, domain):
+                continue
+            matched = True
+            out[n] = f.model_copy(
+                update={
+                    "score": min(0.95, f.score + 0.1),
+                    "mechanism": f"{f.mechanism} {provider}'s status page confirms it: {said}.",
+                    "evidence": [*f.evidence, status_ref],
+                    "tags": list(dict.fromkeys([*f.tags, f"upstream:{name}", f"provider:{name}"])),
+                }
+            )
+        if not matched:
+            out.append(
+                Finding(
+                    analyzer="network_failures",
+                    domain=Domain.NETWORK,
+                    role="cause",
+                    code="provider_degraded",
+                    category=Category.DEPENDENCY_FAILURE,
+                    title=f"{provider} reports a degradation ({said or 'status page not operational'})",
+                    mechanism=f"{provider}'s own status says it is degraded ({said}); no failing call in the "
+                    "evidence names it yet, so whether our calls to it fail is still to be shown",
+                    object=f"provider {provider}",
+                    score=0.3,
+                    ts=page.ts,
+                    tags=[f"upstream:{name}", f"service:{name}", f"provider:{name}"],
+                    evidence=[status_ref],
+                    needs=[f"logs or traces of the calls our services make to {provider}"],
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------- findings
+
+_KIND_WORDS = {
+    "timeout": "timed out (ran past the caller's timeout)",
+    "refused": "refused the connection",
+    "reset": "reset or closed the connection",
+    "http_5xx": "answered with 5xx",
+    "circuit_open": "failed often enough to open the caller's circuit breaker (calls short-circuited)",
+    "broker_error": "could not take or serve the requests (too few in-sync replicas, no partition leader)",
+    "rate_limited": "were throttled (our rate limit or quota at the provider is used up)",
+    "tls_handshake": "aborted the TLS handshake from its side (a TLS alert that is not about our certificate)",
+    "pool_wait": (
+        "held the caller's connections so long that its connection pool to it ran dry (calls waited for a connection)"
+    ),
+}
+
+
+_PRIVATE_IP = re.compile(r"^(?:10\.|172\.(?:1[6-9]|2\d|3[01])\.|192\.168\.)\d+\.\d+")
+
+
+def _container_ports(evidence: EvidenceSet) -> dict[str, list[int]] | None:
+    """The ports each container of a Docker host exposes (`docker ps`), when all of them are up; else None."""
+    items = evidence.kind("container/state")
+    if len(items) < 2 or not all(i.data.get("running") and i.data.get("ports") is not None for i in items):
+        return None
+    return {str(i.data.get("name")): list(i.data["ports"]) for i in items}
+
+
+def _wrong_port(target: str, listening: dict[str, list[int]] | None) -> str | None:
+    """Why refusals from `target` are the caller's configuration: it names a container (or a private address on
+    the host's network) and a port that no running container listens on."""
+    m = re.match(r"^(?:\w+://)?(?P<host>[\w.\-]+):(?P<port>\d+)$", target)
+    if listening is None or not m:
+        return None
+    host, port = m["host"], int(m["port"])
+    if host in listening and port not in listening[host]:
+        return f"{host} is up and listens on {', '.join(map(str, listening[host]))}, not {port}"
+    if _PRIVATE_IP.match(host) and all(port not in ports for ports in listening.values()):
+        ports = sorted({p for ps in listening.values() for p in ps})
+        return (
+            f"every container on the host is up, and none listens on {port} (they listen on "
+            f"{', '.join(map(str, ports))})"
+        )
+    return None
+
+
+def _call_findings(
+    calls: dict[tuple[str, str], Failures], now: float | None, listening: dict[str, list[int]] | None = None
+) -> list[Finding]:
+    # one finding per target: its kinds of failure together
+    by_target: dict[str, list[Failures]] = {}
+    for (target, _), f in calls.items():
+        by_target.setdefault(target, []).append(f)
+    out = []
+    for target, groups in by_target.items():
+        groups.sort(key=lambda g: -len(g.recs))
+        count = sum(len(g.recs) for g in groups)
+        if count < MIN_FAILURES:
+            continue
+        recs = sorted((r for g in groups for r in g.recs), key=lambda r: r.ts or 0)
+        first, last = recs[0].ts, recs[-1].ts
+        callers = sorted({c for g in groups for c in g.callers})
+        main = groups[0]
+        how = "; ".join(
+            f"{_KIND_WORDS[g.kind]} {len(g.recs)}x"
+            + (f" ({', '.join(f'{k} x{v}' for k, v in g.statuses.items())})" if g.statuses else "")
+            for g in groups
+        )
+        callers_txt = ", ".join(callers) or "its callers"
+        base = _base(target)
+        tags = _target_tags(target) + [f"service:{c}" for c in callers if c != base]
+        stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        code = {
+            "timeout": "upstream_timeout",
+            "refused": "connection_refused",
+            "reset": "upstream_reset",
+            "http_5xx": "upstream_5xx",
+            "circuit_open": "upstream_circuit_open",
+            "tls_handshake": "upstream_tls_failure",
+            "pool_wait": "upstream_pool_wait",
+            "rate_limited": "rate_limited",
+            "broker_error": "broker_unavailable",
+        }[main.kind]
+        # a limit we hit at the provider is our quota running out, not the provider failing
+        category = Category.RESOURCE_EXHAUSTION if main.kind == "rate_limited" else Category.DEPENDENCY_FAILURE
+        sample = recs[0].msg.strip()[:200]
+        mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (
+            f"; it stopped at {fmt_ts(last)}, long before the newest evidence." if stopped else "."
+        )
+        wrong = _wrong_port(target, listening) if main.kind == "refused" and not stopped else None
+        if wrong:
+            code, category = "wrong_upstream_port", Category.CONFIGURATION_ERROR
+            mechanism = (
+                f"{callers_txt} connects to {target}, but {wrong}: the port in {callers_txt}'s upstream configuration "
+                f"is wrong, so every call is refused ({len(main.recs)}x {span_text(first, last)}, e.g. '{sample}')."
+            )
+        out.append(
+            Finding(
+                analyzer="network_failures",
+                domain=Domain.NETWORK,
+                role="benign" if stopped else "cause",
+                code=code if not stopped else f"{code}_stopped",
+                category=Category.HEALTHY if stopped else category,
+                title=f"upstream {base} {_KIND_WORDS[main.kind]} for {callers_txt} ({count}x)",
+                mechanism=mechanism,
+                object=f"upstream {target}" + (f" (called by {callers_txt})" if callers else ""),
+                score=0.2 if stopped else min(0.9, 0.55 + count / 400),
+                ts=first,
+                tags=list(dict.fromkeys(tags)),
+                explains=[]
+                if stopped
+                else ["latency", "http_5xx", "errors", "upstream_timeout", "db_connection_errors"],
+                evidence=_refs(recs),
+                actions=(
+                    [
+                        Action(
+                            description="Compare the upstream port with the ports the containers listen on",
+                            command="docker ps --format 'table {{.Names}}\t{{.Ports}}'",
+                        )
+                    ]
+                    if wrong
+                    else _upstream_actions(base, target)
+                ),
+            )
+        )
+    return out
+
+
+# connect failures to this many unrelated organisations' hosts at once: the common factor is the callers' own way
+# out (NAT, routes, firewall or security group, proxy), not each of those services failing together
+CALLER_SIDE_DOMAINS = 4
+_CONNECT_KINDS = {"timeout", "reset", "tls_handshake"}
+
+
+def _org_domain(target: str) -> str | None:
+    """'hooks.acme-retail.example:443' -> 'acme-retail.example'; None for an IP or a cluster-internal name."""
+    host = _host(target).lower()
+    if re.fullmatch(r"[\d.]+", host) or "." not in host or host.endswith(_CLUSTER_SUFFIXES):
+        return None
+    return ".".join(host.split(".")[-2:])
+
+
+def _caller_side(calls: dict[tuple[str, str], Failures], now: float | None) -> list[Finding]:
+    """One finding when the same callers fail to connect to many unrelated external hosts over the same time: the
+    evidence points at their egress path, which the bundle may not show (then it is what is missing)."""
+    live = [
+        f
+        for (_, kind), f in calls.items()
+        if kind in _CONNECT_KINDS and f.recs and not _stopped(f, now) and _org_domain(f.target)
+    ]
+    domains = {_org_domain(f.target) for f in live}
+    if len(domains) < CALLER_SIDE_DOMAINS:
+        return []
+    callers = sorted({c for f in live for c in f.callers})
+    recs = sorted((r for f in live for r in f.recs), key=lambda r: r.ts or 0)
+    first, last = recs[0].ts, recs[-1].ts
+    who = service_of(recs[0].item) if len(callers) > 3 else ", ".join(callers)
+    who = who or "the callers"
+    shown = ", ".join(sorted(d for d in domains if d)[:6]) + (", ..." if len(domains) > 6 else "")
+    return [
+        Finding(
+            analyzer="network_failures",
+            domain=Domain.NETWORK,
+            role="symptom",
+            code="egress_failing",
+            category=Category.UNKNOWN,
+            title=f"{who} cannot reach {len(domains)} unrelated external hosts ({len(recs)} connect failures)",
+            mechanism=(
+                f"{who} fails to connect (timeout) to {len(domains)} unrelated external services at once ({shown}) "
+                f"{span_text(first, last)}: they do not all fail together by chance, so the common factor is "
+                f"{who}'s own way out (NAT gateway, routes, security group or firewall, proxy, DNS), not each of them."
+            ),
+            object=f"egress of {who}",
+            score=0.6,
+            ts=first,
+            tags=[f"service:{c}" for c in callers[:10]],
+            explains=["latency", "http_5xx", "errors", "upstream_timeout", "backlog"],
+            evidence=_refs(recs),
+            needs=[
+                f"the network path out of {who}: NAT gateway metrics (ErrorPortAllocation, PacketsDropCount), "
+                "route tables, security group and network ACL egress rules, VPC flow logs, proxy logs"
+            ],
+            actions=[
+                Action(
+                    description=f"From where {who} runs, time a connection to one of the failing hosts",
+                    command=f"curl -sv -o /dev/null -m 10 https://{_host(live[0].target)}/",
+                ),
+                Action(
+                    description="Check the NAT gateway's dropped packets and port allocation errors",
+                    command="aws cloudwatch get-metric-statistics --namespace AWS/NATGateway --metric-name "
+                    "ErrorPortAllocation --dimensions Name=NatGatewayId,Value=<nat-id> --statistics Sum "
+                    "--period 300 --start-time <start> --end-time <end>",
+                ),
+            ],
+        )
+    ]
+
+
+def _demoted(findings: list[Finding], egress: list[Finding]) -> list[Finding]:
+    """With a caller-side finding, each external host's connect failures are its symptoms, not causes."""
+    if not egress:
+        return findings
+    out = []
+    for f in findings:
+        host = f.object.removeprefix("upstream ").split(" ", 1)[0]
+        if (
+            f.role == "cause"
+            and f.code in ("upstream_timeout", "upstream_reset", "upstream_tls_failure")
+            and _org_domain(host)
+        ):
+            f = f.model_copy(update={"role": "symptom", "category": Category.UNKNOWN, "explains": []})
+        out.append(f)
+    return out
+
+
+def _upstream_actions(base: str, target: str) -> list[Action]:
+    port = target.rsplit(":", 1)[-1] if re.search(r":\d+$", target) else "80"
+    return [
+        Action(
+            description=f"Is {base} up? Its pods, restarts and endpoints",
+            command=f"kubectl get pods,endpoints -A | grep {base}",
+        ),
+        Action(
+            description=f"{base}'s own recent errors",
+            command=f"kubectl logs deploy/{base} --since=30m | grep -iE 'error|timeout' | tail -50",
+        ),
+        Action(
+            description=f"Time a call to {base} from the caller's network",
+            command=f"curl -sv -o /dev/null -m 10 -w '%{{http_code}} %{{time_total}}s' http://{_host(target)}:{port}/",
+        ),
+    ]
