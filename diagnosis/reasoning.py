@@ -228,6 +228,7 @@ def checked_findings(findings: Iterable[Finding], evidence: EvidenceSet) -> list
 
 
 _CALL_FAILURES = {"upstream_timeout", "upstream_5xx", "upstream_reset", "connection_refused"}
+_SELF_REPORTED = {"dependency_unhealthy", "search_cluster_red"}  # a service's own health status, red or down
 # evidence that comes from a service itself (its pods, logs, metrics, containers, alerts), not from its callers
 _OWN_KINDS = ("k8s/Pod", "log", "metric", "container/state", "alert", "host/process")
 
@@ -263,6 +264,11 @@ def asked_about_the_failing_upstream(
         own = subject is not None and any(
             subject in i.object.lower() for kind in _OWN_KINDS for i in evidence.kind(kind)
         )
+        if subject is None and f.role == CAUSE and f.code in _SELF_REPORTED:
+            # X reporting itself unhealthy (a red cluster) is what the operator asks about, not why: the cause is
+            # inside X (a member that crashed, a disk, a setting), found there or missing
+            subject = _subject([t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")], question)
+            own = False
         if subject is None or own:
             out.append(f)
             continue
@@ -272,8 +278,11 @@ def asked_about_the_failing_upstream(
                     "role": SYMPTOM,
                     "category": Category.UNKNOWN,
                     "needs": [
-                        f"evidence from {subject} itself (its pods and events, logs, metrics): its callers only show "
-                        "that it fails, not why"
+                        f"why {subject} reports itself unhealthy: the logs of its members and what their state says "
+                        "(for a search cluster, _cluster/allocation/explain)"
+                        if f.code in _SELF_REPORTED
+                        else f"evidence from {subject} itself (its pods and events, logs, metrics): its callers only "
+                        "show that it fails, not why"
                     ],
                 }
             )

@@ -7,13 +7,21 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
-from diagnosis.analyzers._common import (
-    Rec,
-    span_text,
-)
+from diagnosis.analyzers._common import DNS_NXDOMAIN, Rec, span_text
 from diagnosis.analyzers.network._shared import DNS_OUTAGE_NAMES, Failures, _base, _refs, _stopped, _stopped_finding
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+
+
+def _as_logged(recs: list[Rec]) -> str:
+    """How the clients said the name does not exist ('UnknownHostException', 'no such host'), as they logged it."""
+    seen: list[str] = []
+    for r in recs[:50]:
+        for m in DNS_NXDOMAIN.finditer(r.msg):
+            said = m.group(0)
+            if len(said) <= 30 and not said.lower().startswith("failed to") and said.lower() not in {x.lower() for x in seen}:
+                seen.append(said.lower() if said.islower() else said)
+    return ", ".join(["NXDOMAIN", *(x for x in seen[:2] if x != "NXDOMAIN")]) if seen else "NXDOMAIN / no such host"
 
 
 def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float | None) -> list[Finding]:
@@ -27,6 +35,7 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
             continue
         if outage:
             continue
+        said = _as_logged(f.recs)
         out.append(
             Finding(
                 analyzer="network_failures",
@@ -36,7 +45,7 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
                 category=Category.CONFIGURATION_ERROR,
                 title=f"DNS: {name} does not resolve (NXDOMAIN) for {callers}",
                 mechanism=(
-                    f"{callers} cannot resolve {name}: the name does not exist (NXDOMAIN / no such host) "
+                    f"{callers} cannot resolve {name}: the name does not exist ({said}) "
                     f"{len(f.recs)}x {span_text(f.first, f.last)}, while DNS answers otherwise: a wrong or deleted "
                     "service name, namespace or host in configuration."
                 ),

@@ -375,12 +375,20 @@ def _target(msg: str) -> str | None:
     return None
 
 
+_DNS_NAME = re.compile(
+    rf"(?:(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+|dns:///)\"?({_NAME})", re.I
+)
+_NOT_A_HOST = frozenset({"name", "names", "failed", "error", "host", "hostname", "address", "the", "of", "for", "to"})
+
+
 def _dns_name(msg: str) -> str | None:
-    m = re.search(
-        rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", msg, re.I
-    )
-    if m:
-        return m.group(1).split(":")[0]
+    """The name that did not resolve: a dotted or hyphenated name after the resolver's words first ('Failed to
+    resolve name' and 'lookup failed' are words, not names), else a single-label service name."""
+    names = [m.group(1).split(":")[0] for m in _DNS_NAME.finditer(msg)]
+    named = [n for n in names if n.lower().rstrip(".") not in _NOT_A_HOST]
+    hostlike = [n for n in named if "." in n.rstrip(".") or "-" in n]
+    if hostlike or named:
+        return (hostlike or named)[0]
     return _target(msg)
 
 

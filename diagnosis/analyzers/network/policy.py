@@ -1,0 +1,220 @@
+"""Network policies dropping traffic: flows a policy denied (Cilium/Hubble `Policy denied DROPPED`,
+`policy-verdict:... DENIED`; Calico and GKE network-policy logs with a deny action), grouped by the workload that
+sent them, the destination and its port. A policy that drops a workload's own traffic is a configuration error
+named after the policy (the newest one in that namespace when the bundle holds them): DNS on port 53 dropped
+means every lookup of that workload fails, whatever name it asks for, so its DNS errors, timeouts and crashes are
+symptoms of the policy, not of DNS, the upstreams or the code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from diagnosis.analyzers._common import Rec, fmt_ts, log_records, ref_of, with_aliases, workload_of_pod
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.network._shared import MIN_FAILURES
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.timeline import parse_ts
+
+# Hubble: "<ns>/<pod>:<port> (ID:n) <> <ns>/<pod>:<port> (ID:n) Policy denied DROPPED (UDP)" and the
+# policy-verdict line of the same flow; an endpoint outside the cluster is an address with its identity ("world").
+_HUBBLE = re.compile(
+    r"(?P<src>[\w.\-]+/[\w.\-]+|[\d.]+|[0-9a-f:]+)(?::(?P<sport>\d+))? \([^)]*\) (?:<>|->|<-) "
+    r"(?P<dst>[\w.\-]+/[\w.\-]+|[\d.]+|[0-9a-f:]+):(?P<port>\d+) \([^)]*\) "
+    r"(?P<verdict>Policy denied DROPPED|policy-verdict:\S+ (?P<dir>EGRESS|INGRESS) DENIED)"
+)
+# Calico flow/deny logs and GKE network policy logging, as text: src=... dst=... dport=... action=deny
+_KV_DENY = re.compile(r"\b(?:action|disposition|verdict)[=:]\s*\"?(?:deny|denied|drop)\b", re.I)
+_KV = re.compile(r"\b(?P<k>src|source|dst|dest|destination|dport|dst_port|dest_port)[=:]\s*\"?(?P<v>[\w./:\-]+)")
+_POLICY_KINDS = (
+    "k8s/NetworkPolicy",
+    "k8s/CiliumNetworkPolicy",
+    "k8s/CiliumClusterwideNetworkPolicy",
+    "k8s/GlobalNetworkPolicy",
+    "k8s/AdminNetworkPolicy",
+)
+_PORT_NAMES = {"53": "DNS", "443": "HTTPS", "80": "HTTP", "5432": "PostgreSQL", "3306": "MySQL", "6379": "Redis"}
+
+
+@dataclass
+class _Drops:
+    src: str  # namespace/workload (or an address)
+    dst: str
+    port: str
+    direction: str  # egress | ingress
+    recs: list[Rec] = field(default_factory=list)
+    pods: set[str] = field(default_factory=set)
+    peers: set[str] = field(default_factory=set)
+
+
+def _workload(endpoint: str) -> tuple[str, str | None]:
+    """'payments/payments-api-5f9c7d8b4-q8zxn' -> ('payments/payments-api', 'payments-api-5f9c7d8b4-q8zxn')."""
+    if "/" not in endpoint:
+        return endpoint, None
+    ns, pod = endpoint.split("/", 1)
+    return f"{ns}/{workload_of_pod(pod)}", pod
+
+
+def _drops(records: Iterable[Rec]) -> dict[tuple[str, str, str, str], _Drops]:
+    groups: dict[tuple[str, str, str, str], _Drops] = {}
+    for rec in records:
+        msg = rec.msg
+        if "DENIED" in msg or "DROPPED" in msg:
+            m = _HUBBLE.search(msg)
+            if not m:
+                continue
+            src, dst, port = m["src"], m["dst"], m["port"]
+            direction = (m["dir"] or "").lower() or ("ingress" if "/" not in src else "egress")
+        elif _KV_DENY.search(msg):
+            kv = {k.lower(): v for k, v in (x.group("k", "v") for x in _KV.finditer(msg))}
+            src = kv.get("src") or kv.get("source") or ""
+            dst = kv.get("dst") or kv.get("dest") or kv.get("destination") or ""
+            port = kv.get("dport") or kv.get("dst_port") or kv.get("dest_port") or ""
+            if not (src and dst and port):
+                continue
+            direction = "egress" if "/" in src else "ingress"
+        else:
+            continue
+        # the workload the policy applies to: the sender for egress, the receiver for ingress
+        own, peer = (src, dst) if direction == "egress" else (dst, src)
+        workload, pod = _workload(own)
+        peer_workload, _ = _workload(peer)
+        key = (workload, peer_workload, port, direction)
+        g = groups.setdefault(key, _Drops(workload, key[1], port, direction))
+        if g.recs and g.recs[-1].item is rec.item and g.recs[-1].line == rec.line:
+            continue
+        # Hubble prints a flow twice (its verdict and its drop): count the drop lines, or the verdicts alone
+        if "policy-verdict" in msg and any("Policy denied" in r.msg for r in g.recs):
+            continue
+        g.recs.append(rec)
+        if pod:
+            g.pods.add(pod)
+        g.peers.add(peer)
+    for g in groups.values():
+        if any("Policy denied" in r.msg for r in g.recs):
+            g.recs = [r for r in g.recs if "policy-verdict" not in r.msg]
+    return groups
+
+
+def _policy_time(p: EvidenceItem) -> float | None:
+    meta = p.data.get("metadata") or {}
+    times = [parse_ts(meta.get("creationTimestamp"))]
+    for mf in meta.get("managedFields") or ():
+        if isinstance(mf, dict):
+            times.append(parse_ts(mf.get("time")))
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def _policy_for(evidence: EvidenceSet, namespace: str, before: float | None) -> tuple[EvidenceItem, float] | None:
+    """The newest network policy of the namespace (or cluster-wide) changed before the drops: what changed."""
+    best: tuple[EvidenceItem, float] | None = None
+    for kind in _POLICY_KINDS:
+        for p in evidence.kind(kind):
+            meta = p.data.get("metadata") or {}
+            ns = meta.get("namespace")
+            if ns and ns != namespace:
+                continue
+            t = _policy_time(p)
+            if t is None or (before is not None and t > before + 60):
+                continue
+            if best is None or t > best[1]:
+                best = (p, t)
+    return best
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", *_POLICY_KINDS})
+def policy_drops(evidence: EvidenceSet) -> list[Finding]:
+    out: list[Finding] = []
+    for g in _drops(log_records(evidence)).values():
+        if len(g.recs) < MIN_FAILURES:
+            continue
+        first = min((r.ts for r in g.recs if r.ts is not None), default=None)
+        last = max((r.ts for r in g.recs if r.ts is not None), default=None)
+        namespace = g.src.split("/", 1)[0] if "/" in g.src else ""
+        ns_arg = namespace or "<namespace>"
+        policy = _policy_for(evidence, namespace, first) if namespace else None
+        what = _PORT_NAMES.get(g.port, f"port {g.port}")
+        verb = "egress to" if g.direction == "egress" else "ingress from"
+        effect = (
+            f"so every DNS lookup of {g.src} fails (whatever name it resolves): its name-resolution errors, "
+            "connection failures and crashes follow from the policy"
+            if g.port == "53" and g.direction == "egress"
+            else f"so {g.src} cannot reach {g.dst} on {what}"
+            if g.direction == "egress"
+            else f"so {g.dst} cannot reach {g.src} on {what}"
+        )
+        refs: list[EvidenceRef] = [ref_of(g.recs[0])] + ([ref_of(g.recs[-1])] if len(g.recs) > 1 else [])
+        tags = [f"service:{g.src.rsplit('/', 1)[-1]}", f"workload:{g.src}", *(f"pod:{p}" for p in sorted(g.pods))]
+        if policy:
+            p, t = policy
+            meta = p.data.get("metadata") or {}
+            name = str(meta.get("name") or p.object)
+            obj = f"{p.kind.split('/', 1)[-1]} {namespace}/{name}"
+            refs.append(EvidenceRef(item=p.id, field="metadata.creationTimestamp", value=meta.get("creationTimestamp")))
+            changed = f" ({obj}, the newest policy in {namespace}, changed at {fmt_ts(t)})"
+            tags.append(f"policy:{name}")
+            ts: float | None = t
+        else:
+            name, obj, changed = "", f"network policy on {g.src}", ""
+            ts = first
+        out.append(
+            Finding(
+                analyzer="policy_drops",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="network_policy_drops",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"network policy {name + ' ' if name else ''}drops {g.src} {verb} {g.dst} ({what})",
+                mechanism=(
+                    f"a network policy{changed} denies {g.src} {verb} {g.dst} on port {g.port} ({what}): "
+                    f"{len(g.recs)} flows dropped by policy between {fmt_ts(first)} and {fmt_ts(last)}, {effect}."
+                ),
+                object=obj,
+                score=0.85 if policy else 0.75,
+                ts=ts,
+                tags=tags,
+                explains=[
+                    "dns_*",
+                    "crash_*",
+                    "upstream_*",
+                    "egress_failing",
+                    "errors",
+                    "http_5xx",
+                    "exception",
+                    "latency",
+                    "db_connection_errors",
+                    "not_ready",
+                    "probe_*",
+                    "readiness*",
+                    "rollout_*",
+                ],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description=f"Show the policies that select {g.src} and what they allow",
+                        command=f"kubectl get networkpolicy,ciliumnetworkpolicy -n {ns_arg} -o yaml",
+                    ),
+                    Action(
+                        description=f"Watch the drops while testing the fix ({what})",
+                        command=f"hubble observe --namespace {ns_arg} --verdict DROPPED --port {g.port}",
+                    ),
+                    *(
+                        [
+                            Action(
+                                description=f"Allow {g.src} {verb} {g.dst} on port {g.port} in {name} "
+                                "(or revert the change that added it)",
+                                command=f"kubectl edit {obj.split(' ', 1)[0].lower()} {name} -n {namespace}",
+                                kind="write",
+                            )
+                        ]
+                        if name
+                        else []
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)
