@@ -8,6 +8,10 @@ read like files.
 - Elasticsearch / OpenSearch `_search` responses over log documents: `{"hits": {"hits": [{"_index", "_source":
   {...}}]}}` with ECS (`@timestamp`, `message`, `log.level`, `service.name`, `kubernetes.pod.name`, `host.name`,
   `error.*`) or Filebeat/Fluentd fields (`log`, `level`, `kubernetes.pod_name`) -> one item per pod or service.
+- Splunk search results (REST `output_mode=json`, `splunk search ... -output json`, the export endpoint's JSON
+  lines `{"preview": false, "result": {...}}`): `{"results": [{"_time", "_raw", "host", "source", "sourcetype",
+  ...}]}` -> one item per host and source (the file a forwarder read, its service named by the source's path or
+  the sourcetype); `_raw` is the event as it was logged, read by the line parser.
 
 Each message is read by the log line parser too, so a JSON or levelled text message keeps its own level and
 time where the store's are missing.
@@ -206,3 +210,57 @@ def parse_es(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             msg = f"{msg} [{pairs}]" if pairs else msg
         groups[obj].append(_record(parser, n, ts, level, msg))
     yield from emit_groups(doc, ctx, groups, sources, "elasticsearch")
+
+
+# --- Splunk ---------------------------------------------------------------------------------------------------
+
+
+def _splunk_results(v: Any) -> list[dict[str, Any]] | None:
+    if isinstance(v, dict) and isinstance(v.get("results"), list):
+        rows = v["results"]
+    elif isinstance(v, list) and v and all(isinstance(x, dict) and isinstance(x.get("result"), dict) for x in v):
+        rows = [x["result"] for x in v]  # the export endpoint's stream, one object per line
+    else:
+        return None
+    if rows and all(isinstance(r, dict) and ("_raw" in r or "_time" in r) for r in rows):
+        return rows
+    return None
+
+
+def detect_splunk(doc: Document) -> bool:
+    return _splunk_results(doc.value) is not None
+
+
+def _splunk_object(r: dict[str, Any], doc: Document) -> tuple[str, dict[str, Any]]:
+    """`splunk/<host>/<service>`: a forwarder's source path names the service (/var/log/<service>/...), else the
+    sourcetype (`kyc:gateway:json` -> kyc-gateway)."""
+    host = str(r.get("host") or "") or None
+    source = str(r.get("source") or "")
+    service = None
+    parts = [p for p in source.split("/") if p]
+    if len(parts) >= 3 and parts[0] == "var" and parts[1] == "log":
+        service = parts[2].rsplit(".", 1)[0] if len(parts) == 3 else parts[2]
+    elif parts:
+        service = parts[-1].rsplit(".", 1)[0]
+    sourcetype = str(r.get("sourcetype") or "")
+    if not service and sourcetype:
+        words = [w for w in sourcetype.split(":") if w and w not in ("json", "log", "text", "access_combined")]
+        service = "-".join(words[:2]) or None
+    labels = {"host": host, "service": service}
+    return object_of({k: v for k, v in labels.items() if v}, "splunk", doc)
+
+
+@FORMATS.format("splunk", shapes={"json", "jsonl"}, detect=detect_splunk, order=30)
+def parse_splunk(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    parser = LineParser()
+    groups: dict[str, list[Record]] = defaultdict(list)
+    sources: dict[str, dict[str, Any]] = {}
+    for n, r in enumerate(_splunk_results(doc.value) or [], 1):
+        obj, source = _splunk_object(r, doc)
+        sources.setdefault(obj, source)
+        raw = r.get("_raw")
+        if not isinstance(raw, str) or not raw.strip():
+            raw = " ".join(f"{k}={v}" for k, v in r.items() if not k.startswith("_") and v not in (None, ""))
+        level = next((lv for k in ("level", "severity", "log_level") if (lv := normalise_level(r.get(k)))), None)
+        groups[obj].append(_record(parser, n, parse_ts(r.get("_time")), level, raw))
+    yield from emit_groups(doc, ctx, groups, sources, "splunk")

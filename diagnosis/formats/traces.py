@@ -5,6 +5,8 @@
 - OpenTelemetry OTLP/JSON (a collector's file exporter, `/v1/traces` bodies): `{"resourceSpans": [{"resource":
   {"attributes"}, "scopeSpans" | "instrumentationLibrarySpans": [{"spans": [...]}]}]}`; times in nanoseconds.
 - Zipkin v2 (`/api/v2/trace/{id}`, `/api/v2/traces`): a list of spans (or of traces) with `localEndpoint`.
+- OpenTelemetry OTLP/JSON logs (`resourceLogs` of a collector's file exporter or a `/v1/logs` body): the same
+  resources, each log record (body, severity, time in nanoseconds, attributes) a record of its service.
 
 A span that failed (error tag, OTLP status ERROR, an exception event, HTTP 5xx) is an error record naming the
 operation, the peer it called and why it failed ("span GET /charge to payments-api failed after 5003 ms:
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.formats.logs import LineParser, normalise_level
 from diagnosis.formats.logstores import Record, emit_groups, object_of
 from diagnosis.model import EvidenceItem
 
@@ -226,6 +229,62 @@ def parse_otlp(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 if isinstance(raw, dict):
                     spans.append(_otlp_span(raw, resource))
     yield from _emit(doc, ctx, sorted(spans, key=lambda s: s.start or 0.0), "otlp")
+
+
+# --- OTLP logs ----------------------------------------------------------------------------------------------
+
+
+def _otlp_log_batches(v: Any) -> list[dict[str, Any]] | None:
+    batches = v.get("resourceLogs") if isinstance(v, dict) else None
+    if isinstance(batches, list) and all(isinstance(b, dict) for b in batches):
+        return batches
+    return None
+
+
+def detect_otlp_logs(doc: Document) -> bool:
+    return _otlp_log_batches(doc.value) is not None
+
+
+# OTLP severityNumber ranges: 1-4 trace, 5-8 debug, 9-12 info, 13-16 warn, 17-20 error, 21-24 fatal
+_SEVERITY = ((21, "fatal"), (17, "error"), (13, "warn"), (9, "info"), (1, "debug"))
+
+
+def _otlp_log_record(raw: dict[str, Any], parser: LineParser, n: int) -> Record:
+    body = _any_value(raw.get("body"))
+    text = body if isinstance(body, str) else " ".join(f"{k}={v}" for k, v in _dict(body).items()) or str(body or "")
+    attrs = _attrs(raw.get("attributes"))
+    # what the record says beside its body (exception.type/message, the fields a structured logger adds)
+    extra = " ".join(
+        f"{k}={v}"
+        for k, v in attrs.items()
+        if not k.startswith(("code.", "thread.", "log.")) and v not in (None, "") and f"{v}" not in text
+    )
+    own_ts, own_level, msg = parser.parse(f"{text} {extra}".strip())
+    number = raw.get("severityNumber")
+    level = normalise_level(raw.get("severityText")) or next(
+        (name for floor, name in _SEVERITY if isinstance(number, int) and number >= floor), None
+    )
+    ts = _nanos(raw.get("timeUnixNano")) if raw.get("timeUnixNano") not in (None, "0", 0) else None
+    ts = ts if ts is not None else _nanos(raw.get("observedTimeUnixNano") or "x")
+    return {"ts": ts if ts is not None else own_ts, "level": level or own_level, "msg": msg, "line": n}
+
+
+@FORMATS.format("otlp-logs", shapes={"json"}, detect=detect_otlp_logs, order=30)
+def parse_otlp_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    parser = LineParser()
+    groups: dict[str, list[Record]] = defaultdict(list)
+    sources: dict[str, dict[str, Any]] = {}
+    n = 0
+    for batch in _otlp_log_batches(doc.value) or []:
+        resource = _labels(_attrs((batch.get("resource") or {}).get("attributes")))
+        obj, source = object_of(resource, "otlp", doc)
+        sources.setdefault(obj, source)
+        for scope in batch.get("scopeLogs") or batch.get("instrumentationLibraryLogs") or []:
+            for raw in scope.get("logRecords") or [] if isinstance(scope, dict) else []:
+                if isinstance(raw, dict):
+                    n += 1
+                    groups[obj].append(_otlp_log_record(raw, parser, n))
+    yield from emit_groups(doc, ctx, groups, sources, "otlp-logs")
 
 
 # --- Zipkin v2 ----------------------------------------------------------------------------------------------

@@ -19,7 +19,11 @@ def _as_logged(recs: list[Rec]) -> str:
     for r in recs[:50]:
         for m in DNS_NXDOMAIN.finditer(r.msg):
             said = m.group(0)
-            if len(said) <= 30 and not said.lower().startswith("failed to") and said.lower() not in {x.lower() for x in seen}:
+            if (
+                len(said) <= 30
+                and not said.lower().startswith("failed to")
+                and said.lower() not in {x.lower() for x in seen}
+            ):
                 seen.append(said.lower() if said.islower() else said)
     return ", ".join(["NXDOMAIN", *(x for x in seen[:2] if x != "NXDOMAIN")]) if seen else "NXDOMAIN / no such host"
 
