@@ -25,7 +25,7 @@ from __future__ import annotations
 from diagnosis.analyzers._common import now_of, with_aliases
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.database._shared import DB_INTERPRETED, Context, is_db_metric
-from diagnosis.analyzers.database.capacity import _cpu, _storage
+from diagnosis.analyzers.database.capacity import _cpu, _quota_full, _storage
 from diagnosis.analyzers.database.events import _log_symptoms, _rds_events, _unreachable
 from diagnosis.analyzers.database.io import _burst_balance, _cpu_credits, _io_storms, _replica_lag
 from diagnosis.analyzers.database.keyvalue import _redis
@@ -50,6 +50,7 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     out += _connections(ctx)
     out += _cpu(ctx)
     out += _storage(ctx)
+    out += _quota_full(ctx)
     out += _replica_lag(ctx)
     out += _burst_balance(ctx)
     out += _cpu_credits(ctx)

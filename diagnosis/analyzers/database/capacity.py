@@ -1,14 +1,18 @@
-"""CPU saturated by one statement (Performance Insights) and storage running out (also when the storage
-metric itself is missing)."""
+"""CPU saturated by one statement (Performance Insights), storage running out (also when the storage metric itself
+is missing), and a datastore at its own storage quota (etcd NOSPACE, Elasticsearch flood stage, a full Ceph pool)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from diagnosis.analyzers._common import (
+    Rec,
     fmt_ts,
     is_db_storage_line,
+    log_records,
     ref_of,
+    service_of,
     signature_records,
 )
 from diagnosis.analyzers.database._shared import (
@@ -302,3 +306,93 @@ def _decline_start(pts: list[Point]) -> float | None:
 
 def _gib(b: float) -> str:
     return f"{b / 2**30:.1f} GiB"
+
+
+# ---------------------------------------------------------------- a datastore at its own storage quota
+
+# A datastore refusing writes because it reached the space it is allowed (not a full disk of the host): etcd's
+# quota-backend-bytes (NOSPACE alarm), Elasticsearch's flood-stage watermark (indices made read-only), a Ceph pool
+# or OSD full, a managed database's space quota.
+_QUOTA_FULL = re.compile(
+    r"mvcc: database space exceeded|exceeded backend quota|alarm[\"':= ]+NOSPACE|NOSPACE alarm|"
+    r"flood[- ]stage disk watermark|index read-only / allow delete|FORBIDDEN/12/index read-only|"
+    r"over your (?:space|storage) quota|pool '?[\w.\-]+'? (?:is )?full|OSD_FULL|\bfull osd\b",
+    re.I,
+)
+_QUOTA_ENGINES = (
+    (re.compile(r"etcd|mvcc|NOSPACE|backend quota", re.I), "etcd"),
+    (re.compile(r"watermark|read-only|cluster_block", re.I), "elasticsearch"),
+    (re.compile(r"pool|osd", re.I), "ceph"),
+)
+_QUOTA_ACTIONS = {
+    "etcd": [
+        Action(
+            description="Size, quota and alarms of every member",
+            command="etcdctl endpoint status -w table --cluster && etcdctl alarm list",
+        ),
+        Action(
+            description="Compact the history, defragment each member, then disarm the alarm (and set "
+            "auto-compaction-retention so it does not come back)",
+            command="rev=$(etcdctl endpoint status -w json | jq '.[0].Status.header.revision'); "
+            "etcdctl compact $rev && etcdctl defrag --cluster && etcdctl alarm disarm",
+            kind="write",
+        ),
+    ],
+    "elasticsearch": [
+        Action(description="Disk use per node", command="curl -s localhost:9200/_cat/allocation?v"),
+        Action(
+            description="After freeing disk, lift the read-only block the flood stage set",
+            command="curl -XPUT localhost:9200/_all/_settings -H 'Content-Type: application/json' "
+            "-d '{\"index.blocks.read_only_allow_delete\": null}'",
+            kind="write",
+        ),
+    ],
+    "ceph": [
+        Action(description="Which pools and OSDs are full", command="ceph df detail && ceph osd df tree"),
+    ],
+}
+
+
+def _quota_full(ctx: Context) -> list[Finding]:
+    lines = [r for r in log_records(ctx.evidence) if _QUOTA_FULL.search(r.msg)]
+    if not lines:
+        return []
+    by_engine: dict[str, list[Rec]] = defaultdict(list)
+    for r in lines:
+        engine = next((name for rx, name in _QUOTA_ENGINES if rx.search(r.msg)), ctx.db_name())
+        by_engine[engine].append(r)
+    out: list[Finding] = []
+    for engine, recs in by_engine.items():
+        # the datastore's own log names it (unit/etcd, etcd-b); its clients are the other sources
+        named = sorted({s for r in recs if engine in (s := service_of(r.item) or "").lower()}, key=len)
+        own = named[0] if named else engine
+        clients = sorted({s for r in recs if (s := service_of(r.item)) and engine not in s.lower()})
+        first = min((r.ts for r in recs if r.ts is not None), default=None)
+        said = sorted(
+            {" ".join(re.sub(r"[\"':=]+", " ", m.group(0)).split()) for r in recs for m in _QUOTA_FULL.finditer(r.msg)},
+            key=len,
+        )[:3]
+        who = own if own == engine else f"{own} ({engine})"
+        by = f", so writes from {', '.join(clients)} fail" if clients else ", so writes fail"
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="cause",
+                code="datastore_quota_full",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{own} reached its storage quota ({'; '.join(said)})",
+                mechanism=(
+                    f"{who} reached the space it is allowed and refuses writes since {fmt_ts(first)}: "
+                    f"{'; '.join(said)} ({len(recs)} lines, e.g. '{recs[0].msg.strip()[:160]}'){by}; reads still work."
+                ),
+                object=f"{engine} {own}",
+                score=0.85,
+                ts=first,
+                tags=[f"db:{own}", f"service:{own}", f"upstream:{engine}", *(f"service:{c}" for c in clients)],
+                explains=["errors", "exception", "http_5xx", "db_connection_errors", "upstream_*", "latency"],
+                evidence=[ref_of(r) for r in ([recs[0], recs[-1]] if len(recs) > 1 else recs)],
+                actions=list(_QUOTA_ACTIONS.get(engine, [])),
+            )
+        )
+    return out
