@@ -364,9 +364,10 @@ def _quota_full(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     for engine, recs in by_engine.items():
         # the datastore's own log names it (unit/etcd, etcd-b); its clients are the other sources
-        named = sorted({s for r in recs if engine in (s := service_of(r.item) or "").lower()}, key=len)
+        sources = {service_of(r.item) or "" for r in recs}
+        named = sorted((s for s in sources if engine in s.lower()), key=len)
         own = named[0] if named else engine
-        clients = sorted({s for r in recs if (s := service_of(r.item)) and engine not in s.lower()})
+        clients = sorted(s for s in sources if s and engine not in s.lower())
         first = min((r.ts for r in recs if r.ts is not None), default=None)
         said = sorted(
             {" ".join(re.sub(r"[\"':=]+", " ", m.group(0)).split()) for r in recs for m in _QUOTA_FULL.finditer(r.msg)},
