@@ -450,7 +450,7 @@ NETWORK_SIGNATURES = (
 )
 
 PG_TOO_MANY = re.compile(
-    r"too many clients already|remaining connection slots are reserved|too many connections|"
+    r"too many clients already|remaining connection slots are reserved|too many (?:open )?connections|"
     r"connection limit exceeded|FATAL:\s+sorry",
     re.I,
 )
@@ -788,6 +788,7 @@ _INFO_TRIGGERS = (
     "alarm set",
     "watermark",
     "disk space is insufficient",
+    "too many open connections",  # mongod logs its refusals at level I
 )
 _QUIET_LEVELS = {"info", "debug", "trace", "notice", "log"}
 
@@ -833,7 +834,7 @@ def claimed_elsewhere(msg: str) -> bool:
 _PG_CONTEXT = re.compile(
     r"could not extend file|could not write to file|pg_wal|pg_xlog|base/\d+/|PANIC:|postgres", re.I
 )
-_DB_SOURCE = re.compile(r"postgres|postgresql|\bpg\b|rds|mysql|database|\bdb\b", re.I)
+_DB_SOURCE = re.compile(r"postgres|postgresql|\bpg\b|rds|mysql|mongod|database|\bdb\b", re.I)
 
 
 def is_db_log(item: EvidenceItem) -> bool:

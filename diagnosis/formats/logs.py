@@ -372,6 +372,8 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
     for nest in ("attr", "fields"):  # MongoDB's attr, tracing-subscriber's JSON fields
         if isinstance(obj.get(nest), dict):
             text = with_error_details(text, obj[nest])
+    if isinstance(obj.get("attr"), dict) and "ctx" in obj:  # mongod: who connected, how many, on what
+        text = _with_mongo_attrs(text, obj["attr"])
     if level in ("error", "fatal", "warn"):
         text = with_peer(text, obj)
     return ts, level, text.rstrip("\n")
@@ -405,6 +407,16 @@ def _dotted(obj: dict[str, Any], key: str) -> Any:
     head, _, rest = key.partition(".")
     inner = obj.get(head)
     return _dotted(inner, rest) if rest and isinstance(inner, dict) else None
+
+
+# mongod's attr fields that say what a line is about (a connection's client and count, a slow query's namespace)
+_MONGO_ATTRS = (("connectionCount", "connectionCount"), ("doc.application.name", "appName"), ("ns", "ns"),
+                ("durationMillis", "durationMillis"), ("planSummary", "planSummary"))  # fmt: skip
+
+
+def _with_mongo_attrs(msg: str, attr: dict[str, Any]) -> str:
+    extra = [f"{name}={v}" for key, name in _MONGO_ATTRS if isinstance(v := _dotted(attr, key), str | int | float)]
+    return f"{msg.rstrip()} {' '.join(extra)}" if extra else msg
 
 
 def with_peer(msg: str, obj: dict[str, Any]) -> str:

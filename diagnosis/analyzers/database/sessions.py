@@ -3,6 +3,7 @@ near max_connections (who holds them), and application pools with no free connec
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 from diagnosis.analyzers._common import (
@@ -12,6 +13,7 @@ from diagnosis.analyzers._common import (
     PG_TOO_MANY,
     Rec,
     first_and_last_refs,
+    log_records,
     ref_of,
     service_of,
     span_text,
@@ -458,6 +460,29 @@ def _deadlock_finding(ctx: Context, pids: set[int]) -> Finding:
 
 # ---------------------------------------------------------------- connections
 
+# a server's line for a new connection that names the client application (mongod "client metadata" with
+# appName=..., PostgreSQL log_connections "connection authorized: ... application_name=...")
+_OPENED_BY = re.compile(r"\b(?:appName|application_name)=(?P<app>[\w.\-]+)")
+OPENERS_MIN = 10  # new connections seen before one application's share of them says who takes the slots
+OPENERS_SHARE = 0.6
+
+
+def _new_connections_by_app(
+    ctx: Context, first_ts: float | None
+) -> tuple[str, int, int, list[EvidenceRef], str] | None:
+    """Without the sessions themselves, who holds a full server's connections: the application that opened most
+    of the new connections its log recorded (at least OPENERS_SHARE of OPENERS_MIN or more)."""
+    opened = [(r, m["app"]) for r in log_records(ctx.evidence) if (m := _OPENED_BY.search(r.msg))]
+    if len(opened) < OPENERS_MIN:
+        return None
+    counts = Counter(app for _, app in opened)
+    app, n = counts.most_common(1)[0]
+    if n < OPENERS_SHARE * len(opened):
+        return None
+    mine = [r for r, a in opened if a == app]
+    engine = "mongodb" if "appName=" in mine[0].msg else "postgres"
+    return app, n, len(opened), [ref_of(mine[0]), ref_of(mine[-1])], engine
+
 
 def _connections(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
@@ -539,6 +564,15 @@ def _connections(ctx: Context) -> list[Finding]:
         code = "connection_pool_leak" if leak else "connection_exhaustion"
     else:
         code = "connection_exhaustion"
+    openers = _new_connections_by_app(ctx, first_ts=log_hits[0].ts if log_hits else None) if not clients else None
+    if openers:
+        app, n_app, total, opened_refs, _engine = openers
+        title_app = f", new connections from {app}"
+        mech_extra = (
+            f"; the server's log shows who opened them: {n_app} of the last {total} new connections came from {app}"
+        )
+        app_tags = [f"service:{app}"]
+        refs += opened_refs
     if log_hits and not clients:
         mech_extra += (
             f"; clients were refused {len(log_hits)}x {span_text(log_hits[0].ts, log_hits[-1].ts)} "
@@ -547,7 +581,7 @@ def _connections(ctx: Context) -> list[Finding]:
     elif log_hits:
         mech_extra += f"; {len(log_hits)} refusals logged"
     first = log_hits[0].ts if log_hits else None
-    if not clients:
+    if not clients and not openers:
         # refusals alone say the slots are gone, not who holds them: a leak, a lock pile-up, a stalled disk and a
         # traffic surge all look like this, so it is a symptom whose cause needs the sessions
         out.append(
@@ -590,7 +624,8 @@ def _connections(ctx: Context) -> list[Finding]:
             + mech_extra
             + ".",
             object=f"database {db} connections",
-            score=0.85 if (near and log_hits) or code == "connection_pool_leak" else 0.75,
+            # refusals with who holds the slots (the sessions, or the server's record of who opened them)
+            score=0.85 if (near and log_hits) or (openers and log_hits) or code == "connection_pool_leak" else 0.75,
             ts=first,
             tags=[f"db:{db}", *app_tags],
             explains=[
@@ -604,19 +639,25 @@ def _connections(ctx: Context) -> list[Finding]:
                 "pod_restarts",
             ],
             evidence=refs,
-            actions=[
-                Action(
-                    description="Who holds the connections, by application and state",
-                    command=f'psql -d {db} -c "SELECT application_name, state, count(*), max(now()-state_change) FROM pg_stat_activity GROUP BY 1,2 ORDER BY 3 DESC"',  # noqa: E501 (an exact command or data line reads better whole)
-                ),
-                Action(
-                    description="Close connections idle for over 10 minutes",
-                    command=(
-                        f'psql -d {db} -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE '
-                        "'idle%' AND now()-state_change > interval '10 minutes'\""
+            actions=(
+                _mongo_connection_actions(db, app_tags[0].split(":", 1)[1] if app_tags else None)
+                if openers and openers[4] == "mongodb"
+                else [
+                    Action(
+                        description="Who holds the connections, by application and state",
+                        command=f'psql -d {db} -c "SELECT application_name, state, count(*), max(now()-state_change) FROM pg_stat_activity GROUP BY 1,2 ORDER BY 3 DESC"',  # noqa: E501 (an exact command or data line reads better whole)
                     ),
-                    kind="write",
-                ),
+                    Action(
+                        description="Close connections idle for over 10 minutes",
+                        command=(
+                            f'psql -d {db} -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state '
+                            "LIKE 'idle%' AND now()-state_change > interval '10 minutes'\""
+                        ),
+                        kind="write",
+                    ),
+                ]
+            )
+            + [
                 Action(
                     description="Cap the pool or put PgBouncer in front; check the application returns connections (leak)",  # noqa: E501 (an exact command or data line reads better whole)
                     command="kubectl get deploy -A -o yaml | grep -iE 'pool|max_conn|DB_POOL'",
@@ -625,3 +666,23 @@ def _connections(ctx: Context) -> list[Finding]:
         )
     )
     return out
+
+
+_MONGO_BY_APP = (
+    "db.aggregate([{$currentOp: {allUsers: true, idleConnections: true}}, "
+    '{$group: {_id: "$appName", conns: {$sum: 1}}}, {$sort: {conns: -1}}])'
+)
+
+
+def _mongo_connection_actions(server: str, app: str | None) -> list[Action]:
+    return [
+        Action(
+            description="Who holds the connections, by client application",
+            command=f"mongosh \"mongodb://{server}:27017/admin\" --eval '{_MONGO_BY_APP}'",
+        ),
+        Action(
+            description=f"Lower {app or 'the holder'}'s pool (maxPoolSize/minPoolSize in its connection string) or "
+            "its replicas, so the server's connections fit",
+            command=f"kubectl get deploy -A -o yaml | grep -iE '{app or 'mongodb://'}|minPoolSize|maxPoolSize'",
+        ),
+    ]
