@@ -96,7 +96,10 @@ def notify(
             row = get_group(store, tenant, group_key)
         else:
             if firing:
-                return Notified(_attach(store, fresh, open_investigation), True)
+                # the row claims the group; if the investigation cannot be opened the claim goes, so that
+                # Alertmanager's retry of this notification opens it (no alert group left without one)
+                drop = sa.delete(AlertGroupRow).where(AlertGroupRow.id == fresh.id)
+                return Notified(_attach(store, fresh, open_investigation, drop), True)
             return Notified(fresh, False)
     assert row is not None
     if firing and row.status == RESOLVED:
@@ -116,7 +119,12 @@ def notify(
         with store.session() as s:
             won = _changed(s.execute(reopen))
         if won:
-            return Notified(_attach(store, _reload(store, row.id), open_investigation), True)
+            unclaim = (
+                sa.update(AlertGroupRow)
+                .where(AlertGroupRow.id == row.id)
+                .values(status=RESOLVED, resolved_at=row.resolved_at, investigations=AlertGroupRow.investigations - 1)
+            )
+            return Notified(_attach(store, _reload(store, row.id), open_investigation, unclaim), True)
     if firing:
         _note(store, row.id)
     else:
@@ -131,8 +139,17 @@ def _reload(store: Store, row_id: str) -> AlertGroupRow:
         return row
 
 
-def _attach(store: Store, row: AlertGroupRow, open_investigation: Callable[[], str]) -> AlertGroupRow:
-    task_id = open_investigation()
+def _attach(
+    store: Store, row: AlertGroupRow, open_investigation: Callable[[], str], undo: sa.Executable
+) -> AlertGroupRow:
+    """Opens the claimed group's investigation and records its task. Until then the group shows
+    `investigations` counted and `task_id` null: its investigation is being opened."""
+    try:
+        task_id = open_investigation()
+    except BaseException:
+        with store.session() as s:
+            s.execute(undo)
+        raise
     with store.session() as s:
         s.execute(sa.update(AlertGroupRow).where(AlertGroupRow.id == row.id).values(task_id=task_id))
     return _reload(store, row.id)

@@ -339,7 +339,8 @@ def test_a_real_alertmanager_opens_one_investigation_per_group_and_resolves_it(
                     return g
             return None
 
-        opened = wait_until(lambda: group("firing"), 30, "Alertmanager's first notification")
+        # the group is visible from the moment it is claimed; its task id follows once the investigation is open
+        opened = wait_until(lambda: (g := group("firing")) and g["task_id"] and g, 30, "Alertmanager's notification")
         assert opened["investigations"] == 1 and opened["task_id"] and opened["receiver"] == "opsgraph"
         task = service.wait_task(opened["task_id"])
         assert task["status"] == "succeeded" and task["answer"]["diagnosis"]["category"]

@@ -96,3 +96,29 @@ def test_notifications_arriving_together_open_one_investigation(store: Store) ->
         t.join(30)
     assert len(opener.opened) == 1 and sum(r.opened for r in results) == 1
     assert alert_groups.get_group(store, "t1", opener.key).notifications == 6  # type: ignore[union-attr]
+
+
+def test_an_investigation_that_fails_to_open_leaves_no_claim_behind(store: Store) -> None:
+    """A failed task creation must not leave a firing group without an investigation: the retry opens it."""
+    opener = Opener()
+
+    def broken() -> str:
+        raise RuntimeError("queue down")
+
+    for status_before in (None, "resolved"):
+        if status_before:
+            assert notify(store, opener).opened
+            notify(store, opener, "resolved")
+        with pytest.raises(RuntimeError):
+            alert_groups.notify(
+                store,
+                tenant="t1",
+                group_key=opener.key,
+                status="firing",
+                receiver="opsgraph",
+                labels={},
+                open_investigation=broken,
+            )
+        retry = notify(store, opener)
+        assert retry.opened and retry.group.task_id == opener.opened[-1] and retry.group.status == "firing"
+        opener.key = new_key()
