@@ -1,17 +1,18 @@
 """Evidence bundle formats, recognised by content; importing this package registers every format in FORMATS.
 
 One module per family: alertmanager (also Grafana-managed alerts), kubernetes (`kubectl get -o json` / `-o yaml`),
-kubetext (`kubectl describe` and `kubectl get` tables), prometheus, aws (CloudWatch metrics and alarm history, RDS,
-Performance Insights, ECS services), azure (Azure Monitor's common alert schema, metrics, Application Insights
-query results), gcp (Cloud Monitoring time series), balancers (Application Gateway backend health, ELB target
-health), changes (change records: a planned change's window, state and work notes), cloudlogs (CloudWatch Logs and
-Logs Insights, Google Cloud Logging with its request logs, Azure Monitor log exports), logstores (Loki and
-Elasticsearch/OpenSearch query results), traces (Jaeger, OTLP/JSON and Zipkin spans, read as each service's log),
-paging (PagerDuty and Opsgenie incidents, read as alerts), pipelines (dbt run results), datadog, docker (`docker
-inspect` and `docker ps`), dumps (JVM thread dumps), postgres (also pasted from psql), mysql (lock waits and
-transactions pasted from the mysql client, read as PostgreSQL's sessions and locks), health (status pages, AWS
-Health, search cluster health), hosttext (df, redis INFO, resolv.conf), and logs (the catch-all for text and
-JSON-lines logs, offered last; then dated events in JSON of no known shape (jsonevents), then untimed error lines).
+kubetext (`kubectl describe` and `kubectl get` tables), prometheus (also Graphite's render API), newrelic (NRQL
+results from NerdGraph), aws (CloudWatch metrics and alarm history, RDS, Performance Insights, ECS services), azure
+(Azure Monitor's common alert schema, metrics, Application Insights query results), gcp (Cloud Monitoring time
+series), balancers (Application Gateway backend health, ELB target health), changes (change records: a planned
+change's window, state and work notes), cloudlogs (CloudWatch Logs and Logs Insights, Google Cloud Logging with its
+request logs, Azure Monitor log exports), logstores (Loki and Elasticsearch/OpenSearch query results, Splunk search
+results), traces (Jaeger, OTLP/JSON and Zipkin spans, read as each service's log, and OTLP/JSON logs), paging
+(PagerDuty and Opsgenie incidents, read as alerts), pipelines (dbt run results), datadog, docker (`docker inspect`
+and `docker ps`), dumps (JVM thread dumps), postgres (also pasted from psql), mysql (lock waits and transactions
+pasted from the mysql client, read as PostgreSQL's sessions and locks), health (status pages, AWS Health, search
+cluster health), hosttext (df, redis INFO, resolv.conf), and logs (the catch-all for text and JSON-lines logs,
+offered last; then dated events in JSON of no known shape (jsonevents), then untimed error lines).
 """
 
 from diagnosis.formats import (
@@ -33,6 +34,7 @@ from diagnosis.formats import (
     logs,
     logstores,
     mysql,
+    newrelic,
     paging,
     pipelines,
     postgres,
@@ -78,6 +80,7 @@ __all__ = [
     "logs",
     "logstores",
     "mysql",
+    "newrelic",
     "paging",
     "pipelines",
     "postgres",

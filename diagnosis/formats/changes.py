@@ -24,7 +24,11 @@ _FIELD = re.compile(
     r"short description|title|summary|state|status|type|window)"
     r"[ \t]*(?::|\|)[ \t]*(?P<value>[^|\n]+?)[ \t]*(?=\s{2,}\S|\||$)"
 )
-_WINDOW_SPLIT = re.compile(r"\s+(?:-|\u2013|\u2014|to)\s+")  # "01:45 - 03:15 UTC", with a hyphen or a dash
+# "01:45 - 03:15 UTC" with a hyphen or a dash, or "02:00-03:00 UTC" with none around it (not an offset: a time follows)
+_WINDOW_SPLIT = re.compile(
+    r"\s+(?:-|\u2013|\u2014|to)\s+|(?:(?<=\s\d:\d\d)|(?<=\s\d\d:\d\d))(?:-|\u2013|\u2014)(?=\d{1,2}:\d\d(?!\d))"
+)
+_ZONE_AT_END = re.compile(r"\s((?:[A-Z]{2,5})|[+-]\d{2}:?\d{2}|Z)$")
 _NOTE = re.compile(
     r"^\s*(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2})?(?:\s*(?:[A-Z]{2,5}|[+-]\d{2}:?\d{2}|Z))?)\s+(?P<msg>\S.*)$"
 )
@@ -71,6 +75,8 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         or parse_ts(fields.get("scheduled end"))
     )
     window = _WINDOW_SPLIT.split(fields.get("window", ""), maxsplit=1)
+    if len(window) == 2 and (zone := _ZONE_AT_END.search(window[1])) and not _ZONE_AT_END.search(window[0]):
+        window[0] = f"{window[0]} {zone.group(1)}"  # "02:00-03:00 UTC": the zone written once is the start's too
     if start is None and window[0]:
         start = parse_ts(window[0])
     if end is None and len(window) == 2 and start is not None:

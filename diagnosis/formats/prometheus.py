@@ -5,6 +5,10 @@ result list promtool prints with --format=json. The series name
 is its `__name__` label; a query result without one (rate(...), sums) takes a file-level hint: a "query" or
 "name" field saved beside the response, else the file name. Values are strings ("NaN", "+Inf" included);
 points that are not finite numbers are dropped.
+
+Graphite's render API (`/render?format=json`, also what Grafana's Graphite data source returns): a list of
+`{"target", "datapoints": [[value, unix_s], ...], "tags"?}`; the series name is the `name` tag (the metric path
+inside the functions) or the target, the other tags its labels, null values dropped.
 """
 
 from __future__ import annotations
@@ -90,3 +94,46 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             "source": "prometheus",
         }
         yield ctx.item(doc.path, "metric", metric_object(name, labels), item, points[-1][0] if points else None)
+
+
+# --- Graphite render API ----------------------------------------------------------------------------------------
+
+
+def _graphite_series(v: Any) -> list[dict[str, Any]] | None:
+    if (
+        isinstance(v, list)
+        and v
+        and all(isinstance(s, dict) and "target" in s and isinstance(s.get("datapoints"), list) for s in v)
+    ):
+        return v
+    return None
+
+
+def detect_graphite(doc: Document) -> bool:
+    return _graphite_series(doc.value) is not None
+
+
+@FORMATS.format("graphite", shapes={"json"}, detect=detect_graphite, order=15)
+def parse_graphite(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    for s in _graphite_series(doc.value) or []:
+        tags = {str(k): str(v) for k, v in (s.get("tags") or {}).items()}
+        name = tags.pop("name", None) or str(s["target"])
+        for k in ("summarize", "summarizeFunction", "aggregatedBy"):
+            tags.pop(k, None)  # how Graphite rolled the series up, not what it measures
+        points = sorted(
+            (float(p[1]), float(p[0]))
+            for p in s["datapoints"]
+            if isinstance(p, list | tuple)
+            and len(p) == 2
+            and p[0] is not None
+            and p[1] is not None
+            and math.isfinite(float(p[0]))
+        )
+        item = {
+            "name": name,
+            "labels": tags,
+            "unit": unit_of(name),
+            "points": [list(p) for p in points],
+            "source": "graphite",
+        }
+        yield ctx.item(doc.path, "metric", metric_object(name, tags), item, points[-1][0] if points else None)

@@ -187,3 +187,54 @@ def test_splunk_results_and_otlp_logs_are_read_as_logs(tmp_path: Path) -> None:
     [o] = logs["otlp/price-importer"].data["records"]
     assert o["level"] == "warn" and "row skipped" in o["msg"] and "supplier=nordwind" in o["msg"]
     assert o["ts"] == 1752566701.8
+
+
+def test_graphite_and_newrelic_results_are_read(tmp_path: Path) -> None:
+    graphite = [
+        {"target": "summarize(stats_counts.shop.checkout.completed, '10min', 'sum')",
+         "tags": {"name": "stats_counts.shop.checkout.completed", "summarize": "10min"},
+         "datapoints": [[241.0, 1752559200], [None, 1752559800], [180.0, 1752560400]]}
+    ]  # fmt: skip
+    nrql = {"data": {"actor": {"account": {
+        "trend": {"nrql": "SELECT percentile(duration, 99) AS 'p99' FROM Transaction WHERE appName = 'catalog-api' "
+                          "TIMESERIES 1 minute",
+                  "results": [{"beginTimeSeconds": 1738032300, "endTimeSeconds": 1738032360, "p99": {"99": 0.09}},
+                              {"beginTimeSeconds": 1738032360, "endTimeSeconds": 1738032420, "p99": {"99": 0.5}}]},
+        "errors": {"nrql": "SELECT count(*) FROM TransactionError WHERE appName = 'catalog-api' FACET error.class "
+                           "SINCE '2025-01-28 02:45:00+00:00' UNTIL '2025-01-28 03:45:00+00:00'",
+                   "results": [{"count": 5214, "error.class": "TypeError", "error.message": "x is undefined",
+                                "facet": ["TypeError", "x is undefined"]}]}}}}}  # fmt: skip
+    (tmp_path / "render.json").write_text(json.dumps(graphite))
+    (tmp_path / "nerdgraph.json").write_text(json.dumps(nrql))
+    ev = load_bundle(tmp_path)
+    metrics = {m.data["name"]: m for m in ev.kind("metric")}
+    assert metrics["stats_counts.shop.checkout.completed"].data["points"] == [
+        [1752559200.0, 241.0],
+        [1752560400.0, 180.0],
+    ]
+    assert metrics["p99"].data["labels"]["appName"] == "catalog-api"
+    assert [p[1] for p in metrics["p99"].data["points"]] == [0.09, 0.5]
+    [log] = ev.kind("log")
+    assert log.object == "newrelic/catalog-api"
+    [rec] = log.data["records"]
+    assert rec["level"] == "error" and "TypeError: x is undefined (5214x)" in rec["msg"] and rec["ts"] == 1738035900.0
+
+
+def test_a_change_window_written_without_spaces_keeps_its_zone(tmp_path: Path) -> None:
+    (tmp_path / "change.txt").write_text(
+        "Change CHG-20931\nTitle:        rolling upgrade 3.8.3 -> 3.8.4\nState:        Implemented\n"
+        "Window:       2024-09-17 02:00-03:00 UTC\n"
+    )
+    [item] = load_bundle(tmp_path).kind("log")
+    assert item.data["records"][0]["ts"] == 1726538400.0  # 02:00Z, not 02:00 at an offset of -03:00
+
+
+def test_a_server_closing_the_socket_under_its_client_is_not_a_code_defect() -> None:
+    b = Builder()
+    b.log(
+        "kafka-broker-2.log",
+        [(T0 + i * 60, "error", "org.apache.zookeeper.ClientCnxn$EndOfStreamException: Unable to read additional "
+          "data from server sessionid 0x2000, likely server has closed socket") for i in range(5)],
+    )  # fmt: skip
+    d = investigate(b.set())
+    assert d.category != Category.CODE_DEFECT

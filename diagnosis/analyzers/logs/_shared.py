@@ -114,7 +114,10 @@ REMOTE_FAILURE = re.compile(
     r"search_phase_execution_exception|all shards failed|missing shards|no_shard_available|cluster_block_exception|"
     r"\bCLUSTERDOWN\b|\bNOREPLICAS\b|\bMASTERDOWN\b|LOADING Redis is loading|READONLY You can't write|"
     r"NotWritablePrimary|not master and slaveOk|No primary (?:server )?available|LEADER_NOT_AVAILABLE|"
-    r"NotLeaderOrFollower|NOT_ENOUGH_REPLICAS|the database system is (?:starting up|shutting down|in recovery)",
+    r"NotLeaderOrFollower|NOT_ENOUGH_REPLICAS|the database system is (?:starting up|shutting down|in recovery)|"
+    # the server went away under the client (a restart, a failover): ZooKeeper's, Kafka's, any stream client's
+    r"EndOfStreamException|server has closed (?:the )?(?:socket|connection)|"
+    r"connection (?:closed|reset) by (?:peer|remote|server)",
 )
 _CAUSED_BY = re.compile(r"Caused by: ((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))")
 APP_OOM = re.compile(
