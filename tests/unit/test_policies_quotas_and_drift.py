@@ -238,3 +238,22 @@ def test_a_server_closing_the_socket_under_its_client_is_not_a_code_defect() -> 
     )  # fmt: skip
     d = investigate(b.set())
     assert d.category != Category.CODE_DEFECT
+
+
+def test_a_load_whose_warnings_jump_names_the_mangled_column_and_the_file() -> None:
+    b = Builder()
+    lines: list[tuple[float, str | None, str]] = []
+    for day, (warnings, column) in enumerate([(2, "settle_date"), (96424, "amount")]):
+        t = T0 + day * 86400
+        lines += [
+            (t, "info", "run start (source=payvia, target=fin-db-1/finance)"),
+            (t + 1, "info", f"picked up /data/inbound/payvia/settlements_2024100{day}.csv (4,207,551 bytes)"),
+            (t + 4, "info", f"LOAD DATA finished: Records: 50103  Deleted: 0  Skipped: 0  Warnings: {warnings}"),
+            (t + 5, "warn", f"{warnings} warnings during load (first 5): [('Warning', 1265, \"Data truncated for "
+             f"column '{column}' at row 1\")]"),
+        ]  # fmt: skip
+    b.log("settlement-loader.log", lines, service="settlement-loader")
+    ev = b.set()
+    [f] = by_code(input_drift(ev), "input_drift")
+    assert f.object == "input from payvia" and "'amount'" in f.mechanism and "settle_date" not in f.mechanism
+    assert "settlements_20241001.csv" in f.mechanism and "96424 against 2 usually" in f.mechanism

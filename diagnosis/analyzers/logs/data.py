@@ -76,7 +76,7 @@ def _bad_field(msg: str) -> str:
 # who sent the data: a structured field on the error line (feed=, supplier=, carrier=, partner= ...) or, for a
 # file, the host it was fetched from (sftp://sftp.nordcarrier.example/out/x.csv -> nordcarrier)
 _PRODUCER_FIELD = re.compile(
-    r"\b(?:feed|feed_source|feed_name|supplier|carrier|partner|producer|vendor|merchant|channel|provider)"
+    r"\b(?:feed|feed_source|feed_name|source|supplier|carrier|partner|producer|vendor|merchant|channel|provider)"
     r"[\"']?[=:]\s*[\"']?(?P<v>[A-Za-z][\w.\-]{1,40})"
 )
 _URL_HOST = re.compile(r"\b(?:s?ftps?|https?|s3|gs|az)://(?P<host>[\w.\-]+)")

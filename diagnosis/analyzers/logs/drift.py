@@ -11,7 +11,7 @@ from collections import defaultdict
 
 from diagnosis.analyzers._common import Rec, fmt_ts, log_records, ref_of, service_of, with_aliases
 from diagnosis.analyzers.base import ANALYZERS
-from diagnosis.analyzers.logs.data import _producer_named
+from diagnosis.analyzers.logs.data import _DATA_FILE, _input_file, _producer_named
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, Finding
 
@@ -21,64 +21,118 @@ _NEW_COLUMN = re.compile(
     r"(?:column|field|attribute|property|header|key)s?:? [\"'`]?(?P<col>[A-Za-z_][\w.]*)",
     re.I,
 )
-# a check that flagged rows as changed, out of range or suspicious, with how many and (where said) by how much
+# a check that flagged rows as changed, out of range or suspicious, with how many and (where said) by how much; or
+# a loader's count of the warnings its load raised (MySQL LOAD DATA "Warnings: N", "N warnings during load")
 _FLAGGED = re.compile(
     r"(?P<n>\d+) (?:rows?|records?|items?|prices?|values?) (?:changed|flagged|out of (?:range|bounds)|"
-    r"suspicious|anomalous|outliers?|deviat\w*)",
+    r"suspicious|anomalous|outliers?|deviat\w*)|"
+    r"(?P<w>\d+) warnings? (?:during|in|while|on) (?:the )?(?:load|import|ingest|copy|parse)|\bWarnings: (?P<w2>\d+)",
     re.I,
+)
+# values of a column the database cut or clamped to fit (MySQL 1265/1264 under a lenient sql_mode)
+_BAD_COLUMN = re.compile(
+    r"(?:Data truncated|Out of range value|Incorrect \w+ value)\b[^'\"`]{0,40}column [\"'`](?P<col>\w+)", re.I
 )
 _RATIO = re.compile(r"\b(?:median |mean |avg |average )?(?:ratio|factor)[=: ]+(?P<r>\d+(?:\.\d+)?)", re.I)
 SCALE_JUMP = 10.0  # values ten times (or a tenth of) what they were: a unit change (cents for euros), not drift
 FLAGGED_JUMP = 20  # flagged rows this many times the usual count of the same check
+RUN_WINDOW_S = 600.0  # a job run's lines: what it named at its start speaks for its later lines
+
+
+def _count(m: re.Match[str]) -> int:
+    return int(m["n"] or m["w"] or m["w2"])
 
 
 def _key(rec: Rec) -> str:
-    return _producer_named(rec.msg) or service_of(rec.item) or rec.item.object
+    """Whose input a line speaks of: the producer it names, or the one the same run named just before it (a loader
+    logs `source=payvia` when it starts and the warnings when it ends), else the consumer itself."""
+    named = _producer_named(rec.msg)
+    if named:
+        return named
+    if rec.ts is not None:
+        for r in reversed(rec.item.data.get("records") or ()):
+            ts = r.get("ts")
+            if (
+                isinstance(ts, int | float)
+                and rec.ts - RUN_WINDOW_S <= ts <= rec.ts
+                and (named := _producer_named(str(r.get("msg") or "")))
+            ):
+                return named
+    return service_of(rec.item) or rec.item.object
+
+
+def _file_of(rec: Rec, producer: str) -> str:
+    """The file of this producer the run picked up before the line (', reading <file>'), else ''."""
+    for r in reversed(rec.item.data.get("records") or ()):
+        ts, msg = r.get("ts"), str(r.get("msg") or "")
+        if isinstance(ts, int | float) and rec.ts is not None and rec.ts - RUN_WINDOW_S <= ts <= rec.ts:
+            low = msg.lower()
+            named = producer.lower() in low or producer.split("-")[0].lower() in low
+            if named and (m := _DATA_FILE.search(msg)):
+                return f", reading {m.group(1)}"
+    return ""
 
 
 @ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
 def input_drift(evidence: EvidenceSet) -> list[Finding]:
-    columns: dict[str, list[tuple[Rec, str]]] = defaultdict(list)
+    columns: dict[str, list[tuple[Rec, str, bool]]] = defaultdict(list)  # (line, column, new rather than mangled)
     flagged: dict[str, list[tuple[Rec, int, float | None]]] = defaultdict(list)
     for rec in log_records(evidence):
         if rec.level not in ("warn", "error"):
             # the usual count of a check is read from its info lines too
             if rec.level == "info" and (m := _FLAGGED.search(rec.msg)):
                 r = _RATIO.search(rec.msg)
-                flagged[_key(rec)].append((rec, int(m["n"]), float(r["r"]) if r else None))
+                flagged[_key(rec)].append((rec, _count(m), float(r["r"]) if r else None))
             continue
         if m := _NEW_COLUMN.search(rec.msg):
-            columns[_key(rec)].append((rec, m["col"]))
+            columns[_key(rec)].append((rec, m["col"], True))
+        elif m := _BAD_COLUMN.search(rec.msg):
+            columns[_key(rec)].append((rec, m["col"], False))
         if m := _FLAGGED.search(rec.msg):
             r = _RATIO.search(rec.msg)
-            flagged[_key(rec)].append((rec, int(m["n"]), float(r["r"]) if r else None))
-    usual = sorted(n for runs in flagged.values() for _, n, _ in runs)
-    typical = usual[len(usual) // 2] if usual else 0
+            flagged[_key(rec)].append((rec, _count(m), float(r["r"]) if r else None))
+    everyone = [n for runs in flagged.values() for _, n, _ in runs]
     out: list[Finding] = []
     for producer, runs in flagged.items():
-        jumps = [
-            (rec, n, ratio)
-            for rec, n, ratio in runs
-            if rec.level in ("warn", "error")
-            and (
-                (ratio is not None and (ratio >= SCALE_JUMP or 0 < ratio <= 1 / SCALE_JUMP))
-                or (n >= 100 and n >= FLAGGED_JUMP * max(typical, 1))
-            )
-        ]
+        jumps = []
+        for rec, n, ratio in runs:
+            if rec.level not in ("warn", "error"):
+                continue
+            # the usual count: this producer's earlier runs, else every producer's
+            before = sorted(x for r, x, _ in runs if r.ts is not None and rec.ts is not None and r.ts < rec.ts - 60)
+            pool = before or sorted(everyone)
+            typical = pool[len(pool) // 2] if pool else 0
+            scaled = ratio is not None and (ratio >= SCALE_JUMP or 0 < ratio <= 1 / SCALE_JUMP)
+            if scaled or (n >= 100 and n >= FLAGGED_JUMP * max(typical, 1)):
+                jumps.append((rec, n, ratio, typical))
         if not jumps:
             continue
-        rec, n, ratio = jumps[0]
-        new_cols = columns.get(producer, [])
-        col = new_cols[0][1] if new_cols else None
+        rec, n, ratio, typical = jumps[0]
+        # the column named in the same run as the jump (a trailer row's warning last week is not this change)
+        cols = [
+            c
+            for c in columns.get(producer, [])
+            if rec.ts is None or c[0].ts is None or c[0].ts >= rec.ts - RUN_WINDOW_S
+        ]
+        col, new = (cols[0][1], cols[0][2]) if cols else (None, False)
         consumer = service_of(rec.item) or rec.item.object
-        first = min((r.ts for r, *_ in jumps + [(c, 0, None) for c, _ in new_cols] if r.ts is not None), default=None)
-        said = f"{n} rows" + (f" (ratio {ratio:g})" if ratio is not None else "")
-        refs = [ref_of(rec)] + ([ref_of(new_cols[0][0])] if new_cols else [])
+        first = min((r.ts for r in [j[0] for j in jumps] + [c[0] for c in cols] if r.ts is not None), default=None)
+        said = f"{n}" + (f" (ratio {ratio:g})" if ratio is not None else "")
+        refs = [ref_of(rec)] + ([ref_of(cols[0][0])] if cols else [])
+        shape = (
+            f"it carries a new column '{col}' that {consumer} ignores, and "
+            if col and new
+            else f"the values of its column '{col}' no longer fit and are cut, and "
+            if col and cols[0][0] is rec
+            else f"the values of its column '{col}' no longer fit and are cut ('{cols[0][0].msg.strip()[:120]}'), and "
+            if col
+            else ""
+        )
+        source = _file_of(rec, producer) or _input_file(rec.item, rec.ts)
         mechanism = (
-            f"from {fmt_ts(first)} the input from {producer} changed shape: "
-            + (f"it carries a new column '{col}' that {consumer} ignores, and " if col else "")
-            + f"{consumer}'s check flags {said} against {typical} usually ('{rec.msg.strip()[:160]}'), yet it loads "
-            "them: the data is wrong while nothing fails."
+            f"from {fmt_ts(first)} the input from {producer}{source} changed shape: {shape}{consumer} reports "
+            f"{said} against {typical} usually ('{rec.msg.strip()[:160]}'), yet it loads it: the data is wrong "
+            "while nothing fails."
         )
         out.append(
             Finding(
@@ -88,8 +142,8 @@ def input_drift(evidence: EvidenceSet) -> list[Finding]:
                 code="input_drift",
                 category=Category.DATA_QUALITY,
                 title=f"input from {producer} changed"
-                + (f": new column '{col}'" if col else "")
-                + f", {n} rows flagged and loaded",
+                + (f": {'new' if new else 'mangled'} column '{col}'" if col else "")
+                + f", {n} flagged and loaded",
                 mechanism=mechanism,
                 object=f"input from {producer}",
                 score=0.75 if col else 0.65,
