@@ -11,7 +11,8 @@ results), traces (Jaeger, OTLP/JSON and Zipkin spans, read as each service's log
 (PagerDuty and Opsgenie incidents, read as alerts), pipelines (dbt run results), datadog, docker (`docker inspect`
 and `docker ps`), dumps (JVM thread dumps), postgres (also pasted from psql), mysql (lock waits and transactions
 pasted from the mysql client, read as PostgreSQL's sessions and locks), health (status pages, AWS Health, search
-cluster health), hosttext (df, redis INFO, resolv.conf), and logs (the catch-all for text and JSON-lines logs,
+cluster health), hosttext (df, redis INFO, resolv.conf), cassandra (nodetool status, keyspace replication), and
+logs (the catch-all for text and JSON-lines logs,
 offered last; then dated events in JSON of no known shape (jsonevents), then untimed error lines).
 """
 
@@ -20,6 +21,7 @@ from diagnosis.formats import (
     aws,
     azure,
     balancers,
+    cassandra,
     changes,
     cloudlogs,
     datadog,
@@ -65,6 +67,7 @@ __all__ = [
     "aws",
     "azure",
     "balancers",
+    "cassandra",
     "changes",
     "cloudlogs",
     "datadog",

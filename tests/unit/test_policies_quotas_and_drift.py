@@ -257,3 +257,23 @@ def test_a_load_whose_warnings_jump_names_the_mangled_column_and_the_file() -> N
     [f] = by_code(input_drift(ev), "input_drift")
     assert f.object == "input from payvia" and "'amount'" in f.mechanism and "settle_date" not in f.mechanism
     assert "settlements_20241001.csv" in f.mechanism and "96424 against 2 usually" in f.mechanism
+
+
+def test_a_keyspace_replicated_to_a_datacenter_the_ring_lacks_is_a_configuration_error(tmp_path: Path) -> None:
+    (tmp_path / "nodetool.txt").write_text(
+        "$ nodetool status\nDatacenter: eu-central\n==========\n"
+        "--  Address     Load       Tokens  Owns  Host ID                               Rack\n"
+        "UN  10.40.1.21  412.37 GiB  256    ?     5f1c2a8e-9d3b-4c77-8e21-b0a4f6d31c02  rack-a\n"
+        "Datacenter: us-east\n==========\n"
+        "DN  10.60.2.33  398.44 GiB  256    ?     b05f3c81-7a2d-4e6b-9c14-58e0d7a1f3b2  rack-c\n"
+    )
+    (tmp_path / "cqlsh.txt").write_text(
+        "cqlsh> DESCRIBE KEYSPACE loyalty;\n\nCREATE KEYSPACE loyalty WITH replication = {'class': "
+        "'NetworkTopologyStrategy', 'eu_central': '3'}  AND durable_writes = true;\n"
+        "CREATE KEYSPACE rewards WITH replication = {'class': 'NetworkTopologyStrategy', 'eu-central': '3'};\n"
+    )
+    ev = load_bundle(tmp_path)
+    assert {n.data["datacenter"] for n in ev.kind("cassandra/node")} == {"eu-central", "us-east"}
+    [f] = by_code(database(ev), "keyspace_unknown_datacenter")
+    assert f.category == Category.CONFIGURATION_ERROR and f.object == "keyspace loyalty"
+    assert "'eu-central' is" in f.mechanism and "'eu-central': '3'" in f.actions[-1].command

@@ -15,9 +15,10 @@ Rules (by mechanism, see docs/analyzers.md):
   one is benign.
 
 The package's modules follow those lines: `sessions` (locks, connections, application pools), `capacity` (CPU by
-statement, storage), `io` (replication lag, burst balance, CPU credits, I/O storms), `events` (reachability, RDS
-events, clients' database errors), `keyvalue` (Redis), `search` (a search cluster's own health); `_shared` holds
-the thresholds and the per-investigation context they all read.
+statement, storage, a datastore's own quota), `io` (replication lag, burst balance, CPU credits, I/O storms),
+`events` (reachability, RDS events, clients' database errors), `keyvalue` (Redis), `cassandra` (keyspace
+replication against the ring), `search` (a search cluster's own health); `_shared` holds the thresholds and the
+per-investigation context they all read.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from diagnosis.analyzers._common import now_of, with_aliases
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.database._shared import DB_INTERPRETED, Context, is_db_metric
 from diagnosis.analyzers.database.capacity import _cpu, _quota_full, _storage
+from diagnosis.analyzers.database.cassandra import _keyspaces
 from diagnosis.analyzers.database.events import _log_symptoms, _rds_events, _unreachable
 from diagnosis.analyzers.database.io import _burst_balance, _cpu_credits, _io_storms, _replica_lag
 from diagnosis.analyzers.database.keyvalue import _redis
@@ -39,7 +41,18 @@ from diagnosis.model import Domain, Finding
 
 @ANALYZERS.analyzer(
     domain=Domain.DATABASE,
-    reads={"pg/session", "pg/lock", "pg/settings", "rds/event", "pi/sql", "metric", "log", "redis/info"},
+    reads={
+        "pg/session",
+        "pg/lock",
+        "pg/settings",
+        "rds/event",
+        "pi/sql",
+        "metric",
+        "log",
+        "redis/info",
+        "cassandra/node",
+        "cassandra/keyspace",
+    },
 )
 def database(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
@@ -58,6 +71,7 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     out += _rds_events(ctx)
     out += _log_symptoms(ctx)
     out += _redis(ctx)
+    out += _keyspaces(ctx)
     out += _app_pools(ctx)
     return with_aliases(out)
 
