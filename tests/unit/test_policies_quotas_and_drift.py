@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from diagnosis.analyzers.database import database
-from diagnosis.analyzers.logs import input_drift
+from diagnosis.analyzers.logs import input_drift, log_errors
 from diagnosis.analyzers.network import policy_drops
 from diagnosis.analyzers.network.extraction import _dns_name
 from diagnosis.bundle import load_bundle
@@ -277,3 +277,26 @@ def test_a_keyspace_replicated_to_a_datacenter_the_ring_lacks_is_a_configuration
     [f] = by_code(database(ev), "keyspace_unknown_datacenter")
     assert f.category == Category.CONFIGURATION_ERROR and f.object == "keyspace loyalty"
     assert "'eu-central' is" in f.mechanism and "'eu-central': '3'" in f.actions[-1].command
+
+
+def test_a_deploy_a_ci_log_records_links_the_exception_that_follows_and_sources_merge() -> None:
+    b = Builder()
+    b.log(
+        "github-actions-deploy-prod.txt",
+        [(T0, None, "Run helm upgrade --install profile-api ./deploy/chart -n accounts --set image.tag=3.8.0 --wait"),
+         (T0 + 90, None, "STATUS: deployed")],
+    )  # fmt: skip
+    b.log(
+        "Pod/accounts/profile-api-7b6d9f8c54-2xkqp",
+        [(T0 + 600 + i * 20, "error", "TypeError: Cannot read properties of undefined (reading 'tier') at "
+          "buildBadge (/app/badges.js:41:30)") for i in range(6)],
+        service="profile-api-7b6d9f8c54-2xkqp",
+    )  # fmt: skip
+    b.log("traces/profile-api", [(T0 + 650, "error", "span GET /v2/profile failed: TypeError: x is undefined")],
+          service="profile-api")  # fmt: skip
+    ev = b.set()
+    found = [f for f in log_errors(ev) if f.code == "exception"]
+    assert len(found) == 1, [f.title for f in found]
+    [f] = found
+    assert "after the deploy of profile-api 3.8.0" in f.mechanism and f.score == 0.85
+    assert "also in 1 other source(s)" in f.mechanism

@@ -19,6 +19,7 @@ from diagnosis.analyzers._common import (
     service_of,
     span_text,
     with_aliases,
+    workload_of_pod,
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.logs._shared import (
@@ -72,7 +73,36 @@ def log_errors(evidence: EvidenceSet) -> list[Finding]:
     findings: list[Finding] = []
     for item in evidence.kind("log"):
         findings.extend(_analyze_source(item, now, deploys, changes))
-    return with_aliases(findings)
+    return with_aliases(_one_per_exception(findings))
+
+
+_THROWS = re.compile(r" throws (\S+) \(")
+
+
+def _one_per_exception(findings: list[Finding]) -> list[Finding]:
+    """The same exception of one workload seen in several sources (a pod's log, its traces, an APM's error
+    summary) is one cause: the strongest finding, citing the others, instead of one "independent" fault each."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        if f.code == "exception" and (m := _THROWS.search(f.title)):
+            groups.setdefault((workload_of_pod(f.object), m.group(1)), []).append(f)
+    merged: dict[int, Finding] = {}
+    dropped: set[int] = set()
+    for fs in groups.values():
+        if len(fs) < 2:
+            continue
+        best = max(fs, key=lambda f: (f.score, len(f.evidence)))
+        others = [f for f in fs if f is not best]
+        merged[id(best)] = best.model_copy(
+            update={
+                "mechanism": f"{best.mechanism.rstrip('.')} (also in {len(others)} other source(s): "
+                + ", ".join(sorted({o.object for o in others}))
+                + ").",
+                "evidence": [*best.evidence, *(o.evidence[0] for o in others if o.evidence)][:6],
+            }
+        )
+        dropped.update(id(o) for o in others)
+    return [merged.get(id(f), f) for f in findings if id(f) not in dropped]
 
 
 _ERROR_LEVELS = {"error", "fatal", "critical", "crit", "err", "panic", "emerg", "alert"}
@@ -518,8 +548,47 @@ def _errors_symptom(item: EvidenceItem, active: list[Template], who: str, tags: 
     )
 
 
+# a deploy as a CI/CD job or an operator's shell logs it: `helm upgrade --install NAME`, `deployment "NAME"
+# successfully rolled out`, "Deploying NAME 3.8.0", "released NAME v2.4"
+_DEPLOY_LINE = re.compile(
+    r"\bhelm upgrade (?:--install |-i )?(?P<helm>[a-z0-9][\w.\-]*)|"
+    r"\bdeployment(?:\.apps)?[/ ]\"?(?P<k8s>[a-z0-9][\w.\-]*)\"? (?:successfully rolled out|image updated)|"
+    r"\b(?:deploy(?:ed|ing)?|releas(?:ed|ing)|rolled out|rolling out)\s+(?P<app>[a-z][a-z0-9\-]+[a-z0-9])"
+    r"(?:[ @:]+v?(?P<ver>\d+\.\d+[\w.\-]*))",
+    re.I,
+)
+
+
+def _deploy_lines(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
+    """Deploys a log records (a CI/CD job's, a shell session's): the first line naming each deployed workload."""
+    out: list[tuple[float, str, EvidenceRef]] = []
+    for item in evidence.kind("log"):
+        seen: set[str] = set()
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            ts = r.get("ts")
+            if not isinstance(ts, int | float) or ("deploy" not in msg.lower() and "helm" not in msg.lower()):
+                continue
+            if str(r.get("level") or "") in ("error", "fatal") or (m := _DEPLOY_LINE.search(msg)) is None:
+                continue
+            name = m["helm"] or m["k8s"] or m["app"]
+            if name in seen:
+                continue
+            seen.add(name)
+            tag = re.search(r"(?:image\.tag|tag)[=:]\s*v?([\w.\-]+)", msg)
+            version = m["ver"] or (tag.group(1) if tag else "")
+            out.append(
+                (
+                    float(ts),
+                    f"the deploy of {name}{' ' + version if version else ''} ('{msg.strip()[:100]}')",
+                    EvidenceRef(item=item.id, line=r.get("line"), value=msg[:200]),
+                )
+            )
+    return out
+
+
 def _deploys(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
-    """Rollouts seen in the evidence: ScalingReplicaSet events and ReplicaSet creation times."""
+    """Rollouts seen in the evidence: ScalingReplicaSet events, ReplicaSet creation times and deploys logs record."""
     out: list[tuple[float, str, EvidenceRef]] = []
     for ev in evidence.kind("k8s/Event"):
         d = ev.data
@@ -547,6 +616,7 @@ def _deploys(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
                     EvidenceRef(item=dep.id, field="status.conditions", value=prog.get("lastUpdateTime")),
                 )
             )
+    out += _deploy_lines(evidence)
     for rs in evidence.kind("k8s/ReplicaSet"):
         created = (rs.data.get("metadata") or {}).get("creationTimestamp")
         ts = parse_ts(created)
@@ -569,7 +639,8 @@ def _deploy_before(
     best = None
     for d in deploys:
         # a rollout reported complete may finish a minute or two after the new pods began failing
-        if who in d[1] and -ROLLOUT_SLACK_S <= first_ts - d[0] <= DEPLOY_WINDOW_S and (best is None or d[0] > best[0]):
+        named = who in d[1] or (workload_of_pod(who) != who and f" {workload_of_pod(who)} " in f" {d[1]} ")
+        if named and -ROLLOUT_SLACK_S <= first_ts - d[0] <= DEPLOY_WINDOW_S and (best is None or d[0] > best[0]):
             best = d
     return best
 
