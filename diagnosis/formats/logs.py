@@ -581,8 +581,9 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             if last is not None and (
                 _continues(body)
                 or _ends_python_traceback(last["msg"], body)
-                # logback, log4j and .NET print the exception on the line under the error message, at column 0
-                or (last["level"] in ("error", "fatal") and _EXCEPTION_HEAD.match(body) is not None)
+                # logback, log4j and .NET print the exception on the line under the error (or warning) message, at
+                # column 0: it belongs to that record, at that record's level
+                or (last["level"] in ("error", "fatal", "warn") and _EXCEPTION_HEAD.match(body) is not None)
             ):
                 if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
                     last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]

@@ -300,3 +300,23 @@ def test_a_deploy_a_ci_log_records_links_the_exception_that_follows_and_sources_
     [f] = found
     assert "after the deploy of profile-api 3.8.0" in f.mechanism and f.score == 0.85
     assert "also in 1 other source(s)" in f.mechanism
+
+
+def test_few_errors_after_which_the_task_gave_up_for_good_are_not_background() -> None:
+    b = Builder()
+    lines: list[tuple[float, str | None, str]] = [
+        (T0 + i * 10, "info", "Completed write of 500 records") for i in range(60)
+    ]
+    lines += [
+        (T0 + 700, "error", "Error encountered in task sink-0: DataException: Failed to deserialize data for topic "
+         "scans to Avro: SerializationException: Unknown magic byte!"),
+        (T0 + 701, "error", "Task threw an uncaught and unrecoverable exception. Task is being killed and will not "
+         "recover until manually restarted"),
+    ]  # fmt: skip
+    lines += [(T0 + 710 + i * 10, "info", "Node 2 disconnected.") for i in range(10)]
+    b.log("connect-worker.log", lines)
+    ev = b.set()
+    found = log_errors(ev)
+    assert not by_code(found, "errors_few")
+    [cause] = by_code(found, "bad_data")
+    assert cause.score >= 0.6

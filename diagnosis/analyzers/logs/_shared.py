@@ -117,6 +117,8 @@ REMOTE_FAILURE = re.compile(
     r"NotLeaderOrFollower|NOT_ENOUGH_REPLICAS|the database system is (?:starting up|shutting down|in recovery)|"
     # the server went away under the client (a restart, a failover): ZooKeeper's, Kafka's, any stream client's
     r"EndOfStreamException|server has closed (?:the )?(?:socket|connection)|"
+    # a peer's connection ending mid-read (a socket or RPC stream, not a truncated file)
+    r"EOFException\b[\s\S]{0,300}?(?:SocketInputStream|DataInputStream\.read|jute|netty|Channel|Socket)|"
     r"connection (?:closed|reset) by (?:peer|remote|server)",
 )
 _CAUSED_BY = re.compile(r"Caused by: ((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))")

@@ -157,18 +157,26 @@ def _analyze_source(
         active.append(tpl)
     if not active:
         return findings
+    # errors after which what failed gave up for good are few because nothing runs any more, not because they are
+    # a working service's background
+    died = any(_ended_with(t, gave_up()) for t in active)
     for tpl in active:
         cause = _changed_setting(item, tpl, who, tags, changes or []) or _cause_of(
             item, tpl, who, tags, deploys, active
         )
+        if cause and died and cause.code in ("bad_data", "exception") and cause.score < DIED_ON_IT_SCORE:
+            cause = cause.model_copy(update={"score": DIED_ON_IT_SCORE})
         if cause and cause.ts is not None and log_first is not None and cause.ts - log_first <= LOG_START_SLACK_S:
             # errors from the log's first lines began at or before the export's start (`--since`, `--tail`, a
             # rotated file): when is unknown, so they may explain what began before the log does
             cause = cause.model_copy(update={"ts": None})
         if cause:
             findings.append(cause)
-    findings.append(_errors_symptom(item, active, who, tags))
+    findings.append(_errors_symptom(item, active, who, tags, died))
     return findings
+
+
+DIED_ON_IT_SCORE = 0.6  # a cause the process stopped for good on stands alone, however few times it was logged
 
 
 # a process or task that stops for good after its error: the errors end because nothing runs any more
@@ -515,7 +523,9 @@ def _panic_payload(item: EvidenceItem, tpl: Template) -> str:
     return f" {str(nxt.get('msg') or '').strip()}" if nxt else ""
 
 
-def _errors_symptom(item: EvidenceItem, active: list[Template], who: str, tags: list[str]) -> Finding:
+def _errors_symptom(
+    item: EvidenceItem, active: list[Template], who: str, tags: list[str], died: bool = False
+) -> Finding:
     total = sum(t.count for t in active)
     first = min((t.first_ts for t in active if t.first_ts is not None), default=None)
     last = max((t.last_ts for t in active if t.last_ts is not None), default=None)
@@ -523,9 +533,12 @@ def _errors_symptom(item: EvidenceItem, active: list[Template], who: str, tags: 
     listing = "; ".join(f"'{_short(t.template, 100)}' x{t.count}" for t in top)
     lines = len(item.data.get("records") or ())
     # a handful of errors among a busy log's lines is what every working service logs, not a failure
-    few = (total <= FEW_ERRORS and lines >= FEW_ERRORS_AMONG and total / lines < FEW_ERRORS_SHARE) or (
-        # one error in a log that goes on: a blip, unless it ended the process
-        total == 1 and lines >= 10 and not any(t.sample and t.sample.level == "fatal" for t in active)
+    few = not died and (
+        (total <= FEW_ERRORS and lines >= FEW_ERRORS_AMONG and total / lines < FEW_ERRORS_SHARE)
+        or (
+            # one error in a log that goes on: a blip, unless it ended the process
+            total == 1 and lines >= 10 and not any(t.sample and t.sample.level == "fatal" for t in active)
+        )
     )
     return Finding(
         analyzer="log_errors",
