@@ -331,10 +331,11 @@ def terminal_segments(text: str) -> list[str] | None:
 
 
 def _parses_as_json(text: str) -> bool:
-    """Whether text starts with a whole JSON value ("[2026-11-17 ...] INFO" is a log line, not an array)."""
+    """Whether text is one whole JSON value ("[2026-11-17 ...] INFO" is a log line, not an array; JSON lines are a
+    log, whose command names its source)."""
     try:
-        json.JSONDecoder().raw_decode(text)
+        _, end = json.JSONDecoder().raw_decode(text)
     except json.JSONDecodeError as exc:
         # a truncated export is still JSON, reported as malformed: it fails only at its end
         return exc.pos >= len(text.rstrip()) - 1
-    return True
+    return not text[end:].strip()

@@ -120,7 +120,10 @@ APACHE_RE = re.compile(
 )
 PHP_LEVEL = re.compile(r"\bPHP (Fatal error|Parse error|Warning|Notice|Deprecated|Recoverable fatal error)\b")
 _PHP_LEVELS = {"Warning": "warn", "Notice": "info", "Deprecated": "info"}
-CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ")
+CONTINUATION_STARTS = ("Caused by:", "... ", "[signal ", "goroutine ", "created by ")
+# a Go stack frame's function line, printed at column 0 under a panic: `net/http.(*conn).serve.func1()`,
+# `github.com/acme/svc/internal/quote.applyPromo(0xc000412f00, 0x0)`, `panic({0x91c2a0?, 0xdb7e30?})`
+_GO_FRAME = re.compile(r"^(?:panic|[\w\-]+(?:[./][\w\-*()]+)+)\(.*\)$")
 # a qualified exception class opening a line: "System.Threading.Tasks.TaskCanceledException: A task was canceled."
 _EXCEPTION_HEAD = re.compile(r"(?:[A-Za-z_][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)(?: \(\w+\))?(?::\s|$)")
 # what comes before the time on some lines: a syslog priority ("<11>", RFC 5424's "<11>1 "), PostgreSQL's
@@ -539,8 +542,8 @@ def detect(doc: Document) -> bool:
     parser = LineParser()
     seen = hits = 0
     for line in doc.lines():
-        if not line.strip():
-            continue
+        if not line.strip() or (seen and _continues(line)):
+            continue  # blank, or a stack trace's line: part of the record above, not a line of its own
         seen += 1
         ts, level, _ = parser.parse(line)
         hits += ts is not None or level is not None or DMESG_RE.match(line.lstrip()) is not None
@@ -681,7 +684,7 @@ def _continues(body: str) -> bool:
     [running]:") continues the record above; `body` is the line without its --timestamps prefix."""
     if body[:1] == " ":
         return _PADDED_LEVEL.match(body) is None
-    return body[:1] == "\t" or body.startswith(CONTINUATION_STARTS)
+    return body[:1] == "\t" or body.startswith(CONTINUATION_STARTS) or _GO_FRAME.match(body) is not None
 
 
 # --- event and audit exports as CSV (vCenter events, feature-flag audit, change logs, SIEM exports) ------------
