@@ -495,6 +495,10 @@ _KUBECTL_VALUE_FLAGS = {
 }
 
 
+# a command whose output was cut after its first lines: what it printed ends there, whatever came next
+_CUT_BY_HEAD = re.compile(r"\|\s*head\b(?!.*\|\s*tail\b)")
+
+
 def _command_source(command: str, path: str) -> tuple[str, dict[str, Any]] | None:
     """The source a `docker logs NAME`, `kubectl logs POD -n NS -c C` or `journalctl -u UNIT` speaks for."""
     m = _LOG_COMMAND.match(command.strip())
@@ -558,6 +562,8 @@ def detect(doc: Document) -> bool:
 def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     found = _kubectl_source(doc.path) or _command_source(doc.command, doc.path)
     obj, source = found if found else (doc.path, {"path": doc.path})
+    if _CUT_BY_HEAD.search(doc.command):
+        source = {**source, "cut": True}  # `... | head -n 60`: the log ends where head stopped, not where it did
     records: deque[dict[str, Any]] = deque(maxlen=ctx.max_log_records)
     total = 0
     if doc.shape == "json":

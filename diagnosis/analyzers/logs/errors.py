@@ -77,6 +77,7 @@ def log_errors(evidence: EvidenceSet) -> list[Finding]:
 
 
 _THROWS = re.compile(r" throws (\S+) \(")
+_THROWN_AT = re.compile(r"unhandled \S+ at (\S+(?: \([\w.$\-]+:\d+\))?):")
 
 
 def _one_per_exception(findings: list[Finding]) -> list[Finding]:
@@ -93,10 +94,17 @@ def _one_per_exception(findings: list[Finding]) -> list[Finding]:
             continue
         best = max(fs, key=lambda f: (f.score, len(f.evidence)))
         others = [f for f in fs if f is not best]
+        # where it was thrown, when only another source's trace shows it
+        frame = (
+            None
+            if _THROWN_AT.search(best.mechanism)
+            else next((m.group(1) for o in others if (m := _THROWN_AT.search(o.mechanism))), None)
+        )
         merged[id(best)] = best.model_copy(
             update={
                 "mechanism": f"{best.mechanism.rstrip('.')} (also in {len(others)} other source(s): "
                 + ", ".join(sorted({o.object for o in others}))
+                + (f"; thrown at {frame}" if frame else "")
                 + ").",
                 "evidence": [*best.evidence, *(o.evidence[0] for o in others if o.evidence)][:6],
             }
@@ -147,9 +155,10 @@ def _analyze_source(
     active: list[Template] = []
     gave_up = functools.cache(lambda: _gave_up_at(item))  # read only when an error template seems to have stopped
     snapshot = bool((item.data.get("source") or {}).get("snapshot"))  # a run's report, not a running log
+    cut = bool((item.data.get("source") or {}).get("cut"))  # printed through `| head`: what came next is unseen
     for tpl in group_templates(errors):
         verdict = _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
-        if verdict == "stopped" and (snapshot or _ended_with(tpl, gave_up())):
+        if verdict == "stopped" and (snapshot or cut or _ended_with(tpl, gave_up())):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
         if verdict:
             findings.append(_benign(item, tpl, who, tags, verdict))
@@ -430,8 +439,8 @@ def _cause_of(
             f"that same pool, so once every thread waits nothing completes (a code defect; a bigger pool only delays "
             f"it): '{_short(msg)}' x{tpl.count} {span}{after}."
             if "starvation" in exc_name.lower()
-            else f"{who} fails with an unhandled {exc_name.removeprefix('unhandled ')}: '{_short(msg)}' x{tpl.count} "
-            f"{span}{after}."
+            else f"{who} fails with an unhandled {exc_name.removeprefix('unhandled ')}{_where(msg)}: '{_short(msg)}' "
+            f"x{tpl.count} {span}{after}."
         ),
         object=who,
         score=score,
@@ -456,6 +465,39 @@ def _cause_of(
             ),
         ],
     )
+
+
+# the application's own frame where it was thrown: the first stack frame outside the runtime and the frameworks
+_JAVA_FRAME = re.compile(r"^\s*at ((?:[\w$]+\.)+[\w$<>]+)\(([\w$.\-]+:\d+)\)", re.M)
+_NODE_FRAME = re.compile(r"^\s*at ([\w.$<>\[\] ]+?) \(([^()\s]+?):(\d+):\d+\)", re.M)
+_PY_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_GO_FRAME = re.compile(r"^((?:[\w.\-]+/)+[\w.\-]+\.(?:\(\*?\w+\)\.)?\w+)\(", re.M)
+_FRAMEWORK = re.compile(
+    r"^(?:java|javax|jdk|sun|kotlin|scala|org\.springframework|org\.apache|org\.hibernate|io\.netty|"
+    r"com\.fasterxml|reactor|io\.grpc|com\.zaxxer|org\.eclipse|io\.undertow|runtime|net/http|internal/)[./]"
+    r"|node_modules|^node:|site-packages|dist-packages|/usr/lib/python|<frozen"
+)
+
+
+def _where(msg: str) -> str:
+    """' at PriceFormatter.savingsBadge (PriceFormatter.java:57)': where the application's code threw, when the
+    trace names it."""
+    if "\n" not in msg:
+        return ""
+    for m in _JAVA_FRAME.finditer(msg):
+        if not _FRAMEWORK.search(m.group(1)):
+            cls, method = m.group(1).rsplit(".", 2)[-2:]
+            return f" at {cls}.{method} ({m.group(2)})"
+    for m in _NODE_FRAME.finditer(msg):
+        if not _FRAMEWORK.search(m.group(2)):
+            return f" at {m.group(1)} ({m.group(2).rsplit('/', 1)[-1]}:{m.group(3)})"
+    py = [m for m in _PY_FRAME.finditer(msg) if not _FRAMEWORK.search(m.group(1))]
+    if py:
+        return f" at {py[-1].group(3)} ({py[-1].group(1).rsplit('/', 1)[-1]}:{py[-1].group(2)})"
+    for m in _GO_FRAME.finditer(msg):
+        if not _FRAMEWORK.search(m.group(1)):
+            return f" at {m.group(1).rsplit('/', 1)[-1]}"
+    return ""
 
 
 # The last line of a Python traceback names what was raised ("KeyError: 'sku'", "app.errors.QuotaError: ..."):
@@ -567,9 +609,13 @@ _DEPLOY_LINE = re.compile(
     r"\bhelm upgrade (?:--install |-i )?(?P<helm>[a-z0-9][\w.\-]*)|"
     r"\bdeployment(?:\.apps)?[/ ]\"?(?P<k8s>[a-z0-9][\w.\-]*)\"? (?:successfully rolled out|image updated)|"
     r"\b(?:deploy(?:ed|ing)?|releas(?:ed|ing)|rolled out|rolling out)\s+(?P<app>[a-z][a-z0-9\-]+[a-z0-9])"
-    r"(?:[ @:]+v?(?P<ver>\d+\.\d+[\w.\-]*))",
+    r"(?:[ @:]+v?(?P<ver>\d+\.\d+[\w.\-]*))|"
+    # ECS service events: a deployment's new tasks starting (only when the deployment completes after them)
+    r"\(service (?P<ecs>[\w.\-]+)\) has started \d+ tasks?",
     re.I,
 )
+_ECS_DONE = re.compile(r"\(service ([\w.\-]+)\) \(deployment [^)]*\) deployment completed")
+ECS_DEPLOY_S = 1800.0  # a deployment's tasks start, then it completes within this
 
 
 def _deploy_lines(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
@@ -580,12 +626,13 @@ def _deploy_lines(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
             ts = r.get("ts")
-            if not isinstance(ts, int | float) or ("deploy" not in msg.lower() and "helm" not in msg.lower()):
+            low = msg.lower()
+            if not isinstance(ts, int | float) or ("deploy" not in low and "helm" not in low and "started" not in low):
                 continue
             if str(r.get("level") or "") in ("error", "fatal") or (m := _DEPLOY_LINE.search(msg)) is None:
                 continue
-            name = m["helm"] or m["k8s"] or m["app"]
-            if name in seen:
+            name = m["helm"] or m["k8s"] or m["app"] or m["ecs"]
+            if name in seen or (m["ecs"] and not _ecs_completes(item, name, float(ts))):
                 continue
             seen.add(name)
             tag = re.search(r"(?:image\.tag|tag)[=:]\s*v?([\w.\-]+)", msg)
@@ -598,6 +645,16 @@ def _deploy_lines(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]
                 )
             )
     return out
+
+
+def _ecs_completes(item: EvidenceItem, service: str, started: float) -> bool:
+    """Whether a deployment of the ECS service completes after its tasks started (a deploy, not a scale-out or
+    the replacement of a failed task)."""
+    for r in item.data.get("records") or ():
+        ts, m = r.get("ts"), _ECS_DONE.search(str(r.get("msg") or ""))
+        if m and m.group(1) == service and isinstance(ts, int | float) and 0 <= ts - started <= ECS_DEPLOY_S:
+            return True
+    return False
 
 
 def _deploys(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
