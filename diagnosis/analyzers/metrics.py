@@ -396,6 +396,19 @@ def _kind(name: str, labels: dict[str, str]) -> str:
     return "other"
 
 
+_NODE_JOB = re.compile(r"^node(?:[-_]?exporter)?$|^node$", re.I)
+
+
+def _host_cpu_fraction(s: _Series, pts: list[Point]) -> bool:
+    """A host's CPU busy share between 0 and 1 (node_exporter's `1 - rate(node_cpu_seconds_total{mode="idle"})`):
+    a host series (no pod, no container) from a node exporter, every value a fraction, some above a third."""
+    if s.kind != "cpu" or "pod" in s.labels or "container" in s.labels:
+        return False
+    host = bool(_NODE_JOB.match(s.labels.get("job", ""))) or s.labels.get("instance", "").endswith(":9100")
+    values = [v for _, v in pts]
+    return host and bool(values) and min(values) >= 0.0 and max(values) <= 1.0 and max(values) > 0.33
+
+
 def _limit_for(s: _Series, limits: list[_Series]) -> tuple[float, _Series] | None:
     """A limit series of the same kind for the same object: the same pod and container, or the same file
     system, or else agreeing on every identity label both carry (at least one)."""
@@ -441,6 +454,8 @@ def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
     elif _PERCENT.search(name) or str(s.item.data.get("unit") or "").lower() in ("percent", "%"):
         top = max(v for _, v in pts)
         limit = 1.0 if top <= 1.0 and re.search(r"ratio", name, re.I) else 100.0
+    elif _host_cpu_fraction(s, pts):
+        limit = 1.0  # a host's busy share (1 - idle), as node_exporter queries give it: 1.0 is every core busy
 
     # 1. saturation
     if limit:

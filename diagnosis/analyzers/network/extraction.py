@@ -334,6 +334,13 @@ def _target_of_request(msg: str, requests: Callable[[], dict[str, str]]) -> str 
     return requests().get(m.group(1).lower()) if m else None
 
 
+# a server's own deadline on the requests it serves: Rack::Timeout, gunicorn's WORKER TIMEOUT, a handler timeout
+_OWN_DEADLINE = re.compile(
+    r"Rack::Timeout|RequestTimeoutException \(Request ran for|Request ran for longer than|WORKER TIMEOUT|"
+    r"http: Handler timeout|TimeoutHandler",
+)
+
+
 def _call_failure(msg: str) -> str | None:
     if RATE_LIMITED.search(msg):
         return "rate_limited"
@@ -350,7 +357,8 @@ def _call_failure(msg: str) -> str | None:
     if NET_REFUSED.search(msg):
         return "refused"
     if NET_TIMEOUT.search(msg):
-        return "timeout"
+        # the service's own request deadline killing a request it was still working on is not a call that failed
+        return None if _OWN_DEADLINE.search(msg) else "timeout"
     if NET_RESET.search(msg):
         return "reset"
     # a 5xx the service received from a call it made: the message names the call (a URL, "upstream", "calling")
