@@ -59,6 +59,12 @@ BAD_DATA = re.compile(
     r"(?:moved|sent) (?:\S+ )?to (?:the )?quarantine\b|"
     r"Error tokenizing data|contains NaN|\bNaN (?:value|found|in column)|value is NaN|"
     r"corrupt(?:ed)? (?:record|row|message|input|gzip|parquet|avro|csv)|"
+    # a file that arrived cut short or damaged (gzip -t, a warehouse's COPY, a reader hitting its end early)
+    r"invalid data encountered|unexpected end of (?:file|stream|data|input)|not in gzip format|"
+    # a validator naming the field and the value it refused: invalid amount "12,50": expected ...
+    r"invalid [a-z_]{2,30} [\"'][^\"']{0,60}[\"']: expected|"
+    r"premature end of (?:file|data|stream)|truncated (?:file|gzip|archive|input)|crc (?:check failed|mismatch)|"
+    r"checksum mismatch|"
     r"data (?:quality|validation) (?:check )?failed|expectation (?:suite )?failed|"
     r"(?:not_null|unique|accepted_values|relationships) test failed|"
     # Java/Kotlin: Jackson, Kafka serdes, Avro, protobuf, java.time, charsets, bean validation
@@ -120,6 +126,12 @@ REMOTE_FAILURE = re.compile(
     # a peer's connection ending mid-read (a socket or RPC stream, not a truncated file)
     r"EOFException\b[\s\S]{0,300}?(?:SocketInputStream|DataInputStream\.read|jute|netty|Channel|Socket)|"
     r"connection (?:closed|reset) by (?:peer|remote|server)",
+)
+# a consumer refusing an input record it cannot use, logged at warning level but failing that record all the same
+REJECTED_INPUT = re.compile(
+    r"\b(?:reject(?:ing|ed)?|dead[- ]letter(?:ing|ed)?|DLQ|skipp(?:ing|ed) (?:invalid|bad|malformed)|"
+    r"discard(?:ing|ed)|quarantin(?:ing|ed))\b",
+    re.I,
 )
 _CAUSED_BY = re.compile(r"Caused by: ((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))")
 APP_OOM = re.compile(

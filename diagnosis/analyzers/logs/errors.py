@@ -41,6 +41,7 @@ from diagnosis.analyzers.logs._shared import (
     FEW_ERRORS_AMONG,
     FEW_ERRORS_SHARE,
     LOG_START_SLACK_S,
+    REJECTED_INPUT,
     REMOTE_FAILURE,
     ROLLOUT_SLACK_S,
     SPORADIC,
@@ -116,6 +117,12 @@ def _one_per_exception(findings: list[Finding]) -> list[Finding]:
 _ERROR_LEVELS = {"error", "fatal", "critical", "crit", "err", "panic", "emerg", "alert"}
 
 
+def _rejected_record(level: str, msg: str) -> bool:
+    """A warning that an input record was refused as bad data (and dead-lettered, skipped or discarded): that
+    record failed, whatever level the consumer logged it at."""
+    return level.lower() in ("warn", "warning") and bool(REJECTED_INPUT.search(msg)) and bool(BAD_DATA.search(msg))
+
+
 def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float | None]:
     """The source's error records (by level, or by an exception in an unlevelled line), and its time span."""
     errors: list[Rec] = []
@@ -128,7 +135,7 @@ def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float |
             last = ts if last is None or ts > last else last
         lvl = r.get("level")
         if isinstance(lvl, str) and lvl:
-            if lvl.lower() not in _ERROR_LEVELS:
+            if lvl.lower() not in _ERROR_LEVELS and not _rejected_record(lvl, str(r.get("msg") or "")):
                 continue
             level: str | None = "error"
         else:
