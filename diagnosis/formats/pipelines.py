@@ -1,7 +1,8 @@
 """Data pipeline run results: dbt's `run_results.json` (target/run_results.json after `dbt run|test|build`), read as
 the log of the run: one record per node, at the time it finished. A model that errored is an error; a data test
 that failed or warned with failing rows says the data is wrong ("unique test failed on fct_x.id: 18406 rows"), in the
-words the logs analyzer reads as bad data.
+words the logs analyzer reads as bad data. Great Expectations validation results are read the same way: a failed
+expectation is a failed data check on its asset and column.
 """
 
 from __future__ import annotations
@@ -63,3 +64,62 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     data = {"records": records, "source": source, "truncated": False}
     stamps = [x["ts"] for x in records if x["ts"] is not None]
     yield ctx.item(doc.path, "log", f"dbt/{who}", data, max(stamps) if stamps else generated)
+
+
+# --- Great Expectations validation results ------------------------------------------------------------------
+
+
+def _is_ge_validation(v: Any) -> bool:
+    return (
+        isinstance(v, dict)
+        and isinstance(v.get("results"), list)
+        and "success" in v
+        and any(isinstance(r, dict) and isinstance(r.get("expectation_config"), dict) for r in v["results"])
+    )
+
+
+def _ge_observed(result: dict[str, Any]) -> str:
+    found = result.get("result")
+    r: dict[str, Any] = found if isinstance(found, dict) else {}
+    parts = []
+    if "observed_value" in r:
+        parts.append(f"observed {r['observed_value']}")
+    if r.get("unexpected_count") is not None:
+        pct = r.get("unexpected_percent")
+        parts.append(f"{r['unexpected_count']} unexpected" + (f" ({float(pct):.3g}%)" if pct is not None else ""))
+    return ", ".join(parts)
+
+
+@FORMATS.format("great-expectations", shapes={"json"}, detect=lambda d: _is_ge_validation(d.value), order=30)
+def parse_ge(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """A Great Expectations validation (a checkpoint's result, `validation_result.json`): one record per
+    expectation, a failed one at error level in the words of a failed data check ("expectation
+    expect_column_values_to_be_unique failed on conversion_id: 48211 unexpected (50%)")."""
+    v = doc.value
+    meta: dict[str, Any] = v["meta"] if isinstance(v.get("meta"), dict) else {}
+    run: dict[str, Any] = meta["run_id"] if isinstance(meta.get("run_id"), dict) else {}
+    when = parse_ts(run.get("run_time")) or parse_ts(meta.get("validation_time"))
+    found = meta.get("active_batch_definition") or meta.get("batch_spec")
+    batch: dict[str, Any] = found if isinstance(found, dict) else {}
+    asset = str(batch.get("data_asset_name") or meta.get("expectation_suite_name") or doc.stem)
+    ids = batch.get("batch_identifiers") if isinstance(batch.get("batch_identifiers"), dict) else {}
+    where = f"{asset}" + (f" ({', '.join(f'{k}={v}' for k, v in ids.items())})" if ids else "")
+    records: list[dict[str, Any]] = []
+    for n, r in enumerate(v["results"], 1):
+        if not isinstance(r, dict) or not isinstance(r.get("expectation_config"), dict):
+            continue
+        cfg = r["expectation_config"]
+        kind = str(cfg.get("expectation_type") or cfg.get("type") or "expectation")
+        args = cfg.get("kwargs")
+        kwargs: dict[str, Any] = args if isinstance(args, dict) else {}
+        column = kwargs.get("column") or ", ".join(map(str, kwargs.get("column_list") or ()))
+        on = f" on {where}" + (f" column {column}" if column else "")
+        seen = _ge_observed(r)
+        if r.get("success") is False:
+            msg, level = f"expectation failed: {kind}{on}" + (f": {seen}" if seen else ""), "error"
+        else:
+            msg, level = f"expectation passed: {kind}{on}" + (f": {seen}" if seen else ""), "info"
+        records.append({"ts": when, "level": level, "msg": msg, "line": n})
+    source = {"path": doc.path, "format": "great expectations", "snapshot": True, "service": asset}
+    data = {"records": records, "source": source, "truncated": False}
+    yield ctx.item(doc.path, "log", f"great_expectations/{asset}", data, when)
