@@ -106,6 +106,10 @@ _TARGET_PATTERNS = [
     # resilience4j "CircuitBreaker 'payments' is OPEN", Hystrix "PaymentsCommand short-circuited", HAProxy
     # "backend payments has no server available", urllib3 "HTTPSConnectionPool(host='api.stripe.com', port=443)"
     re.compile(r"CircuitBreaker '([^']+)'"),
+    # .NET: a named HttpClient's resilience pipeline (Microsoft.Extensions.Http.Resilience, Polly) and its logger
+    # category name the client: Source: 'ShipRight-standard//Standard-Retry', System.Net.Http.HttpClient.X.
+    re.compile(r"Source: '([A-Za-z][\w.\-]*?)-(?:standard|hedging)//"),
+    re.compile(r"System\.Net\.Http\.HttpClient\.([A-Za-z][\w\-]*)\.(?:ClientHandler|LogicalHandler)"),
     re.compile(rf"({_NAME}) (?:short-circuited|has no server available)"),
     re.compile(rf"circuit(?: breaker)? (?:for|on|to) \"?'?({_NAME})", re.I),
     re.compile(rf"host=['\"]?({_NAME})['\"]?"),
