@@ -13,6 +13,7 @@ Series the database analyzer interprets (RDS storage, replica lag, burst balance
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -65,7 +66,14 @@ _KIND_PATTERNS = [
         ),
     ),
     ("restarts", re.compile(r"restart", re.I)),
-    ("backlog", re.compile(r"lag|backlog|queue|pending|waiting|throttl|dropped|dlq|dead_letter", re.I)),
+    (
+        "backlog",
+        re.compile(
+            r"lag|backlog|queue|pending|waiting|throttl|dropped|dlq|dead_letter|watermark_age|"
+            r"oldest_unacked|freshness|staleness",
+            re.I,
+        ),
+    ),
 ]
 _FREE = re.compile(r"free|avail|remaining|balance|credit", re.I)
 _LIMIT = re.compile(r"limit|max|size_bytes|capacity|total_bytes", re.I)
@@ -468,7 +476,11 @@ def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
         ttf = time_to_exhaustion(pts) if free_like else (time_to_reach(pts, limit) if limit else None)
         if ttf is not None and 0 < ttf <= HORIZON_S:
             return [_trend_finding(s, pts, ttf, limit, free_like, limit_ref)]
-    # 3. step change
+    # 3. a backlog that keeps growing (a consumer that stopped or fell behind: lag rising about as fast as time)
+    growing = _growing_backlog(s, pts)
+    if growing:
+        return [growing]
+    # 4. step change
     step = step_change(pts)
     if step and _worse(s, free_like, step.after > step.before):
         return _of_dependency(
@@ -479,7 +491,7 @@ def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
                 )
             ],
         )
-    # 4. anomalies
+    # 5. anomalies
     return _of_dependency(s, _anomaly_findings(s, pts, free_like, is_counter, limit))
 
 
@@ -602,6 +614,47 @@ _SYMPTOM_CODE = {
     "restarts": "pod_restarts",
     "disk": "disk_high",
 }
+
+
+GROWING_STEPS = 0.8  # share of a backlog's last points that rise
+GROWING_FACTOR = 3.0  # and it ends at least this many times where its rise began
+
+
+def _growing_backlog(s: _Series, pts: list[Point]) -> Finding | None:
+    """A backlog (lag, queue depth, watermark age) rising without a pause over its last points: what consumes it
+    stopped or fell behind, and it is still falling behind now."""
+    if s.kind != "backlog" or len(pts) < 6:
+        return None
+    tail = pts[-max(6, len(pts) // 3) :]
+    rises = sum(1 for (_, a), (_, b) in itertools.pairwise(tail) if b > a)
+    if rises < GROWING_STEPS * (len(tail) - 1) or tail[-1][1] <= tail[0][1]:
+        return None
+    # where the rise began: the last point before which the series did not rise
+    i = len(pts) - len(tail)
+    while i > 0 and pts[i][1] > pts[i - 1][1]:
+        i -= 1
+    since, first = pts[i][0], pts[i][1]
+    if pts[-1][1] < GROWING_FACTOR * max(first, 1e-9):
+        return None
+    rate = (pts[-1][1] - first) / max(pts[-1][0] - since, 1.0)
+    who = _who(s)
+    return Finding(
+        analyzer="metric_series",
+        domain=Domain.METRICS,
+        role="symptom",
+        code=_symptom_code(s),
+        category=Category.UNKNOWN,
+        title=f"{who} growing since {fmt_ts(since)} ({first:.4g} -> {pts[-1][1]:.4g})",
+        mechanism=(
+            f"{who} has risen without a pause since {fmt_ts(since)}, from {first:.4g} to {pts[-1][1]:.4g} "
+            f"({rate:.3g} per second): what consumes it stopped or fell behind and is still falling behind."
+        ),
+        object=who,
+        score=0.55,
+        ts=since,
+        tags=_tags(s),
+        evidence=[_ref(s, i, first), _ref(s, len(pts) - 1, pts[-1][1])],
+    )
 
 
 def _symptom_code(s: _Series) -> str:
