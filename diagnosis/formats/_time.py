@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 # 2024-06-12T14:03:01.123456789Z, 2024-06-12 14:03:01+00 (PostgreSQL), 2024-06-12T14:03:01+05:30, 2024/06/12 14:03:01,
-# ClickHouse's 2024.06.12 14:03:01.118220, MariaDB's space-padded hour (2024-06-12  3:04:05)
+# ClickHouse's 2024.06.12 14:03:01.118220, MariaDB's space-padded hour (2024-06-12  3:04:05), Airflow's UI
+# (2024-09-03, 05:09:40 UTC)
 ISO_RE = re.compile(
     r"(?P<y>\d{4})(?P<sep>[-/.])(?P<mo>\d{2})(?P=sep)(?P<d>\d{2})"
-    r"(?:(?:T| {1,2})(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<f>\d{1,9}))?)?)?"
+    r"(?:(?:T|,? {1,2})(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<f>\d{1,9}))?)?)?"
     r"(?:\s?(?P<tz>Z|z|UTC|[+-]\d{2}(?::?\d{2})?)(?![\d:]))?"
 )
 MONTHS = {

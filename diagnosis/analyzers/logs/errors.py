@@ -163,8 +163,14 @@ def _analyze_source(
     gave_up = functools.cache(lambda: _gave_up_at(item))  # read only when an error template seems to have stopped
     snapshot = bool((item.data.get("source") or {}).get("snapshot"))  # a run's report, not a running log
     cut = bool((item.data.get("source") or {}).get("cut"))  # printed through `| head`: what came next is unseen
+    # a batch task whose retry succeeded after its errors: they are over, whatever the time since
+    done = _succeeded_at(item)
+    if done is not None and any(e.ts is not None and e.ts > done for e in errors):
+        done = None
     for tpl in group_templates(errors):
         verdict = _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
+        if verdict is None and done is not None and tpl.last_ts is not None and tpl.last_ts < done:
+            verdict = "retried"
         if verdict == "stopped" and (snapshot or cut or _ended_with(tpl, gave_up())):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
         if verdict:
@@ -201,6 +207,23 @@ GAVE_UP = re.compile(
     r"shutting down due to|exiting due to|exiting with (?:status|code) [1-9]|aborting (?:the )?(?:job|task|run)",
     re.I,
 )
+
+
+# a batch task's run ending well after a failed attempt: Airflow's, a job runner's, a retry wrapper's words
+SUCCEEDED = re.compile(
+    r"Marking task as SUCCESS|Task exited with return code 0\b|succeeded on (?:retry|attempt)|"
+    r"(?:retry|attempt) \d+(?: of \d+)? succeeded|\bJob \S+ succeeded\b",
+    re.I,
+)
+
+
+def _succeeded_at(item: EvidenceItem) -> float | None:
+    stamps = [
+        r["ts"]
+        for r in item.data.get("records") or ()
+        if isinstance(r.get("ts"), int | float) and SUCCEEDED.search(str(r.get("msg") or ""))
+    ]
+    return max(stamps) if stamps else None
 
 
 def _ended_with(tpl: Template, gave_up: float | None) -> bool:
@@ -262,6 +285,9 @@ def _benign(item: EvidenceItem, tpl: Template, who: str, tags: list[str], verdic
     assert tpl.sample is not None
     if verdict == "stopped":
         why = f"stopped at {fmt_ts(tpl.last_ts)}, long before the newest evidence: it recovered"
+        code = "errors_stopped"
+    elif verdict == "retried":
+        why = "a later attempt of the task then succeeded: the failure was transient and is over"
         code = "errors_stopped"
     else:
         why = (
