@@ -313,7 +313,10 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
 PLANNED_WORK = re.compile(
     r"\bmaintenance\b|\brolling (?:deploy\w*|restart\w*|update\w*|upgrade\w*|reboot\w*)|"
     r"\bupgrad(?:e|ed|ing)\b|\bUpgradeStarted\b|\bsurge upgrade\b|\bdrain(?:ed|ing)? (?:node|host)\b|"
-    r"\b(?:replay|backfill|re-?sync|reindex|re-?index)(?:ing)? (?:requested|started|of|from|run|job)\b",
+    r"\b(?:replay|backfill|re-?sync|reindex|re-?index)(?:ing)? (?:requested|started|of|from|run|job)\b|"
+    # an announced security scan: probes of paths and methods that do not exist, by design
+    r"\b(?:vulnerability|security|penetration|pen|authenticated|web app(?:lication)?) (?:scan|test)(?:ning)?\b|"
+    r"\b(?:Tenable|Nessus|Qualys|Burp Suite|OWASP ZAP)\b",
     re.I,
 )
 _FAILED = re.compile(r"\b(?:fail(?:ed|ure)?|error|abort(?:ed)?|rolled back|rollback)\b", re.I)
@@ -346,15 +349,26 @@ def planned_work(evidence: EvidenceSet) -> list[Finding]:
     """The first announcement of planned work in each log and on each kind of Kubernetes event (benign context:
     it tells a healthy answer why the signals around it were expected). Failed work is not planned work."""
     out: list[Finding] = []
+    # the newest evidence other than the change list itself (a calendar lists next week's changes too)
+    stamped = sorted(((i.ts, i.id) for i in evidence if i.ts is not None), reverse=True)[:2]
     for item in evidence.kind("log"):
+        now = next((t for t, i in stamped if i != item.id), None)
+        found: list[tuple[float | None, dict[str, Any]]] = []
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
             level = str(r.get("level") or "").lower()
             if level in _ERROR_LEVELS or not PLANNED_WORK.search(msg) or _FAILED.search(msg):
                 continue
-            ts = r.get("ts") if isinstance(r.get("ts"), int | float) else None
-            out.append(_planned_finding(item, msg, ts, EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])))
-            break
+            found.append((r.get("ts") if isinstance(r.get("ts"), int | float) else None, r))
+            if not (item.data.get("source") or {}).get("format"):
+                break  # a running log: its first announcement; a calendar or change list: read on
+        if not found:
+            continue
+        # in a calendar of changes, the one that had begun latest by now is the one the signals come from
+        dated = [f for f in found if f[0] is not None and (now is None or f[0] <= now)]
+        ts, r = max(dated, key=lambda f: f[0] or 0.0) if dated else found[0]
+        msg = str(r.get("msg") or "")
+        out.append(_planned_finding(item, msg, ts, EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])))
     seen: set[str] = set()
     for item in evidence.kind("k8s/Event"):
         d = item.data
