@@ -715,9 +715,11 @@ def test_untimed_command_output_errors_become_log_records(tmp_path: Path) -> Non
         "$ cp dump.sql /backup/\n"
         "cp: error writing '/backup/dump.sql': No space left on device\n"
     )
-    # a saved session: each command's output is read on its own, with the file's line numbers
+    # a saved session: each command's output is read on its own, with the file's line numbers; the traceback is
+    # one record from its first line, holding what was raised
     records = [r for item in load_bundle(tmp_path).kind("log") for r in item.data["records"]]
-    assert [r["line"] for r in records] == [2, 4, 8, 10]
+    assert [r["line"] for r in records] == [2, 4, 6, 10]
+    assert "ValueError: invalid literal" in records[2]["msg"]
     assert all(r["ts"] is None and r["level"] == "error" for r in records)
     assert records[0]["msg"].startswith("curl: (7) Failed to connect")
 
