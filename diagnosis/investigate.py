@@ -30,6 +30,7 @@ ANALYZER_MODULES = (
     "routing",
     "balancers",
     "runtime",
+    "secrets",
     "logs",
 )
 _loaded = False

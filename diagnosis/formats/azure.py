@@ -208,3 +208,43 @@ def parse_log_query(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             points.sort()
             data = {"name": name, "labels": labels, "unit": "", "points": points, "source": "log analytics"}
             yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+
+
+# --- App Service Key Vault references (`.../config/configreferences/appsettings`) ---------------------------
+
+
+def _config_references(v: Any) -> list[dict[str, Any]] | None:
+    rows = v.get("value") if isinstance(v, dict) else v
+    if not isinstance(rows, list) or not rows:
+        return None
+    refs = [
+        r
+        for r in rows
+        if isinstance(r, dict)
+        and "configreferences" in str(r.get("type") or r.get("id") or "").lower()
+        and isinstance(r.get("properties"), dict)
+    ]
+    return refs if len(refs) == len(rows) else None
+
+
+@FORMATS.format(
+    "azure-config-references", shapes={"json"}, detect=lambda d: bool(_config_references(d.value)), order=30
+)
+def parse_config_references(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `config/reference` item per app setting that points at a secret store: its name, the reference, and
+    whether the platform resolved it (Resolved, AccessToKeyVaultDenied, SecretNotFound, VaultNotFound, ...)."""
+    for r in _config_references(doc.value) or []:
+        p = r["properties"]
+        rid = str(r.get("id") or "")
+        site = rid.split("/sites/", 1)[1].split("/", 1)[0] if "/sites/" in rid else None
+        data = {
+            "name": str(r.get("name") or ""),
+            "app": site,
+            "reference": p.get("reference"),
+            "status": str(p.get("status") or ""),
+            "store": p.get("vaultName"),
+            "secret": p.get("secretName"),
+            "identity": p.get("identityType"),
+            "details": p.get("details"),
+        }
+        yield ctx.item(doc.path, "config/reference", f"appsetting/{site or 'app'}/{data['name']}", data, None)

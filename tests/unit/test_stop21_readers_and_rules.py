@@ -123,3 +123,23 @@ def test_a_warning_that_rejects_a_bad_record_fails_it() -> None:
     )
     [f] = by_code(log_errors(b.set()), "bad_data")
     assert f.category == "data_quality"
+
+
+def test_a_key_vault_reference_the_platform_cannot_resolve_is_a_configuration_error(tmp_path: Path) -> None:
+    from diagnosis.analyzers.secrets import unresolved_secret_references
+
+    rows = [
+        {"id": f"/subscriptions/x/providers/Microsoft.Web/sites/bookings-api/config/configreferences/appsettings/{n}",
+         "name": n, "type": "Microsoft.Web/sites/config/configreferences",
+         "properties": {"reference": f"@Microsoft.KeyVault(VaultName={v};SecretName=s)", "status": st, "vaultName": v}}
+        for n, v, st in (("ConnectionStrings__BookingsDb", "kv-bookings-stg", "AccessToKeyVaultDenied"),
+                         ("Payments__ApiKey", "kv-bookings-prod", "Resolved"))
+    ]  # fmt: skip
+    (tmp_path / "refs.txt").write_text(
+        "PS /home/ops> az rest --method get --url https://x\n" + json.dumps({"value": rows})
+    )
+    ev = load_bundle(tmp_path)
+    assert len(ev.kind("config/reference")) == 2
+    [f] = unresolved_secret_references(ev)
+    assert f.category == "configuration_error" and "AccessToKeyVaultDenied" in f.title
+    assert "kv-bookings-stg" in f.mechanism and f.object == "setting ConnectionStrings__BookingsDb"
