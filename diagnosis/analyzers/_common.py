@@ -82,6 +82,16 @@ def log_records(evidence: EvidenceSet) -> Iterator[Rec]:
             yield Rec(item, r.get("ts"), str(r.get("msg") or ""), r.get("line"), level_of(r))
 
 
+def records_with(evidence: EvidenceSet, hints: tuple[str, ...]) -> Iterator[Rec]:
+    """The log records whose message holds one of `hints` (plain substrings): a rule's cheap first test, so that
+    the level of every other line of a large bundle is never worked out."""
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if any(h in msg for h in hints):
+                yield Rec(item, r.get("ts"), msg, r.get("line"), level_of(r))
+
+
 def ref_of(rec: Rec, value: str | None = None) -> EvidenceRef:
     text = value if value is not None else rec.msg
     return EvidenceRef(item=rec.item.id, line=rec.line, value=text[:300])

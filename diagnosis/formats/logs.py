@@ -690,7 +690,11 @@ def _continues(body: str) -> bool:
     [running]:") continues the record above; `body` is the line without its --timestamps prefix."""
     if body[:1] == " ":
         return _PADDED_LEVEL.match(body) is None
-    return body[:1] == "\t" or body.startswith(CONTINUATION_STARTS) or _GO_FRAME.match(body) is not None
+    return (
+        body[:1] == "\t"
+        or body.startswith(CONTINUATION_STARTS)
+        or (body.endswith(")") and _GO_FRAME.match(body) is not None)
+    )
 
 
 # --- event and audit exports as CSV (vCenter events, feature-flag audit, change logs, SIEM exports) ------------

@@ -10,7 +10,7 @@ from diagnosis.analyzers._common import (
     Rec,
     fmt_ts,
     is_db_storage_line,
-    log_records,
+    records_with,
     ref_of,
     service_of,
     signature_records,
@@ -319,6 +319,7 @@ _QUOTA_FULL = re.compile(
     r"over your (?:space|storage) quota|pool '?[\w.\-]+'? (?:is )?full|OSD_FULL|\bfull osd\b",
     re.I,
 )
+_QUOTA_HINTS = ("space exceeded", "quota", "NOSPACE", "watermark", "read-only", "full", "FULL")
 _QUOTA_ENGINES = (
     (re.compile(r"etcd|mvcc|NOSPACE|backend quota", re.I), "etcd"),
     (re.compile(r"watermark|read-only|cluster_block", re.I), "elasticsearch"),
@@ -354,7 +355,7 @@ _QUOTA_ACTIONS = {
 
 
 def _quota_full(ctx: Context) -> list[Finding]:
-    lines = [r for r in log_records(ctx.evidence) if _QUOTA_FULL.search(r.msg)]
+    lines = [r for r in records_with(ctx.evidence, _QUOTA_HINTS) if _QUOTA_FULL.search(r.msg)]
     if not lines:
         return []
     by_engine: dict[str, list[Rec]] = defaultdict(list)

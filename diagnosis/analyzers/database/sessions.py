@@ -13,7 +13,7 @@ from diagnosis.analyzers._common import (
     PG_TOO_MANY,
     Rec,
     first_and_last_refs,
-    log_records,
+    records_with,
     ref_of,
     service_of,
     span_text,
@@ -472,7 +472,11 @@ def _new_connections_by_app(
 ) -> tuple[str, int, int, list[EvidenceRef], str] | None:
     """Without the sessions themselves, who holds a full server's connections: the application that opened most
     of the new connections its log recorded (at least OPENERS_SHARE of OPENERS_MIN or more)."""
-    opened = [(r, m["app"]) for r in log_records(ctx.evidence) if (m := _OPENED_BY.search(r.msg))]
+    opened = [
+        (r, m["app"])
+        for r in records_with(ctx.evidence, ("appName=", "application_name="))
+        if (m := _OPENED_BY.search(r.msg))
+    ]
     if len(opened) < OPENERS_MIN:
         return None
     counts = Counter(app for _, app in opened)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from diagnosis.analyzers._common import Rec, fmt_ts, log_records, ref_of, service_of, with_aliases
+from diagnosis.analyzers._common import Rec, fmt_ts, records_with, ref_of, service_of, with_aliases
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.logs.data import _DATA_FILE, _input_file, _producer_named
 from diagnosis.evidence import EvidenceSet
@@ -34,6 +34,8 @@ _BAD_COLUMN = re.compile(
     r"(?:Data truncated|Out of range value|Incorrect \w+ value)\b[^'\"`]{0,40}column [\"'`](?P<col>\w+)", re.I
 )
 _RATIO = re.compile(r"\b(?:median |mean |avg |average )?(?:ratio|factor)[=: ]+(?P<r>\d+(?:\.\d+)?)", re.I)
+_HINTS = ("row", "record", "item", "value", "price", "arning", "column", "field", "attribute", "propert", "header",
+          "key")  # fmt: skip
 SCALE_JUMP = 10.0  # values ten times (or a tenth of) what they were: a unit change (cents for euros), not drift
 FLAGGED_JUMP = 20  # flagged rows this many times the usual count of the same check
 RUN_WINDOW_S = 600.0  # a job run's lines: what it named at its start speaks for its later lines
@@ -77,7 +79,7 @@ def _file_of(rec: Rec, producer: str) -> str:
 def input_drift(evidence: EvidenceSet) -> list[Finding]:
     columns: dict[str, list[tuple[Rec, str, bool]]] = defaultdict(list)  # (line, column, new rather than mangled)
     flagged: dict[str, list[tuple[Rec, int, float | None]]] = defaultdict(list)
-    for rec in log_records(evidence):
+    for rec in records_with(evidence, _HINTS):
         if rec.level not in ("warn", "error"):
             # the usual count of a check is read from its info lines too
             if rec.level == "info" and (m := _FLAGGED.search(rec.msg)):

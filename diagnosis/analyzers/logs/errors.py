@@ -221,7 +221,9 @@ def _succeeded_at(item: EvidenceItem) -> float | None:
     stamps = [
         r["ts"]
         for r in item.data.get("records") or ()
-        if isinstance(r.get("ts"), int | float) and SUCCEEDED.search(str(r.get("msg") or ""))
+        if isinstance(r.get("ts"), int | float)
+        and ("ucce" in (msg := str(r.get("msg") or "")) or "SUCCE" in msg or "code 0" in msg)
+        and SUCCEEDED.search(msg)
     ]
     return max(stamps) if stamps else None
 
@@ -659,9 +661,8 @@ def _deploy_lines(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
             ts = r.get("ts")
-            low = msg.lower()
-            if not isinstance(ts, int | float) or ("deploy" not in low and "helm" not in low and "started" not in low):
-                continue
+            if not isinstance(ts, int | float) or not ("eploy" in msg or "helm" in msg or "started" in msg):
+                continue  # cheap substring tests first: this runs on every line of the bundle
             if str(r.get("level") or "") in ("error", "fatal") or (m := _DEPLOY_LINE.search(msg)) is None:
                 continue
             name = m["helm"] or m["k8s"] or m["app"] or m["ecs"]

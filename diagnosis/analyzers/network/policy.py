@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from diagnosis.analyzers._common import Rec, fmt_ts, log_records, ref_of, with_aliases, workload_of_pod
+from diagnosis.analyzers._common import Rec, fmt_ts, records_with, ref_of, with_aliases, workload_of_pod
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.network._shared import MIN_FAILURES
 from diagnosis.evidence import EvidenceSet
@@ -29,6 +29,8 @@ _HUBBLE = re.compile(
 # Calico flow/deny logs and GKE network policy logging, as text: src=... dst=... dport=... action=deny
 _KV_DENY = re.compile(r"\b(?:action|disposition|verdict)[=:]\s*\"?(?:deny|denied|drop)\b", re.I)
 _KV = re.compile(r"\b(?P<k>src|source|dst|dest|destination|dport|dst_port|dest_port)[=:]\s*\"?(?P<v>[\w./:\-]+)")
+# what a drop line holds whatever its tool: Hubble's DENIED/DROPPED, a deny action's "deny"/"Deny"/"DENY"/"drop"
+_HINTS = ("DENIED", "DROPPED", "deny", "Deny", "DENY", "drop", "Drop")
 _POLICY_KINDS = (
     "k8s/NetworkPolicy",
     "k8s/CiliumNetworkPolicy",
@@ -129,7 +131,7 @@ def _policy_for(evidence: EvidenceSet, namespace: str, before: float | None) -> 
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", *_POLICY_KINDS})
 def policy_drops(evidence: EvidenceSet) -> list[Finding]:
     out: list[Finding] = []
-    for g in _drops(log_records(evidence)).values():
+    for g in _drops(records_with(evidence, _HINTS)).values():
         if len(g.recs) < MIN_FAILURES:
             continue
         first = min((r.ts for r in g.recs if r.ts is not None), default=None)
