@@ -404,7 +404,7 @@ def _kind(name: str, labels: dict[str, str]) -> str:
     return "other"
 
 
-_NODE_JOB = re.compile(r"^node(?:[-_]?exporter)?$|^node$", re.I)
+_NODE_JOB = re.compile(r"^node(?:[-_]?exporter)?$", re.I)
 
 
 def _host_cpu_fraction(s: _Series, pts: list[Point]) -> bool:

@@ -45,21 +45,23 @@ def _count(m: re.Match[str]) -> int:
     return int(m["n"] or m["w"] or m["w2"])
 
 
-def _key(rec: Rec) -> str:
+def _key(rec: Rec, runs: dict[str, list[tuple[float, str]]]) -> str:
     """Whose input a line speaks of: the producer it names, or the one the same run named just before it (a loader
-    logs `source=payvia` when it starts and the warnings when it ends), else the consumer itself."""
+    logs `source=payvia` when it starts and the warnings when it ends), else the consumer itself. `runs` caches each
+    source's dated producer mentions, read once."""
     named = _producer_named(rec.msg)
     if named:
         return named
     if rec.ts is not None:
-        for r in reversed(rec.item.data.get("records") or ()):
-            ts = r.get("ts")
-            if (
-                isinstance(ts, int | float)
-                and rec.ts - RUN_WINDOW_S <= ts <= rec.ts
-                and (named := _producer_named(str(r.get("msg") or "")))
-            ):
-                return named
+        if rec.item.id not in runs:
+            runs[rec.item.id] = [
+                (float(r["ts"]), p)
+                for r in rec.item.data.get("records") or ()
+                if isinstance(r.get("ts"), int | float) and (p := _producer_named(str(r.get("msg") or "")))
+            ]
+        before = [p for ts, p in runs[rec.item.id] if rec.ts - RUN_WINDOW_S <= ts <= rec.ts]
+        if before:
+            return before[-1]
     return service_of(rec.item) or rec.item.object
 
 
@@ -79,20 +81,21 @@ def _file_of(rec: Rec, producer: str) -> str:
 def input_drift(evidence: EvidenceSet) -> list[Finding]:
     columns: dict[str, list[tuple[Rec, str, bool]]] = defaultdict(list)  # (line, column, new rather than mangled)
     flagged: dict[str, list[tuple[Rec, int, float | None]]] = defaultdict(list)
+    mentions: dict[str, list[tuple[float, str]]] = {}
     for rec in records_with(evidence, _HINTS):
         if rec.level not in ("warn", "error"):
             # the usual count of a check is read from its info lines too
             if rec.level == "info" and (m := _FLAGGED.search(rec.msg)):
                 r = _RATIO.search(rec.msg)
-                flagged[_key(rec)].append((rec, _count(m), float(r["r"]) if r else None))
+                flagged[_key(rec, mentions)].append((rec, _count(m), float(r["r"]) if r else None))
             continue
         if m := _NEW_COLUMN.search(rec.msg):
-            columns[_key(rec)].append((rec, m["col"], True))
+            columns[_key(rec, mentions)].append((rec, m["col"], True))
         elif m := _BAD_COLUMN.search(rec.msg):
-            columns[_key(rec)].append((rec, m["col"], False))
+            columns[_key(rec, mentions)].append((rec, m["col"], False))
         if m := _FLAGGED.search(rec.msg):
             r = _RATIO.search(rec.msg)
-            flagged[_key(rec)].append((rec, _count(m), float(r["r"]) if r else None))
+            flagged[_key(rec, mentions)].append((rec, _count(m), float(r["r"]) if r else None))
     everyone = [n for runs in flagged.values() for _, n, _ in runs]
     out: list[Finding] = []
     for producer, runs in flagged.items():

@@ -49,7 +49,6 @@ class _Drops:
     direction: str  # egress | ingress
     recs: list[Rec] = field(default_factory=list)
     pods: set[str] = field(default_factory=set)
-    peers: set[str] = field(default_factory=set)
 
 
 def _workload(endpoint: str) -> tuple[str, str | None]:
@@ -86,15 +85,10 @@ def _drops(records: Iterable[Rec]) -> dict[tuple[str, str, str, str], _Drops]:
         peer_workload, _ = _workload(peer)
         key = (workload, peer_workload, port, direction)
         g = groups.setdefault(key, _Drops(workload, key[1], port, direction))
-        if g.recs and g.recs[-1].item is rec.item and g.recs[-1].line == rec.line:
-            continue
-        # Hubble prints a flow twice (its verdict and its drop): count the drop lines, or the verdicts alone
-        if "policy-verdict" in msg and any("Policy denied" in r.msg for r in g.recs):
-            continue
         g.recs.append(rec)
         if pod:
             g.pods.add(pod)
-        g.peers.add(peer)
+    # Hubble prints a flow twice (its verdict and its drop): count the drop lines, or the verdicts alone
     for g in groups.values():
         if any("Policy denied" in r.msg for r in g.recs):
             g.recs = [r for r in g.recs if "policy-verdict" not in r.msg]
