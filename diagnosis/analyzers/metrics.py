@@ -42,6 +42,7 @@ from diagnosis.series import (
 SATURATED = 0.9
 # A trend is worth naming when it reaches the limit within a day (someone must act today).
 HORIZON_S = 24 * 3600
+TREND_TRAVELLED = 0.1  # a trend has covered this share of the way from its start to the limit (or zero)
 # Anomaly score above which a point is anomalous (the metric_anomalies tool's default), and the trailing
 # points that must be back to normal for a spike to count as recovered.
 ANOMALY_Z = 3.5
@@ -474,7 +475,7 @@ def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
     # 2. trend to exhaustion
     if s.kind in ("memory", "disk", "connections", "other") or free_like:
         ttf = time_to_exhaustion(pts) if free_like else (time_to_reach(pts, limit) if limit else None)
-        if ttf is not None and 0 < ttf <= HORIZON_S:
+        if ttf is not None and 0 < ttf <= HORIZON_S and _travelled(pts, 0.0 if free_like else limit):
             return [_trend_finding(s, pts, ttf, limit, free_like, limit_ref)]
     # 3. a backlog that keeps growing (a consumer that stopped or fell behind: lag rising about as fast as time)
     growing = _growing_backlog(s, pts)
@@ -728,6 +729,15 @@ def _saturation_finding(
         evidence=refs,
         actions=_resource_actions(s),
     )
+
+
+def _travelled(pts: list[Point], target: float | None) -> bool:
+    """Whether the series has covered enough of the way to its target for a straight line to say when it gets
+    there: 25.1 GB free falling to 24.2 GB is a wobble of 3%, not memory running out in two hours."""
+    if target is None:
+        return False
+    start, last = pts[0][1], pts[-1][1]
+    return abs(start - target) > 0 and abs(last - start) / abs(start - target) >= TREND_TRAVELLED
 
 
 def _trend_finding(

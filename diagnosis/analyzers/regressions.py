@@ -122,16 +122,31 @@ _VERSION_LINE = re.compile(
 )
 
 
+# Capistrano's revisions.log: "Branch main (at 4be91c2) deployed as release 20261104130214 by jenkins"
+_CAPISTRANO = re.compile(r"\(at (?P<rev>[0-9a-f]{6,40})\) deployed as release \d{14}")
+_CAPISTRANO_APP = re.compile(r"/(?P<app>[\w.\-]+)/(?:shared/)?revisions\.log")
+
+
 def _log_releases(evidence: EvidenceSet) -> list[Release]:
     """Releases outside Kubernetes: the first start at a version after the same process ran another version (or
-    was stopped at it), from systemd and application start lines."""
+    was stopped at it), from systemd and application start lines; Capistrano's revisions.log, whose newest line
+    is the release running now."""
     from diagnosis.analyzers._common import service_of
 
     out: list[Release] = []
     for item in evidence.kind("log"):
         last: dict[str, str] = {}
+        newest: Release | None = None
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
+            if "deployed as release" in msg and (cap := _CAPISTRANO.search(msg)) and r.get("ts") is not None:
+                app = _CAPISTRANO_APP.search(str((item.data.get("source") or {}).get("command") or ""))
+                workload = app["app"] if app else service_of(item) or "the application"
+                rel = Release(
+                    float(r["ts"]), workload, cap["rev"], EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])
+                )
+                newest = rel if newest is None or rel.ts > newest.ts else newest
+                continue
             if "tart" not in msg and "top" not in msg and "oot" not in msg and "aunch" not in msg:
                 continue
             m = _VERSION_LINE.search(msg)
@@ -148,6 +163,8 @@ def _log_releases(evidence: EvidenceSet) -> list[Release]:
                     )
                 )
             last[workload] = m["ver"]
+        if newest is not None:
+            out.append(newest)
     return out
 
 
@@ -190,12 +207,15 @@ def _series(evidence: EvidenceSet) -> list[_S]:
     return out
 
 
-def _traffic_ratio(series: list[_S], workload: str, at: float) -> tuple[float, EvidenceRef] | None:
-    """Mean request rate (all status codes summed) after `at` over before it, for the workload."""
+def _traffic_ratio(series: list[_S], workload: str | None, at: float) -> tuple[float, EvidenceRef] | None:
+    """Mean request rate (all status codes summed) after `at` over before it, for the workload (None: all the
+    request-rate series there are)."""
     mine = [
         s
         for s in series
-        if _TRAFFIC.search(s.name) and not _NOT_TRAFFIC.search(s.name) and s.workload and _same(s.workload, workload)
+        if _TRAFFIC.search(s.name)
+        and not _NOT_TRAFFIC.search(s.name)
+        and (workload is None or (s.workload and _same(s.workload, workload)))
     ]
     if not mine:
         return None
@@ -379,6 +399,10 @@ def _cpu_pinned(evidence: EvidenceSet, series: list[_S], rels: list[Release]) ->
     by_workload: dict[str, list[_S]] = {}
     for s in cpu:
         by_workload.setdefault(str(s.workload), []).append(s)
+    if rels and not any(_same(str(w), rels[-1].workload) for w in by_workload):
+        hosts = [s for s in cpu if s.labels.get("instance") and not s.labels.get("pod")]
+        if found := _fleet_pinned(series, rels, hosts):
+            return found
     out: list[Finding] = []
     for workload, group in by_workload.items():
         # a release: series of a new image that begin after those of an older one, or a recorded rollout
@@ -471,6 +495,82 @@ def _cpu_pinned(evidence: EvidenceSet, series: list[_S], rels: list[Release]) ->
             )
         )
     return out
+
+
+FLEET_LAG_S = 1800.0  # hosts' CPU pins within this long after a release whose own CPU series are not there
+
+
+def _fleet_pinned(series: list[_S], rels: list[Release], cpu: list[_S]) -> list[Finding]:
+    """A release outside Kubernetes (Capistrano, a systemd unit) has no CPU series of its own: the hosts' CPU
+    (node_exporter, one series per instance) is what shows it. Every host that was under half busy before the
+    newest release and pinned within half an hour after it, at flat traffic, is that release burning CPU."""
+    if not rels:
+        return []
+    rel = rels[-1]
+    pinned: list[tuple[_S, float, float]] = []
+    for s in cpu:
+        before = [v for t, v in s.points if t < rel.ts]
+        after = [(t, v) for t, v in s.points if t >= rel.ts]
+        if len(before) < MIN_POINTS or len(after) < MIN_POINTS:
+            continue
+        fraction = max(v for _, v in s.points) <= 1.0
+        b = median(before)
+        hot = CPU_PINNED if fraction else CPU_JUMP * b
+        step = next((i for i, (_, v) in enumerate(after) if v >= hot), None)
+        if step is None or after[step][0] - rel.ts > FLEET_LAG_S:
+            return []  # one host that did not heat up after the release: not the release
+        a = median([v for _, v in after[step:]])
+        if not (a >= hot and (b < CPU_BEFORE if fraction else b > 0)):
+            return []
+        pinned.append((s, a, b))
+    traffic = _traffic_ratio(series, None, rel.ts)
+    if len(pinned) < 2 or traffic is None or not FLAT_TRAFFIC[0] <= traffic[0] <= FLAT_TRAFFIC[1]:
+        return []
+    hosts = [s.labels.get("instance") or s.labels.get("host") or s.item.object for s, _, _ in pinned]
+    a = median([x[1] for x in pinned])
+    b = median([x[2] for x in pinned])
+    names = ", ".join(h.split(":", 1)[0] for h in hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
+    return [
+        Finding(
+            analyzer="release_regressions",
+            domain=Domain.METRICS,
+            role="cause",
+            code="cpu_regression",
+            category=Category.CODE_DEFECT,
+            title=f"{rel.workload} release {rel.version} pins the CPU of {names} ({a:.2f} busy, {b:.2f} before) at "
+            "flat traffic",
+            mechanism=(
+                f"since {rel.workload} release {rel.version} (deployed {fmt_ts(rel.ts)}) the CPU of every host that "
+                f"runs it went from {b:.2f} to {a:.2f} busy while the request rate stayed the same "
+                f"({traffic[0]:.2f}x): a CPU-bound loop or a far costlier code path in {rel.version}, so requests "
+                "queue and time out; more hosts would saturate the same way."
+            ),
+            object=f"{rel.workload} {rel.version}",
+            score=0.8,
+            ts=rel.ts,
+            tags=[f"service:{rel.workload}", f"version:{rel.version}", *(f"host:{h.split(':', 1)[0]}" for h in hosts)],
+            explains=["cpu_high", "latency", "http_5xx", "errors", "upstream_timeout", "alert:*", "saturation"],
+            evidence=[
+                rel.ref,
+                *(
+                    EvidenceRef(item=s.item.id, field="points", value=f"median {x:.2f} after, {y:.2f} before")
+                    for s, x, y in pinned[:5]
+                ),
+                traffic[1],
+            ],
+            actions=[
+                Action(
+                    description=f"Roll back {rel.workload} to the release before {rel.version}",
+                    command="cap production deploy:rollback",
+                    kind="write",
+                ),
+                Action(
+                    description="See which code the busy threads run on one host",
+                    command="<a sampling profiler on the busiest process, e.g. rbspy / py-spy / async-profiler>",
+                ),
+            ],
+        )
+    ]
 
 
 DB_STEP = 2.0  # the database's CPU after the release over before it

@@ -308,6 +308,8 @@ class LineParser:
                     if m:  # an access log: the status code is not a level
                         return clf_match(m), None, body
         rest = body[end:].lstrip(" ]\t|-:>") if end else body
+        if ts is None and "deployed as release " in body and (m := CAPISTRANO_RELEASE.search(body)) is not None:
+            ts = calendar.timegm(time.strptime(m[1], "%Y%m%d%H%M%S"))  # Capistrano names a release by its UTC time
         if ts is None and "=" in body:
             m = LOGFMT_TIME.search(body)
             if m:
@@ -319,6 +321,10 @@ class LineParser:
             if m:
                 return ts, LEVELS[m["lvl"].lower()], rest
         return ts, _level_in(rest), rest
+
+
+# a Capistrano revisions.log line: "Branch main (at 4be91c2) deployed as release 20261104130214 by jenkins"
+CAPISTRANO_RELEASE = re.compile(r"\bdeployed as release (\d{14})\b")
 
 
 def _inner_json(text: str) -> tuple[float | None, str | None, str] | None:
@@ -562,6 +568,8 @@ def detect(doc: Document) -> bool:
 def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     found = _kubectl_source(doc.path) or _command_source(doc.command, doc.path)
     obj, source = found if found else (doc.path, {"path": doc.path})
+    if doc.command and "command" not in source:
+        source = {**source, "command": doc.command[:300]}  # what printed it (`ssh web-1 tail /srv/app/...`)
     if _CUT_BY_HEAD.search(doc.command):
         source = {**source, "cut": True}  # `... | head -n 60`: the log ends where head stopped, not where it did
     records: deque[dict[str, Any]] = deque(maxlen=ctx.max_log_records)

@@ -135,7 +135,12 @@ def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float |
             last = ts if last is None or ts > last else last
         lvl = r.get("level")
         if isinstance(lvl, str) and lvl:
-            if lvl.lower() not in _ERROR_LEVELS and not _rejected_record(lvl, str(r.get("msg") or "")):
+            msg = str(r.get("msg") or "")
+            if (
+                lvl.lower() not in _ERROR_LEVELS
+                and not _rejected_record(lvl, msg)
+                and not (("return code -" in msg or " 137" in msg) and KILLED_FROM_OUTSIDE.search(msg))
+            ):
                 continue
             level: str | None = "error"
         else:
@@ -204,7 +209,9 @@ DIED_ON_IT_SCORE = 0.6  # a cause the process stopped for good on stands alone, 
 # a process or task that stops for good after its error: the errors end because nothing runs any more
 GAVE_UP = re.compile(
     r"will not recover|unrecoverable exception|until (?:it is )?manually restarted|giving up\b|gave up\b|"
-    r"shutting down due to|exiting due to|exiting with (?:status|code) [1-9]|aborting (?:the )?(?:job|task|run)",
+    r"shutting down due to|exiting due to|exiting with (?:status|code) [1-9]|aborting (?:the )?(?:job|task|run)|"
+    # a batch task with no attempt left (Airflow): its run is over, failed, not recovered
+    r"Marking task as FAILED\b",
     re.I,
 )
 
@@ -550,20 +557,24 @@ MISSING_RESOURCE = re.compile(
 # a process stopped by a signal someone else sent: the exception it raises on the way out is not its bug
 KILLED_FROM_OUTSIDE = re.compile(
     r"received SIGTERM|AirflowTaskTerminated|terminated by signal|killed by signal|"
-    r"SIGTERM received|got signal (?:15|9)\b|exited with signal (?:15|9)\b",
+    r"SIGTERM received|got signal (?:15|9)\b|exited with signal (?:15|9)\b|"
+    # a runner reporting its child's death by signal at info level: Airflow's "return code -9", a shell's 137
+    r"exited with return code -(?:9|15)(?!\d)|exited with (?:exit )?(?:code|status) 137\b",
     re.I,
 )
+_SIGKILL = re.compile(r"-9(?!\d)|\b137\b|signal 9\b|SIGKILL", re.I)
 
 
 def _killed(item: EvidenceItem, tpl: Template, who: str, tags: list[str]) -> Finding:
     assert tpl.sample is not None
+    signal = "SIGKILL" if _SIGKILL.search(tpl.sample.msg) else "a signal"
     return Finding(
         analyzer="log_errors",
         domain=Domain.LOGS,
         role="symptom",
         code="killed_from_outside",
         category=Category.UNKNOWN,
-        title=f"{who} was stopped by a signal from outside ({tpl.count}x)",
+        title=f"{who} was stopped by {signal} from outside ({tpl.count}x)",
         mechanism=(
             f"{who} was terminated by a signal it did not send itself: '{_short(tpl.sample.msg)}' "
             f"x{tpl.count}{_spaced(span_text(tpl.first_ts, tpl.last_ts))}; what sent it decides the cause."

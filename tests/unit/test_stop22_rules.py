@@ -1,0 +1,79 @@
+"""Stop 22: a trend that has barely moved says nothing about exhaustion; a task a runner reports killed by SIGKILL
+at info level is a kill from outside; a Capistrano release pins the CPU of the hosts that run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagnosis.analyzers.logs import log_errors
+from diagnosis.analyzers.metrics import metric_series
+from diagnosis.analyzers.regressions import release_regressions
+from diagnosis.bundle import load_bundle
+from diagnosis.formats.logs import LineParser
+from tests.unit._evidence_builders import T0, Builder, by_code
+
+
+def _falling(start: float, end: float, n: int = 15) -> list[tuple[float, float]]:
+    return [(T0 + 60 * i, start + (end - start) * i / (n - 1)) for i in range(n)]
+
+
+def test_a_trend_that_covered_little_of_the_way_to_zero_is_not_exhaustion() -> None:
+    b = Builder()
+    b.metric("node_memory_MemAvailable_bytes", _falling(25.1e9, 24.2e9), {"instance": "worker-3:9100"})
+    assert not by_code(metric_series(b.set()), "trend_to_exhaustion")
+    b = Builder()
+    b.metric("node_memory_MemAvailable_bytes", _falling(12e9, 6e9), {"instance": "worker-3:9100"})
+    [f] = by_code(metric_series(b.set()), "trend_to_exhaustion")
+    assert "worker-3" in f.title
+
+
+def test_a_task_killed_with_return_code_minus_9_is_a_kill_from_outside_not_a_recovery() -> None:
+    b = Builder()
+    lines: list[tuple[float, str | None, str]] = [(T0 + 30 * i, "info", f"loaded chunk {i}/60") for i in range(20)]
+    lines += [
+        (T0 + 601, "info", "Task exited with return code -9For more information, see https://airflow.apache.org/docs"),
+        (T0 + 601, "info", "Marking task as FAILED. dag_id=ledger_nightly, task_id=build_balances"),
+    ]
+    b.log("build_balances", lines)
+    b.log("scheduler", [(T0, "info", "started"), (T0 + 9 * 3600, "info", "heartbeat")])  # now is hours later
+    [f] = by_code(log_errors(b.set()), "killed_from_outside")
+    assert "SIGKILL" in f.title and f.role == "symptom"
+    b = Builder()  # the same line with a return code that is not a signal is not a kill
+    b.log("build_balances", [*lines[:20], (T0 + 601, "info", "Task exited with return code 1")])
+    assert not by_code(log_errors(b.set()), "killed_from_outside")
+
+
+def _cpu(before: float, after: float, jump_at: float) -> list[tuple[float, float]]:
+    return [(T0 + 60 * i, before if T0 + 60 * i < jump_at else after) for i in range(60)]
+
+
+def test_a_capistrano_release_that_pins_every_host_s_cpu_at_flat_traffic_is_a_code_defect(tmp_path: Path) -> None:
+    ts, _, _ = LineParser().parse("Branch main (at 4be91c2) deployed as release 20231114221320 by jenkins")
+    assert ts == T0
+    release_at = T0 + 20 * 60
+    stamp = "20231114223320"  # T0 + 20 min
+    (tmp_path / "deploy.txt").write_text(
+        "ci@ci-02:~$ ssh deploy@web-1 tail -n 3 /srv/listings/revisions.log\n"
+        "Branch main (at 2f7a0c9) deployed as release 20231110091806 by jenkins\n"
+        "Branch main (at 6c03b1e) deployed as release 20231112154120 by jenkins\n"
+        f"Branch main (at 4be91c2) deployed as release {stamp} by jenkins\n"
+    )
+    ev = load_bundle(tmp_path)
+    b = Builder()
+    b.items.extend(ev.kind("log"))
+    for host in ("web-1", "web-2", "web-3"):
+        b.metric("cpu_busy", _cpu(0.25, 0.97, release_at + 9 * 60), {"instance": f"{host}:9100", "job": "node"})
+    b.metric("requests", [(T0 + 60 * i, 330.0) for i in range(60)], {"service": "listings-web"})
+    [f] = by_code(release_regressions(b.set()), "cpu_regression")
+    assert "listings" in f.title and "4be91c2" in f.title and "web-2" in f.title
+    # traffic that tripled with the release: capacity, not the release
+    b.items = [i for i in b.items if "requests" not in i.object]
+    b.metric("requests", [(T0 + 60 * i, 330.0 if i < 20 else 1000.0) for i in range(60)], {"service": "listings-web"})
+    assert not by_code(release_regressions(b.set()), "cpu_regression")
+    # one host that stayed cool: not the release
+    b = Builder()
+    b.items.extend(ev.kind("log"))
+    b.metric("cpu_busy", _cpu(0.25, 0.97, release_at + 9 * 60), {"instance": "web-1:9100", "job": "node"})
+    b.metric("cpu_busy", _cpu(0.25, 0.27, release_at + 9 * 60), {"instance": "web-2:9100", "job": "node"})
+    b.metric("requests", [(T0 + 60 * i, 330.0) for i in range(60)], {"service": "listings-web"})
+    assert not by_code(release_regressions(b.set()), "cpu_regression")
