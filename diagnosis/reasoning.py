@@ -39,6 +39,7 @@ from diagnosis.model import (
 from diagnosis.timeline import evidence_now, fmt_age
 
 CAUSE, SYMPTOM, BENIGN = "cause", "symptom", "benign"
+FORECAST = "trend_to_exhaustion"  # a metric trend projected to its limit (analyzers/metrics.py)
 PLANNED_WORK = "planned_work"  # the code of a benign finding that announces planned work (analyzers/changes.py)
 STANDALONE_SCORE = 0.5  # a cause candidate below this needs an observed symptom it explains to stand
 INDEPENDENT_SCORE = 0.55  # an unrelated hypothesis at least this strong is a second fault, not an alternative
@@ -512,6 +513,15 @@ def _stands(h: Hypothesis, question: str | None = None) -> bool:
     return any(len(n) >= 3 and n in words for n in h.names)
 
 
+def _forecast_beside_failures(h: Hypothesis, unexplained: list[Finding]) -> bool:
+    """A trend that has not reached its limit yet (memory that would run out in three hours) explains nothing that
+    already failed: beside failures it does not explain (a process killed, a task that died) it is a forecast to
+    mention, not their cause."""
+    if h.lead.code != FORECAST or h.explained:
+        return False
+    return any(f.role == SYMPTOM and f.domain != Domain.METRICS and not _is_alert(f) for f in unexplained)
+
+
 # ----------------------------------------------------------------------------------------------- writing
 
 
@@ -713,7 +723,7 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     benign = [f for f in findings if f.role == BENIGN]
     active = [f for f in findings if f.role in (CAUSE, SYMPTOM)]
     hypotheses, unexplained = build_hypotheses(findings, question)
-    standing = [h for h in hypotheses if _stands(h, question)]
+    standing = [h for h in hypotheses if _stands(h, question) and not _forecast_beside_failures(h, unexplained)]
     checked = _what_was_checked(evidence, findings)
     base = {
         "findings": findings,

@@ -77,3 +77,22 @@ def test_a_capistrano_release_that_pins_every_host_s_cpu_at_flat_traffic_is_a_co
     b.metric("cpu_busy", _cpu(0.25, 0.27, release_at + 9 * 60), {"instance": "web-2:9100", "job": "node"})
     b.metric("requests", [(T0 + 60 * i, 330.0) for i in range(60)], {"service": "listings-web"})
     assert not by_code(release_regressions(b.set()), "cpu_regression")
+
+
+def test_memory_that_would_run_out_in_hours_is_not_why_a_process_was_killed_already() -> None:
+    from diagnosis.investigate import investigate
+
+    kill = "wl-idx-03 systemd[1]: indexer.service: Main process exited, code=killed, status=9/KILL"
+    b = Builder()
+    b.metric("node_memory_MemAvailable_bytes", _falling(22e9, 14e9, 40), {"instance": "wl-idx-03:9100"})
+    lines: list[tuple[float, str | None, str]] = [(T0 + 60 * i, None, "indexed batch") for i in range(40)]
+    lines[5] = (T0 + 300, None, kill)
+    lines[15] = (T0 + 900, None, kill)
+    lines[25] = (T0 + 1500, None, kill)
+    b.log("syslog", lines)
+    d = investigate(b.set(), "why does the indexer keep getting killed?")
+    assert d.category == "unknown" and "SIGKILL" in d.root_cause
+    # the trend alone, with nothing failing beside it, is still the forecast it is
+    b = Builder()
+    b.metric("node_memory_MemAvailable_bytes", _falling(22e9, 14e9, 40), {"instance": "wl-idx-03:9100"})
+    assert investigate(b.set()).category == "resource_exhaustion"

@@ -139,13 +139,13 @@ def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float |
             if (
                 lvl.lower() not in _ERROR_LEVELS
                 and not _rejected_record(lvl, msg)
-                and not (("return code -" in msg or " 137" in msg) and KILLED_FROM_OUTSIDE.search(msg))
+                and not (_kill_hint(msg) and KILLED_FROM_OUTSIDE.search(msg))
             ):
                 continue
             level: str | None = "error"
         else:
-            level = level_of(r)
-        msg = str(r.get("msg") or "")
+            msg = str(r.get("msg") or "")
+            level = level_of(r) or ("error" if _kill_hint(msg) and KILLED_FROM_OUTSIDE.search(msg) else None)
         if level in ("error", "fatal") or (level is None and (EXCEPTION.search(msg) or APP_OOM.search(msg))):
             errors.append(Rec(item, ts, msg, r.get("line"), level or "error"))
     return errors, first, last
@@ -203,6 +203,7 @@ def _analyze_source(
     return findings
 
 
+RECURRING_QUIET = 3.0  # a recurring error is over when quiet for this many of its mean gaps (5% by chance)
 DIED_ON_IT_SCORE = 0.6  # a cause the process stopped for good on stands alone, however few times it was logged
 
 
@@ -249,6 +250,16 @@ def _gave_up_at(item: EvidenceItem) -> float | None:
     return max(stamps) if stamps else None
 
 
+def _recurring_death(tpl: Template, now: float) -> bool:
+    """A process killed or crashed again and again (fatal, or a kill from outside) whose last death is more recent
+    than three of its mean gaps: the next one may simply not have come yet."""
+    if tpl.count < 3 or tpl.first_ts is None or tpl.last_ts is None or tpl.sample is None:
+        return False
+    if tpl.sample.level != "fatal" and not KILLED_FROM_OUTSIDE.search(tpl.sample.msg):
+        return False
+    return now - tpl.last_ts < RECURRING_QUIET * (tpl.last_ts - tpl.first_ts) / (tpl.count - 1)
+
+
 def _quiet_verdict(
     tpl: Template, log_first: float | None, log_last: float | None, now: float | None, total: int = 0
 ) -> str | None:
@@ -256,6 +267,8 @@ def _quiet_verdict(
     rate present all along; None when it is a live signal."""
     if tpl.last_ts is None or now is None:
         return None
+    if _recurring_death(tpl, now):
+        return None  # it came back every hour or two: a quiet stretch shorter than three such gaps is not the end
     if now - tpl.last_ts >= STOPPED_AFTER_S and (
         # the log went on without it; or the log ends with it (a sparse event stream says nothing until the
         # next change) and even so it is long past
@@ -559,10 +572,17 @@ KILLED_FROM_OUTSIDE = re.compile(
     r"received SIGTERM|AirflowTaskTerminated|terminated by signal|killed by signal|"
     r"SIGTERM received|got signal (?:15|9)\b|exited with signal (?:15|9)\b|"
     # a runner reporting its child's death by signal at info level: Airflow's "return code -9", a shell's 137
-    r"exited with return code -(?:9|15)(?!\d)|exited with (?:exit )?(?:code|status) 137\b",
+    r"exited with return code -(?:9|15)(?!\d)|exited with (?:exit )?(?:code|status) 137\b|"
+    r"Main process exited, code=killed, status=9/KILL",  # systemd, for a unit's process killed by SIGKILL
     re.I,
 )
-_SIGKILL = re.compile(r"-9(?!\d)|\b137\b|signal 9\b|SIGKILL", re.I)
+
+
+def _kill_hint(msg: str) -> bool:  # a cheap prefilter for KILLED_FROM_OUTSIDE
+    return "return code -" in msg or " 137" in msg or "code=killed" in msg
+
+
+_SIGKILL = re.compile(r"-9(?!\d)|\b137\b|signal 9\b|SIGKILL|status=9/KILL", re.I)
 
 
 def _killed(item: EvidenceItem, tpl: Template, who: str, tags: list[str]) -> Finding:
