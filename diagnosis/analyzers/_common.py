@@ -92,6 +92,47 @@ def records_with(evidence: EvidenceSet, hints: tuple[str, ...]) -> Iterator[Rec]
                 yield Rec(item, r.get("ts"), msg, r.get("line"), level_of(r))
 
 
+# a setting a unified diff changed: "-maxmemory-policy allkeys-lru" then "+maxmemory-policy noeviction" (ansible
+# --diff, git diff, a config management report); "key value", "key = value" and "key: value"
+_DIFF_LINE = re.compile(
+    r"^(?P<sign>[+-])(?![+-])\s*(?P<key>[A-Za-z_][\w.\-]*)\s*(?:[=:]\s*|\s+)(?P<value>\S[^#\n]*?)\s*$"
+)
+
+
+@dataclass(frozen=True)
+class SettingDiff:
+    ts: float | None
+    key: str
+    old: str
+    new: str
+    ref: EvidenceRef
+
+
+def setting_diffs(evidence: EvidenceSet) -> list[SettingDiff]:
+    """Settings a diff in the logs changed from one value to another, dated by the newest timed line above it."""
+    out: list[SettingDiff] = []
+    for item in evidence.kind("log"):
+        when: float | None = None
+        removed: dict[str, str] = {}
+        for r in item.data.get("records") or ():
+            if isinstance(r.get("ts"), int | float):
+                when = float(r["ts"])
+            msg = str(r.get("msg") or "")
+            if "\n-" not in msg and "\n+" not in msg and msg[:1] not in "+-":
+                continue  # cheap test first: no diff line here
+            for line in msg.splitlines():
+                m = _DIFF_LINE.match(line)
+                if not m:
+                    continue
+                key, value = m["key"], m["value"].strip().strip("\"'")
+                if m["sign"] == "-":
+                    removed[key] = value
+                elif key in removed and removed[key] != value:
+                    ref = EvidenceRef(item=item.id, line=r.get("line"), value=f"{key}: {removed[key]} -> {value}")
+                    out.append(SettingDiff(when, key, removed.pop(key), value, ref))
+    return out
+
+
 def ref_of(rec: Rec, value: str | None = None) -> EvidenceRef:
     text = value if value is not None else rec.msg
     return EvidenceRef(item=rec.item.id, line=rec.line, value=text[:300])

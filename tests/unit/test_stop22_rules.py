@@ -96,3 +96,66 @@ def test_memory_that_would_run_out_in_hours_is_not_why_a_process_was_killed_alre
     b = Builder()
     b.metric("node_memory_MemAvailable_bytes", _falling(22e9, 14e9, 40), {"instance": "wl-idx-03:9100"})
     assert investigate(b.set()).category == "resource_exhaustion"
+
+
+def test_a_leak_the_runtime_reports_is_the_cause_of_the_pool_that_ran_dry() -> None:
+    from diagnosis.analyzers.logs import runtime_leaks
+
+    b = Builder()
+    b.log(
+        "invoicing",
+        [(T0, "warn", "com.zaxxer.hikari.pool.ProxyLeakTask : Connection leak detection triggered for "
+                      "org.postgresql.jdbc.PgConnection@1e6c6f2 on thread http-nio-8080-exec-31, stack trace follows"),
+         (T0, None, "java.lang.Exception: Apparent connection leak detected"),
+         (T0, None, "\tat com.zaxxer.hikari.HikariDataSource.getConnection(HikariDataSource.java:127)"),
+         (T0, None, "\tat com.acme.invoicing.export.PdfExportService.openCursor(PdfExportService.java:88)"),
+         (T0 + 60, "info", "GET /api/v2/invoices 200 28ms")],
+    )  # fmt: skip
+    [f] = runtime_leaks(b.set())
+    assert f.category == "code_defect" and "PdfExportService.openCursor" in f.title
+    b = Builder()
+    warning = (
+        "(node:1) MaxListenersExceededWarning: Possible EventEmitter memory leak detected. 11 return listeners "
+        "added to [ConfirmChannel]. MaxListeners is 10."
+    )
+    b.log("notifier", [(T0, "warn", warning)])
+    [f] = runtime_leaks(b.set())
+    assert "ConfirmChannel" in f.mechanism
+    b = Builder()
+    b.log("api", [(T0, "info", "closed leaked-metrics exporter"), (T0, "error", "memory leak suspected by user")])
+    assert not runtime_leaks(b.set())
+
+
+def test_redis_full_after_a_diff_set_noeviction_is_the_setting_not_the_size(tmp_path: Path) -> None:
+    from diagnosis.investigate import investigate
+
+    (tmp_path / "ansible.log").write_text(
+        "2024-10-07 14:04:12,201 p=41022 u=ml n=ansible | ansible-playbook redis.yml --diff\n"
+        "2024-10-07 14:04:20,511 p=41022 u=ml n=ansible | --- before: /etc/redis/redis.conf\n"
+        "+++ after: /tmp/redis.conf.j2\n@@ -48,5 +48,5 @@\n maxmemory 4gb\n-maxmemory-policy allkeys-lru\n"
+        "+maxmemory-policy noeviction\n maxmemory-samples 5\n"
+        "2024-10-07 14:04:20,512 p=41022 u=ml n=ansible | changed: [cache-sess-01]\n"
+    )
+    (tmp_path / "info.txt").write_text(
+        "ops@cache-sess-01:~$ redis-cli INFO memory\n# Memory\nused_memory:4294960000\nused_memory_human:4.00G\n"
+        "maxmemory:4294967296\nmaxmemory_human:4.00G\nmaxmemory_policy:noeviction\n"
+    )
+    d = investigate(load_bundle(tmp_path))
+    assert d.category == "configuration_error" and "noeviction" in d.root_cause
+    (tmp_path / "ansible.log").unlink()
+    assert investigate(load_bundle(tmp_path)).category == "resource_exhaustion"
+
+
+def test_a_pool_dry_for_two_minutes_long_ago_is_a_symptom_and_one_forced_checkpoint_is_advice() -> None:
+    from diagnosis.analyzers.database import database
+
+    b = Builder()
+    pool = "HikariPool-1 - Connection is not available, request timed out after 30000ms"
+    lines: list[tuple[float, str | None, str]] = [(T0 + 20 * i, "error", pool) for i in range(5)]
+    lines += [(T0 + 3600, "info", "GET /health 200")]
+    b.log("uw-api", lines)
+    b.log("postgresql-14-main.log", [(T0, "log", "checkpoints are occurring too frequently (260 seconds apart)")])
+    findings = database(b.set())
+    [pool_f] = by_code(findings, "app_pool_exhausted")
+    assert pool_f.role == "symptom"
+    assert by_code(findings, "checkpoint_once") and not by_code(findings, "checkpoint_storm")

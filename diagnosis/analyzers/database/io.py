@@ -283,6 +283,26 @@ def _io_storms(ctx: Context) -> list[Finding]:
         else:
             surge_txt = f"; {m.data.get('name')} is now {pts[-1][1]:.0f}, several times its usual level"
         surge_refs = [_mref(m, -1, pts)]
+    if len(checkpoints) == 1 and not surge:
+        # one forced checkpoint (a bulk load, an index build) is PostgreSQL's advice, not a storm
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="benign",
+                code="checkpoint_once",
+                category=Category.HEALTHY,
+                title=f"{ident}: one forced checkpoint",
+                mechanism=f"{ident} warned once that checkpoints came close together "
+                f"('{checkpoints[0].msg.strip()[:140]}'): a burst of writes, not a storm of checkpoints.",
+                object=f"checkpoints of {ident}",
+                score=0.2,
+                ts=checkpoints[0].ts,
+                tags=[f"db:{ident}"],
+                evidence=[ref_of(checkpoints[0])],
+            )
+        )
+        checkpoints = []
     if checkpoints:
         m_apart = re.search(r"\((\d+) seconds? apart\)", checkpoints[-1].msg)
         apart = f" every {m_apart.group(1)}s" if m_apart else ""

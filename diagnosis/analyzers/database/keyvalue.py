@@ -7,12 +7,16 @@ import re
 from diagnosis.analyzers._common import (
     REDIS_OOM,
     Rec,
+    SettingDiff,
     ref_of,
     service_of,
+    setting_diffs,
     span_text,
 )
+from diagnosis.analyzers._kube_pods import quantity
 from diagnosis.analyzers.database._shared import Context
 from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+from diagnosis.timeline import fmt_ts
 
 # ---------------------------------------------------------------- Redis
 
@@ -54,8 +58,12 @@ def _redis(ctx: Context) -> list[Finding]:
                 EvidenceRef(item=it.id, field="maxmemory_bytes", value=mx),
             ]
             refs += [ref_of(r) for r in oom_lines[:1]]
+            what = f"uses {used / 2**20:.0f} MiB of its maxmemory {mx / 2**20:.0f} MiB"
+            changed = _memory_setting_changed(ctx, it.ts)
             out.append(
-                _redis_full(server, f"uses {used / 2**20:.0f} MiB of its maxmemory {mx / 2**20:.0f} MiB", refs, it.ts)
+                _redis_reconfigured(server, what, changed, refs, it.ts)
+                if changed
+                else _redis_full(server, what, refs, it.ts)
             )
             oom_lines = []
     if oom_lines:
@@ -88,6 +96,67 @@ def _redis_server(recs: list[Rec]) -> str:
                 return name
     svc = service_of(recs[0].item)
     return f"used by {svc}" if svc else "redis"
+
+
+_MEMORY_KEYS = ("maxmemory-policy", "maxmemory_policy", "maxmemory")
+SETTING_BEFORE_S = 14 * 86400  # a change this recent may be why the server filled up
+
+
+def _memory_setting_changed(ctx: Context, at: float | None) -> SettingDiff | None:
+    """A diff that made the server keep every key (maxmemory-policy to noeviction) or gave it less memory (a lower
+    maxmemory) before it filled up."""
+    for diff in reversed(setting_diffs(ctx.evidence)):
+        if diff.key.lower() not in _MEMORY_KEYS:
+            continue
+        if at is not None and diff.ts is not None and not 0 <= at - diff.ts <= SETTING_BEFORE_S:
+            continue
+        if "policy" in diff.key and diff.new.lower() == "noeviction":
+            return diff
+        old, new = quantity(diff.old.lower().replace("b", "")), quantity(diff.new.lower().replace("b", ""))
+        if "policy" not in diff.key and old and new and new < old:
+            return diff
+    return None
+
+
+def _redis_reconfigured(
+    server: str, what: str, diff: SettingDiff, refs: list[EvidenceRef], ts: float | None
+) -> Finding:
+    host = server.split(":")[0]
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="cause",
+        code="redis_memory_setting_changed",
+        category=Category.CONFIGURATION_ERROR,
+        title=f"Redis {server} at maxmemory after {diff.key} changed from {diff.old} to {diff.new}",
+        mechanism=(
+            f"{diff.key} of Redis {server} was changed from {diff.old} to {diff.new}"
+            + (f" at {fmt_ts(diff.ts)}" if diff.ts is not None else "")
+            + f"; now it {what}, and "
+            + (
+                "with noeviction it refuses every write once full instead of evicting the least used keys, as a "
+                "cache must: more memory only delays it."
+                if "policy" in diff.key
+                else "the data that fitted before no longer does: writes fail or evict keys."
+            )
+        ),
+        object=f"Redis {server}",
+        score=0.88,
+        ts=diff.ts if diff.ts is not None else ts,
+        tags=[f"upstream:{server}", f"db:{server}", f"setting:{diff.key}"],
+        explains=["errors", "exception", "http_5xx", "latency", "redis_memory_full", "alert:*"],
+        evidence=[diff.ref, *refs],
+        actions=[
+            Action(description="Policy and memory now", command=f"redis-cli -h {host} config get 'maxmemory*'"),
+            Action(
+                description=f"Put {diff.key} back to {diff.old} (and in the configuration management that set it)",
+                command=f"redis-cli -h {host} config set {diff.key.replace('_', '-')} {diff.old}",
+                kind="write",
+                tool="redis_config_set",
+                args={"parameter": diff.key.replace("_", "-"), "value": diff.old},
+            ),
+        ],
+    )
 
 
 def _redis_full(server: str, what: str, refs: list[EvidenceRef], ts: float | None) -> Finding:

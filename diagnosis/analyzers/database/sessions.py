@@ -55,14 +55,16 @@ def _app_pools(ctx: Context) -> list[Finding]:
         if len(recs) < 3:
             continue
         recs.sort(key=lambda r: r.ts or 0)
+        burst = _passing_burst(recs, ctx.now)
         out.append(
             Finding(
                 analyzer="database",
                 domain=Domain.DATABASE,
-                role="cause",
+                role="symptom" if burst else "cause",
                 code="app_pool_exhausted",
-                category=Category.RESOURCE_EXHAUSTION,
-                title=f"{svc}: database connection pool exhausted ({len(recs)}x)",
+                category=Category.UNKNOWN if burst else Category.RESOURCE_EXHAUSTION,
+                title=f"{svc}: database connection pool exhausted ({len(recs)}x)"
+                + (" for a few minutes, then no more" if burst else ""),
                 mechanism=(
                     f"{svc}'s database connection pool has no free connection: '{recs[0].msg.strip()[:160]}' "
                     f"{len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}; requests wait for a connection and time out "
@@ -83,6 +85,19 @@ def _app_pools(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+POOL_BURST_S = 300.0  # a pool out of connections for at most this long...
+POOL_OVER_S = 900.0  # ...and fine for this long since: connections held up by something that passed
+
+
+def _passing_burst(recs: list[Rec], now: float | None) -> bool:
+    """A pool that ran dry for a few minutes and recovered was held up by something else (a failover, an I/O
+    stall, a lock): it is not too small, or it would still be dry."""
+    stamps = [r.ts for r in recs if r.ts is not None]
+    if not stamps or now is None:
+        return False
+    return max(stamps) - min(stamps) <= POOL_BURST_S and now - max(stamps) >= POOL_OVER_S
 
 
 # ---------------------------------------------------------------- locks

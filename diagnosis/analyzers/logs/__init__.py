@@ -8,7 +8,8 @@ network, database or host analyzer.
 The package's modules: `errors` (error templates per source and their causes), `data` (naming bad data and its
 producer), `settings` (a refused Host, configuration changes quoted by errors, missing settings), `capacity` (an
 application at its own capacity), `empty` (an input that arrived empty), `drift` (an input that changed shape and
-loads anyway); `_shared` holds the thresholds and expressions they all read.
+loads anyway), `leaks` (a leak the runtime reports: the cause of a pool or heap that
+ran out); `_shared` holds the thresholds and expressions they all read.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from diagnosis.analyzers.logs.capacity import app_capacity
 from diagnosis.analyzers.logs.drift import input_drift
 from diagnosis.analyzers.logs.empty import empty_input
 from diagnosis.analyzers.logs.errors import log_errors
+from diagnosis.analyzers.logs.leaks import runtime_leaks
 from diagnosis.analyzers.logs.settings import host_not_allowed
 
-__all__ = ["app_capacity", "empty_input", "host_not_allowed", "input_drift", "log_errors"]
+__all__ = ["app_capacity", "empty_input", "host_not_allowed", "input_drift", "log_errors", "runtime_leaks"]
