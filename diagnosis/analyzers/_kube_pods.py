@@ -154,6 +154,9 @@ def _mentions_container(ev: EvidenceItem, container: str) -> bool:
     return f"container {container}" in msg or f'"{container}"' in msg or f"container/{container}" in msg
 
 
+WARM_UP_S = 120.0  # a readiness probe failing once this soon after its container started is the start-up
+
+
 class PodReader:
     """The findings of one pod, from its status, its events and its logs."""
 
@@ -781,6 +784,22 @@ class PodReader:
         if kind != "Liveness" and ready is not None:
             self._warmed_up(kind, evs, cname, count, ready)
             return
+        if kind == "Readiness" and count == 1 and (started := self._started_just_before(evs[0])) is not None:
+            self._emit(
+                role=BENIGN,
+                code="probe_warmed_up",
+                category=Category.HEALTHY,
+                object=self._obj(cname),
+                score=0.2,
+                ts=_first_seen(evs),
+                title=f"Readiness probe of {self._obj(cname)} failed once as it started",
+                mechanism=(
+                    f"The readiness probe of {self._obj(cname)} failed once, {event_ts(evs[0]) - started[0]:.0f}s "
+                    "after its container started, and never again: the application warming up, not a fault"
+                ),
+                evidence=[ref(last, "message", msg), ref(started[1], "reason", "Started")],
+            )
+            return
         probe = (cspec or {}).get(f"{kind.lower()}Probe") or {}
         http = probe.get("httpGet") or probe.get("tcpSocket") or {}
         port = http.get("port")
@@ -877,6 +896,16 @@ class PodReader:
                 now = self.idx.now
                 if since is None and last_failure and now is not None and now - last_failure >= WARMED_UP_AFTER_S:
                     return i, last_failure
+        return None
+
+    def _started_just_before(self, failure: EvidenceItem) -> tuple[float, EvidenceItem] | None:
+        """The container's Started event at most two minutes before the probe's failure (its events, no pod)."""
+        at = event_ts(failure)
+        for e in self.events:
+            ts = event_ts(e)
+            started = str(e.data.get("reason") or "") == "Started"
+            if started and at is not None and ts is not None and 0 <= at - ts <= WARM_UP_S:
+                return ts, e
         return None
 
     def _warmed_up(

@@ -316,9 +316,14 @@ PLANNED_WORK = re.compile(
     r"\b(?:replay|backfill|re-?sync|reindex|re-?index)(?:ing)? (?:requested|started|of|from|run|job)\b|"
     # an announced security scan: probes of paths and methods that do not exist, by design
     r"\b(?:vulnerability|security|penetration|pen|authenticated|web app(?:lication)?) (?:scan|test)(?:ning)?\b|"
-    r"\b(?:Tenable|Nessus|Qualys|Burp Suite|OWASP ZAP)\b",
+    r"\b(?:Tenable|Nessus|Qualys|Burp Suite|OWASP ZAP)\b|"
+    # a chaos experiment or game day: pods killed, latency or stress injected on purpose
+    r"\bchaos (?:experiment|engineering|test|schedule|drill)s?\b|\bgame ?day\b|\bfault injection\b|"
+    r"\b(?:Pod|Network|Stress|IO|Time|DNS|HTTP)Chaos\b|\bChaos(?:Engine|Experiment|Result)\b|\blitmus ?chaos\b",
     re.I,
 )
+# the chaos tools' own objects (Chaos Mesh, LitmusChaos): an experiment is planned fault injection
+CHAOS_GROUPS = ("chaos-mesh.org/", "litmuschaos.io/")
 _FAILED = re.compile(r"\b(?:fail(?:ed|ure)?|error|abort(?:ed)?|rolled back|rollback)\b", re.I)
 _ERROR_LEVELS = frozenset({"error", "err", "fatal", "critical", "crit", "alert", "emerg", "panic"})
 
@@ -344,7 +349,7 @@ def _planned_finding(item: EvidenceItem, text: str, ts: float | None, ev: Eviden
     )
 
 
-@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"log", "k8s/Event"})
+@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"log", "k8s/"})
 def planned_work(evidence: EvidenceSet) -> list[Finding]:
     """The first announcement of planned work in each log and on each kind of Kubernetes event (benign context:
     it tells a healthy answer why the signals around it were expected). Failed work is not planned work."""
@@ -370,6 +375,23 @@ def planned_work(evidence: EvidenceSet) -> list[Finding]:
         msg = str(r.get("msg") or "")
         out.append(_planned_finding(item, msg, ts, EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])))
     seen: set[str] = set()
+    for item in evidence:
+        if item.kind.startswith("k8s/") and str(item.data.get("apiVersion") or "").startswith(CHAOS_GROUPS):
+            if "chaos" in seen:
+                break
+            seen.add("chaos")
+            meta = item.data.get("metadata") or {}
+            spec = item.data.get("spec") or {}
+            what = f"{item.object} ({spec.get('type') or item.kind.removeprefix('k8s/')}"
+            what += f", {spec['schedule']})" if spec.get("schedule") else ")"
+            out.append(
+                _planned_finding(
+                    item,
+                    f"chaos experiment {what}",
+                    parse_ts(meta.get("creationTimestamp")),
+                    ref(item, "apiVersion", item.data.get("apiVersion")),
+                )
+            )
     for item in evidence.kind("k8s/Event"):
         d = item.data
         reason, message = str(d.get("reason") or ""), str(d.get("message") or "")

@@ -159,3 +159,30 @@ def test_a_pool_dry_for_two_minutes_long_ago_is_a_symptom_and_one_forced_checkpo
     [pool_f] = by_code(findings, "app_pool_exhausted")
     assert pool_f.role == "symptom"
     assert by_code(findings, "checkpoint_once") and not by_code(findings, "checkpoint_storm")
+
+
+def test_a_chaos_mesh_schedule_is_planned_work_and_a_call_retried_once_is_absorbed() -> None:
+    from diagnosis.analyzers.changes import planned_work
+    from diagnosis.analyzers.network import network_failures
+
+    b = Builder()
+    b._add(
+        "k8s/Schedule",
+        "Schedule/store/gameday-checkout-pod-kill",
+        {"apiVersion": "chaos-mesh.org/v1alpha1", "kind": "Schedule", "metadata": {"name": "gameday-checkout-pod-kill"},
+         "spec": {"schedule": "0-40/10 10 * * *", "type": "PodChaos"}},
+    )  # fmt: skip
+    [f] = planned_work(b.set())
+    assert "chaos experiment" in f.title and "PodChaos" in f.title
+    b = Builder()
+    retry = "Retrying inventory call after HttpRequestException: Connection refused (10.244.1.88:8080) (attempt 1)"
+    lines: list[tuple[float, str | None, str]] = [(T0 + 60 * i, "info", "POST /checkout 200") for i in range(30)]
+    for i in (3, 13, 23):
+        lines[i] = (T0 + 60 * i, "warn", retry)
+    b.log("checkout", lines)
+    found = network_failures(b.set())
+    assert found and all(f.role == "benign" and f.code.endswith("_retried") for f in found)
+    lines[24] = (T0 + 60 * 24, "warn", retry.replace("(attempt 1)", "(attempt 2)"))  # the first retry failed too
+    b = Builder()
+    b.log("checkout", lines)
+    assert any(f.role == "cause" for f in network_failures(b.set()))

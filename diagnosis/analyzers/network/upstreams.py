@@ -134,6 +134,10 @@ def _wrong_port(target: str, listening: dict[str, list[int]] | None) -> str | No
     return None
 
 
+# a failure its caller logs as the first attempt of a retry: "Retrying ... (attempt 1)", "retry 1/3 after ..."
+_FIRST_RETRY = re.compile(r"\bretr(?:y|ying)\b.{0,160}?\battempt[ #:=]*1\b(?!\d)|\bretry[ #:=]*1(?:/\d+| of \d+)", re.I)
+
+
 def _call_findings(
     calls: dict[tuple[str, str], Failures], now: float | None, listening: dict[str, list[int]] | None = None
 ) -> list[Finding]:
@@ -160,6 +164,9 @@ def _call_findings(
         base = _base(target)
         tags = _target_tags(target) + [f"service:{c}" for c in callers if c != base]
         stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        # every failure was the first try of a call that was retried, and no second retry was ever needed: the
+        # retries absorbed them (a pod that went away between a lookup and the call)
+        retried = not stopped and all(_FIRST_RETRY.search(r.msg) for r in recs)
         code = {
             "timeout": "upstream_timeout",
             "refused": "connection_refused",
@@ -184,13 +191,15 @@ def _call_findings(
                 f"{callers_txt} connects to {target}, but {wrong}: the port in {callers_txt}'s upstream configuration "
                 f"is wrong, so every call is refused ({len(main.recs)}x {span_text(first, last)}, e.g. '{sample}')."
             )
+        if retried:
+            mechanism += " Each was retried once and never needed a second try: the retries absorbed them."
         out.append(
             Finding(
                 analyzer="network_failures",
                 domain=Domain.NETWORK,
-                role="benign" if stopped else "cause",
-                code=code if not stopped else f"{code}_stopped",
-                category=Category.HEALTHY if stopped else category,
+                role="benign" if stopped or retried else "cause",
+                code=code if not (stopped or retried) else f"{code}_{'stopped' if stopped else 'retried'}",
+                category=Category.HEALTHY if stopped or retried else category,
                 title=f"upstream {base} {_KIND_WORDS[main.kind]} for {callers_txt} ({count}x)",
                 mechanism=mechanism,
                 object=f"upstream {target}" + (f" (called by {callers_txt})" if callers else ""),
