@@ -78,7 +78,8 @@ def parse_alert(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             },
             "starts_at": starts,
             "ends_at": ends,
-            "fingerprint": ess.get("originAlertId") or ess.get("alertId"),
+            # alertId names one alert instance from fired to resolved; a log alert's originAlertId may change
+            "fingerprint": ess.get("alertId") or ess.get("originAlertId"),
             "group_key": ess.get("alertRule"),
             "receiver": "azure-monitor",
         }

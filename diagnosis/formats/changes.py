@@ -37,7 +37,8 @@ _FAILED_STATE = re.compile(r"fail|unsuccessful|backed out|backout|rolled back|ca
 
 def _fields(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    for m in _FIELD.finditer(text[:6000]):
+    text = text[:6000].replace("**", "").replace("__", "")  # Markdown bold: "**Window:** 2024-12-09 08:00-10:00 UTC"
+    for m in _FIELD.finditer(text):
         key = re.sub(r"[ _]+", " ", m["key"].lower()).replace(" date", "").replace(" time", "")
         out.setdefault(key, m["value"].strip())
     return out

@@ -186,3 +186,14 @@ def test_a_chaos_mesh_schedule_is_planned_work_and_a_call_retried_once_is_absorb
     b = Builder()
     b.log("checkout", lines)
     assert any(f.role == "cause" for f in network_failures(b.set()))
+
+
+def test_a_markdown_change_record_in_bold_fields_is_planned_work(tmp_path: Path) -> None:
+    (tmp_path / "CHG0041872.md").write_text(
+        "# CHG0041872 - Replay meter-readings into billing-aggregator after tariff fix\n\n"
+        "**Type:** Standard  **State:** Implement  **Risk:** Low\n"
+        "**Window:** 2024-12-09 08:00-10:00 UTC (Monday, before the 11:00 invoice run)\n"
+    )
+    [item] = load_bundle(tmp_path).kind("log")
+    assert item.data["source"]["change"] == "CHG0041872"
+    assert item.data["records"][0]["ts"] == 1733731200.0  # 2024-12-09 08:00 UTC
