@@ -794,7 +794,7 @@ class PodReader:
                 ts=_first_seen(evs),
                 title=f"Readiness probe of {self._obj(cname)} failed once as it started",
                 mechanism=(
-                    f"The readiness probe of {self._obj(cname)} failed once, {event_ts(evs[0]) - started[0]:.0f}s "
+                    f"The readiness probe of {self._obj(cname)} failed once, {started[0]:.0f}s "
                     "after its container started, and never again: the application warming up, not a fault"
                 ),
                 evidence=[ref(last, "message", msg), ref(started[1], "reason", "Started")],
@@ -899,13 +899,14 @@ class PodReader:
         return None
 
     def _started_just_before(self, failure: EvidenceItem) -> tuple[float, EvidenceItem] | None:
-        """The container's Started event at most two minutes before the probe's failure (its events, no pod)."""
+        """(seconds from the container's Started event to the probe's failure, that event), when at most two
+        minutes (read from the pod's events: there may be no pod object)."""
         at = event_ts(failure)
         for e in self.events:
             ts = event_ts(e)
             started = str(e.data.get("reason") or "") == "Started"
             if started and at is not None and ts is not None and 0 <= at - ts <= WARM_UP_S:
-                return ts, e
+                return at - ts, e
         return None
 
     def _warmed_up(
