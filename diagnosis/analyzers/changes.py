@@ -374,24 +374,28 @@ def planned_work(evidence: EvidenceSet) -> list[Finding]:
         ts, r = max(dated, key=lambda f: f[0] or 0.0) if dated else found[0]
         msg = str(r.get("msg") or "")
         out.append(_planned_finding(item, msg, ts, EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])))
-    seen: set[str] = set()
-    for item in evidence:
-        if item.kind.startswith("k8s/") and str(item.data.get("apiVersion") or "").startswith(CHAOS_GROUPS):
-            if "chaos" in seen:
-                break
-            seen.add("chaos")
-            meta = item.data.get("metadata") or {}
-            spec = item.data.get("spec") or {}
-            what = f"{item.object} ({spec.get('type') or item.kind.removeprefix('k8s/')}"
-            what += f", {spec['schedule']})" if spec.get("schedule") else ")"
-            out.append(
-                _planned_finding(
-                    item,
-                    f"chaos experiment {what}",
-                    parse_ts(meta.get("creationTimestamp")),
-                    ref(item, "apiVersion", item.data.get("apiVersion")),
-                )
+    # the first chaos experiment object (Chaos Mesh, LitmusChaos) stands for the experiments
+    chaos = next(
+        (
+            i
+            for i in evidence
+            if i.kind.startswith("k8s/") and str(i.data.get("apiVersion") or "").startswith(CHAOS_GROUPS)
+        ),
+        None,
+    )
+    if chaos is not None:
+        spec = chaos.data.get("spec") or {}
+        what = f"{chaos.object} ({spec.get('type') or chaos.kind.removeprefix('k8s/')}"
+        what += f", {spec['schedule']})" if spec.get("schedule") else ")"
+        out.append(
+            _planned_finding(
+                chaos,
+                f"chaos experiment {what}",
+                parse_ts((chaos.data.get("metadata") or {}).get("creationTimestamp")),
+                ref(chaos, "apiVersion", chaos.data.get("apiVersion")),
             )
+        )
+    seen: set[str] = set()
     for item in evidence.kind("k8s/Event"):
         d = item.data
         reason, message = str(d.get("reason") or ""), str(d.get("message") or "")

@@ -309,7 +309,7 @@ class LineParser:
                         return clf_match(m), None, body
         rest = body[end:].lstrip(" ]\t|-:>") if end else body
         if ts is None and "deployed as release " in body and (m := CAPISTRANO_RELEASE.search(body)) is not None:
-            ts = calendar.timegm(time.strptime(m[1], "%Y%m%d%H%M%S"))  # Capistrano names a release by its UTC time
+            ts = _release_time(m[1])
         if ts is None and "=" in body:
             m = LOGFMT_TIME.search(body)
             if m:
@@ -325,6 +325,14 @@ class LineParser:
 
 # a Capistrano revisions.log line: "Branch main (at 4be91c2) deployed as release 20261104130214 by jenkins"
 CAPISTRANO_RELEASE = re.compile(r"\bdeployed as release (\d{14})\b")
+
+
+def _release_time(release: str) -> float | None:
+    """Capistrano names a release by its UTC time (20261104130214); a number that is no time names nothing."""
+    try:
+        return float(calendar.timegm(time.strptime(release, "%Y%m%d%H%M%S")))
+    except ValueError:
+        return None
 
 
 def _inner_json(text: str) -> tuple[float | None, str | None, str] | None:

@@ -50,6 +50,8 @@ def _cpu(before: float, after: float, jump_at: float) -> list[tuple[float, float
 def test_a_capistrano_release_that_pins_every_host_s_cpu_at_flat_traffic_is_a_code_defect(tmp_path: Path) -> None:
     ts, _, _ = LineParser().parse("Branch main (at 4be91c2) deployed as release 20231114221320 by jenkins")
     assert ts == T0
+    ts, _, _ = LineParser().parse("Branch main (at 4be91c2) deployed as release 20231399999999 by jenkins")
+    assert ts is None  # a release id that is no time names no time
     release_at = T0 + 20 * 60
     stamp = "20231114223320"  # T0 + 20 min
     (tmp_path / "deploy.txt").write_text(
@@ -142,6 +144,21 @@ def test_redis_full_after_a_diff_set_noeviction_is_the_setting_not_the_size(tmp_
     )
     d = investigate(load_bundle(tmp_path))
     assert d.category == "configuration_error" and "noeviction" in d.root_cause
+    # a maxmemory lowered in redis.conf's own units (8gb = 8 GiB, 4096mb = 4 GiB) is the same kind of change
+    ansible = (tmp_path / "ansible.log").read_text()
+    (tmp_path / "ansible.log").write_text(
+        ansible.replace(" maxmemory 4gb\n", "-maxmemory 8gb\n+maxmemory 4096mb\n").replace(
+            "-maxmemory-policy allkeys-lru\n+maxmemory-policy noeviction\n", " maxmemory-policy noeviction\n"
+        )
+    )
+    d = investigate(load_bundle(tmp_path))
+    assert (
+        d.category == "configuration_error" and "maxmemory of Redis info was changed from 8gb to 4096mb" in d.root_cause
+    )
+    from diagnosis.analyzers.database.keyvalue import redis_bytes
+
+    assert redis_bytes("4gb") == 4 * 1024**3 and redis_bytes("4g") == 4e9 and redis_bytes("100") == 100.0
+    assert redis_bytes("lots") is None
     (tmp_path / "ansible.log").unlink()
     assert investigate(load_bundle(tmp_path)).category == "resource_exhaustion"
 

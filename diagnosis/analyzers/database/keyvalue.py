@@ -13,7 +13,6 @@ from diagnosis.analyzers._common import (
     setting_diffs,
     span_text,
 )
-from diagnosis.analyzers._kube_pods import quantity
 from diagnosis.analyzers.database._shared import Context
 from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
 from diagnosis.timeline import fmt_ts
@@ -112,10 +111,22 @@ def _memory_setting_changed(ctx: Context, at: float | None) -> SettingDiff | Non
             continue
         if "policy" in diff.key and diff.new.lower() == "noeviction":
             return diff
-        old, new = quantity(diff.old.lower().replace("b", "")), quantity(diff.new.lower().replace("b", ""))
+        old, new = redis_bytes(diff.old), redis_bytes(diff.new)
         if "policy" not in diff.key and old and new and new < old:
             return diff
     return None
+
+
+_REDIS_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]b?)?", re.I)
+_REDIS_UNITS = {"k": 1e3, "kb": 1024.0, "m": 1e6, "mb": 1024.0**2, "g": 1e9, "gb": 1024.0**3}
+
+
+def redis_bytes(value: str) -> float | None:
+    """A size as redis.conf writes it: bytes, or 1k/1m/1g (powers of 1000) and 1kb/1mb/1gb (powers of 1024)."""
+    m = _REDIS_SIZE.fullmatch(value.strip())
+    if not m:
+        return None
+    return float(m[1]) * (_REDIS_UNITS[m[2].lower()] if m[2] else 1.0)
 
 
 def _redis_reconfigured(

@@ -13,7 +13,8 @@ from typing import Any
 
 from diagnosis.analyzers._common import object_tags, service_of, span_text
 from diagnosis.analyzers.base import ANALYZERS
-from diagnosis.analyzers.logs.errors import _spaced, _where
+from diagnosis.analyzers.logs.errors import _where
+from diagnosis.analyzers.logs.settings import _spaced
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
 
