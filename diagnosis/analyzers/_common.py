@@ -577,7 +577,11 @@ HOST_HW = re.compile(
     r"nvme\d*:? .*\btimeout, (?:aborting|reset)|I/O \d+ QID \d+ timeout|Buffer I/O error on dev|"
     r"blk_update_request: I/O error|critical medium error|SCSI error: return code|rejecting I/O to offline device|"
     # memory: EDAC correctable/uncorrectable ECC errors, pages the kernel had to take offline; a kernel panic
-    r"EDAC \S+: \d+ (?:CE|UE) memory|Memory failure: 0x|Kernel panic - not syncing",
+    r"EDAC \S+: \d+ (?:CE|UE) memory|Memory failure: 0x|Kernel panic - not syncing|"
+    # network interfaces: a transmit queue that stopped completing, a NIC the driver had to reset or found hung
+    r"NETDEV WATCHDOG: .*transmit queue \d+ timed out|Found a Tx that wasn't completed on time|"
+    r"lost tx completions is above the threshold|Detected Hardware Unit Hang|\bTX timeout detected|"
+    r"mlx5_core .*(?:health compromised|CQE error|cmd_work_handler.*timeout)|ixgbe .*Reset adapter",
     re.I,
 )
 # a physical or virtualisation host that stopped (vSphere HA, Proxmox/corosync fencing, Hyper-V and Nova

@@ -31,6 +31,7 @@ from diagnosis.analyzers._common import (
     span_text,
     with_aliases,
 )
+from diagnosis.analyzers._kube import kube_index
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
@@ -66,7 +67,8 @@ _PG_SIGNAL9 = re.compile(r"server process \(PID (\d+)\) was terminated by signal
 _MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs|dir|directory)[\s:=]+\"?(/[\w./\-]*)", re.I)
 _PATH = re.compile(r"(/(?:var|data|tmp|home|srv|opt|mnt|usr|log)[\w./\-]*)")
 _DEVICE = re.compile(
-    r"EXT4-fs error \(device (\w+)\)|\bdev (\w+)|\bnvme (nvme\d+(?:n\d+)?)\b|\bdevice (\w+)|\(([A-Za-z]\w*)\)", re.I
+    r"\b((?:eth|ens|enp|eno|bond)\w*):|EXT4-fs error \(device (\w+)\)|\bdev (\w+)|\bnvme (nvme\d+(?:n\d+)?)\b|\bdevice (\w+)|\(([A-Za-z]\w*)\)",
+    re.I,
 )
 
 
@@ -432,6 +434,14 @@ def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
 
 
 _HW_PARTS = (
+    (
+        "network interface",
+        re.compile(
+            r"NETDEV WATCHDOG|\bTx\b.*completed on time|tx completions|Hardware Unit Hang|"
+            r"TX timeout|mlx5_core|ixgbe|\bena \S+ eth",
+            re.I,
+        ),
+    ),  # fmt: skip
     ("memory", re.compile(r"\bEDAC\b|\bECC\b|memory (?:read|write|scrub) error|Memory failure|\bDIMM", re.I)),
     ("CPU/memory (machine check)", re.compile(r"Machine check|mce:", re.I)),
     ("disk", re.compile(r"I/O error|\bnvme|EXT4-fs|XFS|SCSI|medium error|offline device", re.I)),
@@ -545,7 +555,8 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 title=f"kernel reports {part} errors{f' on {dev}' if dev != '?' else ''} ({len(recs)}x)"
                 + (" and panicked" if panic else ""),
                 mechanism=(
-                    f"the kernel logged '{recs[0].msg.strip()[:160]}' {len(recs)}x "
+                    f"the kernel{f' of {_host_of(recs[0])}' if _host_of(recs[0]) else ''} logged "
+                    f"'{recs[0].msg.strip()[:160]}' {len(recs)}x "
                     f"{span_text(recs[0].ts, recs[-1].ts)}: "
                     + (
                         "failing hardware or a hung device under the workload"
@@ -555,11 +566,21 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     + (" (Kernel panic: the host went down)" if panic else "")
                     + "."
                 ),
-                object=f"device {dev}" if dev != "?" else "host hardware",
+                object=(f"device {dev}" if dev != "?" else "host hardware")
+                + (f" on {_host_of(recs[0])}" if _host_of(recs[0]) else ""),
                 score=0.7,
                 ts=recs[0].ts,
-                tags=[f"device:{dev}", *([f"host:{_host_of(recs[0])}"] if _host_of(recs[0]) else [])],
-                explains=[*_DOWN_EFFECTS, "io_high"],
+                tags=[
+                    f"device:{dev}",
+                    *([f"host:{_host_of(recs[0])}"] if _host_of(recs[0]) else []),
+                    *(_node_pod_tags(evidence, _host_of(recs[0])) if part == "network interface" else []),
+                ],
+                explains=[*_DOWN_EFFECTS, "io_high"]
+                + (
+                    ["upstream_timeout", "upstream_reset", "latency", "probe_*", "http_5xx"]
+                    if part == "network interface"
+                    else []
+                ),
                 evidence=[ref_of(recs[0])],
                 actions=[
                     Action(
@@ -573,6 +594,25 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
             )
         )
     return out
+
+
+def _node_pod_tags(evidence: EvidenceSet, host: str | None) -> list[str]:
+    """The pods a Kubernetes node named `host` runs, by name and address: a NIC failing there fails the calls
+    to and from each of them, so their callers' timeouts are its symptoms."""
+    if not host:
+        return []
+    short = host.split(".")[0]
+    tags: list[str] = []
+    for node, pods in kube_index(evidence).pods_by_node.items():
+        if node != host and node.split(".")[0] != short:
+            continue
+        tags.append(f"node:{node}")
+        for ns, name, item in pods:
+            tags.append(f"pod:{ns}/{name}")
+            ip = (item.data.get("status") or {}).get("podIP")
+            if ip:
+                tags.append(f"instance:{ip}")
+    return tags
 
 
 def _stale(recs: list[Rec], now: float | None) -> bool:

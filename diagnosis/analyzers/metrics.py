@@ -898,7 +898,7 @@ def _resource_actions(s: _Series) -> list[Action]:
 # used its quota, so requests stall although the node has idle CPU. Read from cAdvisor's counters
 # (container_cpu_cfs_throttled_periods_total / container_cpu_cfs_periods_total) or a recorded ratio of them.
 THROTTLED_SHARE = 0.25  # a quarter of the periods throttled, over the trailing points, is a latency cause
-_THROTTLED = re.compile(r"cfs_throttled_periods|cpu_throttl", re.I)
+_THROTTLED = re.compile(r"cfs_throttled|cpu_throttl", re.I)
 _PERIODS = re.compile(r"cfs_periods", re.I)
 
 

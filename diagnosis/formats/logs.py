@@ -726,7 +726,7 @@ _CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status|level_?d
 _CSV_TIMEISH = re.compile(r"time|date|_at(?:_|$)|^ts_|_ts$|start|utc", re.I)
 
 
-def _csv_time_column(doc: Document) -> str | None:
+def csv_time_column(doc: Document) -> str | None:
     exact = next((h for h in doc.header if _CSV_TIME.match(h.strip())), None)
     if exact is not None:
         return exact
@@ -741,7 +741,7 @@ def _csv_time_column(doc: Document) -> str | None:
 
 def detect_event_csv(doc: Document) -> bool:
     """A CSV whose rows are dated events: a time column whose first value parses, and something else to say."""
-    col = _csv_time_column(doc)
+    col = csv_time_column(doc)
     if col is None or len(doc.header) < 2:
         return False
     try:
@@ -755,7 +755,7 @@ def detect_event_csv(doc: Document) -> bool:
 def parse_event_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     """Each row becomes a log record: its message column first, then every other column as `name=value`, so the
     analyzers read a flag change, a vCenter event or an audit entry as they read a log line."""
-    tcol = _csv_time_column(doc)
+    tcol = csv_time_column(doc)
     assert tcol is not None
     mcol = next((h for h in doc.header if _CSV_MESSAGE.match(h.strip())), None)
     lcol = next((h for h in doc.header if _CSV_LEVEL.match(h.strip())), None)

@@ -14,10 +14,13 @@ inside the functions) or the target, the other tags its labels, null values drop
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
+from diagnosis.formats._time import parse_ts
 from diagnosis.formats.base import FORMATS, Document, FormatError, ParseContext, metric_object
+from diagnosis.formats.logs import csv_time_column
 from diagnosis.model import EvidenceItem
 
 UNIT_SUFFIXES = (
@@ -137,3 +140,110 @@ def parse_graphite(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             "source": "graphite",
         }
         yield ctx.item(doc.path, "metric", metric_object(name, tags), item, points[-1][0] if points else None)
+
+
+# --- metrics saved as CSV (Grafana's panel "Download CSV", a query exported to a spreadsheet) -------------------
+
+# a column header that is a Prometheus series: `name{k="v", ...}`, or a legend that is only the labels
+_SERIES_HEADER = re.compile(r"^\s*(?P<name>[A-Za-z_:][\w:.\-]*)?\s*\{(?P<labels>[^{}]*)\}\s*$")
+_LABEL_PAIR = re.compile(r'([A-Za-z_]\w*)\s*=~?\s*"((?:[^"\\]|\\.)*)"')
+# a formatted value ("45.2 ms", "12%", "1.2 GiB", "3.4k"): the number and what follows it
+_VALUE = re.compile(r"^\s*(?P<num>[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>[A-Za-z%/µ]*)\s*$")
+_NULLS = {"", "null", "none", "nan", "n/a", "-", "no data", "undefined"}
+_LONG_NAME = re.compile(r"^(?:series|metric|metric_?name|name|__name__|measurement)$", re.I)
+_LONG_VALUE = re.compile(r"^(?:value|val|_value)$", re.I)
+# Grafana's units: "K", "Mil", "Bil" (short), B/KB/KiB (bytes), ns/µs/ms/s/min (time); "/s" rates keep their base
+_SCALE = {"k": 1e3, "mil": 1e6, "bil": 1e9, "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10,
+          "mib": 2**20, "gib": 2**30, "tib": 2**40, "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0,
+          "min": 60.0}  # fmt: skip
+_UNIT_NAMES = {"%": "percent", "ms": "seconds", "us": "seconds", "µs": "seconds", "s": "seconds", "min": "seconds",
+               "b": "bytes", "kb": "bytes", "mb": "bytes", "gb": "bytes", "tb": "bytes", "kib": "bytes",
+               "mib": "bytes", "gib": "bytes", "tib": "bytes"}  # fmt: skip
+
+
+def _csv_value(text: str | None) -> tuple[float, str] | None:
+    """A cell as (number, unit), the number scaled to the unit's base (ms -> s, GiB -> bytes, k -> x1000)."""
+    if text is None or text.strip().lower() in _NULLS:
+        return None
+    m = _VALUE.match(text)
+    if m is None:
+        return None
+    value = float(m["num"])
+    unit = m["unit"].lower().removesuffix("/s")
+    return value * _SCALE.get(unit, 1.0), _UNIT_NAMES.get(unit, "")
+
+
+def _series_of_header(header: str, hint: str) -> tuple[str, dict[str, str]]:
+    m = _SERIES_HEADER.match(header)
+    if m is None:
+        return header.strip(), {}
+    labels = {k: v.replace('\\"', '"') for k, v in _LABEL_PAIR.findall(m["labels"])}
+    return (m["name"] or hint), labels
+
+
+def _metric_csv_layout(doc: Document) -> tuple[str, str | None, str | None] | None:
+    """(time column, name column, value column) of a CSV of metric samples: long (one row per sample, with the
+    series named in a column) or wide (a column per series, as Grafana writes "series joined by time"); None when
+    the CSV is not one (a column of words other than labels, or no time column)."""
+    tcol = csv_time_column(doc)
+    if tcol is None:
+        return None
+    try:
+        rows = [r for _, r in zip(range(20), doc.rows(), strict=False)]
+    except FormatError:
+        return None
+    if not rows:
+        return None
+    others = [h for h in doc.header if h != tcol]
+    ncol = next((h for h in others if _LONG_NAME.match(h.strip())), None)
+    vcol = next((h for h in others if _LONG_VALUE.match(h.strip())), None)
+    if ncol and vcol:
+        ok = any(_csv_value(r.get(vcol)) is not None for r in rows)
+        return (tcol, ncol, vcol) if ok else None
+    numeric = [h for h in others if all(_csv_value(r.get(h)) is not None or (r.get(h) or "").strip().lower()
+                                        in _NULLS for r in rows)]  # fmt: skip
+    if numeric != others or not any(_csv_value(r.get(h)) is not None for r in rows for h in numeric):
+        return None
+    return tcol, None, None
+
+
+def detect_metric_csv(doc: Document) -> bool:
+    return _metric_csv_layout(doc) is not None
+
+
+@FORMATS.format("metric-csv", shapes={"csv"}, detect=detect_metric_csv, order=85)
+def parse_metric_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `metric` item per series. A wide CSV's column headers name the series (`name{label="v"}`, or a
+    legend, or only labels, which take the file name as the series name); a long CSV names it in a
+    series/metric/name column, its other text columns being labels. Formatted values ("45 ms", "12%",
+    "1.2 GiB") are read in the unit's base (seconds, percent, bytes)."""
+    layout = _metric_csv_layout(doc)
+    assert layout is not None
+    tcol, ncol, vcol = layout
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[list[tuple[float, float]], set[str]]] = {}
+
+    def add(name: str, labels: dict[str, str], ts: float | None, cell: str | None) -> None:
+        got = _csv_value(cell)
+        if ts is None or got is None:
+            return
+        points, units = series.setdefault((name, tuple(sorted(labels.items()))), ([], set()))
+        points.append((ts, got[0]))
+        if got[1]:
+            units.add(got[1])
+
+    headers = {h: _series_of_header(h, doc.stem) for h in doc.header if h not in (tcol, ncol, vcol)}
+    for row in doc.rows():
+        ts = parse_ts(row.get(tcol))
+        if ncol and vcol:
+            name, labels = _series_of_header(row.get(ncol) or doc.stem, doc.stem)
+            extra = {h.strip(): (row.get(h) or "").strip() for h in headers if _csv_value(row.get(h)) is None}
+            add(name, {**{k: v for k, v in extra.items() if v}, **labels}, ts, row.get(vcol))
+        else:
+            for h, (name, labels) in headers.items():
+                add(name, labels, ts, row.get(h))
+    for (name, label_items), (raw, units) in series.items():
+        labels = dict(label_items)
+        points = sorted(raw)
+        unit = unit_of(name) or (units.pop() if len(units) == 1 else None)
+        item = {"name": name, "labels": labels, "unit": unit, "points": [list(p) for p in points], "source": "csv"}
+        yield ctx.item(doc.path, "metric", metric_object(name, labels), item, points[-1][0] if points else None)

@@ -1,0 +1,88 @@
+"""Stop 23: metrics saved as CSV (Grafana's panel export, long sample tables); a recorded CFS-throttling ratio;
+a network interface the kernel reports hung, whose node's pods are the upstreams its callers time out on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagnosis.analyzers.host import host
+from diagnosis.analyzers.metrics import cpu_throttling
+from diagnosis.bundle import load_bundle
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+from tests.unit._evidence_builders import T0, Builder, by_code
+
+
+def _metrics(path: Path) -> dict[str, dict]:
+    ev = load_bundle(path)
+    return {i.object: i.data for i in ev.kind("metric")}
+
+
+def test_a_grafana_panel_csv_is_one_series_per_column_in_base_units(tmp_path: Path) -> None:
+    (tmp_path / "panel.csv").write_text(
+        '"Time","checkout p99","{pod=""currency-7c9f"", namespace=""shop""}","rss"\n'
+        "2026-11-20 14:00:00,120 ms,12%,1.5 GiB\n"
+        "2026-11-20 14:01:00,125 ms,null,1.6 GiB\n"
+        "2026-11-20 14:02:00,900 ms,95%,1.7 GiB\n"
+    )
+    got = _metrics(tmp_path)
+    p99 = got["metric/checkout p99{}"]
+    assert p99["unit"] == "seconds" and [v for _, v in p99["points"]] == [0.12, 0.125, 0.9]
+    cur = got["metric/panel{namespace=shop,pod=currency-7c9f}"]  # labels only: the file names the series
+    assert cur["unit"] == "percent" and [v for _, v in cur["points"]] == [12.0, 95.0]  # null skipped
+    assert got["metric/rss{}"]["points"][0][1] == 1.5 * 2**30
+
+
+def test_a_long_csv_of_samples_groups_rows_by_series_and_labels(tmp_path: Path) -> None:
+    (tmp_path / "export.csv").write_text(
+        "timestamp,metric,instance,value\n"
+        f"{T0:.0f},node_load1,db-1,0.5\n{T0 + 60:.0f},node_load1,db-1,7.5\n{T0:.0f},node_load1,db-2,0.4\n"
+    )
+    got = _metrics(tmp_path)
+    assert [v for _, v in got["metric/node_load1{instance=db-1}"]["points"]] == [0.5, 7.5]
+    assert len(got) == 2
+
+
+def test_a_csv_of_dated_words_stays_a_log(tmp_path: Path) -> None:
+    (tmp_path / "audit.csv").write_text("time,user,action\n2026-11-20 14:00:00,ana,rollout restart\n")
+    ev = load_bundle(tmp_path)
+    assert not ev.kind("metric") and ev.kind("log")
+
+
+def test_a_recorded_throttling_ratio_is_cpu_throttling() -> None:
+    b = Builder()
+    pts = [(T0 + 60 * i, 0.02 if i < 10 else 0.8) for i in range(20)]
+    b.metric(
+        "cart_cfs_throttled_ratio", pts, {"namespace": "shop", "pod": "cart-6b9f7d8c5d-4rkzq", "container": "cart"}
+    )
+    [f] = by_code(cpu_throttling(b.set()), "cpu_throttled")
+    assert "cart" in f.object and f.category == Category.RESOURCE_EXHAUSTION
+    b = Builder()  # a little throttling is not a cause
+    b.metric("cart_cfs_throttled_ratio", [(t, 0.05) for t, _ in pts], {"namespace": "shop", "pod": "cart-1"})
+    assert not cpu_throttling(b.set())
+
+
+def _pod(name: str, node: str, ip: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "social"}, "spec": {"nodeName": node},
+            "status": {"podIP": ip, "phase": "Running"}}  # fmt: skip
+
+
+def test_a_hung_nic_on_a_node_explains_the_timeouts_of_calls_to_its_pods() -> None:
+    node = "ip-10-31-7-142.eu-central-1.compute.internal"
+    b = Builder()
+    b.raw("k8s/Pod", "Pod/social/auth-69c7f5d8b4-x9rkd", _pod("auth-69c7f5d8b4-x9rkd", node, "10.31.7.88"))
+    b.raw("k8s/Pod", "Pod/social/feed-5d8-abcde", _pod("feed-5d8-abcde", "ip-10-31-4-18", "10.31.4.20"))
+    kernel = f"{node} kernel: ena 0000:00:06.0 eth1: Found a Tx that wasn't completed on time, qid 3, index 587."
+    b.log("node-debug", [(T0 + 60 * i, None, kernel) for i in range(5)])
+    calls = [
+        (T0 + 90 + 30 * i, "error", 'auth call failed {"peer": "10.31.7.88:8080", "error": "dial tcp '
+         '10.31.7.88:8080: i/o timeout"}') for i in range(30)
+    ]  # fmt: skip
+    b.log("Pod/social/timeline-5f8d7b6c9d-2lrc8", calls, pod="timeline-5f8d7b6c9d-2lrc8", namespace="social")
+    ev = b.set()
+    [f] = by_code(host(ev), "host_hardware_error")
+    assert "network interface" in f.title and "eth1" in f.object and node in f.object
+    assert "pod:social/auth-69c7f5d8b4-x9rkd" in f.tags and "instance:10.31.7.88" in f.tags
+    assert "pod:social/feed-5d8-abcde" not in f.tags
+    d = investigate(ev)
+    assert d.category == Category.INFRASTRUCTURE and "eth1" in d.root_cause
