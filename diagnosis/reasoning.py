@@ -231,8 +231,6 @@ def checked_findings(findings: Iterable[Finding], evidence: EvidenceSet) -> list
 _CALL_FAILURES = {"upstream_timeout", "upstream_5xx", "upstream_reset", "connection_refused"}
 _SELF_REPORTED = {"dependency_unhealthy", "search_cluster_red"}  # a service's own health status, red or down
 # evidence that comes from a service itself (its pods, logs, metrics, containers, alerts), not from its callers
-_OWN_KINDS = ("k8s/Pod", "log", "metric", "container/state", "alert", "host/process")
-
 
 def _subject(names: Iterable[str], question: str) -> str | None:
     """The upstream name the question asks about: the name itself, or the name behind a namespace or domain
@@ -250,8 +248,9 @@ def asked_about_the_failing_upstream(
     findings: list[Finding], evidence: EvidenceSet, question: str | None
 ) -> list[Finding]:
     """Calls to X failing are X's callers' dependency failure; when the operator asks what is wrong with X itself,
-    they are the symptom they already know, and the cause is inside X: with nothing from X in the bundle, it is
-    missing evidence, not an answer."""
+    they are the symptom they already know, and the cause is inside X: found there by another analyzer (which
+    then explains them), or, with nothing wrong seen in X (its pods running, its logs quiet), missing evidence,
+    not an answer."""
     if not question:
         return findings
     out: list[Finding] = []
@@ -262,15 +261,11 @@ def asked_about_the_failing_upstream(
             if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
             else None
         )
-        own = subject is not None and any(
-            subject in i.object.lower() for kind in _OWN_KINDS for i in evidence.kind(kind)
-        )
         if subject is None and f.role == CAUSE and f.code in _SELF_REPORTED:
             # X reporting itself unhealthy (a red cluster) is what the operator asks about, not why: the cause is
             # inside X (a member that crashed, a disk, a setting), found there or missing
             subject = _subject([t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")], question)
-            own = False
-        if subject is None or own:
+        if subject is None:
             out.append(f)
             continue
         out.append(

@@ -86,3 +86,17 @@ def test_a_hung_nic_on_a_node_explains_the_timeouts_of_calls_to_its_pods() -> No
     assert "pod:social/feed-5d8-abcde" not in f.tags
     d = investigate(ev)
     assert d.category == Category.INFRASTRUCTURE and "eth1" in d.root_cause
+
+
+def test_asked_about_a_service_whose_own_pods_show_nothing_wrong_its_callers_timeouts_are_no_answer() -> None:
+    b = Builder()
+    b.raw("k8s/Pod", "Pod/pixly/search-6f8b7c9d54-2kdmq", _pod("search-6f8b7c9d54-2kdmq", "node-1", "10.8.1.37"))
+    calls = [
+        (T0 + 30 * i, "error", 'search call failed {"peer": "10.8.1.37:8080", "error": "dial tcp '
+         '10.8.1.37:8080: i/o timeout"}') for i in range(30)
+    ]  # fmt: skip
+    b.log("Pod/pixly/gateway-5f8d7b6c9d-2lrc8", calls, pod="gateway-5f8d7b6c9d-2lrc8", namespace="pixly")
+    ev = b.set()
+    assert investigate(ev, "why is the gateway failing?").category == Category.DEPENDENCY_FAILURE
+    d = investigate(ev, "search keeps timing out since 21:05 - what broke?")
+    assert d.category == Category.UNKNOWN and "search" in d.text
