@@ -232,6 +232,7 @@ _CALL_FAILURES = {"upstream_timeout", "upstream_5xx", "upstream_reset", "connect
 _SELF_REPORTED = {"dependency_unhealthy", "search_cluster_red"}  # a service's own health status, red or down
 # evidence that comes from a service itself (its pods, logs, metrics, containers, alerts), not from its callers
 
+
 def _subject(names: Iterable[str], question: str) -> str | None:
     """The upstream name the question asks about: the name itself, or the name behind a namespace or domain
     ('billing-invoice-renderer' or 'invoice-renderer.billing.svc' for 'invoice-renderer')."""

@@ -176,3 +176,53 @@ def parse_cluster_health(doc: Document, ctx: ParseContext) -> Iterator[EvidenceI
         value = v.get(key)
         data[key] = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     yield ctx.item(doc.path, "datastore/health", f"elasticsearch/{cluster}", data, None)
+
+
+# --- why a shard is unassigned (`GET _cluster/allocation/explain`, Elasticsearch / OpenSearch) -------------------
+
+
+def _is_allocation_explain(v: Any) -> bool:
+    return isinstance(v, dict) and "index" in v and ("can_allocate" in v or "node_allocation_decisions" in v)
+
+
+@FORMATS.format("es-allocation-explain", shapes={"json"}, detect=lambda d: _is_allocation_explain(d.value), order=30)
+def parse_allocation_explain(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One item for the shard: where it may not go and, per node, which deciders said NO and why."""
+    v = doc.value
+    decisions = []
+    for n in v.get("node_allocation_decisions") or ():
+        if not isinstance(n, dict):
+            continue
+        deciders = [
+            {"decider": str(x.get("decider") or ""), "decision": str(x.get("decision") or "").upper(),
+             "explanation": str(x.get("explanation") or "")}
+            for x in n.get("deciders") or () if isinstance(x, dict)
+        ]  # fmt: skip
+        decisions.append(
+            {
+                "node": str(n.get("node_name") or n.get("node_id") or ""),
+                "node_id": str(n.get("node_id") or ""),
+                "decision": str(n.get("node_decision") or "").lower(),
+                "attributes": {
+                    str(k): str(a)
+                    for k, a in (n.get("node_attributes") or {}).items()
+                    if not str(k).startswith(("ml.", "xpack.", "transform."))
+                },  # fmt: skip
+                "deciders": deciders,
+            }
+        )
+    info = v.get("unassigned_info") if isinstance(v.get("unassigned_info"), dict) else {}
+    data: dict[str, Any] = {
+        "index": str(v["index"]),
+        "shard": v.get("shard"),
+        "primary": bool(v.get("primary")),
+        "state": str(v.get("current_state") or ""),
+        "can_allocate": str(v.get("can_allocate") or ""),
+        "explanation": str(v.get("allocate_explanation") or ""),
+        "unassigned_reason": str(info.get("reason") or ""),
+        "unassigned_details": str(info.get("details") or ""),
+        "decisions": decisions,
+    }
+    ts = parse_ts(info.get("at"))
+    kind = "primary" if data["primary"] else "replica"
+    yield ctx.item(doc.path, "search/allocation", f"shard {data['index']}[{data['shard']}] ({kind})", data, ts)

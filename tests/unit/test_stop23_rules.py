@@ -100,3 +100,37 @@ def test_asked_about_a_service_whose_own_pods_show_nothing_wrong_its_callers_tim
     assert investigate(ev, "why is the gateway failing?").category == Category.DEPENDENCY_FAILURE
     d = investigate(ev, "search keeps timing out since 21:05 - what broke?")
     assert d.category == Category.UNKNOWN and "search" in d.text
+
+
+def _explain(decisions: list[tuple[str, str, str]]) -> dict:
+    return {
+        "index": "events-2024.05.21", "shard": 0, "primary": True, "current_state": "unassigned",
+        "unassigned_info": {"reason": "INDEX_CREATED", "at": "2024-05-21T00:00:01.408Z"},
+        "can_allocate": "no", "allocate_explanation": "Elasticsearch isn't allowed to allocate this shard",
+        "node_allocation_decisions": [
+            {"node_id": f"id-{node}", "node_name": node, "node_decision": "no",
+             "node_attributes": {"rack_id": "r1", "xpack.installed": "true"},
+             "deciders": [{"decider": decider, "decision": "NO", "explanation": text}]}
+            for node, decider, text in decisions
+        ],
+    }  # fmt: skip
+
+
+def test_shards_refused_by_awareness_on_the_nodes_with_room_is_the_setting_not_the_full_disks(tmp_path: Path) -> None:
+    import json
+
+    from diagnosis.analyzers.database.search import shard_allocation
+
+    aware = "node does not contain the awareness attribute [rack]; required attributes cluster setting " \
+        "[cluster.routing.allocation.awareness.attributes=rack]"  # fmt: skip
+    full = "the node is above the high watermark cluster setting [cluster.routing.allocation.disk.watermark.high=90%]"
+    (tmp_path / "explain.json").write_text(
+        json.dumps(_explain([("es-data-04", "awareness", aware), ("es-data-01", "disk_threshold", full)]))
+    )
+    [f] = shard_allocation(load_bundle(tmp_path))
+    assert f.category == Category.CONFIGURATION_ERROR and "es-data-04" in f.title and "rack_id=r1" in f.mechanism
+    (tmp_path / "explain.json").write_text(
+        json.dumps(_explain([("es-data-02", "disk_threshold", full), ("es-data-01", "disk_threshold", full)]))
+    )
+    [f] = shard_allocation(load_bundle(tmp_path))
+    assert f.category == Category.RESOURCE_EXHAUSTION and f.code == "allocation_disk_full"
