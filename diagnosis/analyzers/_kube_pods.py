@@ -476,7 +476,7 @@ class PodReader:
             return
         refs = term_refs + wref + [ref(self.item, f"{path}.restartCount", restarts)]
         if treason == "OOMKilled" or self._oom_events(cname):
-            self._oom(cname, spec, finished, refs, tags, obj, restarts)
+            self._oom(cname, spec, self._began(finished, restarts), refs, tags, obj, restarts)
             return
         if exit_code == 0 and crashlooping:
             self._emit(
@@ -499,7 +499,32 @@ class PodReader:
             return  # the probe reading below names it
         if exit_code == 0 or (treason == "Completed" and not crashlooping):
             return
-        self._crash(cname, spec, exit_code, finished, treason, term_path, refs, tags, obj, restarts)
+        self._crash(
+            cname, spec, exit_code, self._began(finished, restarts), treason, term_path, refs, tags, obj, restarts
+        )
+
+    def _began(self, finished: float | None, restarts: int) -> float | None:
+        """When a container that keeps failing began to: its last termination is only the latest of them; the
+        first back-off or kill event on the pod says when the series started."""
+        if restarts <= 1:
+            return finished
+        failing = {"BackOff", "OOMKilling", "OOMKilled", "Killing", "Unhealthy"}
+        # a container started again and again ("Started", count 7) began restarting at that event's first time
+        again = {"Started", "Created", "Pulled"}
+        first = min(
+            (
+                parse_ts(e.data.get("first_ts")) or event_ts(e) or float("inf")
+                for e in self.events
+                if self.idx.recent(event_ts(e))
+                and (
+                    str(e.data.get("reason") or "") in failing
+                    or (str(e.data.get("reason") or "") in again and _event_count(e) > 1)
+                )
+            ),
+            default=float("inf"),
+        )
+        first = first if first != float("inf") else None
+        return min(t for t in (first, finished) if t is not None) if first or finished else None
 
     def _oom_events(self, cname: str) -> list[EvidenceItem]:
         return [

@@ -67,7 +67,8 @@ _PG_SIGNAL9 = re.compile(r"server process \(PID (\d+)\) was terminated by signal
 _MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs|dir|directory)[\s:=]+\"?(/[\w./\-]*)", re.I)
 _PATH = re.compile(r"(/(?:var|data|tmp|home|srv|opt|mnt|usr|log)[\w./\-]*)")
 _DEVICE = re.compile(
-    r"\b((?:eth|ens|enp|eno|bond)\w*):|EXT4-fs error \(device (\w+)\)|\bdev (\w+)|\bnvme (nvme\d+(?:n\d+)?)\b|\bdevice (\w+)|\(([A-Za-z]\w*)\)",
+    r"\b((?:eth|ens|enp|eno|bond)\w*):|"
+    r"EXT4-fs error \(device (\w+)\)|\bdev (\w+)|\bnvme (nvme\d+(?:n\d+)?)\b|\bdevice (\w+)|\(([A-Za-z]\w*)\)",
     re.I,
 )
 
@@ -441,7 +442,7 @@ _HW_PARTS = (
             r"TX timeout|mlx5_core|ixgbe|\bena \S+ eth",
             re.I,
         ),
-    ),  # fmt: skip
+    ),
     ("memory", re.compile(r"\bEDAC\b|\bECC\b|memory (?:read|write|scrub) error|Memory failure|\bDIMM", re.I)),
     ("CPU/memory (machine check)", re.compile(r"Machine check|mce:", re.I)),
     ("disk", re.compile(r"I/O error|\bnvme|EXT4-fs|XFS|SCSI|medium error|offline device", re.I)),

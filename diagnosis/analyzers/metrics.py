@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from diagnosis.analyzers._common import fmt_ts, with_aliases, workload_of_pod
+from diagnosis.analyzers._kube_pods import quantity
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.database import DB_INTERPRETED, is_db_metric
 from diagnosis.evidence import EvidenceSet
@@ -971,6 +972,92 @@ def cpu_throttling(evidence: EvidenceSet) -> list[Finding]:
                     Action(
                         description="CPU use against the limit, per container",
                         command=f"kubectl top pod {pod} -n {ns} --containers",
+                    ),
+                    Action(
+                        description="Raise the CPU limit (or remove it and keep the request)",
+                        command=f"kubectl set resources deployment/{workload_of_pod(pod)} -n {ns} "
+                        f"{'-c ' + container + ' ' if container else ''}--limits=cpu=<more>",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)
+
+
+# A container whose CPU use rose to its CPU limit (and was well under it before) is capped by its quota: the same
+# stall as throttling, read from the usage series (cores, or a rate of container_cpu_usage_seconds_total) against
+# the pod's declared limit when no throttling series was exported.
+AT_LIMIT = 0.9
+UNDER_LIMIT_BEFORE = 0.7
+
+
+@ANALYZERS.analyzer(domain=Domain.METRICS, reads={"metric", "k8s/Pod"})
+def container_cpu_at_limit(evidence: EvidenceSet) -> list[Finding]:
+    if not evidence.kind("k8s/Pod"):
+        return []
+    throttled = {_pod_key(m)[:2] for m in evidence.kind("metric") if _THROTTLED.search(str(m.data.get("name") or ""))}
+    out: list[Finding] = []
+    for m in evidence.kind("metric"):
+        name = str(m.data.get("name") or m.object)
+        ns, pod, container = _pod_key(m)
+        if not pod or (ns, pod) in throttled or _kind(name, m.data.get("labels") or {}) != "cpu":
+            continue
+        if _THROTTLED.search(name) or _PERIODS.search(name) or _LIMIT.search(name) or _PERCENT.search(name):
+            continue
+        pts = points_of(m.data.get("points"))
+        if name.endswith("_total"):
+            pts = counter_rate(pts)
+        if len(pts) < 6:
+            continue
+        limit_text, limit_ref = _cpu_limit(evidence, ns, pod, container)
+        limit = quantity(limit_text) if limit_text else None
+        if not limit or limit_ref is None:
+            continue
+        head = median([v for _, v in pts[: len(pts) // 3]])
+        tail = median([v for _, v in pts[-3:]])
+        if tail < AT_LIMIT * limit or head >= UNDER_LIMIT_BEFORE * limit:
+            continue
+        since = next((t for t, v in pts if v >= AT_LIMIT * limit), pts[-1][0])
+        where = f"container {container} of pod {ns}/{pod}" if container else f"pod {ns}/{pod}"
+        out.append(
+            Finding(
+                analyzer="container_cpu_at_limit",
+                domain=Domain.METRICS,
+                role="cause",
+                code="cpu_at_limit",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{where} CPU at its limit {limit_text} since {fmt_ts(since)}",
+                mechanism=(
+                    f"{where} rose from {head:.3g} to {tail:.3g} CPU cores, its limit {limit_text}, at "
+                    f"{fmt_ts(since)}: the CFS quota caps it, so its requests queue for CPU time and every caller "
+                    "waits on it."
+                ),
+                object=where,
+                score=0.75,
+                ts=since,
+                tags=[f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"],
+                explains=[
+                    "latency",
+                    "http_5xx",
+                    "errors",
+                    "upstream_timeout",
+                    "probe_*",
+                    "cpu_high",
+                    "metric_shift",
+                    "backlog",
+                    "queue_backlog",
+                    "alert:*",
+                ],
+                evidence=[
+                    EvidenceRef(item=m.id, field=f"points.{len(pts) - 1}", value=round(pts[-1][1], 4)),
+                    limit_ref,
+                ],
+                actions=[
+                    Action(
+                        description="What runs in the container and what it uses",
+                        command=f"kubectl top pod {pod} -n {ns} --containers; kubectl exec -n {ns} {pod} "
+                        f"{'-c ' + container + ' ' if container else ''}-- ps -eo pid,etime,pcpu,args",
                     ),
                     Action(
                         description="Raise the CPU limit (or remove it and keep the request)",

@@ -207,7 +207,7 @@ def parse_allocation_explain(doc: Document, ctx: ParseContext) -> Iterator[Evide
                     str(k): str(a)
                     for k, a in (n.get("node_attributes") or {}).items()
                     if not str(k).startswith(("ml.", "xpack.", "transform."))
-                },  # fmt: skip
+                },
                 "deciders": deciders,
             }
         )

@@ -173,10 +173,31 @@ def _csv_value(text: str | None) -> tuple[float, str] | None:
     return value * _SCALE.get(unit, 1.0), _UNIT_NAMES.get(unit, "")
 
 
+# a column header that says what is measured; one that does not is a legend naming whose series it is
+_MEASURE_WORD = re.compile(
+    r"cpu|mem|latency|p\d\d|percentile|duration|error|fail|5xx|4xx|rate|bytes|count|total|usage|requests|rps|qps|"
+    r"load|disk|iops|throughput|percent|ratio|seconds|time|size|connections|lag|queue|restarts|drops|loss|retrans",
+    re.I,
+)
+_LEGEND = re.compile(r"^[A-Za-z0-9][\w.\-]*(?::\d+)?$")
+
+
+def _legend_labels(legend: str) -> dict[str, str]:
+    """The label a bare legend stands for: an address is an instance, a pod name a pod, else a service."""
+    if re.match(r"^[\d.]+:\d+$|^[\w.\-]+:\d{2,5}$", legend):
+        return {"instance": legend}
+    if re.match(r"^[a-z0-9\-]+-[a-z0-9]{8,10}-[a-z0-9]{5}$|^[a-z0-9\-]+-[bcdfghjklmnpqrstvwxz2-9]{5}$", legend):
+        return {"pod": legend}
+    return {"service": legend}
+
+
 def _series_of_header(header: str, hint: str) -> tuple[str, dict[str, str]]:
     m = _SERIES_HEADER.match(header)
     if m is None:
-        return header.strip(), {}
+        header = header.strip()
+        if _LEGEND.match(header) and not _MEASURE_WORD.search(header) and _MEASURE_WORD.search(hint):
+            return hint, _legend_labels(header)  # p99-latency-by-workload.csv's column "currencyservice"
+        return header, {}
     labels = {k: v.replace('\\"', '"') for k, v in _LABEL_PAIR.findall(m["labels"])}
     return (m["name"] or hint), labels
 

@@ -134,3 +134,44 @@ def test_shards_refused_by_awareness_on_the_nodes_with_room_is_the_setting_not_t
     )
     [f] = shard_allocation(load_bundle(tmp_path))
     assert f.category == Category.RESOURCE_EXHAUSTION and f.code == "allocation_disk_full"
+
+
+def test_a_container_that_keeps_being_oomkilled_began_failing_at_its_first_restart_event(tmp_path: Path) -> None:
+    import json
+
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "profile-7c9d6f5b8-m4rkd", "namespace": "hotel",
+                     "ownerReferences": [{"kind": "ReplicaSet", "name": "profile-7c9d6f5b8"}]},
+        "spec": {"nodeName": "n1", "containers": [{"name": "profile", "image": "profile:1.0",
+                                                   "resources": {"limits": {"memory": "256Mi"}}}]},
+        "status": {"phase": "Running", "podIP": "10.244.0.33", "containerStatuses": [{
+            "name": "profile", "ready": False, "restartCount": 8, "image": "profile:1.0",
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
+                                         "startedAt": "2025-03-11T19:40:23Z", "finishedAt": "2025-03-11T19:44:09Z"}}}]},
+    }  # fmt: skip
+
+    def event(reason: str, first: str, last: str, count: int, type_: str = "Normal") -> dict:
+        return {"apiVersion": "v1", "kind": "Event", "reason": reason, "type": type_, "count": count,
+                "message": reason, "firstTimestamp": first, "lastTimestamp": last,
+                "metadata": {"name": f"profile.{reason}", "namespace": "hotel"},
+                "involvedObject": {"kind": "Pod", "name": "profile-7c9d6f5b8-m4rkd", "namespace": "hotel"}}  # fmt: skip
+
+    events = [
+        event("Started", "2025-03-11T18:58:52Z", "2025-03-11T19:40:23Z", 7),
+        event("BackOff", "2025-03-11T19:03:38Z", "2025-03-11T19:47:51Z", 31, "Warning"),
+    ]
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]}))
+    (tmp_path / "events.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": events}))
+    refused = "dial tcp 10.244.0.33:8081: connect: connection refused"
+    (tmp_path / "frontend.log").write_text(
+        "".join(f"2025-03-11T19:{m:02d}:00Z ERROR search failed: {refused}\n" for m in range(0, 48, 2))
+    )
+    ev = load_bundle(tmp_path)
+    from diagnosis.analyzers.kubernetes import kubernetes_pods as pod_analyzer
+
+    [f] = [f for f in pod_analyzer(ev) if f.code == "oom_killed"]
+    assert f.ts is not None and f.ts < 1741720000  # 2025-03-11 18:58:52Z, not the last kill at 19:44
+    d = investigate(ev, "hotel search has been throwing errors since 18:30 - why?")
+    assert d.category == Category.RESOURCE_EXHAUSTION and "OOMKilled" in d.root_cause

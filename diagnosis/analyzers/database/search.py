@@ -154,7 +154,7 @@ def shard_allocation(evidence: EvidenceSet) -> list[Finding]:
                         "disk_*",
                         "storage_*",
                         "alert:*",
-                    ],  # fmt: skip
+                    ],
                     evidence=[
                         EvidenceRef(item=item.id, field=f"decisions.{i}.deciders.{j}.explanation", value=text[:200]),
                         *(
@@ -168,7 +168,7 @@ def shard_allocation(evidence: EvidenceSet) -> list[Finding]:
                             if disk
                             else []
                         ),
-                    ],  # fmt: skip
+                    ],
                     actions=[
                         Action(description="The attributes each node carries", command="GET _cat/nodeattrs?v"),
                         Action(
@@ -179,7 +179,7 @@ def shard_allocation(evidence: EvidenceSet) -> list[Finding]:
                             description="Retry allocation once the setting or the nodes agree",
                             command="POST _cluster/reroute?retry_failed=true",
                             kind="write",
-                        ),  # fmt: skip
+                        ),
                     ],
                 )
             )
@@ -207,17 +207,17 @@ def shard_allocation(evidence: EvidenceSet) -> list[Finding]:
                         "broker_resource_alarm",
                         "disk_*",
                         "alert:*",
-                    ],  # fmt: skip
+                    ],
                     evidence=[
                         EvidenceRef(item=item.id, field=f"decisions.{i}.deciders.{j}.explanation", value=text[:200])
-                    ],  # fmt: skip
+                    ],
                     actions=[
                         Action(description="Disk use per data node", command="GET _cat/allocation?v"),
                         Action(
                             description="Delete or shrink old indices, or add data nodes",
                             command="DELETE <old-index>",
                             kind="write",
-                        ),  # fmt: skip
+                        ),
                     ],
                 )
             )
