@@ -185,12 +185,32 @@ def step_change(
     mb, ma = median(before), median(after)
     noise = max(mad(before, mb), mad(after, ma), 0.02 * magnitude)
     z = abs(ma - mb) / (MAD_TO_SIGMA * noise)
-    if z < min_z or abs(ma - mb) < min_relative * max(abs(mb), 0.05 * magnitude):
+    if abs(ma - mb) < min_relative * max(abs(mb), 0.05 * magnitude):
+        return None
+    apart = _apart(before, after)
+    if z < min_z and not apart:
         return None
     back = sum(1 for v in after if abs(v - mb) <= 3 * MAD_TO_SIGMA * noise)
-    if back > len(after) / 5:
+    if back > len(after) / 5 and not apart:
         return None
     return StepChange(pts[best_k][0], best_k, mb, ma, round(z, 1))
+
+
+def _apart(before: list[float], after: list[float]) -> bool:
+    """Two levels that do not overlap at all, the new one at least twice (or at most half) the old: a jump from
+    40 ms to 2-5 s is a step although the new level is noisy (its MAD alone would hide it from the z test)."""
+    if len(before) < 5 or len(after) < 5:
+        return False
+    b, a = sorted(before), sorted(after)
+    b_lo, b_hi = b[len(b) // 10], b[-1 - len(b) // 10]
+    a_lo, a_hi = a[len(a) // 10], a[-1 - len(a) // 10]
+    # and the new level holds to the end: a backlog draining back towards the old level is an episode, not a step
+    tail, level = after[-3:], median(after)
+    if a_lo > b_hi and b_hi >= 0:
+        return a_lo >= 2 * b_hi and min(tail) >= 2 * b_hi and median(tail) >= 0.5 * level
+    if a_hi < b_lo and a_hi >= 0:
+        return 2 * a_hi <= b_lo and 2 * max(tail) <= b_lo and median(tail) <= 2 * level
+    return False
 
 
 @dataclass(frozen=True)

@@ -109,9 +109,58 @@ def releases(evidence: EvidenceSet) -> list[Release]:
                 ),
             )
         )
+    known = {r.workload for r in out}
+    out += [r for r in _pod_releases(evidence) if r.workload not in known]
     if not out:
         out += _log_releases(evidence)
     return sorted(out, key=lambda r: r.ts)
+
+
+_DEPLOYMENT_POD = re.compile(r"^(?P<base>.+?)-(?P<hash>[a-z0-9]{6,10})-[a-z0-9]{5}$")
+
+
+def _pod_releases(evidence: EvidenceSet) -> list[Release]:
+    """A release seen only in its pods: a workload's pods of one ReplicaSet (template hash) that other evidence
+    (an older pod, a metric series, a log) shows replaced another ReplicaSet's. The first new pod's creation is
+    the release, its image tag the version."""
+    hashes: dict[str, set[str]] = {}
+
+    def seen(pod: str) -> None:
+        m = _DEPLOYMENT_POD.match(pod)
+        if m:
+            hashes.setdefault(m["base"], set()).add(m["hash"])
+
+    for m in evidence.kind("metric"):
+        seen(str((m.data.get("labels") or {}).get("pod") or ""))
+    for item in evidence.kind("log"):
+        parts = item.object.split("/")
+        if len(parts) >= 3 and parts[0] == "Pod":
+            seen(parts[2])
+    # per workload and ReplicaSet: its first pod (the earliest created)
+    first: dict[str, dict[str, tuple[float, EvidenceItem]]] = {}
+    for pod in evidence.kind("k8s/Pod"):
+        meta = pod.data.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        seen(name)
+        m = _DEPLOYMENT_POD.match(name)
+        ts = parse_ts(meta.get("creationTimestamp"))
+        if m is None or ts is None:
+            continue
+        sets = first.setdefault(m["base"], {})
+        if m["hash"] not in sets or ts < sets[m["hash"]][0]:
+            sets[m["hash"]] = (ts, pod)
+    out: list[Release] = []
+    for base, sets in first.items():
+        if len(hashes.get(base, ())) < 2:
+            continue  # one ReplicaSet in sight: nothing says it replaced another
+        ts, pod = max(sets.values(), key=lambda tp: tp[0])  # the newest ReplicaSet's first pod
+        images = [str(c.get("image")) for c in (pod.data.get("spec") or {}).get("containers") or () if c.get("image")]
+        if not images:
+            continue
+        created = (pod.data.get("metadata") or {}).get("creationTimestamp")
+        ref = EvidenceRef(item=pod.id, field="metadata.creationTimestamp", value=created)
+        out.append(Release(ts, base, _tag(images[0]), ref))
+    return out
 
 
 # a process (re)started at a version: systemd "Started quote-pricer (5.2.0).", "Stopping x (5.1.4)...", Spring Boot

@@ -143,3 +143,52 @@ def parse_resolv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         "command": doc.command,
     }
     yield ctx.item(doc.path, "host/resolv", f"resolv.conf {doc.path}", data)
+
+
+# --- ping's summary: "--- 10.31.4.112 ping statistics ---" / "100 packets transmitted, 64 received, 36% packet loss"
+_PING_HEAD = re.compile(r"^--- (?P<target>\S+) ping statistics ---\s*$")
+_PING_SUM = re.compile(
+    r"^(?P<sent>\d+) packets transmitted, (?P<recv>\d+) (?:packets )?received,"
+    r"(?: \+\d+ errors,)?(?: \+\d+ duplicates,)? (?P<loss>[\d.]+)% packet loss"
+)
+_PING_RTT = re.compile(r"^(?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = [\d.]+/(?P<avg>[\d.]+)/")
+
+
+def detect_ping(doc: Document) -> bool:
+    return "ping statistics ---" in doc.text and "packet loss" in doc.text
+
+
+@FORMATS.format("ping", shapes={"text"}, detect=detect_ping, order=20)
+def parse_ping(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One item per ping run: its target, packets sent and received, the loss and the mean round trip; the
+    prompt the command ran at (a debug container in a pod, a node) names where it was sent from."""
+    target: str | None = None
+    line_no = 0
+    origin = ""
+    for n, raw in enumerate(doc.lines(), 1):
+        line = raw.strip()
+        prompt = re.match(r"^(?:[\w.\-]+@)?(?P<host>[\w.\-]+):[^\s$#]*[$#]\s*ping\b", line)
+        if prompt:
+            origin = prompt["host"]
+        head = _PING_HEAD.match(line)
+        if head:
+            target, line_no = head["target"], n
+            continue
+        m = _PING_SUM.match(line)
+        if m and target:
+            sent, recv = int(m["sent"]), int(m["recv"])
+            data: dict[str, Any] = {
+                "target": target,
+                "sent": sent,
+                "received": recv,
+                "loss_pct": float(m["loss"]),
+                "line": line_no,
+                "from": origin or None,
+                "command": doc.command,
+            }
+            nxt = next(itertools.islice(doc.lines(), n, n + 1), "")
+            rtt = _PING_RTT.match(nxt.strip())
+            if rtt:
+                data["rtt_avg_ms"] = float(rtt["avg"])
+            yield ctx.item(doc.path, "net/ping", f"ping {target}", data)
+            target = None

@@ -175,3 +175,62 @@ def test_a_container_that_keeps_being_oomkilled_began_failing_at_its_first_resta
     assert f.ts is not None and f.ts < 1741720000  # 2025-03-11 18:58:52Z, not the last kill at 19:44
     d = investigate(ev, "hotel search has been throwing errors since 18:30 - why?")
     assert d.category == Category.RESOURCE_EXHAUSTION and "OOMKilled" in d.root_cause
+
+
+def test_a_step_to_a_noisy_new_level_far_above_the_old_one_is_a_step() -> None:
+    from diagnosis.series import step_change
+
+    quiet = [0.04, 0.05, 0.05, 0.04, 0.06, 0.05, 0.04, 0.05, 0.06, 0.04]
+    noisy = [1.6, 2.3, 2.6, 4.4, 2.9, 3.6, 3.8, 2.5, 3.2, 4.2, 2.4, 3.2]
+    step = step_change([(T0 + 60 * i, v) for i, v in enumerate(quiet + noisy)])
+    assert step is not None and step.before < 0.1 < 2 < step.after
+    overlap = [0.04, 0.9, 0.05, 1.2, 0.06, 0.05, 1.1, 0.05, 0.9, 0.04]  # a spiky series: levels that overlap
+    assert step_change([(T0 + 60 * i, v) for i, v in enumerate(quiet + overlap)]) is None
+
+
+def test_ping_loss_to_one_pod_while_its_neighbours_answer_is_that_path_s_packet_loss(tmp_path: Path) -> None:
+    from diagnosis.analyzers.network import packet_loss
+
+    def ping(ip: str, recv: int) -> str:
+        return (f"search-6c8d:~# ping -c 100 -i 0.2 -q {ip}\nPING {ip} ({ip}) 56(84) bytes of data.\n\n"
+                f"--- {ip} ping statistics ---\n100 packets transmitted, {recv} received, {100 - recv}% packet loss, "
+                "time 19803ms\nrtt min/avg/max/mdev = 0.402/0.517/0.944/0.083 ms\n")  # fmt: skip
+
+    (tmp_path / "checks.txt").write_text(
+        "$ kubectl -n stays debug -it search-6c8d --image=nicolaka/netshoot -- bash\n"
+        + ping("10.31.4.112", 64)
+        + ping("10.31.4.87", 100)
+    )
+    (tmp_path / "pods.json").write_text(
+        '{"apiVersion": "v1", "kind": "List", "items": [' + ",".join(
+            f'{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{n}", "namespace": "stays"}}, '
+            f'"spec": {{"containers": [{{"name": "app", "image": "x:1"}}]}}, '
+            f'"status": {{"phase": "Running", "podIP": "{ip}"}}}}'
+            for n, ip in (("geo-5b9c8f7d6-q7tlm", "10.31.4.112"), ("rate-7d6f9b8c5-x2mpk", "10.31.4.87"))
+        ) + "]}"
+    )  # fmt: skip
+    [f] = packet_loss(load_bundle(tmp_path))
+    assert f.category == Category.INFRASTRUCTURE and "36% packet loss" in f.mechanism
+    assert "pod stays/geo-5b9c8f7d6-q7tlm" in f.object and "10.31.4.87" in f.mechanism
+
+
+def test_a_leak_released_in_pods_only_is_found_from_the_replicaset_that_replaced_another(tmp_path: Path) -> None:
+    import json
+
+    from diagnosis.analyzers.regressions import releases
+
+    def pod(name: str, created: str, image: str) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "shop",
+                "creationTimestamp": created}, "spec": {"containers": [{"name": "server", "image": image}]},
+                "status": {"phase": "Running"}}  # fmt: skip
+
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        pod("recs-5f9b7c6d48-tq4pn", "2025-04-09T09:12:31Z", "reg/recs:v0.10.2"),
+        pod("recs-5f9b7c6d48-ab12c", "2025-04-09T09:13:31Z", "reg/recs:v0.10.2")]}))  # fmt: skip
+    assert not releases(load_bundle(tmp_path))  # one ReplicaSet in sight: no release
+    (tmp_path / "mem.json").write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "container_memory_working_set_bytes", "namespace": "shop",
+                    "pod": "recs-7d5c9f8b64-8xk2w", "container": "server"},
+         "values": [[1744180000, "7.4e7"]]}]}}))  # fmt: skip
+    [r] = releases(load_bundle(tmp_path))
+    assert r.workload == "recs" and r.version == "v0.10.2" and r.ts == 1744189951.0

@@ -51,6 +51,7 @@ from diagnosis.analyzers.network.extraction import (
     _target_of_request,
     _target_tags,
 )
+from diagnosis.analyzers.network.loss import packet_loss
 from diagnosis.analyzers.network.policy import policy_drops
 from diagnosis.analyzers.network.probes import _access_log_5xx, _probe_findings
 from diagnosis.analyzers.network.refusals import access_denied, own_rate_limits
@@ -154,4 +155,13 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     return with_aliases(findings)
 
 
-__all__ = ["_KIND_WORDS", "_base", "_target", "access_denied", "network_failures", "own_rate_limits", "policy_drops"]
+__all__ = [
+    "_KIND_WORDS",
+    "_base",
+    "_target",
+    "access_denied",
+    "network_failures",
+    "own_rate_limits",
+    "packet_loss",
+    "policy_drops",
+]
