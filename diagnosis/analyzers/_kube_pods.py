@@ -879,7 +879,12 @@ class PodReader:
                 code, why = "probe_refused", "nothing listens on the probed port"
         elif re.search(r"timeout|deadline exceeded|timed out", msg, re.I):
             timeout = int(probe.get("timeoutSeconds") or 1)
-            if timeout <= 2 and not self._reports_unhealthy():
+            if count <= 2 and kind == "Readiness":
+                # one or two slow answers to a readiness probe (a GC pause, a node busy for a moment) took the pod
+                # out of rotation for a probe period: a blip, not a misconfigured probe
+                code, category, score, role = "probe_blip", Category.HEALTHY, 0.2, BENIGN
+                why = f"it timed out {count}x and passed since: a slow moment, not a fault"
+            elif timeout <= 2 and not self._reports_unhealthy():
                 code, category, score, role = "probe_timeout", Category.CONFIGURATION_ERROR, 0.5, CAUSE
                 why = f"its timeoutSeconds is {timeout}s and the application answers more slowly than that"
             else:
@@ -887,7 +892,7 @@ class PodReader:
         self._emit(
             role=role,
             # a failing probe that is a symptom shares the code other domains' causes list in `explains`
-            code=code if role == CAUSE else "probe_failed",
+            code=code if role in (CAUSE, BENIGN) else "probe_failed",
             category=category,
             object=obj,
             score=score,
@@ -897,7 +902,7 @@ class PodReader:
             mechanism=f"The {kind.lower()} probe of {obj} fails because {why}, so Kubernetes {effect}",
             explains=POD_EFFECTS if role == CAUSE else [],
             evidence=refs,
-            needs=[] if role == CAUSE else [f"logs of {obj} and what its health endpoint depends on"],
+            needs=[] if role != SYMPTOM else [f"logs of {obj} and what its health endpoint depends on"],
             actions=[
                 Action(
                     description=f"Show the {kind.lower()} probe and the ports the container declares",

@@ -234,3 +234,46 @@ def test_a_leak_released_in_pods_only_is_found_from_the_replicaset_that_replaced
          "values": [[1744180000, "7.4e7"]]}]}}))  # fmt: skip
     [r] = releases(load_bundle(tmp_path))
     assert r.workload == "recs" and r.version == "v0.10.2" and r.ts == 1744189951.0
+
+
+def test_writes_refused_as_read_only_are_a_datasource_pointing_at_a_reader() -> None:
+    from diagnosis.analyzers.logs.settings import writes_to_read_only
+
+    b = Builder()
+    url = "jdbc:postgresql://billing-aurora.cluster-ro-c8x2.eu-central-1.rds.amazonaws.com/b"
+    b.raw("k8s/ConfigMap", "ConfigMap/billing/billing-api-env", {"data": {"SPRING_DATASOURCE_URL": url}})
+    err = "ERROR: cannot execute UPDATE in a read-only transaction"
+    b.log("billing-api", [(T0 + 30 * i, "error", err) for i in range(10)], service="billing-api")
+    [f] = writes_to_read_only(b.set())
+    assert f.category == Category.CONFIGURATION_ERROR and "cluster-ro" in f.mechanism
+    b = Builder()  # a readiness probe that timed out once is no such thing, nor are two refusals
+    b.log("billing-api", [(T0, "error", err), (T0 + 30, "error", err)], service="billing-api")
+    assert not writes_to_read_only(b.set())
+
+
+def test_a_readiness_probe_that_timed_out_once_is_a_blip_three_times_a_short_timeout(tmp_path: Path) -> None:
+    import json
+
+    from diagnosis.analyzers.kubernetes import kubernetes_pods
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "frontend-8d6c7b9f5-gt9vw", "namespace": "shop"},
+           "spec": {"containers": [{"name": "server", "image": "frontend:1",
+                                    "readinessProbe": {"httpGet": {"path": "/_healthz", "port": 8080},
+                                                       "timeoutSeconds": 1}}]},
+           "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                          "lastTransitionTime": "2025-04-23T01:00:00Z"}],
+                      "containerStatuses": [{"name": "server", "ready": True, "restartCount": 0,
+                                             "state": {"running": {"startedAt": "2025-04-23T01:00:00Z"}}}]},
+           }  # fmt: skip
+
+    def bundle(count: int) -> list:
+        ev = {"apiVersion": "v1", "kind": "Event", "reason": "Unhealthy", "type": "Warning", "count": count,
+              "message": 'Readiness probe failed: Get "http://10.16.2.22:8080/_healthz": context deadline exceeded',
+              "firstTimestamp": "2025-04-23T02:51:19Z", "lastTimestamp": "2025-04-23T02:55:19Z",
+              "metadata": {"name": "fe.1", "namespace": "shop"},
+              "involvedObject": {"kind": "Pod", "name": "frontend-8d6c7b9f5-gt9vw", "namespace": "shop"}}  # fmt: skip
+        (tmp_path / "all.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod, ev]}))
+        return kubernetes_pods(load_bundle(tmp_path))
+
+    assert [(f.code, f.role) for f in bundle(1) if "probe" in f.code] == [("probe_blip", "benign")]
+    assert [(f.code, f.role) for f in bundle(6) if "probe" in f.code] == [("probe_timeout", "cause")]

@@ -217,3 +217,84 @@ def _missing_setting(
             )
         ],
     )
+
+
+# ---------------------------------------------------------------- writes sent to a read-only server
+
+# the server refusing a write because it is a read-only copy: PostgreSQL on a standby or an Aurora reader
+# (SQLSTATE 25006), MySQL with read_only / super_read_only (ERROR 1290 / 1836), a Redis replica
+READ_ONLY = re.compile(
+    r"cannot execute \w+(?: \w+)? in a read-only transaction|running with the --(?:super-)?read-only option|"
+    r"READONLY You can't write against a read only replica|read-only mode|ERROR 1290 \(HY000\)",
+    re.I,
+)
+# an endpoint that names itself a reader: Aurora's cluster-ro, "-reader", "-replica", "-ro." hosts
+_READER_ENDPOINT = re.compile(r"\b[\w\-]+\.cluster-ro-[\w.\-]+|\b[\w\-]*(?:-reader|-replica|-ro)\b(?:\.[\w\-]+)+", re.I)
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def writes_to_read_only(evidence: EvidenceSet) -> list[Finding]:
+    """An application whose writes the database refuses as read-only: it is connected to a replica (a reader
+    endpoint, a standby) where its writes must go to the primary. A setting (the datasource URL) points at the
+    wrong endpoint, named when the evidence shows a reader endpoint."""
+    now = now_of(evidence)
+    hits: dict[str, tuple[EvidenceItem, list[dict[str, Any]]]] = {}
+    reader: str | None = None
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if reader is None and ("-r" in msg or "cluster-ro" in msg):
+                m = _READER_ENDPOINT.search(msg)
+                reader = m.group(0) if m else None
+            if "read" in msg.lower() and READ_ONLY.search(msg):
+                who = service_of(item) or item.object
+                hits.setdefault(who, (item, []))[1].append(r)
+    if hits and reader is None:  # the settings the application runs with: a ConfigMap's values
+        for cm in evidence.kind("k8s/ConfigMap"):
+            for key, value in ((cm.data.get("data") or {}) if isinstance(cm.data.get("data"), dict) else {}).items():
+                m = _READER_ENDPOINT.search(str(value))
+                if m and reader is None:
+                    reader = f"{m.group(0)} in {cm.object} key {key}"
+    out: list[Finding] = []
+    for who, (item, recs) in hits.items():
+        stamps = [r["ts"] for r in recs if isinstance(r.get("ts"), int | float)]
+        first, last = min(stamps, default=None), max(stamps, default=None)
+        if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
+            continue
+        sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
+        where = f" ({reader}: a reader endpoint)" if reader else ""
+        out.append(
+            Finding(
+                analyzer="writes_to_read_only",
+                domain=Domain.LOGS,
+                role="cause",
+                code="writes_to_read_only",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"{who} sends writes to a read-only database{where} ({len(recs)}x)",
+                mechanism=(
+                    f"{who}'s writes are refused as read-only: '{sample}' x{len(recs)} {span_text(first, last)}: it "
+                    f"is connected to a read-only copy{where} instead of the primary (writer) endpoint, so every "
+                    "write fails while reads still work."
+                ),
+                object=f"database endpoint of {who}",
+                score=0.85,
+                ts=first,
+                tags=[*object_tags(item, service_of(item)), *([f"upstream:{reader.split()[0]}"] if reader else [])],
+                explains=["errors", "exception", "http_5xx", "db_errors", "metric_shift", "alert:*"],
+                evidence=[
+                    EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
+                ],
+                actions=[
+                    Action(
+                        description=f"The database URL {who} runs with (it must name the writer endpoint)",
+                        command=f"kubectl get deploy {who} -o yaml | grep -iE 'jdbc|datasource|database_url|db_host'",
+                    ),
+                    Action(
+                        description="Point it back at the primary (writer) endpoint and restart it",
+                        command=f"kubectl set env deploy/{who} <DATASOURCE_URL>=<writer endpoint>",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)
