@@ -566,3 +566,76 @@ def route_timeouts(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
+
+
+# ---------------------------------------------------------------- an Ingress whose backend is not there
+
+
+@ANALYZERS.analyzer(domain=Domain.KUBERNETES, reads={"k8s/Ingress", "k8s/Service"})
+def ingress_backends(evidence: EvidenceSet) -> list[Finding]:
+    """An Ingress path whose backend Service port matches none of the Service's ports (by number or name), or
+    whose Service does not exist though the namespace's Services were exported: the controller has no endpoint
+    for it and answers 503 for every request on that path, whatever the pods' health."""
+    services = {ns_name(s): s for s in evidence.kind("k8s/Service")}
+    if not services:
+        return []
+    exported = {ns for ns, _ in services}
+    out: list[Finding] = []
+    for ing in evidence.kind("k8s/Ingress"):
+        ns, ing_name = ns_name(ing)
+        for ip in _ingress_paths(ing):
+            svc = services.get((ns, ip.service))
+            field = ip.field.removesuffix(".path") + ".backend"
+            if svc is None:
+                if ns not in exported:
+                    continue
+                why = f"Service {ns}/{ip.service} does not exist"
+                ref = EvidenceRef(item=ing.id, field=field, value=f"{ip.service}:{ip.port}")
+            else:
+                ports = (svc.data.get("spec") or {}).get("ports") or ()
+                numbers = {str(p.get("port")) for p in ports if p.get("port") is not None}
+                names = {str(p.get("name")) for p in ports if p.get("name")}
+                if not ip.port or ip.port in numbers or ip.port in names:
+                    continue
+                listed = ", ".join(sorted(numbers | names))
+                why = f"Service {ns}/{ip.service} has no port {ip.port} (its ports: {listed})"
+                ref = EvidenceRef(item=ing.id, field=field, value=f"{ip.service}:{ip.port}")
+            out.append(
+                Finding(
+                    analyzer="ingress_backends",
+                    domain=Domain.KUBERNETES,
+                    role="cause",
+                    code="ingress_backend_missing",
+                    category=Category.CONFIGURATION_ERROR,
+                    title=f"Ingress {ns}/{ing_name} routes {ip.host}{ip.path} to {ip.service}:{ip.port}: {why}",
+                    mechanism=(
+                        f"Ingress {ns}/{ing_name} sends {ip.host}{ip.path} to Service {ip.service} port {ip.port}, "
+                        f"but {why}: the ingress controller has no endpoint for the path and answers 503, although "
+                        "the pods behind the Service are fine."
+                    ),
+                    object=f"Ingress {ns}/{ing_name}",
+                    score=0.85,
+                    ts=None,
+                    tags=[
+                        f"ingress:{ns}/{ing_name}",
+                        f"service:{ip.service}",
+                        f"host:{ip.host}",
+                        "service:ingress-nginx-controller",
+                        "service:ingress-nginx",
+                    ],
+                    explains=["http_5xx", "http_503", "errors", "upstream_5xx", "no_ready_endpoints", "alert:*"],
+                    evidence=[ref],
+                    actions=[
+                        Action(
+                            description="The Service's ports",
+                            command=f"kubectl get svc {ip.service} -n {ns} -o jsonpath='{{.spec.ports}}'",
+                        ),
+                        Action(
+                            description="Point the Ingress at a port the Service has",
+                            command=f"kubectl edit ingress {ing_name} -n {ns}",
+                            kind="write",
+                        ),
+                    ],
+                )
+            )
+    return out

@@ -277,3 +277,22 @@ def test_a_readiness_probe_that_timed_out_once_is_a_blip_three_times_a_short_tim
 
     assert [(f.code, f.role) for f in bundle(1) if "probe" in f.code] == [("probe_blip", "benign")]
     assert [(f.code, f.role) for f in bundle(6) if "probe" in f.code] == [("probe_timeout", "cause")]
+
+
+def test_an_ingress_pointing_at_a_service_port_the_service_no_longer_has_is_a_configuration_error() -> None:
+    from diagnosis.analyzers.routing import ingress_backends
+
+    def ingress(port: object) -> dict:
+        return {"metadata": {"name": "vendor-hub", "namespace": "vendors"}, "spec": {"rules": [{
+            "host": "vendor-hub.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {
+                "service": {"name": "vendor-hub", "port": port}}}]}}]}}  # fmt: skip
+
+    svc = {"metadata": {"name": "vendor-hub", "namespace": "vendors"},
+           "spec": {"ports": [{"name": "http", "port": 80, "targetPort": "http"}]}}  # fmt: skip
+    for port, wrong in (({"number": 8080}, True), ({"number": 80}, False), ({"name": "http"}, False)):
+        b = Builder()
+        b.raw("k8s/Ingress", "Ingress/vendors/vendor-hub", ingress(port))
+        b.raw("k8s/Service", "Service/vendors/vendor-hub", svc)
+        found = ingress_backends(b.set())
+        assert bool(found) == wrong, port
+        assert not found or ("no port 8080" in found[0].mechanism and found[0].category == Category.CONFIGURATION_ERROR)
