@@ -889,6 +889,11 @@ class PodReader:
                 why = f"its timeoutSeconds is {timeout}s and the application answers more slowly than that"
             else:
                 code, why = "probe_timeout", f"the application does not answer within {timeout}s"
+        if count <= 2 and kind == "Readiness" and role == SYMPTOM and not self._unready_now():
+            # a readiness probe that failed once or twice (refused while the pod shut down on a scale-in, slow
+            # for a moment) and not since is no fault of its own
+            code, category, score, role = "probe_blip", Category.HEALTHY, 0.2, BENIGN
+            why = f"it failed {count}x and passed since ({msg[:120]})"
         self._emit(
             role=role,
             # a failing probe that is a symptom shares the code other domains' causes list in `explains`
@@ -912,6 +917,11 @@ class PodReader:
                 )
             ],
         )
+
+    def _unready_now(self) -> bool:
+        """Whether the pod's own status says it is not Ready now (an exported pod only)."""
+        status = (self.item.data.get("status") or {}) if self.item is not None else {}
+        return any(c.get("type") == "Ready" and c.get("status") == "False" for c in status.get("conditions") or ())
 
     def _ready_after(self, last_failure: float) -> tuple[int, float] | None:
         """(index, time) of the pod's Ready condition when it turned Ready after the given failure and is Ready now."""

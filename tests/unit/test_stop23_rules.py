@@ -296,3 +296,18 @@ def test_an_ingress_pointing_at_a_service_port_the_service_no_longer_has_is_a_co
         found = ingress_backends(b.set())
         assert bool(found) == wrong, port
         assert not found or ("no port 8080" in found[0].mechanism and found[0].category == Category.CONFIGURATION_ERROR)
+
+
+def test_a_controller_s_optimistic_locking_conflicts_are_routine_not_errors() -> None:
+    from diagnosis.analyzers.logs import log_errors
+
+    conflict = ('"re-queuing item due to optimistic locking on resource" err="Operation cannot be fulfilled on '
+                'certificates.cert-manager.io \\"giftcards-tls\\": the object has been modified; please apply your '
+                'changes to the latest version and try again"')  # fmt: skip
+    b = Builder()
+    b.log("cert-manager", [(T0 + 300 * i, "error", conflict) for i in range(6)])
+    [f] = log_errors(b.set())
+    assert f.role == "benign" and f.code == "errors_routine"
+    b = Builder()
+    b.log("cert-manager", [(T0 + 300 * i, "error", "failed to sync challenge: acme: 403 forbidden") for i in range(6)])
+    assert all(f.code != "errors_routine" for f in log_errors(b.set()))

@@ -173,7 +173,8 @@ def _analyze_source(
     if done is not None and any(e.ts is not None and e.ts > done for e in errors):
         done = None
     for tpl in group_templates(errors):
-        verdict = _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
+        verdict = "routine" if tpl.sample is not None and _ROUTINE.search(tpl.sample.msg) else None
+        verdict = verdict or _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
         if verdict is None and done is not None and tpl.last_ts is not None and tpl.last_ts < done:
             verdict = "retried"
         if verdict == "stopped" and (snapshot or cut or _ended_with(tpl, gave_up())):
@@ -303,6 +304,14 @@ def _quiet_verdict(
     return "background"
 
 
+# errors a controller logs as part of normal work: Kubernetes' optimistic-concurrency conflicts, which it retries
+_ROUTINE = re.compile(
+    r"the object has been modified; please apply your changes to the latest version|"
+    r"re-queuing item due to optimistic locking",
+    re.I,
+)
+
+
 def _benign(item: EvidenceItem, tpl: Template, who: str, tags: list[str], verdict: str) -> Finding:
     assert tpl.sample is not None
     if verdict == "stopped":
@@ -311,6 +320,9 @@ def _benign(item: EvidenceItem, tpl: Template, who: str, tags: list[str], verdic
     elif verdict == "retried":
         why = "a later attempt of the task then succeeded: the failure was transient and is over"
         code = "errors_stopped"
+    elif verdict == "routine":
+        why = "an optimistic-concurrency conflict (the object changed under the writer), retried at once: routine"
+        code = "errors_routine"
     else:
         why = (
             f"a steady background ({tpl.count} over {span_text(tpl.first_ts, tpl.last_ts)}) present all along, "
