@@ -581,7 +581,9 @@ HOST_HW = re.compile(
     # network interfaces: a transmit queue that stopped completing, a NIC the driver had to reset or found hung
     r"NETDEV WATCHDOG: .*transmit queue \d+ timed out|Found a Tx that wasn't completed on time|"
     r"lost tx completions is above the threshold|Detected Hardware Unit Hang|\bTX timeout detected|"
-    r"mlx5_core .*(?:health compromised|CQE error|cmd_work_handler.*timeout)|ixgbe .*Reset adapter",
+    r"mlx5_core .*(?:health compromised|CQE error|cmd_work_handler.*timeout)|ixgbe .*Reset adapter|"
+    # a link that drops (counted: one drop is a cable pulled or a switch reboot, several a failing optic or port)
+    r"\bNIC Link is Down\b|link status definitely down for interface",
     re.I,
 )
 # a physical or virtualisation host that stopped (vSphere HA, Proxmox/corosync fencing, Hyper-V and Nova

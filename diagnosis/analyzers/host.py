@@ -434,12 +434,15 @@ def _oom_kills(evidence: EvidenceSet, now: float | None) -> list[Finding]:
     return out
 
 
+LINK_FLAPS = 2  # a network link that went down this often in the window is failing, not maintained
+_LINK_DOWN = re.compile(r"NIC Link is Down|link status definitely down", re.I)
+
 _HW_PARTS = (
     (
         "network interface",
         re.compile(
             r"NETDEV WATCHDOG|\bTx\b.*completed on time|tx completions|Hardware Unit Hang|"
-            r"TX timeout|mlx5_core|ixgbe|\bena \S+ eth",
+            r"TX timeout|mlx5_core|ixgbe|\bena \S+ eth|Link is Down|link status definitely down",
             re.I,
         ),
     ),
@@ -542,9 +545,10 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
             )
         )
     for dev, recs in hw.items():
-        if _stale(recs, now):
+        if _stale(recs, now) or (len(recs) < LINK_FLAPS and all(_LINK_DOWN.search(r.msg) for r in recs)):
             continue
         part = _hardware_part(recs)
+        machine = _host_of(recs[0]) or _host_of_file(recs[0].item)
         panic = any("kernel panic" in r.msg.lower() for r in recs)
         out.append(
             Finding(
@@ -556,7 +560,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 title=f"kernel reports {part} errors{f' on {dev}' if dev != '?' else ''} ({len(recs)}x)"
                 + (" and panicked" if panic else ""),
                 mechanism=(
-                    f"the kernel{f' of {_host_of(recs[0])}' if _host_of(recs[0]) else ''} logged "
+                    f"the kernel{f' of {machine}' if machine else ''} logged "
                     f"'{recs[0].msg.strip()[:160]}' {len(recs)}x "
                     f"{span_text(recs[0].ts, recs[-1].ts)}: "
                     + (
@@ -567,14 +571,13 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     + (" (Kernel panic: the host went down)" if panic else "")
                     + "."
                 ),
-                object=(f"device {dev}" if dev != "?" else "host hardware")
-                + (f" on {_host_of(recs[0])}" if _host_of(recs[0]) else ""),
+                object=(f"device {dev}" if dev != "?" else "host hardware") + (f" on {machine}" if machine else ""),
                 score=0.7,
                 ts=recs[0].ts,
                 tags=[
                     f"device:{dev}",
-                    *([f"host:{_host_of(recs[0])}"] if _host_of(recs[0]) else []),
-                    *(_node_pod_tags(evidence, _host_of(recs[0])) if part == "network interface" else []),
+                    *([f"host:{machine}"] if machine else []),
+                    *(_node_pod_tags(evidence, machine) if part == "network interface" else []),
                 ],
                 explains=[*_DOWN_EFFECTS, "io_high"]
                 + (

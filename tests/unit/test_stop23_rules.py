@@ -311,3 +311,13 @@ def test_a_controller_s_optimistic_locking_conflicts_are_routine_not_errors() ->
     b = Builder()
     b.log("cert-manager", [(T0 + 300 * i, "error", "failed to sync challenge: acme: 403 forbidden") for i in range(6)])
     assert all(f.code != "errors_routine" for f in log_errors(b.set()))
+
+
+def test_a_nic_link_that_keeps_dropping_is_failing_hardware_one_drop_is_not(tmp_path: Path) -> None:
+    down = "[Tue Nov 19 07:{:02d}:08 2024] ixgbe 0000:3b:00.0 eno1: NIC Link is Down\n"
+    up = "[Tue Nov 19 07:{:02d}:18 2024] ixgbe 0000:3b:00.0 eno1: NIC Link is Up 10 Gbps, Flow Control: RX/TX\n"
+    (tmp_path / "dmesg-mongo-fleet-1.txt").write_text("".join(down.format(m) + up.format(m) for m in (31, 44, 58)))
+    [f] = by_code(host(load_bundle(tmp_path)), "host_hardware_error")
+    assert "network interface" in f.title and "mongo-fleet-1" in f.mechanism and f.object.startswith("device eno1")
+    (tmp_path / "dmesg-mongo-fleet-1.txt").write_text(down.format(31) + up.format(31))
+    assert not by_code(host(load_bundle(tmp_path)), "host_hardware_error")
