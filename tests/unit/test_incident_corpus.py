@@ -19,16 +19,15 @@ def test_the_dev_split_is_diagnosed_right_without_a_forbidden_category() -> None
     report = evaluate(DEV, _investigate_bundle)
     overall = report["overall"]
     wrong = [(r["name"], r["expected"], r["got"]) for r in report["results"] if not r["passed"]]
-    assert overall["scenarios"] >= 287
+    assert overall["scenarios"] >= 311
     assert overall["errors"] == 0, [r for r in report["results"] if r["error"]]
-    # the floor is where the rules stand (265/287, keyword recall 0.683, five forbidden categories: dev9-14, a planned
+    # the floor is where the rules stand (289/311, keyword recall 0.704, three forbidden categories: dev9-14, a planned
     # restart's alert read as unknown; dev10-01, amounts in cents that no line flags; dev10-08, a join bug read as
-    # its memory kills; dev11-04, CPU throttling read as the Redis its clients time out on; dev11-10, a rack
-    # attribute that keeps shards off new nodes read as the old nodes' full disks). The dev4-* scenarios went in at
-    # 14/24, the dev5-* at 6/12, the dev6-* at 13/24, the dev7-* at 8/24, the dev8-* at 8/16, the dev9-* at 13/24,
-    # the dev10-* at 8/24 and the dev11-* at 6/24 before any rule saw them:
+    # its memory kills). The dev4-* scenarios went in at 14/24, the dev5-* at 6/12, the dev6-* at 13/24, the dev7-* at
+    # 8/24, the dev8-* at 8/16, the dev9-* at 13/24, the dev10-* at 8/24, the dev11-* at 6/24 and the dev12-* at 12/24
+    # before any rule saw them:
     # like the held-out split (bench/investigations.py), they say the rules do not generalise as well as dev
     # suggests. A change that loses ground fails here.
-    assert overall["forbidden"] <= 5, wrong
+    assert overall["forbidden"] <= 3, wrong
     assert overall["accuracy"] >= 0.92, wrong
-    assert overall["keyword_recall"] >= 0.68
+    assert overall["keyword_recall"] >= 0.70
