@@ -321,3 +321,18 @@ def test_a_nic_link_that_keeps_dropping_is_failing_hardware_one_drop_is_not(tmp_
     assert "network interface" in f.title and "mongo-fleet-1" in f.mechanism and f.object.startswith("device eno1")
     (tmp_path / "dmesg-mongo-fleet-1.txt").write_text(down.format(31) + up.format(31))
     assert not by_code(host(load_bundle(tmp_path)), "host_hardware_error")
+
+
+def test_a_server_that_refuses_to_start_on_its_configuration_is_a_configuration_error() -> None:
+    from diagnosis.analyzers.logs.settings import startup_config_refused
+
+    line = ("ERROR [main] CassandraDaemon.java:897 - Cannot start node if snitch's data center (euwest) differs from "
+            "previous data center (eu-west). Please fix the snitch configuration")  # fmt: skip
+    b = Builder()
+    b.log("cass-02", [(T0, "info", "Starting Cassandra"), (T0 + 5, "error", line)])
+    b.log("client", [(T0 + 7200, "info", "later evidence")])
+    [f] = startup_config_refused(b.set())
+    assert f.category == Category.CONFIGURATION_ERROR and "euwest" in f.mechanism
+    b = Builder()  # it started after the fix: history
+    b.log("cass-02", [(T0 + 5, "error", line), (T0 + 600, "info", "Starting listening for CQL clients on /10.0.0.1")])
+    assert not startup_config_refused(b.set())

@@ -298,3 +298,96 @@ def writes_to_read_only(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# ---------------------------------------------------------------- a server refusing to start on its configuration
+
+# what servers print when their own configuration stops them at start-up
+STARTUP_CONFIG = re.compile(
+    r"Cannot start node if snitch's (?:data center|rack) \([^)]*\) differs from previous|"
+    r"ConfigurationException|Invalid yaml|Fatal configuration error|"
+    r"configuration file \"[^\"]+\" contains errors|invalid value for parameter \"[^\"]+\"|"
+    r"\[emerg\] .*(?:unknown directive|invalid|in /etc/\S+:\d+)|"
+    r"\*\*\* FATAL CONFIG FILE ERROR|unknown variable '[^']+'|"
+    r"org\.apache\.kafka\.common\.config\.ConfigException|unknown setting \[[^\]]+\]|"
+    r"Failed to parse (?:the )?config(?:uration)?(?: file)?",
+    re.I,
+)
+
+
+_STARTED = re.compile(
+    r"ready to accept connections|Starting listening for CQL clients|startup complete|started successfully|"
+    r"Server startup|listening on|Started \w",
+    re.I,
+)
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def startup_config_refused(evidence: EvidenceSet) -> list[Finding]:
+    """A server (a database node, a broker, a web server) that refuses to start because of its own configuration:
+    it stays down until the setting is fixed, so restarts do not help and its clients fail. A configuration error
+    of that server, named with the line it printed."""
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        recs = [
+            r
+            for r in item.data.get("records") or ()
+            if STARTUP_CONFIG.search(str(r.get("msg") or "")) and r.get("level") not in ("info", "debug")
+        ]
+        if not recs:
+            continue
+        stamps = [r["ts"] for r in recs if isinstance(r.get("ts"), int | float)]
+        last = max(stamps, default=None)
+        if last is not None and any(
+            isinstance(r.get("ts"), int | float) and r["ts"] > last and _STARTED.search(str(r.get("msg") or ""))
+            for r in item.data.get("records") or ()
+        ):
+            continue  # it started since: the error is history (a refusal to start is followed by silence)
+        who = service_of(item) or item.object
+        sample = " ".join(str(recs[0].get("msg") or "").split())[:220]
+        out.append(
+            Finding(
+                analyzer="startup_config_refused",
+                domain=Domain.LOGS,
+                role="cause",
+                code="startup_config_refused",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"{who} refuses to start on its configuration ({len(recs)}x)",
+                mechanism=(
+                    f"{who} stops at start-up on its own configuration: '{sample}'"
+                    + (f" ({len(recs)}x {span_text(min(stamps), last)})" if stamps else "")
+                    + ": it stays down until the setting is fixed, and its clients fail meanwhile."
+                ),
+                object=who,
+                score=0.85,
+                ts=min(stamps, default=None),
+                tags=object_tags(item, service_of(item)),
+                explains=[
+                    "process_down",
+                    "connection_refused",
+                    "upstream_*",
+                    "errors",
+                    "exception",
+                    "db_*",
+                    "crash_loop",
+                    "pod_restarts",
+                    "http_5xx",
+                    "alert:*",
+                ],
+                evidence=[
+                    EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
+                ],
+                actions=[
+                    Action(
+                        description=f"The configuration {who} read and the line it refused",
+                        command=f"grep -n -B2 -A2 '<setting>' <config of {who}>",
+                    ),
+                    Action(
+                        description="Restore the previous setting and start it again",
+                        command=f"systemctl restart {who}",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)
