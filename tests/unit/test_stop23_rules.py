@@ -336,3 +336,14 @@ def test_a_server_that_refuses_to_start_on_its_configuration_is_a_configuration_
     b = Builder()  # it started after the fix: history
     b.log("cass-02", [(T0 + 5, "error", line), (T0 + 600, "info", "Starting listening for CQL clients on /10.0.0.1")])
     assert not startup_config_refused(b.set())
+
+
+def test_a_pydantic_validation_error_on_input_records_is_bad_data() -> None:
+    from diagnosis.analyzers.logs import log_errors
+
+    msg = ("[ERROR] ValidationError: 1 validation error for TelemetryEnvelope readings Input should be a valid list "
+           "[type=list_type, input_value={'t': 21.5}, input_type=dict]")  # fmt: skip
+    b = Builder()
+    b.log("telemetry-enricher", [(T0 + 20 * i, "error", msg) for i in range(12)])
+    [f] = by_code(log_errors(b.set()), "bad_data")
+    assert f.category == Category.DATA_QUALITY and "readings" in f.mechanism

@@ -79,6 +79,8 @@ BAD_DATA = re.compile(
     r"DecoderFallbackException|(?:unexpected|invalid|unsupported) (?:byte order mark|BOM)|"
     # Python, Go, Node, Ruby
     r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|decimal\.ConversionSyntax|"
+    # pydantic and jsonschema refusing a record of the wrong shape
+    r"\d+ validation errors? for \w+|Input should be a valid \w+|is not of type '\w+'|"
     # .NET: System.Text.Json and Newtonsoft on a value of the wrong shape, and a number that does not parse
     r"System\.Text\.Json\.JsonException|JsonReaderException|JsonSerializationException|"
     r"could not be converted to System\.\w+|Input string was not in a correct format|"
