@@ -392,6 +392,8 @@ def _health(s: _Series) -> list[Finding] | None:
 
 
 _STATUS_LABELS = ("code", "status", "status_code", "response_code", "http_status", "status_class")
+_OUTCOME_LABELS = frozenset({"responsetype", "result", "outcome", "status", "response_type", "error_type"})
+_FAILED_OUTCOME = re.compile(r"error|fail|denied|unauthori[sz]ed|forbidden|throttl|timeout|reject", re.I)
 
 
 def _kind(name: str, labels: dict[str, str]) -> str:
@@ -399,6 +401,9 @@ def _kind(name: str, labels: dict[str, str]) -> str:
         return labels["resource"]
     # a request counter split by status: its 5xx series counts failures, not traffic
     if any(str(labels.get(k, "")).lower().startswith("5") for k in _STATUS_LABELS):
+        return "errors"
+    # a counter split by outcome (Azure Storage's ResponseType, a result or outcome label): its failure series
+    if any(_FAILED_OUTCOME.search(str(v)) for k, v in labels.items() if k.lower() in _OUTCOME_LABELS):
         return "errors"
     for kind, rx in _KIND_PATTERNS:
         if rx.search(name):

@@ -36,7 +36,9 @@ KLOG_RE = re.compile(r"(?P<lvl>[IWEF])(?P<mo>\d{2})(?P<d>\d{2}) (?P<h>\d{2}):(?P
 # (PowerShell Export-Csv, Windows tools): month first, as that culture writes it
 NET_DATE_RE = re.compile(r"/Date\((?P<ms>-?\d+)(?P<tz>[+-]\d{4})?\)/")
 US_RE = re.compile(
-    r"(?P<mo>\d{1,2})/(?P<d>\d{1,2})/(?P<y>\d{4}),? (?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})(?: ?(?P<ap>[AP]M))?$"
+    # the Azure portal's and Excel's "11/27/2024, 2:28:19.139 PM" (milliseconds kept)
+    r"(?P<mo>\d{1,2})/(?P<d>\d{1,2})/(?P<y>\d{4}),? (?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:\.(?P<f>\d{1,6}))?"
+    r"(?: ?(?P<ap>[AP]M))?$"
 )
 
 _EPOCH_MIN, _EPOCH_MAX = 946684800, 4102444800  # 2000..2100: a bare number outside is not a timestamp
@@ -149,7 +151,7 @@ def parse_ts(value: Any) -> float | None:
     m = US_RE.match(text)
     if m:
         h = int(m["h"]) % 12 + (12 if m["ap"] == "PM" else 0) if m["ap"] else int(m["h"])
-        return _epoch(int(m["y"]), int(m["mo"]), int(m["d"]), h, int(m["mi"]), int(m["s"]), None, 0)
+        return _epoch(int(m["y"]), int(m["mo"]), int(m["d"]), h, int(m["mi"]), int(m["s"]), m["f"], 0)
     return None
 
 

@@ -149,6 +149,8 @@ _CSV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.()\-]*$")  # psql column names: n
 # quoted: also a Grafana legend ("checkout: p99") or a Prometheus series (`up{job="api"}`, `{pod="x"}`)
 _CSV_QUOTED_NAME = re.compile(r"^(?:[A-Za-z_][\w .()\[\]\-/%#:@]{0,60}|[A-Za-z_:]?[\w:.\-]*\s*\{[^{}]{0,300}\})$")
 _SNIFF_LINES = 20
+# a header cell that names a time column, with its unit or zone: "timestamp [UTC]", "Date Time", "time (UTC)"
+_CSV_TIME_NAME = re.compile(r"^(?:@?timestamp|time|date|datetime|date ?time)(?: ?[\[(][\w +:\-]{1,12}[\])])?$", re.I)
 
 
 def sniff(path: str, raw: bytes) -> Document:
@@ -191,6 +193,8 @@ def sniff(path: str, raw: bytes) -> Document:
             header = []
         # quoted names may hold spaces and units: "Date Time", "timestamp [UTC]", "Duration (ms)"
         names = _CSV_QUOTED_NAME if first.lstrip().startswith('"') else _CSV_NAME
+        if not first.lstrip().startswith('"') and any(_CSV_TIME_NAME.match(h.strip()) for h in header):
+            names = _CSV_QUOTED_NAME  # an export's unquoted header with spaces: "timestamp [UTC],itemType,message"
         if len(header) >= 2 and all(names.match(h.strip()) for h in header):
             return Document(path, "csv", text=text, header=[h.strip() for h in header])
     return Document(path, "text", text=text)

@@ -347,3 +347,22 @@ def test_a_pydantic_validation_error_on_input_records_is_bad_data() -> None:
     b.log("telemetry-enricher", [(T0 + 20 * i, "error", msg) for i in range(12)])
     [f] = by_code(log_errors(b.set()), "bad_data")
     assert f.category == Category.DATA_QUALITY and "readings" in f.mechanism
+
+
+def test_an_app_insights_csv_export_with_multiline_messages_and_portal_times_is_read(tmp_path: Path) -> None:
+    (tmp_path / "union.csv").write_text(
+        "timestamp [UTC],itemType,message,severityLevel\n"
+        '"11/27/2024, 2:28:19.131 PM",exception,"This request is not authorized to perform this operation.\n'
+        'RequestId:3a3160fc\nTime:2024-11-27T14:28:19.1310000Z\nStatus: 403",Error\n'
+        '"11/27/2024, 2:29:19.131 PM",trace,"Executed \'Functions.Ingest\' (Failed)",Error\n'
+    )
+    [log] = load_bundle(tmp_path).kind("log")
+    recs = log.data["records"]
+    assert len(recs) == 2 and recs[0]["ts"] == 1732717699.131 and "not authorized" in recs[0]["msg"]
+
+
+def test_a_counter_split_by_a_failed_outcome_is_an_error_series() -> None:
+    from diagnosis.analyzers.metrics import _kind
+
+    assert _kind("Transactions", {"responsetype": "AuthorizationError"}) == "errors"
+    assert _kind("Transactions", {"responsetype": "Success"}) == "other"

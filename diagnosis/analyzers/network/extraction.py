@@ -29,6 +29,12 @@ from diagnosis.model import Finding
 # Words that follow "upstream" in messages without naming it (nginx: "upstream timed out", envoy: "upstream
 # connect error").
 _NOT_A_NAME = {
+    # fields an error prints as "Name:value" ("Time:2024-11-27T14:28:19Z", "RequestId:3a31..."): not a host:port
+    "time",
+    "date",
+    "requestid",
+    "status",
+    "errorcode",
     "terminated",
     "timed",
     "connect",
