@@ -171,6 +171,14 @@ _VERSION_LINE = re.compile(
 )
 
 
+# a deploy tool's log line: "orders-api 5.4.0 -> hosts ord-app-01..04 OK", "deployed orders-api 5.4.0",
+# "Deploying orders-api version 5.4.0", "rolled out billing@2.3.1"
+_DEPLOY_LINE = re.compile(
+    r"^(?P<name>[a-z][\w.\-]+) v?(?P<ver>\d+\.\d+\.\d+[\w.\-+]*) -> (?:hosts?|servers?|nodes?|prod|production)\b|"
+    r"\b(?:[Dd]eployed|[Dd]eploying|[Rr]eleased|[Rr]olled out) (?P<name2>[a-z][\w.\-]+)(?: version | v|@| )"
+    r"(?P<ver2>\d+\.\d+\.\d+[\w.\-+]*)"
+)
+
 # Capistrano's revisions.log: "Branch main (at 4be91c2) deployed as release 20261104130214 by jenkins"
 _CAPISTRANO = re.compile(r"\(at (?P<rev>[0-9a-f]{6,40})\) deployed as release \d{14}")
 _CAPISTRANO_APP = re.compile(r"/(?P<app>[\w.\-]+)/(?:shared/)?revisions\.log")
@@ -195,6 +203,12 @@ def _log_releases(evidence: EvidenceSet) -> list[Release]:
                     float(r["ts"]), workload, cap["rev"], EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])
                 )
                 newest = rel if newest is None or rel.ts > newest.ts else newest
+                continue
+            if (dep := _DEPLOY_LINE.search(msg)) and r.get("ts") is not None:
+                out.append(
+                    Release(float(r["ts"]), dep["name"] or dep["name2"], dep["ver"] or dep["ver2"],
+                            EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300]))
+                )  # fmt: skip
                 continue
             if "tart" not in msg and "top" not in msg and "oot" not in msg and "aunch" not in msg:
                 continue

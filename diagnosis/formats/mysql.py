@@ -183,3 +183,57 @@ def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         seen.add(key)
         lk.update(waitstart=None, transactionid=None)
         yield ctx.item(doc.path, "pg/lock", f"pid {lk['pid']} {lk['mode']} on {lk['relation']}", lk, captured)
+
+
+# --- the slow query log (`slow_query_log_file`, or `grep -A` of it) ---------------------------------------------
+# # Time: 2024-09-17T10:02:40.710106Z
+# # User@Host: orders_api[orders_api] @  [10.90.2.21]  Id: 881228
+# # Query_time: 2.710106  Lock_time: 0.000004 Rows_sent: 4  Rows_examined: 9184827
+# use orders;
+# SET timestamp=1726567358;
+# SELECT ... ;
+_SLOW_STATS = re.compile(
+    r"^# Query_time: (?P<qt>[\d.]+)\s+Lock_time: (?P<lt>[\d.]+)\s+Rows_sent: (?P<rs>\d+)\s+Rows_examined: (?P<re>\d+)"
+)
+_SLOW_USER = re.compile(r"^# User@Host: (?P<user>[^\[\s]+)\[[^\]]*\] @ (?P<host>[^\[]*)\[(?P<ip>[^\]]*)\]")
+_SLOW_TIME = re.compile(r"^# Time: (?P<t>\S+(?: \S+)?)")
+_SLOW_SET_TS = re.compile(r"^SET timestamp=(\d+);")
+
+
+def _detect_slow(doc: Document) -> bool:
+    head = doc.text[:20000]
+    return "# Query_time:" in head and "Rows_examined:" in head
+
+
+@FORMATS.format("mysql-slow-log", shapes={"text"}, detect=_detect_slow, order=38)
+def parse_slow_log(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `db/slow_queries` item: every logged statement with who ran it, when, its time and the rows it read
+    against the rows it returned (a statement reading millions to return a handful scans instead of seeking)."""
+    entries: list[dict[str, Any]] = []
+    cur: dict[str, Any] | None = None
+    user: dict[str, str] = {}
+    when: float | None = None
+    for n, raw in enumerate(doc.lines(), 1):
+        line = raw.strip()
+        if m := _SLOW_TIME.match(line):
+            when = parse_ts(m["t"])
+        elif m := _SLOW_USER.match(line):
+            user = {"user": m["user"], "client": (m["ip"] or m["host"]).strip()}
+        elif m := _SLOW_STATS.match(line):
+            cur = {
+                "query_time": float(m["qt"]), "lock_time": float(m["lt"]), "rows_sent": int(m["rs"]),
+                "rows_examined": int(m["re"]), "ts": when, "line": n, "statement": "", **user,
+            }  # fmt: skip
+            entries.append(cur)
+            user, when = {}, None
+        elif cur is not None and (m := _SLOW_SET_TS.match(line)):
+            cur["ts"] = float(m.group(1))
+        elif cur is not None and line and not line.startswith(("#", "use ", "--")) and not cur["statement"]:
+            cur["statement"] = line[:2000]
+        elif line.startswith(("[", "$")) and cur is not None:
+            cur = None  # the next command of a terminal session
+    if not entries:
+        return
+    stamps = [e["ts"] for e in entries if e["ts"] is not None]
+    data = {"entries": entries, "command": doc.command}
+    yield ctx.item(doc.path, "db/slow_queries", f"slow log {doc.path}", data, max(stamps) if stamps else None)

@@ -366,3 +366,31 @@ def test_a_counter_split_by_a_failed_outcome_is_an_error_series() -> None:
 
     assert _kind("Transactions", {"responsetype": "AuthorizationError"}) == "errors"
     assert _kind("Transactions", {"responsetype": "Success"}) == "other"
+
+
+def _slow(ts: int, user: str, examined: int, sent: int, stmt: str) -> str:
+    return (f"# User@Host: {user}[{user}] @  [10.90.2.21]  Id: 881228\n"
+            f"# Query_time: 2.710106  Lock_time: 0.000004 Rows_sent: {sent}  Rows_examined: {examined}\n"
+            f"use orders;\nSET timestamp={ts};\n{stmt}\n")  # fmt: skip
+
+
+def test_a_lookup_that_scans_the_table_after_a_release_of_its_client_is_that_release_s_defect(tmp_path: Path) -> None:
+    from diagnosis.analyzers.database import slow_queries
+
+    t = 1726567358
+    scans = "".join(
+        _slow(t + 5 * i, "orders_api", 9_180_000, 4, f"SELECT id FROM orders WHERE customer_ref = {40717311 + i};")
+        for i in range(8)
+    )
+    (tmp_path / "slow.log").write_text(scans + _slow(t, "reporting", 400_000, 12, "SELECT status FROM orders;"))
+    [f] = slow_queries(load_bundle(tmp_path))
+    assert f.code == "full_scan_query" and f.category == Category.RESOURCE_EXHAUSTION
+    (tmp_path / "deploy.log").write_text(
+        "2024-09-17T10:02:17Z orders-api 5.4.0 -> hosts ord-app-01..04 OK (ansible deploy-orders.yml)\n"
+    )
+    [f] = slow_queries(load_bundle(tmp_path))
+    assert f.code == "query_regression" and f.category == Category.CODE_DEFECT and "5.4.0" in f.title
+    (tmp_path / "slow.log").write_text(  # a batch UPDATE returns no rows by nature: not a lookup that scans
+        "".join(_slow(t + 5 * i, "reconcile", 940_000, 0, "UPDATE payments SET x = 1 WHERE id > 5;") for i in range(8))
+    )
+    assert not slow_queries(load_bundle(tmp_path))

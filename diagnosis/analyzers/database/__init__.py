@@ -33,6 +33,7 @@ from diagnosis.analyzers.database.io import _burst_balance, _cpu_credits, _io_st
 from diagnosis.analyzers.database.keyvalue import _redis
 from diagnosis.analyzers.database.search import datastore_health
 from diagnosis.analyzers.database.sessions import _app_pools, _connections, _locks
+from diagnosis.analyzers.database.slowlog import slow_queries
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Domain, Finding
 
@@ -76,4 +77,4 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     return with_aliases(out)
 
 
-__all__ = ["DB_INTERPRETED", "database", "datastore_health", "is_db_metric"]
+__all__ = ["DB_INTERPRETED", "database", "datastore_health", "is_db_metric", "slow_queries"]
