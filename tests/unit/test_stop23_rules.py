@@ -394,3 +394,28 @@ def test_a_lookup_that_scans_the_table_after_a_release_of_its_client_is_that_rel
         "".join(_slow(t + 5 * i, "reconcile", 940_000, 0, "UPDATE payments SET x = 1 WHERE id > 5;") for i in range(8))
     )
     assert not slow_queries(load_bundle(tmp_path))
+
+
+def test_two_keepalived_routers_both_master_are_a_split_brain_named_by_the_firewall_change_before_it() -> None:
+    from diagnosis.analyzers.network import vrrp_split_brain
+
+    def b_with(firewall: bool) -> list:
+        b = Builder()
+        b.log("lb-sc-1", [(T0, None, "lb-sc-1 Keepalived_vrrp[877]: (VI_SALT) Entering MASTER STATE")])
+        lines = (
+            [(T0 + 7 * 86400 - 3, None, "lb-sc-2 systemd[1]: Reloaded nftables.service - nftables.")]
+            if firewall
+            else []
+        )
+        lines.append((T0 + 7 * 86400, None, "lb-sc-2 Keepalived_vrrp[921]: (VI_SALT) Entering MASTER STATE"))
+        b.log("lb-sc-2", lines)
+        return vrrp_split_brain(b.set())
+
+    [f] = b_with(True)
+    assert f.category == Category.CONFIGURATION_ERROR and "lb-sc-1, lb-sc-2" in f.title
+    [f] = b_with(False)
+    assert f.category == Category.INFRASTRUCTURE
+    b = Builder()  # one MASTER, one BACKUP: a working pair
+    b.log("lb", [(T0, None, "lb-1 Keepalived_vrrp[8]: (VI_1) Entering MASTER STATE"),
+                 (T0 + 1, None, "lb-2 Keepalived_vrrp[9]: (VI_1) Entering BACKUP STATE")])  # fmt: skip
+    assert not vrrp_split_brain(b.set())

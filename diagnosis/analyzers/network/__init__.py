@@ -64,6 +64,7 @@ from diagnosis.analyzers.network.upstreams import (
     _demoted,
     _with_provider_status,
 )
+from diagnosis.analyzers.network.vrrp import vrrp_split_brain
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Domain, Finding
 
@@ -164,4 +165,5 @@ __all__ = [
     "own_rate_limits",
     "packet_loss",
     "policy_drops",
+    "vrrp_split_brain",
 ]
