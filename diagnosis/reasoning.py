@@ -44,6 +44,7 @@ PLANNED_WORK = "planned_work"  # the code of a benign finding that announces pla
 STANDALONE_SCORE = 0.5  # a cause candidate below this needs an observed symptom it explains to stand
 INDEPENDENT_SCORE = 0.55  # an unrelated hypothesis at least this strong is a second fault, not an alternative
 MIN_RANK = 0.4  # below this the best hypothesis does not decide: unknown
+FAINT_SYMPTOM = 0.35  # a symptom this weak (a few error lines) does not make a bundle failing on its own
 TIME_SLACK_S = 300.0  # clocks and export granularity: a cause may appear to start this much after its symptom
 # failures that begin this long after a rollout are not its doing: the new version served fine in between
 DEPLOY_EFFECT_WINDOW_S = 2 * 3600
@@ -743,6 +744,10 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
         else:
             seen_objects = [f for f in active if f.role == SYMPTOM]
             seen_objects += [h.lead for h in hypotheses if h.lead.category == Category.UNKNOWN and h.strength >= 0.5]
+            if seen_objects and all(f.score < FAINT_SYMPTOM and not _is_alert(f) for f in seen_objects):
+                # only faint signals (a handful of error lines, a blip): nothing an operator would call failing
+                benign = benign + seen_objects
+                seen_objects = []
             if not seen_objects:  # nothing failing; at most weak candidates that explain nothing
                 signals = _benign_signals(benign)
                 benign_note = "; benign: " + "; ".join(signals[:4]) if signals else ""

@@ -419,3 +419,16 @@ def test_two_keepalived_routers_both_master_are_a_split_brain_named_by_the_firew
     b.log("lb", [(T0, None, "lb-1 Keepalived_vrrp[8]: (VI_1) Entering MASTER STATE"),
                  (T0 + 1, None, "lb-2 Keepalived_vrrp[9]: (VI_1) Entering BACKUP STATE")])  # fmt: skip
     assert not vrrp_split_brain(b.set())
+
+
+def test_a_bundle_whose_only_signals_are_faint_is_healthy_and_an_alert_firing_is_not_faint() -> None:
+    b = Builder()
+    b.log("cert-manager", [(T0, "error", "propagation check failed: wrong status code '404'"),
+                           (T0 + 10, "error", "propagation check failed: wrong status code '404'")])  # fmt: skip
+    b.log("giftcards-api", [(T0 + 60 * i, "info", "GET /healthz 200") for i in range(30)])
+    d = investigate(b.set())
+    assert d.category == Category.HEALTHY, d.text
+    b.raw("alert", "alert/GiftcardsDown", {"status": "firing", "labels": {"alertname": "GiftcardsDown",
+          "severity": "critical", "service": "giftcards-api"}, "annotations": {"summary": "giftcards down"},
+          "startsAt": T0 + 1700}, ts=T0 + 1700)  # fmt: skip
+    assert investigate(b.set()).category != Category.HEALTHY
