@@ -31,6 +31,7 @@ ANALYZER_MODULES = (
     "balancers",
     "runtime",
     "secrets",
+    "spans",
     "logs",
 )
 _loaded = False

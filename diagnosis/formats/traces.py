@@ -27,9 +27,12 @@ from diagnosis.model import EvidenceItem
 
 
 class _Span:
-    __slots__ = ("attrs", "duration_ms", "error", "kind", "name", "resource", "start")
+    __slots__ = ("attrs", "duration_ms", "error", "id", "kind", "name", "parent", "resource", "start", "trace")
 
     def __init__(self) -> None:
+        self.trace = ""  # trace id
+        self.id = ""  # span id
+        self.parent = ""  # parent span id ("" for a root)
         self.name = ""
         self.start: float | None = None  # unix seconds
         self.duration_ms: float | None = None
@@ -79,11 +82,22 @@ def _record(span: _Span, n: int) -> Record:
 def _emit(doc: Document, ctx: ParseContext, spans: list[_Span], export: str) -> Iterator[EvidenceItem]:
     groups: dict[str, list[Record]] = defaultdict(list)
     sources: dict[str, dict[str, Any]] = {}
+    tree: list[list[Any]] = []
     for n, span in enumerate(spans, 1):
         obj, source = object_of(span.resource, "traces", doc)
         sources.setdefault(obj, source)
         groups[obj].append(_record(span, n))
+        if span.trace and span.id and span.duration_ms is not None:
+            service = str(span.resource.get("service_name") or obj.rsplit("/", 1)[-1])
+            tree.append(
+                [span.trace, span.id, span.parent, service, span.name, span.duration_ms, span.error is not None]
+            )
     yield from emit_groups(doc, ctx, groups, sources, export)
+    if tree:  # the call tree itself, for where the time of a slow request is spent
+        starts = [s.start for s in spans if s.start is not None]
+        fields = ["trace", "span", "parent", "service", "operation", "duration_ms", "error"]
+        yield ctx.item(doc.path, "trace/spans", f"traces {doc.path}", {"fields": fields, "spans": tree},
+                       max(starts) if starts else None)  # fmt: skip
 
 
 def _labels(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -146,6 +160,15 @@ def parse_jaeger(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             s.resource = _labels(_tags(proc.get("tags"))) | {"service_name": proc.get("serviceName")}
             s.attrs = _tags(raw.get("tags"))
             s.name = str(raw.get("operationName") or "")
+            s.trace, s.id = str(raw.get("traceID") or trace.get("traceID") or ""), str(raw.get("spanID") or "")
+            s.parent = next(
+                (
+                    str(r.get("spanID"))
+                    for r in raw.get("references") or ()
+                    if isinstance(r, dict) and r.get("refType") in ("CHILD_OF", None) and r.get("spanID")
+                ),
+                "",
+            )
             s.kind = str(s.attrs.get("span.kind") or "")
             s.start = raw["startTime"] / 1e6 if isinstance(raw.get("startTime"), int | float) else None
             s.duration_ms = raw["duration"] / 1e3 if isinstance(raw.get("duration"), int | float) else None
@@ -199,6 +222,7 @@ def _otlp_span(raw: dict[str, Any], resource: dict[str, Any]) -> _Span:
     s.resource = resource
     s.attrs = _attrs(raw.get("attributes"))
     s.name = str(raw.get("name") or "")
+    s.trace, s.id, s.parent = (str(raw.get(k) or "") for k in ("traceId", "spanId", "parentSpanId"))
     kind = raw.get("kind")
     s.kind = _OTLP_KINDS.get(kind, "") if isinstance(kind, int) else str(kind or "").removeprefix("SPAN_KIND_").lower()
     s.start, end = _nanos(raw.get("startTimeUnixNano")), _nanos(raw.get("endTimeUnixNano"))
@@ -316,6 +340,7 @@ def parse_zipkin(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         remote = _dict(raw.get("remoteEndpoint"))
         s.attrs = dict(tags) | ({"peer.service": remote["serviceName"]} if remote.get("serviceName") else {})
         s.name = str(raw.get("name") or "")
+        s.trace, s.id, s.parent = (str(raw.get(k) or "") for k in ("traceId", "id", "parentId"))
         s.kind = str(raw.get("kind") or "").lower()
         s.start = raw["timestamp"] / 1e6 if isinstance(raw.get("timestamp"), int | float) else None
         s.duration_ms = raw["duration"] / 1e3 if isinstance(raw.get("duration"), int | float) else None

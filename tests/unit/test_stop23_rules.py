@@ -432,3 +432,36 @@ def test_a_bundle_whose_only_signals_are_faint_is_healthy_and_an_alert_firing_is
           "severity": "critical", "service": "giftcards-api"}, "annotations": {"summary": "giftcards down"},
           "startsAt": T0 + 1700}, ts=T0 + 1700)  # fmt: skip
     assert investigate(b.set()).category != Category.HEALTHY
+
+
+def _jaeger(spans: list[tuple[str, str, str, str, str, float]]) -> dict:
+    procs = {svc: {"serviceName": svc, "tags": []} for _, _, _, svc, _, _ in spans}
+    out = []
+    for trace, sid, parent, svc, op, ms in spans:
+        refs = [{"refType": "CHILD_OF", "traceID": trace, "spanID": parent}] if parent else []
+        out.append({"traceID": trace, "spanID": sid, "operationName": op, "references": refs,
+                    "startTime": 1_700_000_000_000_000, "duration": int(ms * 1000), "tags": [], "logs": [],
+                    "processID": svc})  # fmt: skip
+    return {"data": [{"traceID": t, "spans": [s for s in out if s["traceID"] == t], "processes": procs}
+                     for t in sorted({s[0] for s in spans})]}  # fmt: skip
+
+
+def test_the_service_that_holds_most_of_the_traced_time_is_where_the_slowness_is(tmp_path: Path) -> None:
+    import json
+
+    from diagnosis.analyzers.spans import trace_hotspots
+
+    spans = []
+    for t in ("t1", "t2"):
+        spans += [(t, f"{t}a", "", "frontend", "GET /", 900.0), (t, f"{t}b", f"{t}a", "frontend", "Convert", 880.0),
+                  (t, f"{t}c", f"{t}b", "currency", "Convert", 878.0),
+                  (t, f"{t}d", f"{t}a", "cart", "Get", 5.0)]  # fmt: skip
+    (tmp_path / "traces.json").write_text(json.dumps(_jaeger(spans)))
+    [f] = trace_hotspots(load_bundle(tmp_path))
+    assert f.object == "service currency" and f.code == "latency"
+    # the callee answers fast but its caller's client span is long (and one call never reached it): the network
+    spans = [("t1", "a", "", "search", "Nearby", 1828.0), ("t1", "b", "a", "geo", "Nearby", 2.0),
+             ("t2", "c", "", "search", "Nearby", 2500.0)]  # fmt: skip
+    (tmp_path / "traces.json").write_text(json.dumps(_jaeger(spans)))
+    [f] = trace_hotspots(load_bundle(tmp_path))
+    assert f.object == "calls from search to geo"

@@ -1,0 +1,107 @@
+"""Where the time of traced requests goes: each span's own time (its duration less its children's), summed per
+service over every trace. When one service holds most of it, the slowness is inside that service, whatever its
+callers' latency alerts say; time between a client span and the server span it called is the network's (or the
+caller's queue) on the way to that callee."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Category, Domain, EvidenceRef, Finding
+
+HOTSPOT_SHARE = 0.5  # of all own time in the traces
+HOTSPOT_LEAD = 3.0  # and this many times the next service's
+MIN_TRACES = 2
+MIN_OWN_MS = 200.0  # a hotspot of a few milliseconds is no slowness
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"trace/spans"})
+def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
+    own: dict[str, float] = defaultdict(float)
+    traces: set[str] = set()
+    refs: dict[str, EvidenceRef] = {}
+    for item in evidence.kind("trace/spans"):
+        by_trace: dict[str, list[list]] = defaultdict(list)
+        for span in item.data.get("spans") or ():
+            by_trace[str(span[0])].append(span)
+        # which service an operation calls, learnt where its server span was recorded: a call that timed out
+        # before the callee answered (or ever saw it) has no child, and its time is still spent on the way there
+        calls: dict[tuple[str, str], str] = {}
+        for spans in by_trace.values():
+            ids = {str(x[1]): x for x in spans}
+            for x in spans:
+                parent = ids.get(str(x[2])) if x[2] else None
+                if parent is not None and str(parent[3]) != str(x[3]):
+                    calls.setdefault((str(parent[3]), str(parent[4])), str(x[3]))
+        for trace, spans in by_trace.items():
+            traces.add(trace)
+            ids = {str(s[1]): s for s in spans}
+            children: dict[str, list[list]] = defaultdict(list)
+            for s in spans:
+                if s[2] and str(s[2]) in ids:
+                    children[str(s[2])].append(s)
+            for i, s in enumerate(spans):
+                kids = children.get(str(s[1]), [])
+                mine = max(0.0, float(s[5]) - sum(float(k[5]) for k in kids))
+                # a client span whose child is the callee's server span: what is left is the way there and back
+                callee = {str(k[3]) for k in kids if str(k[3]) != str(s[3])}
+                if not kids and (str(s[3]), str(s[4])) in calls:
+                    callee = {calls[(str(s[3]), str(s[4]))]}
+                key = f"network from {s[3]} to {sorted(callee)[0]}" if callee else str(s[3])
+                own[key] += mine
+                refs.setdefault(key, EvidenceRef(item=item.id, field=f"spans.{i}.duration_ms", value=s[5]))
+    total = sum(own.values())
+    if (len(traces) < MIN_TRACES and total < 5 * MIN_OWN_MS) or not own or total <= 0:
+        return []
+    ranked = sorted(own.items(), key=lambda kv: kv[1], reverse=True)
+    (top, top_ms), rest = ranked[0], ranked[1:]
+    second = rest[0][1] if rest else 0.0
+    if top_ms < HOTSPOT_SHARE * total or top_ms < HOTSPOT_LEAD * second or top_ms < MIN_OWN_MS:
+        return []
+    share = top_ms / total
+    if top.startswith("network from "):
+        caller, callee = top.removeprefix("network from ").split(" to ", 1)
+        return [
+            Finding(
+                analyzer="trace_hotspots",
+                domain=Domain.NETWORK,
+                role="symptom",
+                code="latency",
+                category=Category.UNKNOWN,
+                title=f"traced requests spend {share:.0%} of their time between {caller} and {callee}",
+                mechanism=(
+                    f"across {len(traces)} trace(s), {share:.0%} of the requests' own time ({top_ms:,.0f} ms) lies "
+                    f"between {caller}'s client spans and {callee}'s server spans: the network on the way to {callee} "
+                    f"(loss, retransmits, delay) or {caller}'s own queue, not {callee}'s handling"
+                ),
+                object=f"calls from {caller} to {callee}",
+                score=0.6,
+                tags=[f"service:{caller}", f"upstream:{callee}"],
+                evidence=[refs[top]],
+                needs=[
+                    f"the network path from {caller} to {callee}: packet loss, retransmits (ss -ti), interface drops"
+                ],
+            )
+        ]
+    return [
+        Finding(
+            analyzer="trace_hotspots",
+            domain=Domain.NETWORK,
+            role="symptom",
+            code="latency",
+            category=Category.UNKNOWN,
+            title=f"{top} holds {share:.0%} of the traced requests' time",
+            mechanism=(
+                f"across {len(traces)} trace(s), {top}'s own spans (less the calls they make) take {share:.0%} of the "
+                f"requests' time ({top_ms:,.0f} ms, the next service {second:,.0f} ms): the slowness is inside {top}, "
+                "and its callers' latency follows from it"
+            ),
+            object=f"service {top}",
+            score=0.6,
+            tags=[f"service:{top}"],
+            evidence=[refs[top]],
+            needs=[f"{top}'s own CPU against its limit, memory and GC, its logs, and the spans of what it calls"],
+        )
+    ]
