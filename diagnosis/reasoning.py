@@ -510,6 +510,17 @@ def _stands(h: Hypothesis, question: str | None = None) -> bool:
     return any(len(n) >= 3 and n in words for n in h.names)
 
 
+PLANNED_ALERT_WINDOW_S = 6 * 3600  # alerts that began within this long after planned work started are its own
+
+
+def _alerts_of_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
+    """Whether every unexplained signal is an alert that began after planned work started, within its window."""
+    starts = [f.ts for f in benign if f.code == PLANNED_WORK and f.ts is not None]
+    if not starts or not all(_is_alert(f) for f in seen):
+        return False
+    return all(f.ts is not None and any(0 <= f.ts - t <= PLANNED_ALERT_WINDOW_S for t in starts) for f in seen)
+
+
 def _forecast_beside_failures(h: Hypothesis, unexplained: list[Finding]) -> bool:
     """A trend that has not reached its limit yet (memory that would run out in three hours) explains nothing that
     already failed: beside failures it does not explain (a process killed, a task that died) it is a forecast to
@@ -746,6 +757,10 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
             seen_objects += [h.lead for h in hypotheses if h.lead.category == Category.UNKNOWN and h.strength >= 0.5]
             if seen_objects and all(f.score < FAINT_SYMPTOM and not _is_alert(f) for f in seen_objects):
                 # only faint signals (a handful of error lines, a blip): nothing an operator would call failing
+                benign = benign + seen_objects
+                seen_objects = []
+            if seen_objects and _alerts_of_planned_work(seen_objects, benign):
+                # alerts that began with planned work (a scan, a migration), and nothing else failing: its noise
                 benign = benign + seen_objects
                 seen_objects = []
             if not seen_objects:  # nothing failing; at most weak candidates that explain nothing

@@ -465,3 +465,26 @@ def test_the_service_that_holds_most_of_the_traced_time_is_where_the_slowness_is
     (tmp_path / "traces.json").write_text(json.dumps(_jaeger(spans)))
     [f] = trace_hotspots(load_bundle(tmp_path))
     assert f.object == "calls from search to geo"
+
+
+def test_alerts_that_began_with_planned_work_and_nothing_else_failing_are_its_noise() -> None:
+    from diagnosis.model import EvidenceRef, Finding
+    from diagnosis.reasoning import reason
+
+    b = Builder()
+    mon = b.raw("alert", "monitor/1", {"status": "firing"}, ts=T0)
+    chg = b.raw("change", "CHG1", {"state": "Implement"}, ts=T0)
+    ev = b.set()
+
+    def alert(ts: float) -> Finding:
+        return Finding(analyzer="alerts", domain="alerts", role="symptom", code="alert:LogVolumeHigh",
+                       category=Category.UNKNOWN, title="monitor LogVolumeHigh in Alert", mechanism="log volume high",
+                       object="monitor/1", score=0.7, ts=ts, tags=["service:accounts-api"],
+                       evidence=[EvidenceRef(item=mon, field="status", value="firing")])  # fmt: skip
+
+    planned = Finding(analyzer="changes", domain="changes", role="benign", code="planned_work",
+                      category=Category.HEALTHY, title="planned work: vulnerability scan", object="CHG1",
+                      mechanism="planned work at T0: vulnerability scan", score=0.2, ts=T0,
+                      evidence=[EvidenceRef(item=chg, field="state", value="Implement")])  # fmt: skip
+    assert reason([planned, alert(T0 + 1800)], ev).category == Category.HEALTHY
+    assert reason([planned, alert(T0 - 1800)], ev).category == Category.UNKNOWN  # it began before the work
