@@ -179,6 +179,8 @@ _DEPLOY_LINE = re.compile(
     r"(?P<ver2>\d+\.\d+\.\d+[\w.\-+]*)"
 )
 
+_LAMBDA_START = re.compile(r"^START RequestId: \S+ Version: (?P<ver>\S+)")
+
 # Capistrano's revisions.log: "Branch main (at 4be91c2) deployed as release 20261104130214 by jenkins"
 _CAPISTRANO = re.compile(r"\(at (?P<rev>[0-9a-f]{6,40})\) deployed as release \d{14}")
 _CAPISTRANO_APP = re.compile(r"/(?P<app>[\w.\-]+)/(?:shared/)?revisions\.log")
@@ -209,6 +211,14 @@ def _log_releases(evidence: EvidenceSet) -> list[Release]:
                     Release(float(r["ts"]), dep["name"] or dep["name2"], dep["ver"] or dep["ver2"],
                             EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300]))
                 )  # fmt: skip
+                continue
+            if msg.startswith("START RequestId:") and (lv := _LAMBDA_START.search(msg)) and r.get("ts") is not None:
+                # a Lambda invocation names the function version it ran: a new version is a release
+                workload = item.object.removeprefix("lambda/")
+                if last.get(workload) not in (None, lv["ver"]):
+                    out.append(Release(float(r["ts"]), workload, f"version {lv['ver']}",
+                                       EvidenceRef(item=item.id, line=r.get("line"), value=msg[:200])))  # fmt: skip
+                last[workload] = lv["ver"]
                 continue
             if "tart" not in msg and "top" not in msg and "oot" not in msg and "aunch" not in msg:
                 continue

@@ -83,8 +83,9 @@ def _stream_object(group: str | None, stream: str | None, function: str | None, 
     """A Lambda stream is one instance of its function: the function speaks; other streams speak for themselves."""
     if group and group.startswith("/aws/lambda/"):
         return f"lambda/{group.removeprefix('/aws/lambda/')}"
-    if function and stream and _LAMBDA_STREAM.match(stream):
-        return f"lambda/{function}"
+    if stream and _LAMBDA_STREAM.match(stream):
+        # one function's execution environments; unnamed, the export itself stands for the function
+        return f"lambda/{function or doc.stem}"
     if stream:
         return f"cloudwatch/{stream}"
     return f"cloudwatch/{group}" if group else doc.path

@@ -488,3 +488,23 @@ def test_alerts_that_began_with_planned_work_and_nothing_else_failing_are_its_no
                       evidence=[EvidenceRef(item=chg, field="state", value="Implement")])  # fmt: skip
     assert reason([planned, alert(T0 + 1800)], ev).category == Category.HEALTHY
     assert reason([planned, alert(T0 - 1800)], ev).category == Category.UNKNOWN  # it began before the work
+
+
+def test_lambda_streams_are_one_function_and_a_new_version_in_its_start_lines_is_a_release(tmp_path: Path) -> None:
+    import json
+
+    from diagnosis.analyzers.regressions import releases
+
+    def event(stream: str, ms: int, msg: str) -> dict:
+        return {"logStreamName": stream, "timestamp": ms, "message": msg, "ingestionTime": ms + 500}
+
+    t = 1726664164118
+    old, new = "2024/09/18/[22]83f8f653321227ef946876d612de9819", "2024/09/18/[23]07e3af30387aab51b1ab3b9e9eb18a8c"
+    events = [event(old, t, "START RequestId: a Version: 22\n"),
+              event(new, t + 600_000, "START RequestId: b Version: 23\n"),
+              event(new, t + 600_100, "[ERROR] NoSuchKey: x\n")]  # fmt: skip
+    (tmp_path / "thumbnailer.json").write_text(json.dumps({"events": events, "searchedLogStreams": []}))
+    ev = load_bundle(tmp_path)
+    assert [i.object for i in ev.kind("log")] == ["lambda/thumbnailer"]
+    [r] = releases(ev)
+    assert r.version == "version 23" and r.ts == (t + 600_000) / 1000
