@@ -511,14 +511,21 @@ def _stands(h: Hypothesis, question: str | None = None) -> bool:
 
 
 PLANNED_ALERT_WINDOW_S = 6 * 3600  # alerts that began within this long after planned work started are its own
+# a change record's newest line may be the work's end ("Implemented - awaiting closure"): alerts from up to this
+# long before it began during the work's window
+PLANNED_ALERT_BEFORE_S = 2 * 3600
 
 
 def _alerts_of_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
-    """Whether every unexplained signal is an alert that began after planned work started, within its window."""
+    """Whether every unexplained signal is an alert that began with planned work (from two hours before its newest
+    announcement, which may be its end, to six hours after)."""
     starts = [f.ts for f in benign if f.code == PLANNED_WORK and f.ts is not None]
     if not starts or not all(_is_alert(f) for f in seen):
         return False
-    return all(f.ts is not None and any(0 <= f.ts - t <= PLANNED_ALERT_WINDOW_S for t in starts) for f in seen)
+    return all(
+        f.ts is not None and any(-PLANNED_ALERT_BEFORE_S <= f.ts - t <= PLANNED_ALERT_WINDOW_S for t in starts)
+        for f in seen
+    )
 
 
 def _forecast_beside_failures(h: Hypothesis, unexplained: list[Finding]) -> bool:

@@ -487,7 +487,7 @@ def test_alerts_that_began_with_planned_work_and_nothing_else_failing_are_its_no
                       mechanism="planned work at T0: vulnerability scan", score=0.2, ts=T0,
                       evidence=[EvidenceRef(item=chg, field="state", value="Implement")])  # fmt: skip
     assert reason([planned, alert(T0 + 1800)], ev).category == Category.HEALTHY
-    assert reason([planned, alert(T0 - 1800)], ev).category == Category.UNKNOWN  # it began before the work
+    assert reason([planned, alert(T0 - 3 * 3600)], ev).category == Category.UNKNOWN  # it began long before the work
 
 
 def test_lambda_streams_are_one_function_and_a_new_version_in_its_start_lines_is_a_release(tmp_path: Path) -> None:
