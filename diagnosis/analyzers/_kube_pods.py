@@ -511,20 +511,17 @@ class PodReader:
         failing = {"BackOff", "OOMKilling", "OOMKilled", "Killing", "Unhealthy"}
         # a container started again and again ("Started", count 7) began restarting at that event's first time
         again = {"Started", "Created", "Pulled"}
-        first = min(
-            (
-                parse_ts(e.data.get("first_ts")) or event_ts(e) or float("inf")
-                for e in self.events
-                if self.idx.recent(event_ts(e))
-                and (
-                    str(e.data.get("reason") or "") in failing
-                    or (str(e.data.get("reason") or "") in again and _event_count(e) > 1)
-                )
-            ),
-            default=float("inf"),
-        )
-        first = first if first != float("inf") else None
-        return min(t for t in (first, finished) if t is not None) if first or finished else None
+        began = [
+            parse_ts(e.data.get("first_ts")) or event_ts(e)
+            for e in self.events
+            if self.idx.recent(event_ts(e))
+            and (
+                str(e.data.get("reason") or "") in failing
+                or (str(e.data.get("reason") or "") in again and _event_count(e) > 1)
+            )
+        ]
+        times = [t for t in (*began, finished) if t is not None]
+        return min(times) if times else None
 
     def _oom_events(self, cname: str) -> list[EvidenceItem]:
         return [
@@ -879,7 +876,7 @@ class PodReader:
                 code, why = "probe_refused", "nothing listens on the probed port"
         elif re.search(r"timeout|deadline exceeded|timed out", msg, re.I):
             timeout = int(probe.get("timeoutSeconds") or 1)
-            if count <= 2 and kind == "Readiness":
+            if count <= 2 and kind == "Readiness" and not self._unready_now():
                 # one or two slow answers to a readiness probe (a GC pause, a node busy for a moment) took the pod
                 # out of rotation for a probe period: a blip, not a misconfigured probe
                 code, category, score, role = "probe_blip", Category.HEALTHY, 0.2, BENIGN

@@ -1010,9 +1010,8 @@ def container_cpu_at_limit(evidence: EvidenceSet) -> list[Finding]:
             continue
         if _THROTTLED.search(name) or _PERIODS.search(name) or _LIMIT.search(name) or _PERCENT.search(name):
             continue
-        pts = points_of(m.data.get("points"))
-        if name.endswith("_total"):
-            pts = counter_rate(pts)
+        raw = points_of(m.data.get("points"))
+        pts = counter_rate(raw) if name.endswith("_total") else raw
         if len(pts) < 6:
             continue
         limit_text, limit_ref = _cpu_limit(evidence, ns, pod, container)
@@ -1055,7 +1054,7 @@ def container_cpu_at_limit(evidence: EvidenceSet) -> list[Finding]:
                     "alert:*",
                 ],
                 evidence=[
-                    EvidenceRef(item=m.id, field=f"points.{len(pts) - 1}", value=round(pts[-1][1], 4)),
+                    EvidenceRef(item=m.id, field=f"points.{len(raw) - 1}", value=round(raw[-1][1], 4)),
                     limit_ref,
                 ],
                 actions=[

@@ -257,7 +257,7 @@ def parse_metric_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
         ts = parse_ts(row.get(tcol))
         if ncol and vcol:
             name, labels = _series_of_header(row.get(ncol) or doc.stem, doc.stem)
-            extra = {h.strip(): (row.get(h) or "").strip() for h in headers if _csv_value(row.get(h)) is None}
+            extra = {h.strip(): (row.get(h) or "").strip() for h in headers}  # every other column is a label
             add(name, {**{k: v for k, v in extra.items() if v}, **labels}, ts, row.get(vcol))
         else:
             for h, (name, labels) in headers.items():
