@@ -142,13 +142,13 @@ def _pod_releases(evidence: EvidenceSet) -> list[Release]:
         meta = pod.data.get("metadata") or {}
         name = str(meta.get("name") or "")
         seen(name)
-        m = _DEPLOYMENT_POD.match(name)
+        pm = _DEPLOYMENT_POD.match(name)
         ts = parse_ts(meta.get("creationTimestamp"))
-        if m is None or ts is None:
+        if pm is None or ts is None:
             continue
-        sets = first.setdefault(m["base"], {})
-        if m["hash"] not in sets or ts < sets[m["hash"]][0]:
-            sets[m["hash"]] = (ts, pod)
+        sets = first.setdefault(pm["base"], {})
+        if pm["hash"] not in sets or ts < sets[pm["hash"]][0]:
+            sets[pm["hash"]] = (ts, pod)
     out: list[Release] = []
     for base, sets in first.items():
         if len(hashes.get(base, ())) < 2:

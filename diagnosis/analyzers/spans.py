@@ -46,10 +46,10 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
                 kids = children.get(str(s[1]), [])
                 mine = max(0.0, float(s[5]) - sum(float(k[5]) for k in kids))
                 # a client span whose child is the callee's server span: what is left is the way there and back
-                callee = {str(k[3]) for k in kids if str(k[3]) != str(s[3])}
+                callees = {str(k[3]) for k in kids if str(k[3]) != str(s[3])}
                 if not kids and (str(s[3]), str(s[4])) in calls:
-                    callee = {calls[(str(s[3]), str(s[4]))]}
-                key = f"network from {s[3]} to {sorted(callee)[0]}" if callee else str(s[3])
+                    callees = {calls[(str(s[3]), str(s[4]))]}
+                key = f"network from {s[3]} to {sorted(callees)[0]}" if callees else str(s[3])
                 own[key] += mine
                 refs.setdefault(key, EvidenceRef(item=item.id, field=f"spans.{i}.duration_ms", value=s[5]))
     total = sum(own.values())

@@ -102,7 +102,7 @@ def shard_allocation(evidence: EvidenceSet) -> list[Finding]:
         d = item.data
         if d.get("can_allocate") not in ("no", "throttled", "") or not d.get("decisions"):
             continue
-        by_decider: dict[str, list[tuple[int, str, str]]] = {}
+        by_decider: dict[str, list[tuple[int, int, str]]] = {}
         for i, n in enumerate(d["decisions"]):
             for j, x in enumerate(n.get("deciders") or ()):
                 if x.get("decision") == "NO" and x.get("decider") != "same_shard":
@@ -113,9 +113,9 @@ def shard_allocation(evidence: EvidenceSet) -> list[Finding]:
         disk = by_decider.get("disk_threshold", [])
         kind = "primary" if d.get("primary") else "replica"
         shard = f"{kind} shard {d.get('index')}[{d.get('shard')}]"
-        nodes = sorted({n for rows in by_decider.values() for _, _, n in rows})
+        nodes = sorted({node for refused in by_decider.values() for _, _, node in refused})
         tags = [f"index:{d.get('index')}", *(f"node:{n}" for n in nodes)]
-        tags += [f"node:{n.get('node_id')}" for n in d["decisions"] if n.get("node_id")]
+        tags += [f"node:{dec.get('node_id')}" for dec in d["decisions"] if dec.get("node_id")]
         base: dict[str, Any] = {"analyzer": "shard_allocation", "domain": Domain.DATABASE, "ts": item.ts, "tags": tags}
         if setting is not None:
             rows = by_decider[setting]
