@@ -960,30 +960,14 @@ def cpu_throttling(evidence: EvidenceSet) -> list[Finding]:
                 score=0.8,
                 ts=since,
                 tags=[f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"],
-                explains=[
-                    "latency",
-                    "http_5xx",
-                    "errors",
-                    "upstream_timeout",
-                    "probe_*",
-                    "pod_restarts",
-                    "cpu_high",
-                    "metric_shift",
-                    "backlog",
-                    "queue_backlog",
-                ],
+                explains=[*_CAPPED_EFFECTS, "pod_restarts"],
                 evidence=refs,
                 actions=[
                     Action(
                         description="CPU use against the limit, per container",
                         command=f"kubectl top pod {pod} -n {ns} --containers",
                     ),
-                    Action(
-                        description="Raise the CPU limit (or remove it and keep the request)",
-                        command=f"kubectl set resources deployment/{workload_of_pod(pod)} -n {ns} "
-                        f"{'-c ' + container + ' ' if container else ''}--limits=cpu=<more>",
-                        kind="write",
-                    ),
+                    _raise_cpu_limit(ns, pod, container),
                 ],
             )
         )
@@ -1041,18 +1025,7 @@ def container_cpu_at_limit(evidence: EvidenceSet) -> list[Finding]:
                 score=0.75,
                 ts=since,
                 tags=[f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"],
-                explains=[
-                    "latency",
-                    "http_5xx",
-                    "errors",
-                    "upstream_timeout",
-                    "probe_*",
-                    "cpu_high",
-                    "metric_shift",
-                    "backlog",
-                    "queue_backlog",
-                    "alert:*",
-                ],
+                explains=[*_CAPPED_EFFECTS, "alert:*"],
                 evidence=[
                     EvidenceRef(item=m.id, field=f"points.{len(raw) - 1}", value=round(raw[-1][1], 4)),
                     limit_ref,
@@ -1063,16 +1036,25 @@ def container_cpu_at_limit(evidence: EvidenceSet) -> list[Finding]:
                         command=f"kubectl top pod {pod} -n {ns} --containers; kubectl exec -n {ns} {pod} "
                         f"{'-c ' + container + ' ' if container else ''}-- ps -eo pid,etime,pcpu,args",
                     ),
-                    Action(
-                        description="Raise the CPU limit (or remove it and keep the request)",
-                        command=f"kubectl set resources deployment/{workload_of_pod(pod)} -n {ns} "
-                        f"{'-c ' + container + ' ' if container else ''}--limits=cpu=<more>",
-                        kind="write",
-                    ),
+                    _raise_cpu_limit(ns, pod, container),
                 ],
             )
         )
     return with_aliases(out)
+
+
+# what a container capped by its CPU quota explains: its own slowness and its callers'
+_CAPPED_EFFECTS = ["latency", "http_5xx", "errors", "upstream_timeout", "probe_*", "cpu_high", "metric_shift",
+                   "backlog", "queue_backlog"]  # fmt: skip
+
+
+def _raise_cpu_limit(ns: str, pod: str, container: str) -> Action:
+    return Action(
+        description="Raise the CPU limit (or remove it and keep the request)",
+        command=f"kubectl set resources deployment/{workload_of_pod(pod)} -n {ns} "
+        f"{'-c ' + container + ' ' if container else ''}--limits=cpu=<more>",
+        kind="write",
+    )
 
 
 def _pod_key(m: EvidenceItem) -> tuple[str, str, str]:

@@ -88,6 +88,9 @@ _SETTING_DECIDERS = {
     "shards_limit": "a shards-per-node limit (index.routing.allocation.total_shards_per_node)",
     "node_shutdown": "a node shutdown registration",
 }
+# what a shard with nowhere to go explains: the cluster red, its clients' failures, the full disks beside it
+_SHARDLESS_EFFECTS = ["errors", "http_5xx", "latency", "upstream_5xx", "exception", "search_cluster_*",
+                      "broker_resource_alarm", "disk_*", "storage_*", "alert:*"]  # fmt: skip
 _SETTING_NAME = re.compile(r"\[((?:cluster|index)\.routing\.allocation\.[\w.]+)(?:=([^\]]*))?\]")
 
 
@@ -143,18 +146,7 @@ def shard_allocation(evidence: EvidenceSet) -> list[Finding]:
                         + "."
                     ),
                     object=f"{setting} setting for {shard}",
-                    explains=[
-                        "errors",
-                        "http_5xx",
-                        "latency",
-                        "upstream_5xx",
-                        "exception",
-                        "search_cluster_*",
-                        "broker_resource_alarm",
-                        "disk_*",
-                        "storage_*",
-                        "alert:*",
-                    ],
+                    explains=_SHARDLESS_EFFECTS,
                     evidence=[
                         EvidenceRef(item=item.id, field=f"decisions.{i}.deciders.{j}.explanation", value=text[:200]),
                         *(
@@ -197,17 +189,7 @@ def shard_allocation(evidence: EvidenceSet) -> list[Finding]:
                     mechanism=f"the {shard} cannot be allocated: every data node ({len(disk)}) is above the disk "
                     f"high watermark ('{text[:160]}'): the cluster is out of disk.",
                     object=f"disk of the data nodes for {shard}",
-                    explains=[
-                        "errors",
-                        "http_5xx",
-                        "latency",
-                        "upstream_5xx",
-                        "exception",
-                        "search_cluster_*",
-                        "broker_resource_alarm",
-                        "disk_*",
-                        "alert:*",
-                    ],
+                    explains=_SHARDLESS_EFFECTS,
                     evidence=[
                         EvidenceRef(item=item.id, field=f"decisions.{i}.deciders.{j}.explanation", value=text[:200])
                     ],

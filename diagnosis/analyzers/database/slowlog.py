@@ -21,6 +21,10 @@ MIN_CALLS = 5
 TIME_SHARE = 0.5  # of the time the slow log records
 RELEASE_WINDOW_S = 30 * 60  # a release this shortly before the first scan brought the statement
 
+# what a statement that scans explains: the database busy, and its clients waiting on it
+_SCAN_EFFECTS = ["cpu_high", "latency", "errors", "db_*", "io_high", "upstream_timeout", "alert:*", "metric_shift",
+                 "app_pool_exhausted"]  # fmt: skip
+
 _LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\d+(?:\.\d+)?\b")
 
 
@@ -104,17 +108,7 @@ def slow_queries(evidence: EvidenceSet) -> list[Finding]:
                     score=0.85,
                     ts=release.ts,
                     tags=[f"service:{release.workload}", f"version:{release.version}", f"query:{shape[:60]}"],
-                    explains=[
-                        "cpu_high",
-                        "latency",
-                        "errors",
-                        "db_*",
-                        "io_high",
-                        "upstream_timeout",
-                        "alert:*",
-                        "metric_shift",
-                        "app_pool_exhausted",
-                    ],
+                    explains=_SCAN_EFFECTS,
                     evidence=refs,
                     actions=_actions(stmt, release.workload),
                 )
@@ -134,16 +128,7 @@ def slow_queries(evidence: EvidenceSet) -> list[Finding]:
                 score=0.75,
                 ts=first,
                 tags=[f"service:{user}", f"query:{shape[:60]}"],
-                explains=[
-                    "cpu_high",
-                    "latency",
-                    "errors",
-                    "db_*",
-                    "io_high",
-                    "upstream_timeout",
-                    "alert:*",
-                    "metric_shift",
-                ],
+                explains=_SCAN_EFFECTS,
                 evidence=refs,
                 actions=_actions(stmt, user),
             )
