@@ -315,6 +315,8 @@ STARTUP_CONFIG = re.compile(
 )
 
 
+# words every STARTUP_CONFIG line holds, found by a fast literal scan before the full pattern runs
+_STARTUP_HINT = re.compile(r"snitch|onfig|ONFIG|yaml|parameter|emerg|variable|setting")
 _STARTED = re.compile(
     r"ready to accept connections|Starting listening for CQL clients|startup complete|started successfully|"
     r"Server startup|listening on|Started \w",
@@ -332,7 +334,9 @@ def startup_config_refused(evidence: EvidenceSet) -> list[Finding]:
         recs = [
             r
             for r in item.data.get("records") or ()
-            if STARTUP_CONFIG.search(str(r.get("msg") or "")) and r.get("level") not in ("info", "debug")
+            if r.get("level") not in ("info", "debug")
+            and _STARTUP_HINT.search(str(r.get("msg") or ""))
+            and STARTUP_CONFIG.search(str(r.get("msg") or ""))
         ]
         if not recs:
             continue

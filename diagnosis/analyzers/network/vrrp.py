@@ -23,19 +23,22 @@ FIREWALL_WINDOW_S = 30 * 60
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
 def vrrp_split_brain(evidence: EvidenceSet) -> list[Finding]:
     last: dict[str, dict[str, tuple[str, float, str, int | None, str]]] = {}
-    firewall: list[tuple[float, str, int | None, str]] = []
     for item in evidence.kind("log"):
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
             ts = r.get("ts")
-            if not isinstance(ts, int | float):
-                continue
-            if "Keepalived" in msg and (m := _STATE.search(msg)):
+            if "Keepalived" in msg and isinstance(ts, int | float) and (m := _STATE.search(msg)):
                 prev = last.setdefault(m["inst"], {}).get(m["host"])
                 if prev is None or ts >= prev[1]:
                     last[m["inst"]][m["host"]] = (m["state"], float(ts), item.id, r.get("line"), msg[:200])
-            elif _FIREWALL.search(msg):
-                firewall.append((float(ts), item.id, r.get("line"), msg[:200]))
+    if not any(sum(1 for s in hosts.values() if s[0] == "MASTER") >= 2 for hosts in last.values()):
+        return []
+    firewall = [  # read only when there is a split to explain
+        (float(r["ts"]), item.id, r.get("line"), str(r.get("msg"))[:200])
+        for item in evidence.kind("log")
+        for r in item.data.get("records") or ()
+        if isinstance(r.get("ts"), int | float) and _FIREWALL.search(str(r.get("msg") or ""))
+    ]
     out: list[Finding] = []
     for inst, hosts in last.items():
         masters = sorted(((h, s) for h, s in hosts.items() if s[0] == "MASTER"), key=lambda hs: hs[1][1])
