@@ -78,9 +78,7 @@ def host_not_allowed(evidence: EvidenceSet) -> list[Finding]:
                     ts=first,
                     tags=[*object_tags(item, service_of(item)), f"host:{host}"],
                     explains=["errors", "http_4xx", "http_5xx", "metric_shift", "alert:*"],
-                    evidence=[
-                        EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
-                    ],
+                    evidence=_record_refs(item, recs),
                     actions=[
                         Action(
                             description=f"Add {host} to {setting} and redeploy; list the hosts refused",
@@ -90,6 +88,11 @@ def host_not_allowed(evidence: EvidenceSet) -> list[Finding]:
                 )
             )
     return with_aliases(out)
+
+
+def _record_refs(item: EvidenceItem, recs: list[dict[str, Any]]) -> list[EvidenceRef]:
+    """The first two of a log item's matching records, as references to their lines."""
+    return [EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]]
 
 
 # ---------------------------------------------------------------- configuration changes quoted by errors
@@ -281,9 +284,7 @@ def writes_to_read_only(evidence: EvidenceSet) -> list[Finding]:
                 ts=first,
                 tags=[*object_tags(item, service_of(item)), *([f"upstream:{reader.split()[0]}"] if reader else [])],
                 explains=["errors", "exception", "http_5xx", "db_errors", "metric_shift", "alert:*"],
-                evidence=[
-                    EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
-                ],
+                evidence=_record_refs(item, recs),
                 actions=[
                     Action(
                         description=f"The database URL {who} runs with (it must name the writer endpoint)",
@@ -378,9 +379,7 @@ def startup_config_refused(evidence: EvidenceSet) -> list[Finding]:
                     "http_5xx",
                     "alert:*",
                 ],
-                evidence=[
-                    EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
-                ],
+                evidence=_record_refs(item, recs),
                 actions=[
                     Action(
                         description=f"The configuration {who} read and the line it refused",
