@@ -15,6 +15,7 @@ HOTSPOT_SHARE = 0.5  # of all own time in the traces
 HOTSPOT_LEAD = 3.0  # and this many times the next service's
 MIN_TRACES = 2
 MIN_OWN_MS = 200.0  # a hotspot of a few milliseconds is no slowness
+_DURATION = 5  # a span's place in a `trace/spans` row: trace, span, parent, service, operation, duration_ms, error
 
 
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"trace/spans"})
@@ -51,7 +52,7 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
                     callees = {calls[(str(s[3]), str(s[4]))]}
                 key = f"network from {s[3]} to {sorted(callees)[0]}" if callees else str(s[3])
                 own[key] += mine
-                refs.setdefault(key, EvidenceRef(item=item.id, field=f"spans.{i}.duration_ms", value=s[5]))
+                refs.setdefault(key, EvidenceRef(item=item.id, field=f"spans.{i}.{_DURATION}", value=s[5]))
     total = sum(own.values())
     if (len(traces) < MIN_TRACES and total < 5 * MIN_OWN_MS) or not own or total <= 0:
         return []

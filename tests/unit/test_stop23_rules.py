@@ -457,8 +457,10 @@ def test_the_service_that_holds_most_of_the_traced_time_is_where_the_slowness_is
                   (t, f"{t}c", f"{t}b", "currency", "Convert", 878.0),
                   (t, f"{t}d", f"{t}a", "cart", "Get", 5.0)]  # fmt: skip
     (tmp_path / "traces.json").write_text(json.dumps(_jaeger(spans)))
-    [f] = trace_hotspots(load_bundle(tmp_path))
+    ev = load_bundle(tmp_path)
+    [f] = trace_hotspots(ev)
     assert f.object == "service currency" and f.code == "latency"
+    assert all(ev.check(r) for r in f.evidence)  # it cites the span it names
     # the callee answers fast but its caller's client span is long (and one call never reached it): the network
     spans = [("t1", "a", "", "search", "Nearby", 1828.0), ("t1", "b", "a", "geo", "Nearby", 2.0),
              ("t2", "c", "", "search", "Nearby", 2500.0)]  # fmt: skip
