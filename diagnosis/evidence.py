@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from diagnosis.model import EvidenceItem, EvidenceRef
+
+T = TypeVar("T")
 
 
 class EvidenceSet:
@@ -17,6 +19,7 @@ class EvidenceSet:
         self._by_kind: dict[str, list[EvidenceItem]] = defaultdict(list)
         self.ignored: list[dict[str, str]] = []  # {path, reason}
         self.errors: list[dict[str, str]] = []  # {path, error}
+        self._derived: dict[str, Any] = {}
         for item in items:
             self.add(item)
 
@@ -25,6 +28,14 @@ class EvidenceSet:
             raise ValueError(f"evidence item {item.id!r} added twice")
         self._items[item.id] = item
         self._by_kind[item.kind].append(item)
+        self._derived.clear()
+
+    def derived(self, key: str, compute: Callable[[EvidenceSet], T]) -> T:
+        """A value worked out from the whole set once and shared by the analyzers that read it (the releases the
+        evidence shows); adding an item forgets it."""
+        if key not in self._derived:
+            self._derived[key] = compute(self)
+        return self._derived[key]  # type: ignore[no-any-return]
 
     def extend(self, other: EvidenceSet) -> None:
         for item in other:

@@ -510,6 +510,28 @@ def _stands(h: Hypothesis, question: str | None = None) -> bool:
     return any(len(n) >= 3 and n in words for n in h.names)
 
 
+_QUOTED = re.compile(
+    r"(?<![\w])'([^'\n]{10,200}?)'(?![\w])|(?<![\w])\"([^\"\n]{10,200}?)\"(?![\w])|`([^`\n]{10,200}?)`"
+)  # an apostrophe (the team's) opens no quote
+
+
+def _quoted_failure_seen(question: str | None, evidence: EvidenceSet) -> bool:
+    """Whether the operator quotes an error ("fails with 'Not found: Table x'") that a log line shows: the failure
+    they report is real, so a handful of its lines are not faint noise. Every word of the quote must be in one line."""
+    if not question:
+        return False
+    quotes = [set(_WORD.findall("".join(m.groups("")).lower())) for m in _QUOTED.finditer(question)]
+    quotes = [q for q in quotes if len(q) >= 2]
+    if not quotes:
+        return False
+    for item in evidence.kind("log"):
+        for record in item.data.get("records", ()):
+            words = set(_WORD.findall(str(record.get("msg", "")).lower()))
+            if any(q <= words for q in quotes):
+                return True
+    return False
+
+
 PLANNED_ALERT_WINDOW_S = 6 * 3600  # alerts that began within this long after planned work started are its own
 # a change record's newest line may be the work's end ("Implemented - awaiting closure"): alerts from up to this
 # long before it began during the work's window
@@ -762,7 +784,11 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
         else:
             seen_objects = [f for f in active if f.role == SYMPTOM]
             seen_objects += [h.lead for h in hypotheses if h.lead.category == Category.UNKNOWN and h.strength >= 0.5]
-            if seen_objects and all(f.score < FAINT_SYMPTOM and not _is_alert(f) for f in seen_objects):
+            if (
+                seen_objects
+                and all(f.score < FAINT_SYMPTOM and not _is_alert(f) for f in seen_objects)
+                and not _quoted_failure_seen(question, evidence)
+            ):
                 # only faint signals (a handful of error lines, a blip): nothing an operator would call failing
                 benign = benign + seen_objects
                 seen_objects = []

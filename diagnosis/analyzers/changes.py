@@ -11,7 +11,7 @@ from diagnosis.analyzers._kube import RECENT_S, kube_index, meta, ns_name, ref, 
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
-from diagnosis.timeline import fmt_age, fmt_ts, parse_ts
+from diagnosis.timeline import evidence_now, fmt_age, fmt_ts, parse_ts
 
 CHANGE_WINDOW_S = 6 * RECENT_S  # a rollout older than this before the evidence ends is settled history
 DEPLOY_SCORE = 0.35  # below the stand-alone bar: a deploy is a cause only with failures after it
@@ -302,6 +302,51 @@ def kubernetes_rollouts_changes(evidence: EvidenceSet) -> list[Finding]:
                         command=f"kubectl rollout undo statefulset/{name} -n {ns}",
                     )
                 ],
+            )
+        )
+    return out
+
+
+def _release_action(workload: str, version: str, item: EvidenceItem | None) -> Action:
+    if item is not None and item.object.startswith("lambda/"):
+        return Action(
+            description=f"List {workload}'s versions and where its aliases point, to move the alias back",
+            command=f"aws lambda list-aliases --function-name {workload}",
+        )
+    return Action(
+        description=f"See what changed in {workload} {version} against the version before it (its deploy history "
+        "or changelog), and roll back if the failures began with it",
+        command=f"git log --oneline <previous release>..{version.removeprefix('version ')}",
+    )
+
+
+@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"log"})
+def log_releases_changes(evidence: EvidenceSet) -> list[Finding]:
+    """A release seen in logs outside Kubernetes (a deploy tool's line, a Lambda function's new version, a service
+    started at a new version): like a rollout, a weak cause candidate that stands only when failures of the same
+    service began after it. Only the newest release of each service, and only a recent one."""
+    from diagnosis.analyzers.regressions import releases
+
+    rels = [r for r in releases(evidence) if (item := evidence.get(r.ref.item)) is not None and item.kind == "log"]
+    if not rels:
+        return []
+    now = evidence_now(evidence)
+    newest = {r.workload: r for r in rels}  # oldest first: the last one wins
+    out = []
+    for rel in newest.values():
+        if now is not None and rel.ts < now - CHANGE_WINDOW_S:
+            continue
+        ago = f", {fmt_age(now - rel.ts)} before the evidence ends" if now else ""
+        out.append(
+            _rollout_cause(
+                rel.workload,
+                ts=rel.ts,
+                tags=[f"service:{rel.workload}", f"version:{rel.version}"],
+                title=f"{rel.workload} released {rel.version} at {fmt_ts(rel.ts)}",
+                mechanism=f"the release of {rel.workload} {rel.version} at {fmt_ts(rel.ts)}{ago} brought a defect that "
+                "makes the new version fail",
+                evidence=[rel.ref],
+                actions=[_release_action(rel.workload, rel.version, evidence.get(rel.ref.item))],
             )
         )
     return out

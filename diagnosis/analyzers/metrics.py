@@ -577,8 +577,8 @@ def _tags(s: _Series) -> list[str]:
     if lb.get("pod"):
         ns = lb.get("namespace", "default")
         tags += [f"pod:{ns}/{lb['pod']}", f"service:{workload_of_pod(lb['pod'])}"]
-    for key in ("service", "app", "job", "app_kubernetes_io_name", "deployment"):
-        if lb.get(key):
+    for key in ("service", "app", "job", "app_kubernetes_io_name", "deployment", "FunctionName"):
+        if lb.get(key):  # a Lambda function (CloudWatch's FunctionName dimension) is a service too
             tags.append(f"service:{lb[key]}")
             break
     if lb.get("instance"):

@@ -66,6 +66,10 @@ def _template_images(data: dict[str, object]) -> list[str]:
 
 def releases(evidence: EvidenceSet) -> list[Release]:
     """Every release the evidence shows, oldest first (a ReplicaSet's birth is its version's release)."""
+    return evidence.derived("releases", _releases)
+
+
+def _releases(evidence: EvidenceSet) -> list[Release]:
     out: list[Release] = []
     for rs in evidence.kind("k8s/ReplicaSet"):
         meta = rs.data.get("metadata") or {}

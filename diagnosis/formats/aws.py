@@ -150,6 +150,8 @@ def _cw_items(ctx: ParseContext) -> Iterator[EvidenceItem]:
                 labels = {"id": rid}
                 unit = CLOUDWATCH_UNITS.get(name)
             data = {"name": name, "labels": labels, "unit": unit, "points": points, "source": "cloudwatch"}
+            if labels.get("FunctionName"):  # names the function of an export's unnamed Lambda streams
+                ctx.shared.setdefault("lambda_functions", set()).add(labels["FunctionName"].split(":")[0])
             yield ctx.item(path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
 
 

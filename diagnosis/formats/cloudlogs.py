@@ -36,7 +36,20 @@ def _emit(doc: Document, ctx: ParseContext, groups: dict[str, list[Record]], sou
         kept = records[-ctx.max_log_records :]
         stamps = [r["ts"] for r in kept if r["ts"] is not None]
         data = {"records": kept, "source": {"path": doc.path, "export": source}, "truncated": len(kept) < len(records)}
-        yield ctx.item(doc.path, "log", obj, data, max(stamps) if stamps else None)
+        item = ctx.item(doc.path, "log", obj, data, max(stamps) if stamps else None)
+        if obj == f"lambda/{doc.stem}":  # streams of a function the export does not name
+            ctx.shared.setdefault("lambda_unnamed", []).append(item)
+            if len(ctx.shared["lambda_unnamed"]) == 1:
+                ctx.after.append(_name_lambda_streams)
+        yield item
+
+
+def _name_lambda_streams(ctx: ParseContext) -> None:
+    """Streams of an unnamed function belong to the one Lambda function the bundle's metrics are about, if one."""
+    functions = ctx.shared.get("lambda_functions") or set()
+    if len(functions) == 1:
+        for item in ctx.shared.get("lambda_unnamed", ()):
+            item.object = f"lambda/{next(iter(functions))}"
 
 
 def _record(parser: LineParser, n: int, ts: float | None, level: str | None, text: str) -> Record:

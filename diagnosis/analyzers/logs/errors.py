@@ -58,6 +58,7 @@ from diagnosis.analyzers.logs.data import (
     _stuck_offset,
 )
 from diagnosis.analyzers.logs.settings import ConfigChange, _missing_setting, _quoted_change, _spaced, config_changes
+from diagnosis.analyzers.regressions import releases
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 from diagnosis.series import human_duration, median
@@ -179,6 +180,8 @@ def _analyze_source(
             verdict = "retried"
         if verdict == "stopped" and (snapshot or cut or _ended_with(tpl, gave_up())):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
+        if verdict == "background" and _deploy_before(deploys, who, tpl.first_ts):
+            verdict = None  # errors that began with a release of their own service came with it
         if verdict:
             findings.append(_benign(item, tpl, who, tags, verdict))
             continue
@@ -764,6 +767,10 @@ def _deploys(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
                 )
             )
     out += _deploy_lines(evidence)
+    for rel in releases(evidence):  # a Lambda function's new version, a service started at a new version
+        item = evidence.get(rel.ref.item)
+        if item is not None and item.kind == "log":
+            out.append((rel.ts, f"the release of {rel.workload} {rel.version}", rel.ref))
     for rs in evidence.kind("k8s/ReplicaSet"):
         created = (rs.data.get("metadata") or {}).get("creationTimestamp")
         ts = parse_ts(created)

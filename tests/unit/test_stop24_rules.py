@@ -1,0 +1,105 @@
+"""Stop 24: an operator's quoted error that the logs show is a failure, not faint noise; a Lambda function's
+unnamed log streams take the function's name from its metrics; a release seen only in logs (a function's new
+version) is a cause candidate like a rollout, and the errors that began with it are not background."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diagnosis.bundle import load_bundle
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+from diagnosis.timeline import fmt_ts
+from tests.unit._evidence_builders import T0
+
+
+def _airflow_task(tmp_path: Path) -> None:
+    lines = []
+    for attempt, t in enumerate((T0, T0 + 300, T0 + 600), 1):
+        stamp = fmt_ts(t).replace("Z", "")
+        lines += [
+            f"[{stamp} UTC] {{taskinstance.py:2306}} INFO - Starting attempt {attempt} of 3",
+            f"[{stamp} UTC] {{taskinstance.py:2905}} ERROR - Task failed with exception",
+            "google.api_core.exceptions.NotFound: 404 Not found: Table acme:raw.responses_20260112 was not found",
+        ]
+    (tmp_path / "reconcile.log").write_text("\n".join(lines) + "\n")
+
+
+def test_a_quoted_error_the_logs_show_is_not_a_healthy_bundle(tmp_path: Path) -> None:
+    _airflow_task(tmp_path)
+    ev = load_bundle(tmp_path)
+    asked = investigate(ev, "the reconcile task fails with 'Not found: Table raw.responses_20260112', why?")
+    assert asked.category != Category.HEALTHY
+    # the same lines, asked about without quoting them, are a handful of errors: faint
+    assert investigate(load_bundle(tmp_path), "is the reconcile task ok?").category == Category.HEALTHY
+    # a quote that no line shows (an apostrophe opens no quote: the team's ... it's) changes nothing
+    other = investigate(load_bundle(tmp_path), "the team's job fails with 'permission denied on bucket exports'")
+    assert other.category == Category.HEALTHY
+
+
+def _lambda_bundle(tmp_path: Path, new_version_at: int | None) -> None:
+    events = []
+    for i in range(40):
+        t = T0 + 120 * i
+        version = 23 if new_version_at is not None and i >= new_version_at else 22
+        stream = f"2024/09/18/[{version}]83f8f653321227ef946876d612de98{version}"
+        rid = f"5c83d672-3ab8-4b9d-80e3-6aa555b1{i:04d}"
+        ms = int(t * 1000)
+        events.append(
+            {"logStreamName": stream, "timestamp": ms, "message": f"START RequestId: {rid} Version: {version}"}
+        )
+        if version == 23 or i % 13 == 0:  # the old version fails now and then; the new one on every call
+            error = f"[ERROR]\t{fmt_ts(t)}\t{rid}\tKeyError: 'Records'\nTraceback (most recent call last):\n"
+            events.append({"logStreamName": stream, "timestamp": ms + 5, "message": error})
+        events.append({"logStreamName": stream, "timestamp": ms + 9, "message": f"END RequestId: {rid}\n"})
+    (tmp_path / "filter-log-events.json").write_text(json.dumps({"events": events, "searchedLogStreams": []}))
+    errors = [[T0 + 600 * k, 0.0 if new_version_at is None or k < new_version_at // 5 else 5.0] for k in range(8)]
+    (tmp_path / "metrics.json").write_text(
+        json.dumps(
+            {
+                "MetricDataResults": [
+                    {
+                        "Id": "errors",
+                        "Label": "Errors",
+                        "Timestamps": [fmt_ts(t) for t, _ in reversed(errors)],
+                        "Values": [v for _, v in reversed(errors)],
+                        "StatusCode": "Complete",
+                    }
+                ]
+            }
+        )
+    )
+    (tmp_path / "request.json").write_text(
+        json.dumps(
+            {
+                "MetricDataQueries": [
+                    {
+                        "Id": "errors",
+                        "MetricStat": {
+                            "Metric": {
+                                "Namespace": "AWS/Lambda",
+                                "MetricName": "Errors",
+                                "Dimensions": [{"Name": "FunctionName", "Value": "thumbnailer"}],
+                            },
+                            "Period": 600,
+                            "Stat": "Sum",
+                        },
+                    }
+                ]
+            }
+        )
+    )
+
+
+def test_unnamed_lambda_streams_take_the_name_of_the_function_the_metrics_are_about(tmp_path: Path) -> None:
+    _lambda_bundle(tmp_path, None)
+    ev = load_bundle(tmp_path)
+    assert [i.object for i in ev.kind("log")] == ["lambda/thumbnailer"]
+
+
+def test_a_new_function_version_before_its_errors_is_the_release_that_brought_them(tmp_path: Path) -> None:
+    _lambda_bundle(tmp_path, 20)
+    d = investigate(load_bundle(tmp_path), "why are thumbnails failing?")
+    assert d.category == Category.CODE_DEFECT
+    assert "thumbnailer" in d.root_cause and "version 23" in d.root_cause
