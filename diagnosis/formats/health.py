@@ -7,6 +7,10 @@ cluster health. Each becomes an item the analyzers weigh beside the logs that sh
   naming the provider, its components that are not operational and its unresolved incidents.
 - AWS Health DescribeEvents (`{"events": [{service, eventTypeCode, eventTypeCategory, region, statusCode,
   startTime}]}`) -> one `external/status` item for provider AWS; open `issue` events are its failing components.
+- Google Cloud's status incidents (`status.cloud.google.com/incidents.json`, or one incident): `[{begin, end,
+  external_desc, service_name, affected_products: [{title}], currently_affected_locations: [{id}], status_impact,
+  severity}]` -> one `external/status` item for provider Google Cloud; an incident without `end` is open, and its
+  products in their locations are the failing components.
 - Elasticsearch / OpenSearch `GET _cluster/health` -> `datastore/health` {engine, cluster, status
   green|yellow|red, unassigned_shards, ...}.
 """
@@ -142,6 +146,61 @@ def parse_aws_health(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
     }
     stamps = [e["start"] for e in active if e["start"] is not None]
     yield ctx.item(doc.path, "external/status", "status/AWS", data, max(stamps) if stamps else None)
+
+
+# --- Google Cloud status incidents ----------------------------------------------------------------------
+
+
+def _gcp_incidents(v: Any) -> list[dict[str, Any]] | None:
+    rows = v if isinstance(v, list) else [v]
+    if rows and all(
+        isinstance(i, dict) and "begin" in i and ("service_name" in i or "affected_products" in i) for i in rows
+    ):
+        return rows
+    return None
+
+
+@FORMATS.format("gcp-status", shapes={"json"}, detect=lambda d: _gcp_incidents(d.value) is not None, order=30)
+def parse_gcp_status(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    incidents: list[dict[str, Any]] = []
+    failing: list[str] = []
+    for inc in _gcp_incidents(doc.value) or []:
+        products = [str(p.get("title")) for p in inc.get("affected_products") or [] if isinstance(p, dict)]
+        products = products or [str(inc.get("service_name") or "")]
+        where = [
+            str(loc.get("id") or loc.get("title"))
+            for loc in inc.get("currently_affected_locations") or inc.get("previously_affected_locations") or []
+            if isinstance(loc, dict)
+        ]
+        end = parse_ts(inc.get("end"))
+        status = "resolved" if end is not None else "open"
+        incidents.append(
+            {
+                "name": str(inc.get("external_desc") or inc.get("service_name") or ""),
+                "status": status,
+                "impact": str(inc.get("status_impact") or inc.get("severity") or ""),
+                "created_at": parse_ts(inc.get("begin")),
+                "resolved_at": end,
+                "components": [f"{p} {loc}" for p in products for loc in where] or products,
+            }
+        )
+        if end is None and inc.get("status_impact") != "SERVICE_INFORMATION":
+            failing += [c for c in incidents[-1]["components"] if c not in failing]
+    active = [i for i in incidents if i["status"] == "open"]
+    data = {
+        "provider": "Google Cloud",
+        "domain": "googleapis.com",
+        "indicator": "major" if failing else "none",
+        "description": "; ".join(i["name"] for i in active),
+        "components": [{"name": c, "status": i["status"]} for i in incidents for c in i["components"]],
+        "failing": failing,
+        "incidents": incidents,
+        "active_incidents": [i["name"] for i in active],
+        "degraded": bool(failing),
+        "source": "gcp-status",
+    }
+    stamps = [i["created_at"] for i in active if i["created_at"] is not None]
+    yield ctx.item(doc.path, "external/status", "status/Google Cloud", data, max(stamps) if stamps else None)
 
 
 # --- Elasticsearch / OpenSearch cluster health ------------------------------------------------------------

@@ -103,3 +103,43 @@ def test_a_new_function_version_before_its_errors_is_the_release_that_brought_th
     d = investigate(load_bundle(tmp_path), "why are thumbnails failing?")
     assert d.category == Category.CODE_DEFECT
     assert "thumbnailer" in d.root_cause and "version 23" in d.root_cause
+
+
+def _gcp_incident(begin: float, end: float | None, impact: str = "SERVICE_DISRUPTION") -> dict:
+    inc = {
+        "id": "7rX2kVq9bLmN3sTcY1wA",
+        "begin": fmt_ts(begin),
+        "external_desc": "Cloud Pub/Sub customers in europe-west1 are experiencing elevated error rates",
+        "status_impact": impact,
+        "severity": "medium",
+        "service_name": "Cloud Pub/Sub",
+        "affected_products": [{"title": "Cloud Pub/Sub", "id": "dFjdLh2v6zuES6t9ADCB"}],
+        "currently_affected_locations": [{"title": "Belgium (europe-west1)", "id": "europe-west1"}],
+    }
+    if end is not None:
+        inc["end"] = fmt_ts(end)
+    return inc
+
+
+def test_google_cloud_status_incidents_name_the_product_and_region_that_fail(tmp_path: Path) -> None:
+    old = _gcp_incident(T0 - 86400, T0 - 80000) | {"service_name": "Cloud Build", "affected_products": []}
+    (tmp_path / "incidents.json").write_text(json.dumps([_gcp_incident(T0, None), old]))
+    [page] = load_bundle(tmp_path).kind("external/status")
+    assert page.data["degraded"] and page.data["failing"] == ["Cloud Pub/Sub europe-west1"]
+    (tmp_path / "incidents.json").write_text(json.dumps([_gcp_incident(T0, T0 + 3600)]))
+    [page] = load_bundle(tmp_path).kind("external/status")
+    assert not page.data["degraded"]  # over
+
+
+def test_publishes_to_a_topic_failing_during_a_pubsub_incident_are_its_dependency_failure(tmp_path: Path) -> None:
+    (tmp_path / "incidents.json").write_text(json.dumps([_gcp_incident(T0, None)]))
+    lines = [
+        f"{fmt_ts(T0 + 60 * i)} ERROR [grpc-default-executor-4] c.r.audit.EventPublisher - publish to "
+        "projects/relay-prod/topics/audit-events failed: io.grpc.StatusRuntimeException: DEADLINE_EXCEEDED: "
+        "deadline exceeded after 59.9s"
+        for i in range(1, 30)
+    ]
+    (tmp_path / "audit-writer.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why is audit-writer failing?")
+    assert d.category == Category.DEPENDENCY_FAILURE
+    assert "pubsub.googleapis.com" in d.root_cause and "europe-west1" in d.root_cause

@@ -129,6 +129,8 @@ _TARGET_PATTERNS = [
     # cloud SDKs name the service or the operation: "(Service: S3, Status Code: 503", "operation error
     # DynamoDB: PutItem", botocore "when calling the PutObject operation"
     re.compile(r"\(Service: ([\w\-]+)[;,]"),
+    # a Google Cloud resource path names the API it lives in: projects/p/topics/t is Pub/Sub's
+    re.compile(r"\bprojects/[\w\-]+/(topics|subscriptions)/[\w.\-]+"),
     re.compile(r"operation error ([\w\-]+): \w+"),
     re.compile(r"when calling the (\w+) operation"),
     # a cloud SDK's namespace names the service: Microsoft.Azure.Cosmos.CosmosException, Azure.Storage.Blobs...,
@@ -377,10 +379,16 @@ def _call_failure(msg: str) -> str | None:
     return None
 
 
+# the API a Google Cloud resource path belongs to
+_GCP_APIS = {"topics": "pubsub.googleapis.com", "subscriptions": "pubsub.googleapis.com"}
+
+
 def _target(msg: str) -> str | None:
     for rx in _TARGET_PATTERNS:
         for m in rx.finditer(msg):
             name = m.group(1).strip("\"'.,:;").rstrip(".")
+            if name in _GCP_APIS and m.group(0).startswith("projects/"):
+                return _GCP_APIS[name]
             word = name.split(":")[0].lower()
             if word in _NOT_A_NAME or word in _LEVEL_WORDS or len(word) < 2 or word.isdigit():
                 continue
