@@ -295,6 +295,9 @@ def kubernetes_nodes(evidence: EvidenceSet) -> list[Finding]:
                     mechanism=f"{node_obj} is running out of resources "
                     f"({e.data.get('message') or e.data.get('reason')})",
                     explains=["evicted", "disk_full", "image_pull_disk_full", *POD_EFFECTS],
+                    # image garbage collection failing, with no eviction threshold met, is a warning about what
+                    # may come: a cause only of what it explains
+                    score=0.7 if "EvictionThresholdMet" in reasons else 0.45,
                 )
             )
     return out
@@ -310,6 +313,7 @@ def _node_event_cause(
     title: str,
     mechanism: str,
     explains: list[str],
+    score: float = 0.7,
 ) -> Finding:
     """A node fault read from one of its Warning events alone (no condition said it): a weaker cause than a
     condition, with the event's message as evidence and `kubectl describe node` as the next step."""
@@ -319,7 +323,7 @@ def _node_event_cause(
         code=code,
         category=category,
         object=f"Node {name}",
-        score=0.7,
+        score=score,
         ts=event_ts(event),
         tags=tags,
         title=title,

@@ -989,7 +989,7 @@ def container_cpu_at_limit(evidence: EvidenceSet) -> list[Finding]:
     out: list[Finding] = []
     for m in evidence.kind("metric"):
         name = str(m.data.get("name") or m.object)
-        ns, pod, container = _pod_key(m)
+        ns, pod, container = _pod_key(m) if (m.data.get("labels") or {}).get("pod") else _pod_of_service(evidence, m)
         if not pod or (ns, pod) in throttled or _kind(name, m.data.get("labels") or {}) != "cpu":
             continue
         if _THROTTLED.search(name) or _PERIODS.search(name) or _LIMIT.search(name) or _PERCENT.search(name):
@@ -1055,6 +1055,16 @@ def _raise_cpu_limit(ns: str, pod: str, container: str) -> Action:
         f"{'-c ' + container + ' ' if container else ''}--limits=cpu=<more>",
         kind="write",
     )
+
+
+def _pod_of_service(evidence: EvidenceSet, m: EvidenceItem) -> tuple[str, str, str]:
+    """A series labelled only with its service (carts_cpu) speaks for a pod of that workload, where one is exported."""
+    service = str((m.data.get("labels") or {}).get("service") or "")
+    for p in evidence.kind("k8s/Pod") if service else ():
+        _, ns, name = p.object.split("/", 2)
+        if workload_of_pod(name) == service:
+            return ns, name, ""
+    return "", "", ""
 
 
 def _pod_key(m: EvidenceItem) -> tuple[str, str, str]:

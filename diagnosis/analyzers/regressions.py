@@ -369,6 +369,28 @@ def _release_for(rels: list[Release], workload: str, start: float, end: float) -
     return cands[-1] if cands else None
 
 
+def _pods_started(evidence: EvidenceSet, workload: str, start: float, end: float) -> Release | None:
+    """When no release is in sight: the creation of the workload's newest pods, inside the series' span, at the
+    version their image carries (the series shows how the workload behaved before them)."""
+    best: tuple[float, EvidenceItem] | None = None
+    for pod in evidence.kind("k8s/Pod"):
+        meta = pod.data.get("metadata") or {}
+        ts = parse_ts(meta.get("creationTimestamp"))
+        if ts is None or not start < ts <= end or not _same(workload_of_pod(str(meta.get("name") or "")), workload):
+            continue
+        if best is None or ts < best[0]:
+            best = (ts, pod)
+    if best is None:
+        return None
+    ts, pod = best
+    images = [str(c.get("image")) for c in (pod.data.get("spec") or {}).get("containers") or () if c.get("image")]
+    if not images or not re.search(r"\d", _tag(images[0])):
+        return None
+    created = (pod.data.get("metadata") or {}).get("creationTimestamp")
+    return Release(ts, workload, _tag(images[0]), EvidenceRef(item=pod.id, field="metadata.creationTimestamp",
+                                                              value=created))  # fmt: skip
+
+
 def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list[Finding]:
     out: list[Finding] = []
     seen: set[str] = set()
@@ -377,7 +399,9 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
             continue
         if not _MEMORY.search(s.name) or _NOT_USAGE.search(s.name) or _CPU.search(s.name):
             continue
-        rel = _release_for(rels, s.workload, s.points[0][0], s.points[-1][0])
+        rel = _release_for(rels, s.workload, s.points[0][0], s.points[-1][0]) or _pods_started(
+            evidence, s.workload, s.points[0][0], s.points[-1][0]
+        )
         if rel is None:
             continue
         before = [p for p in s.points if p[0] < rel.ts]

@@ -1,7 +1,7 @@
 """Where the time of traced requests goes: each span's own time (its duration less its children's), summed per
 service over every trace. When one service holds most of it, the slowness is inside that service, whatever its
 callers' latency alerts say; time between a client span and the server span it called is the network's (or the
-caller's queue) on the way to that callee."""
+caller's queue) on the way to that callee: delay injected or suffered on that path, an infrastructure cause."""
 
 from __future__ import annotations
 
@@ -68,9 +68,9 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
             Finding(
                 analyzer="trace_hotspots",
                 domain=Domain.NETWORK,
-                role="symptom",
-                code="latency",
-                category=Category.UNKNOWN,
+                role="cause",
+                code="network_delay",
+                category=Category.INFRASTRUCTURE,
                 title=f"traced requests spend {share:.0%} of their time between {caller} and {callee}",
                 mechanism=(
                     f"across {len(traces)} trace(s), {share:.0%} of the requests' own time ({top_ms:,.0f} ms) lies "
@@ -80,6 +80,7 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
                 object=f"calls from {caller} to {callee}",
                 score=0.6,
                 tags=[f"service:{caller}", f"upstream:{callee}"],
+                explains=["latency", "upstream_timeout", "http_5xx", "errors", "error_rate", "alert:*"],
                 evidence=[refs[top]],
                 needs=[
                     f"the network path from {caller} to {callee}: packet loss, retransmits (ss -ti), interface drops"

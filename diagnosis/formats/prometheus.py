@@ -191,12 +191,25 @@ def _legend_labels(legend: str) -> dict[str, str]:
     return {"service": legend}
 
 
+# a column per service and measure, as per-service exports name them: carts_cpu, front-end_latency-90,
+# ts-order-service_mem (the measure after the last underscore; a few prefixes name no service)
+_SERVICE_MEASURE = re.compile(
+    r"^(?P<svc>[a-z][a-z0-9\-]*[a-z0-9])_(?:cpu|mem|memory|latency(?:[-_]?p?\d{2})?|p\d{2}|(?:rx|tx)[-_]?(?:bytes|pkts|"
+    r"packets)|disk[-_]?(?:read|write|io)\w*|errors?|error[-_]?rate|rps|qps|requests|threads|sockets?|fds)$",
+    re.I,
+)
+_NOT_A_SERVICE = frozenset({"node", "process", "container", "go", "system", "host", "total", "avg", "max", "min",
+                            "jvm", "db", "machine", "kube", "pod", "cluster", "instance", "cgroup"})  # fmt: skip
+
+
 def _series_of_header(header: str, hint: str) -> tuple[str, dict[str, str]]:
     m = _SERIES_HEADER.match(header)
     if m is None:
         header = header.strip()
         if _LEGEND.match(header) and not _MEASURE_WORD.search(header) and _MEASURE_WORD.search(hint):
             return hint, _legend_labels(header)  # p99-latency-by-workload.csv's column "currencyservice"
+        if (sm := _SERVICE_MEASURE.match(header)) and sm["svc"].lower() not in _NOT_A_SERVICE:
+            return header, {"service": sm["svc"]}
         return header, {}
     labels = {k: v.replace('\\"', '"') for k, v in _LABEL_PAIR.findall(m["labels"])}
     return (m["name"] or hint), labels

@@ -467,6 +467,7 @@ def test_the_service_that_holds_most_of_the_traced_time_is_where_the_slowness_is
     (tmp_path / "traces.json").write_text(json.dumps(_jaeger(spans)))
     [f] = trace_hotspots(load_bundle(tmp_path))
     assert f.object == "calls from search to geo"
+    assert f.role == "cause" and f.category == Category.INFRASTRUCTURE  # stop 24: delay on that path
 
 
 def test_alerts_that_began_with_planned_work_and_nothing_else_failing_are_its_noise() -> None:

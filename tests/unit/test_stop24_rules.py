@@ -143,3 +143,88 @@ def test_publishes_to_a_topic_failing_during_a_pubsub_incident_are_its_dependenc
     d = investigate(load_bundle(tmp_path), "why is audit-writer failing?")
     assert d.category == Category.DEPENDENCY_FAILURE
     assert "pubsub.googleapis.com" in d.root_cause and "europe-west1" in d.root_cause
+
+
+def _pod(name: str, created: float, image: str, cpu: str = "300m", memory: str = "450Mi") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "shop", "creationTimestamp": fmt_ts(created)},
+        "spec": {"containers": [{"name": "server", "image": image, "resources": {"limits": {"cpu": cpu,
+                                                                                           "memory": memory}}}]},
+        "status": {"phase": "Running"},
+    }  # fmt: skip
+
+
+def test_per_service_columns_are_that_services_series_and_a_cpu_column_at_its_pods_limit_caps_it(
+    tmp_path: Path,
+) -> None:
+    rows = ["time,front-end_latency-90,carts_cpu,node_load1"]
+    for i in range(30):
+        hog = i >= 15
+        rows.append(f"{T0 + 30 * i:.0f},{2000 if hog else 50},{0.298 if hog else 0.09},{0.5}")
+    (tmp_path / "sockshop_metrics.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "pods.json").write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [_pod("carts-5f9c7b8d6d-qh4lx", T0 - 86400, "weaveworksdemos/carts:0.4.8")],
+            }
+        )
+    )
+    ev = load_bundle(tmp_path)
+    labels = {i.data["name"]: i.data["labels"] for i in ev.kind("metric")}
+    assert labels == {"front-end_latency-90": {"service": "front-end"}, "carts_cpu": {"service": "carts"},
+                      "node_load1": {}}  # fmt: skip
+    d = investigate(ev, "why is the shop slow?")
+    assert d.category == Category.RESOURCE_EXHAUSTION and "carts" in d.root_cause and "300m" in d.root_cause
+
+
+def test_a_source_files_line_in_a_stack_is_not_a_call_target() -> None:
+    from diagnosis.analyzers.network.extraction import _target
+
+    assert _target("at Socket.emitRequestTimeout (_http_client.js:661:40)") is None
+    assert _target("connect ETIMEDOUT carts:8080") == "carts:8080"
+
+
+def _memory_matrix(values: list[tuple[float, float]]) -> dict:
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [{"metric": {"container": "recommendationservice"}, "values": [[t, str(v)] for t, v in values]}],
+        },
+    }
+
+
+def test_memory_that_grows_from_the_start_of_new_pods_after_a_flat_stretch_is_their_versions_leak(
+    tmp_path: Path,
+) -> None:
+    started = T0 + 3 * 3600
+    mib = 2**20
+    values = [(T0 + 300 * i, (70 + (i % 2)) * mib) for i in range(36)]  # flat for three hours
+    values += [(started + 300 * i, (70 + 12 * i) * mib) for i in range(1, 30)]  # then it climbs
+    (tmp_path / "memory.json").write_text(json.dumps(_memory_matrix(values)))
+    pod = _pod("recommendationservice-7d5f8c9b6-k2j7q", started, "registry/boutique/recommendationservice:v0.10.3")
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]}))
+    d = investigate(load_bundle(tmp_path), "why does the frontend fail now and then?")
+    assert d.category == Category.CODE_DEFECT and "v0.10.3" in d.root_cause
+    # the pods were there all along: nothing marks a version that brought the growth
+    pod["metadata"]["creationTimestamp"] = fmt_ts(T0 - 86400)
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]}))
+    assert investigate(load_bundle(tmp_path), "why does the frontend fail now and then?").category != (
+        Category.CODE_DEFECT
+    )
+
+
+def test_image_garbage_collection_failing_without_an_eviction_threshold_is_a_weak_node_cause() -> None:
+    from diagnosis.analyzers.kubernetes import kubernetes_nodes
+    from tests.unit._evidence_builders import Builder, by_code
+
+    b = Builder()
+    b.event("Node", "", "k3s-agent-3", "ImageGCFailed", "failed to garbage collect required amount of images", T0)
+    [weak] = by_code(kubernetes_nodes(b.set()), "node_disk_pressure")
+    b.event("Node", "", "k3s-agent-3", "EvictionThresholdMet", "Attempting to reclaim ephemeral-storage", T0 + 60)
+    [strong] = by_code(kubernetes_nodes(b.set()), "node_disk_pressure")
+    assert weak.score < 0.5 <= strong.score
