@@ -23,6 +23,7 @@ ANALYZER_MODULES = (
     "changes",
     "database",
     "host",
+    "disk_io",
     "containers",
     "metrics",
     "regressions",

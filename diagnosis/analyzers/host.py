@@ -577,7 +577,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 tags=[
                     f"device:{dev}",
                     *([f"host:{machine}"] if machine else []),
-                    *(_node_pod_tags(evidence, machine) if part == "network interface" else []),
+                    *(node_pod_tags(evidence, machine) if part == "network interface" else []),
                 ],
                 explains=[*_DOWN_EFFECTS, "io_high"]
                 + (
@@ -600,7 +600,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
     return out
 
 
-def _node_pod_tags(evidence: EvidenceSet, host: str | None) -> list[str]:
+def node_pod_tags(evidence: EvidenceSet, host: str | None) -> list[str]:
     """The pods a Kubernetes node named `host` runs, by name and address: a NIC failing there fails the calls
     to and from each of them, so their callers' timeouts are its symptoms."""
     if not host:

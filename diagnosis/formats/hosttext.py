@@ -1,6 +1,8 @@
 """Command output an operator saves from a host: `df` (space: -h, -k, -P, -T) and `df -i` (inodes) as a
 `host/snapshot` item, and `redis-cli INFO` as a `redis/info` item - the same shapes the live tools write, so the host
-and database analyzers read them unchanged.
+and database analyzers read them unchanged. `iostat -x` (its last report: the first is the average since boot) adds
+`io: [{device, util, await_ms, queue}]` and `iowait` to a host snapshot, `pidstat -d` the processes doing the I/O
+(`io_processes: [{pid, command, read_kbs, write_kbs}]`); both name the host from their `Linux ... (host)` line.
 
 `df` prints no host name and no time: the object is the file (`host/<path>`) and ts is None.
 """
@@ -75,6 +77,97 @@ def parse_df(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         entry["inodes_percent" if inodes else "percent"] = float(m[1])
         disks.append(entry)
     yield ctx.item(doc.path, "host/snapshot", f"host/{doc.path}", {"disks": disks, "source": "df"}, None)
+
+
+# --- iostat -x and pidstat -d ----------------------------------------------------------------------------------
+
+_SYSSTAT_HOST = re.compile(r"^Linux \S+ \((?P<host>[^)]+)\)", re.M)
+_IOSTAT_HEADER = re.compile(r"^Device:?\s+.*%util\s*$")
+_PIDSTAT_IO_HEADER = re.compile(r"^\S+(?:\s+[AP]M)?\s+UID\s+PID\s+kB_rd/s\s+kB_wr/s.*Command\s*$")
+
+
+def detect_iostat(doc: Document) -> bool:
+    head = doc.text[:8192]
+    return ("%util" in head and any(_IOSTAT_HEADER.match(line.strip()) for line in head.splitlines())) or (
+        "kB_wr/s" in head and any(_PIDSTAT_IO_HEADER.match(line.strip()) for line in head.splitlines())
+    )
+
+
+def _iostat_devices(lines: list[str]) -> list[dict[str, Any]]:
+    """The devices of the last report (each report is a header and its rows)."""
+    report: list[dict[str, Any]] = []
+    cols: list[str] = []
+    for line in lines:
+        text = line.strip()
+        if _IOSTAT_HEADER.match(text):
+            cols = [c.rstrip(":").lower() for c in text.split()]
+            report = []
+            continue
+        fields = text.split()
+        if not cols or len(fields) != len(cols) or not re.match(r"^[\d.,]+$", fields[-1]):
+            continue
+        row = dict(zip(cols, fields, strict=True))
+        num = {k: float(v.replace(",", ".")) for k, v in row.items() if re.match(r"^[\d.,]+$", v)}
+        waits = [num[k] for k in ("r_await", "w_await", "await") if k in num]
+        report.append(
+            {
+                "device": row["device"],
+                "util": num.get("%util"),
+                "await_ms": max(waits) if waits else None,
+                "queue": num.get("aqu-sz", num.get("avgqu-sz")),
+                "write_kbs": num.get("wkb/s"),
+                "read_kbs": num.get("rkb/s"),
+            }
+        )
+    return report
+
+
+def _iowait(lines: list[str]) -> float | None:
+    last = None
+    for a, b in itertools.pairwise(lines):
+        if a.strip().startswith("avg-cpu:") and "%iowait" in a:
+            cols, vals = a.split()[1:], b.split()
+            if len(cols) == len(vals):
+                last = float(vals[cols.index("%iowait")].replace(",", "."))
+    return last
+
+
+def _pidstat_io(lines: list[str]) -> list[dict[str, Any]]:
+    procs: list[dict[str, Any]] = []
+    cols: list[str] = []
+    for line in lines:
+        text = line.strip()
+        if _PIDSTAT_IO_HEADER.match(text):
+            fields = text.split()
+            cols = fields[fields.index("UID") :]
+            procs = []  # the last interval (or the Average block) wins
+            continue
+        fields = text.split()
+        if not cols or len(fields) < len(cols) + 1:
+            continue
+        row = dict(zip(cols, fields[len(fields) - len(cols) :], strict=True))
+        try:
+            procs.append({"pid": int(row["PID"]), "command": row["Command"], "read_kbs": float(row["kB_rd/s"]),
+                          "write_kbs": float(row["kB_wr/s"])})  # fmt: skip
+        except (KeyError, ValueError):
+            continue
+    return sorted(procs, key=lambda p: p["read_kbs"] + p["write_kbs"], reverse=True)
+
+
+@FORMATS.format("iostat", shapes={"text"}, detect=detect_iostat, order=20)
+def parse_iostat(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    lines = list(doc.lines())
+    host = _SYSSTAT_HOST.search(doc.text)
+    data: dict[str, Any] = {"source": "iostat"}
+    devices = _iostat_devices(lines)
+    if devices:
+        data["io"] = devices
+        data["iowait"] = _iowait(lines)
+    procs = _pidstat_io(lines)
+    if procs:
+        data["io_processes"] = procs[:10]
+        data["source"] = "pidstat" if not devices else "iostat"
+    yield ctx.item(doc.path, "host/snapshot", f"host/{host['host'] if host else doc.path}", data, None)
 
 
 _REDIS_SECTION = re.compile(r"^# (Server|Clients|Memory|Persistence|Stats|Replication|CPU|Keyspace)\s*$", re.M)

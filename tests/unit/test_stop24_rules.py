@@ -228,3 +228,43 @@ def test_image_garbage_collection_failing_without_an_eviction_threshold_is_a_wea
     b.event("Node", "", "k3s-agent-3", "EvictionThresholdMet", "Attempting to reclaim ephemeral-storage", T0 + 60)
     [strong] = by_code(kubernetes_nodes(b.set()), "node_disk_pressure")
     assert weak.score < 0.5 <= strong.score
+
+
+_IOSTAT = """ops@db-2:~$ iostat -xz 5 2
+Linux 6.1.0-21-cloud-amd64 (db-2) \t07/09/25 \t_x86_64_\t(8 CPU)
+
+avg-cpu:  %user   %nice %system %iowait  %steal   %idle
+          11.24    0.00    6.31   {boot_wait}    0.11   69.47
+
+Device            r/s     rkB/s  r_await     w/s     wkB/s  w_await  aqu-sz  %util
+nvme0n1         31.07    812.44     1.12  188.31  24711.92     9.87    1.90   17.64
+
+avg-cpu:  %user   %nice %system %iowait  %steal   %idle
+          17.90    0.00   21.64   51.37    0.05    9.04
+
+Device            r/s     rkB/s  r_await     w/s     wkB/s  w_await  aqu-sz  %util
+nvme0n1        118.40   3411.20   {await} 3288.60 431904.80   {await}  644.11 {util}
+
+ops@db-2:~$ sudo pidstat -d 5 1
+Linux 6.1.0-21-cloud-amd64 (db-2) \t07/09/25 \t_x86_64_\t(8 CPU)
+
+10:39:21      UID       PID   kB_rd/s   kB_wr/s kB_ccwr/s iodelay  Command
+10:39:26      999    204417    944.00   1873.60      0.00     498  mongod
+10:39:26        0   2318841      0.00 107520.00 104448.00     201  stress-ng-hdd
+10:39:26        0   2318842      0.00 109772.80 106905.60     197  stress-ng-hdd
+ops@db-2:~$ uptime
+ 10:38:52 up 41 days,  3:12,  1 user,  load average: 14.82, 13.97, 8.41
+"""
+
+
+def test_a_disk_iostat_shows_busy_with_long_waits_is_saturated_and_pidstat_names_who_floods_it(tmp_path: Path) -> None:
+    from diagnosis.analyzers.disk_io import disk_io_saturation
+
+    (tmp_path / "db-2-shell.txt").write_text(_IOSTAT.format(boot_wait="12.87", util="100.00", **{"await": "187.95"}))
+    ev = load_bundle(tmp_path)
+    [f] = disk_io_saturation(ev)
+    assert f.category == Category.RESOURCE_EXHAUSTION and "db-2" in f.object and "stress-ng-hdd" in f.mechanism
+    assert all(ev.check(r) for r in f.evidence)
+    # the first report is the average since boot: only the last one counts; a busy disk answering fast is fine
+    (tmp_path / "db-2-shell.txt").write_text(_IOSTAT.format(boot_wait="12.87", util="99.00", **{"await": "0.40"}))
+    assert disk_io_saturation(load_bundle(tmp_path)) == []

@@ -1,0 +1,84 @@
+"""Disks saturated by I/O: a device `iostat -x` shows busy all the time with requests waiting long, and the
+processes `pidstat -d` shows doing that I/O. Whatever runs on the host (a database, a Kubernetes node's pods) waits
+on the disk, so its slowness is a symptom of this cause; the heaviest writer or reader is named when it is known."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.host import node_pod_tags
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+
+BUSY_UTIL = 90.0  # %util: the device had a request in flight this share of the time
+SLOW_AWAIT_MS = 20.0  # and requests waited this long (an SSD answers in well under a millisecond)
+# what a saturated disk explains: whatever on its host reads or writes and so waits
+_EXPLAINS = ["latency", "slow_query", "slow_queries", "db_waits", "errors", "upstream_timeout", "http_5xx", "io_wait",
+             "cpu_iowait", "metric_shift", "backlog", "replication_lag", "probe_*", "alert:*"]  # fmt: skip
+
+
+def _top_process(procs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return procs[0] if procs and procs[0]["read_kbs"] + procs[0]["write_kbs"] > 0 else None
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"host/snapshot"})
+def disk_io_saturation(evidence: EvidenceSet) -> list[Finding]:
+    snaps = evidence.kind("host/snapshot")
+    procs = {s.object: s for s in snaps if s.data.get("io_processes")}
+    out: list[Finding] = []
+    for snap in snaps:
+        host = snap.object.removeprefix("host/")
+        for i, dev in enumerate(snap.data.get("io") or ()):
+            util, wait = dev.get("util"), dev.get("await_ms")
+            if util is None or wait is None or util < BUSY_UTIL or wait < SLOW_AWAIT_MS:
+                continue
+            refs = [EvidenceRef(item=snap.id, field=f"io.{i}.util", value=util),
+                    EvidenceRef(item=snap.id, field=f"io.{i}.await_ms", value=wait)]  # fmt: skip
+            who = ""
+            proc_item = procs.get(snap.object)
+            top = _top_process(proc_item.data["io_processes"]) if proc_item else None
+            if proc_item is not None and top is not None:
+                same = [p for p in proc_item.data["io_processes"] if p["command"] == top["command"]]
+                rate = sum(p["read_kbs"] + p["write_kbs"] for p in same) / 1024
+                who = f"; {top['command']} ({len(same)} process(es), pid {top['pid']}) does most, {rate:,.0f} MB/s"
+                refs.append(EvidenceRef(item=proc_item.id, field="io_processes.0.command", value=top["command"]))
+            iowait = snap.data.get("iowait")
+            out.append(
+                Finding(
+                    analyzer="disk_io_saturation",
+                    domain=Domain.HOST,
+                    role="cause",
+                    code="disk_io_saturated",
+                    category=Category.RESOURCE_EXHAUSTION,
+                    title=f"disk {dev['device']} on {host} saturated ({util:.0f}% busy, {wait:.0f} ms per request)",
+                    mechanism=(
+                        f"disk {dev['device']} on {host} is {util:.0f}% busy and its requests wait {wait:.0f} ms "
+                        f"(queue {dev.get('queue') or 0:.0f})"
+                        + (f", the CPUs {iowait:.0f}% in iowait" if iowait else "")
+                        + f"{who}: everything on {host} that reads or writes waits on the disk"
+                    ),
+                    object=f"disk {dev['device']} on {host}",
+                    score=0.75 if top is not None else 0.65,
+                    tags=[f"host:{host}", f"disk:{host}/{dev['device']}", *node_pod_tags(evidence, host)],
+                    explains=_EXPLAINS,
+                    evidence=refs,
+                    actions=[
+                        Action(description="Which processes do the I/O", command=f"ssh {host} sudo pidstat -d 5 3"),
+                        Action(description="Watch the device", command=f"ssh {host} iostat -xz {dev['device']} 5 3"),
+                    ]
+                    + (
+                        [
+                            Action(
+                                description=f"Stop the process flooding the disk (pid {top['pid']}) if it is not "
+                                f"meant to run",
+                                command=f"ssh {host} sudo kill {top['pid']}",
+                                kind="write",
+                            )
+                        ]
+                        if top is not None
+                        else []
+                    ),
+                )
+            )
+    return out
