@@ -288,6 +288,73 @@ def asked_about_the_failing_upstream(
     return out
 
 
+_PRIVATE_ADDRESS = re.compile(r"^(?:10\.\d+|172\.(?:1[6-9]|2\d|3[01])|192\.168)\.\d+\.\d+$")
+_INTERNAL_DOMAIN = re.compile(r"\.(?:svc|svc\.cluster\.local|cluster\.local)$")
+# a datastore a service reads and writes is a dependency whether or not its own evidence is here
+_DATASTORE_PORTS = {"5432", "3306", "6379", "27017", "9092", "11211", "9200", "5672", "9042", "2181", "1433", "1521"}
+_DATASTORE_NAME = re.compile(r"postgres|pg|mysql|maria|redis|mongo|kafka|memcache|elastic|opensearch|rabbit|"
+                             r"cassandra|\bdb\b|-db\b|database|sql", re.I)  # fmt: skip
+
+
+def _internal_upstream(f: Finding) -> tuple[str, str] | None:
+    """(host, port) of the service a failing call went to, when it is one of ours inside the network (a bare
+    service name, a cluster-internal name, a private address) and not a datastore."""
+    target = f.object.removeprefix("upstream ").split(" (", 1)[0].strip()
+    host, _, port = target.rpartition(":") if re.search(r":\d+$", target) else (target, "", "")
+    host = host.lower()
+    if not host or port in _DATASTORE_PORTS or _DATASTORE_NAME.search(host):
+        return None
+    if _PRIVATE_ADDRESS.match(host) or ("." not in host and "-" in host) or _INTERNAL_DOMAIN.search(host):
+        return host, port
+    return None
+
+
+def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call: Finding) -> bool:
+    """Whether anything in the bundle comes from the upstream itself that could show why it fails: its logs or
+    series, or a finding about it other than its callers' failed calls (pods that run, and say nothing else, do not
+    show why)."""
+    names = {host} if _PRIVATE_ADDRESS.match(host) else {host.split(".")[0]}
+    for item in evidence:
+        if item.kind in ("log", "metric", "container/state", "trace/spans"):
+            obj = item.object.lower()
+            if any(n in obj for n in names):
+                return True
+    for f in findings:
+        if f is call or f.code in _CALL_FAILURES or f.role == BENIGN:
+            continue
+        if any(n in entity_names(f) for n in names):
+            return True
+    return False
+
+
+def callers_only(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
+    """Calls failing to one of our own services (not a third party, not a datastore) with nothing in the bundle from
+    that service itself: its callers only show that it fails, not why, so the cause is evidence that is missing."""
+    out: list[Finding] = []
+    for f in findings:
+        internal = (
+            _internal_upstream(f)
+            if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
+            else None
+        )
+        if internal is None or _seen_itself(internal[0], evidence, findings, f):
+            out.append(f)
+            continue
+        out.append(
+            f.model_copy(
+                update={
+                    "role": SYMPTOM,
+                    "category": Category.UNKNOWN,
+                    "needs": [
+                        f"evidence from {internal[0]} itself (its pods and events, logs, metrics, traces): its "
+                        "callers only show that calls to it fail, not why"
+                    ],
+                }
+            )
+        )
+    return out
+
+
 RECOVERED_WINDOW_S = (
     1800.0  # a weak symptom that began this close to a since-resolved alert on its object is that episode
 )
@@ -756,6 +823,7 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     """The Diagnosis the findings support. Pure; references are checked against `evidence`."""
     findings = recovered_by_alerts(checked_findings(findings, evidence))
     findings = asked_about_the_failing_upstream(findings, evidence, question)
+    findings = callers_only(findings, evidence)
     now = evidence_now(evidence)
     benign = [f for f in findings if f.role == BENIGN]
     active = [f for f in findings if f.role in (CAUSE, SYMPTOM)]

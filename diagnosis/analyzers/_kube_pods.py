@@ -876,7 +876,9 @@ class PodReader:
                 code, why = "probe_refused", "nothing listens on the probed port"
         elif re.search(r"timeout|deadline exceeded|timed out", msg, re.I):
             timeout = int(probe.get("timeoutSeconds") or 1)
-            if count <= 2 and kind == "Readiness" and not self._unready_now():
+            # a liveness probe that failed fewer times than its failureThreshold restarted nothing
+            few = count <= 2 and (kind == "Readiness" or count < int(probe.get("failureThreshold") or 3))
+            if few and not self._unready_now():
                 # one or two slow answers to a readiness probe (a GC pause, a node busy for a moment) took the pod
                 # out of rotation for a probe period: a blip, not a misconfigured probe
                 code, category, score, role = "probe_blip", Category.HEALTHY, 0.2, BENIGN

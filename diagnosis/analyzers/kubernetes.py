@@ -509,6 +509,8 @@ def kubernetes_services(evidence: EvidenceSet) -> list[Finding]:
                 for port in c.get("ports") or ():
                     declared.update((port.get("containerPort"), port.get("name")))
         declared.discard(None)
+        if not declared and ready_addrs:
+            out += _refused_behind_target_port(evidence, svc, obj, tags)
         for i, port in enumerate(spec.get("ports") or ()):
             target = port.get("targetPort", port.get("port"))
             if declared and target is not None and target not in declared:
@@ -961,4 +963,75 @@ def kubernetes_events(evidence: EvidenceSet) -> list[Finding]:
                         ],
                     )
                 )
+    return out
+
+
+def _refused_behind_target_port(evidence: EvidenceSet, svc: EvidenceItem, obj: str, tags: list[str]) -> list[Finding]:
+    """A Service whose port forwards to a different targetPort, with ready endpoints, while its callers' connections
+    to it are refused: kube-proxy forwarded them to a port nothing in the pods listens on (its pods were not exported
+    to say which they declare)."""
+    spec = svc.data.get("spec") or {}
+    ns, name = ns_name(svc)
+    ip = str(spec.get("clusterIP") or "")
+    out: list[Finding] = []
+    for i, port in enumerate(spec.get("ports") or ()):
+        target, front = port.get("targetPort"), port.get("port")
+        if not isinstance(target, int) or target == front or front is None:
+            continue
+        needles = [f"{h}:{front}" for h in (ip, name, f"{name}.{ns}") if h and h != "None"]
+        hit = next(
+            (
+                (item, r)
+                for item in evidence.kind("log")
+                for r in item.data.get("records") or ()
+                if "refused" in str(r.get("msg") or "") and any(n in str(r.get("msg")) for n in needles)
+            ),
+            None,
+        )
+        if hit is None:
+            continue
+        item, rec = hit
+        out.append(
+            k8s_finding(
+                "kubernetes_services",
+                role=CAUSE,
+                code="service_target_port_mismatch",
+                category=Category.CONFIGURATION_ERROR,
+                object=obj,
+                score=0.85,
+                tags=[*tags, *([f"upstream:{ip}", f"instance:{ip}"] if ip else [])],
+                title=f"{obj} forwards port {front} to targetPort {target}, where connections are refused",
+                mechanism=f"{obj} forwards port {front} to targetPort {target} on its ready pods, and its callers' "
+                f"connections to it are refused: nothing in the pods listens on {target} (the Service's targetPort "
+                f"does not match the port the application serves)",
+                explains=[
+                    "http_5xx",
+                    "http_503",
+                    "upstream_unavailable",
+                    "connection_refused",
+                    "error_rate",
+                    "log_errors",
+                    "errors",
+                    "alert:*",
+                ],
+                evidence=[
+                    ref(svc, f"spec.ports.{i}.targetPort", target),
+                    EvidenceRef(item=item.id, line=rec.get("line"), value=str(rec.get("msg"))[:200]),
+                ],
+                actions=[
+                    Action(
+                        description="Compare the Service's targetPort with the port the containers listen on",
+                        command=f"kubectl get svc {name} -n {ns} -o jsonpath='{{.spec.ports}}'; kubectl get pods -n "
+                        f"{ns} -l {','.join(f'{k}={v}' for k, v in (spec.get('selector') or {}).items())} -o "
+                        "jsonpath='{.items[0].spec.containers[*].ports}'",
+                    ),
+                    Action(
+                        description="Point the Service at the port the application serves",
+                        command=f'kubectl patch svc {name} -n {ns} --type=json -p \'[{{"op":"replace","path":'
+                        f'"/spec/ports/{i}/targetPort","value":<port>}}]\'',
+                        kind="write",
+                    ),
+                ],
+            )
+        )
     return out

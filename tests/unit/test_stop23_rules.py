@@ -266,9 +266,9 @@ def test_a_readiness_probe_that_timed_out_once_is_a_blip_three_times_a_short_tim
                                              "state": {"running": {"startedAt": "2025-04-23T01:00:00Z"}}}]},
            }  # fmt: skip
 
-    def bundle(count: int) -> list:
+    def bundle(count: int, kind: str = "Readiness") -> list:
         ev = {"apiVersion": "v1", "kind": "Event", "reason": "Unhealthy", "type": "Warning", "count": count,
-              "message": 'Readiness probe failed: Get "http://10.16.2.22:8080/_healthz": context deadline exceeded',
+              "message": f'{kind} probe failed: Get "http://10.16.2.22:8080/_healthz": context deadline exceeded',
               "firstTimestamp": "2025-04-23T02:51:19Z", "lastTimestamp": "2025-04-23T02:55:19Z",
               "metadata": {"name": "fe.1", "namespace": "shop"},
               "involvedObject": {"kind": "Pod", "name": "frontend-8d6c7b9f5-gt9vw", "namespace": "shop"}}  # fmt: skip
@@ -277,6 +277,11 @@ def test_a_readiness_probe_that_timed_out_once_is_a_blip_three_times_a_short_tim
 
     assert [(f.code, f.role) for f in bundle(1) if "probe" in f.code] == [("probe_blip", "benign")]
     assert [(f.code, f.role) for f in bundle(6) if "probe" in f.code] == [("probe_timeout", "cause")]
+    # stop 24: a liveness probe that failed fewer times than its failureThreshold restarted nothing: a blip too
+    container = pod["spec"]["containers"][0]  # type: ignore[index]
+    container["livenessProbe"] = container.pop("readinessProbe")
+    assert [(f.code, f.role) for f in bundle(1, "Liveness") if "probe" in f.code] == [("probe_blip", "benign")]
+    assert [(f.code, f.role) for f in bundle(6, "Liveness") if "probe" in f.code] == [("probe_timeout", "cause")]
 
 
 def test_an_ingress_pointing_at_a_service_port_the_service_no_longer_has_is_a_configuration_error() -> None:

@@ -268,3 +268,75 @@ def test_a_disk_iostat_shows_busy_with_long_waits_is_saturated_and_pidstat_names
     # the first report is the average since boot: only the last one counts; a busy disk answering fast is fine
     (tmp_path / "db-2-shell.txt").write_text(_IOSTAT.format(boot_wait="12.87", util="99.00", **{"await": "0.40"}))
     assert disk_io_saturation(load_bundle(tmp_path)) == []
+
+
+def _caller_log(tmp_path: Path, target: str, name: str = "checkout.log") -> None:
+    lines = [
+        f"{fmt_ts(T0 + 30 * i)} ERROR checkout failed to get quote: dial tcp {target}: i/o timeout" for i in range(40)
+    ]
+    (tmp_path / name).write_text("\n".join(lines) + "\n")
+
+
+def test_calls_failing_to_one_of_our_services_that_the_bundle_holds_nothing_of_are_unknown(tmp_path: Path) -> None:
+    _caller_log(tmp_path, "10.60.7.214:50051")
+    d = investigate(load_bundle(tmp_path), "why does checkout fail?")
+    assert d.category == Category.UNKNOWN and any("10.60.7.214" in m for m in d.missing)
+    # a third party's API timing out is its dependency failure
+    _caller_log(tmp_path, "api.paygrid.io:443")
+    assert investigate(load_bundle(tmp_path), "why does checkout fail?").category == Category.DEPENDENCY_FAILURE
+    # and so is a datastore's address
+    _caller_log(tmp_path, "10.60.7.9:5432")
+    assert investigate(load_bundle(tmp_path), "why does checkout fail?").category == Category.DEPENDENCY_FAILURE
+
+
+def test_calls_refused_by_a_services_cluster_ip_whose_target_port_differs_are_that_target_port(tmp_path: Path) -> None:
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "rate", "namespace": "hotel"},
+           "spec": {"clusterIP": "10.96.212.45", "selector": {"app": "rate"},
+                    "ports": [{"port": 8084, "targetPort": 8048, "protocol": "TCP"}]}}  # fmt: skip
+    eps = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "rate", "namespace": "hotel"},
+           "subsets": [{"addresses": [{"ip": "10.244.2.27"}], "ports": [{"port": 8048}]}]}  # fmt: skip
+    (tmp_path / "svc.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [svc, eps]}))
+    lines = [
+        f'{fmt_ts(T0 + 20 * i)} ERR search.Nearby error="dial tcp 10.96.212.45:8084: connect: connection refused"'
+        for i in range(30)
+    ]
+    (tmp_path / "frontend.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why does hotel search fail?")
+    assert d.category == Category.CONFIGURATION_ERROR and "targetPort 8048" in d.root_cause
+    svc["spec"]["ports"][0]["targetPort"] = 8084  # the same port: nothing says the Service is wrong
+    (tmp_path / "svc.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [svc, eps]}))
+    assert investigate(load_bundle(tmp_path), "why does hotel search fail?").category != Category.CONFIGURATION_ERROR
+
+
+def _labelled_pod(name: str, app: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "hotel",
+            "labels": {"app": app}}, "spec": {"containers": [{"name": app, "image": f"hotel/{app}:1.0"}]},
+            "status": {"phase": "Running"}}  # fmt: skip
+
+
+def test_a_network_policy_allowlist_that_leaves_a_failing_client_out_is_the_cause(tmp_path: Path) -> None:
+    from diagnosis.analyzers.network.policy import policy_excludes_client
+
+    pods = [_labelled_pod("reservation-7d9c6b8f4-w2xkz", "reservation"),
+            _labelled_pod("mongodb-reservation-5879gvm2w-gfh97", "mongodb-reservation")]  # fmt: skip
+    allow = ["geo", "rate"]
+    peers = {"key": "app", "operator": "In", "values": allow}
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "mongodb-ingress-allowlist", "namespace": "hotel"},
+              "spec": {"podSelector": {"matchExpressions": [{"key": "app", "operator": "In",
+                                                             "values": ["mongodb-reservation"]}]},
+                       "policyTypes": ["Ingress"],
+                       "ingress": [{"from": [{"podSelector": {"matchExpressions": [peers]}}],
+                                    "ports": [{"port": 27017}]}]}}  # fmt: skip
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [*pods, policy]}))
+    (tmp_path / "reservation-7d9c6b8f4-w2xkz.log").write_text(
+        f'{{"level":"info","time":"{fmt_ts(T0)}","message":"Read database URL: mongodb-reservation:27017"}}\n'
+        f'{{"level":"panic","time":"{fmt_ts(T0 + 10)}","message":"no reachable servers"}}\n'
+    )
+    ev = load_bundle(tmp_path)
+    [f] = policy_excludes_client(ev)
+    assert f.object == "NetworkPolicy hotel/mongodb-ingress-allowlist" and "reservation" in f.title
+    assert all(ev.check(r) for r in f.evidence)
+    allow.append("reservation")  # admitted: the policy is not why it fails
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [*pods, policy]}))
+    assert policy_excludes_client(load_bundle(tmp_path)) == []

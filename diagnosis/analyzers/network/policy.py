@@ -214,3 +214,185 @@ def policy_drops(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# --- what the policies themselves allow -----------------------------------------------------------------------
+
+# a client that cannot reach its server at all: a drop by policy looks like this from the client's side
+_UNREACHABLE = re.compile(
+    r"no reachable servers|server selection (?:timeout|error)|i/o timeout|timed? ?out|deadline exceeded|"
+    r"unreachable|could not connect|failed to connect|connection timed out|ETIMEDOUT|ECONNREFUSED|connection refused",
+    re.I,
+)
+
+
+def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels and matchExpressions) selects labels; an empty selector selects all."""
+    if not isinstance(selector, dict):
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or ():
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values):
+            return False
+        if (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+    return True
+
+
+def _admits(policy: dict, labels: dict[str, str]) -> bool | None:
+    """Whether a policy's ingress rules admit a pod of the same namespace with these labels (None: a rule the
+    labels cannot decide, an address block or another namespace's pods)."""
+    for rule in policy.get("ingress") or ():
+        peers = rule.get("from")
+        if not peers:
+            return True  # a rule with no `from` admits everyone
+        for peer in peers:
+            if "ipBlock" in peer:
+                return None
+            if "namespaceSelector" in peer:
+                continue  # other namespaces' pods (or the namespace's own, unknowable without its labels)
+            if _selects(peer.get("podSelector"), labels):
+                return True
+    return False
+
+
+def _pods_by_workload(evidence: EvidenceSet) -> dict[tuple[str, str], list[EvidenceItem]]:
+    out: dict[tuple[str, str], list[EvidenceItem]] = {}
+    for pod in evidence.kind("k8s/Pod"):
+        meta = pod.data.get("metadata") or {}
+        out.setdefault(
+            (str(meta.get("namespace") or "default"), workload_of_pod(str(meta.get("name") or ""))), []
+        ).append(pod)
+    return out
+
+
+def _logs_of(evidence: EvidenceSet, pods: list[EvidenceItem], workload: str) -> list[EvidenceItem]:
+    names = [str((p.data.get("metadata") or {}).get("name") or "") for p in pods]
+    out = []
+    for item in evidence.kind("log"):
+        said = f"{item.object} {(item.data.get('source') or {}).get('command') or ''}"
+        stem = item.object.rsplit("/", 1)[-1]
+        if any(n and n in said for n in names) or stem == workload or stem.startswith(workload + "-previous"):
+            out.append(item)
+    return out
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "k8s/Pod", "k8s/NetworkPolicy"})
+def policy_excludes_client(evidence: EvidenceSet) -> list[Finding]:
+    """A workload whose logs show it cannot reach a server in its namespace that every NetworkPolicy selecting the
+    server admits no traffic from: the allowlist leaves the client out (a drop looks like a timeout to it)."""
+    policies = evidence.kind("k8s/NetworkPolicy")
+    if not policies:
+        return []
+    workloads = _pods_by_workload(evidence)
+    out: list[Finding] = []
+    for (ns, client), client_pods in workloads.items():
+        labels = (client_pods[0].data.get("metadata") or {}).get("labels") or {}
+        logs = _logs_of(evidence, client_pods, client)
+        if not logs or not labels:
+            continue
+        for (sns, server), server_pods in workloads.items():
+            if sns != ns or server == client:
+                continue
+            slabels = (server_pods[0].data.get("metadata") or {}).get("labels") or {}
+            selecting = [
+                p
+                for p in policies
+                if (p.data.get("metadata") or {}).get("namespace", ns) == ns
+                and "Ingress" in ((p.data.get("spec") or {}).get("policyTypes") or ["Ingress"])
+                and _selects((p.data.get("spec") or {}).get("podSelector"), slabels)
+            ]
+            verdicts = [_admits(p.data.get("spec") or {}, labels) for p in selecting]
+            if not selecting or any(v is not False for v in verdicts):
+                continue
+            mention = next(
+                ((item, r) for item in logs for r in item.data.get("records") or () if server in str(r.get("msg"))),
+                None,
+            )
+            failure = next(
+                (
+                    (item, r)
+                    for item in logs
+                    for r in item.data.get("records") or ()
+                    if str(r.get("level") or "") in ("error", "fatal", "panic", "critical")
+                    and _UNREACHABLE.search(str(r.get("msg") or ""))
+                ),
+                None,
+            )
+            if mention is None or failure is None:
+                continue
+            # the allowlist: the selecting policy whose rules name pods (not only the monitoring namespace)
+            policy = max(
+                selecting,
+                key=lambda p: sum(
+                    "podSelector" in peer and "namespaceSelector" not in peer
+                    for r in (p.data.get("spec") or {}).get("ingress") or ()
+                    for peer in r.get("from") or ()
+                ),
+            )
+            pname = str((policy.data.get("metadata") or {}).get("name") or policy.object)
+            said = str(failure[1].get("msg") or "").splitlines()[0][:100]
+            shown = ", ".join(f"{k}={v}" for k, v in labels.items() if "hash" not in k)
+            out.append(
+                Finding(
+                    analyzer="policy_excludes_client",
+                    domain=Domain.NETWORK,
+                    role="cause",
+                    code="network_policy_excludes",
+                    category=Category.CONFIGURATION_ERROR,
+                    title=f"NetworkPolicy {ns}/{pname} admits no traffic from {client} to {server}",
+                    mechanism=(
+                        f"NetworkPolicy {ns}/{pname} selects {server}'s pods and its ingress rules admit none of "
+                        f"{client}'s pods (labels {shown})"
+                        f", and no other policy selecting {server} does: {client}'s connections to {server} are "
+                        f"dropped, which it reports as '{said}'"
+                    ),
+                    object=f"NetworkPolicy {ns}/{pname}",
+                    score=0.85,
+                    tags=[
+                        f"policy:{pname}",
+                        f"service:{client}",
+                        f"workload:{ns}/{client}",
+                        f"upstream:{server}",
+                        *(f"pod:{ns}/{(p.data.get('metadata') or {}).get('name')}" for p in client_pods),
+                    ],
+                    explains=[
+                        "crash_*",
+                        "pod_restarts",
+                        "upstream_*",
+                        "errors",
+                        "exception",
+                        "http_5xx",
+                        "connection_refused",
+                        "latency",
+                        "replicas_unavailable",
+                        "rollout_*",
+                        "alert:*",
+                    ],
+                    evidence=[
+                        EvidenceRef(
+                            item=policy.id, field="spec.ingress", value=(policy.data.get("spec") or {}).get("ingress")
+                        ),
+                        EvidenceRef(
+                            item=mention[0].id, line=mention[1].get("line"), value=str(mention[1].get("msg"))[:200]
+                        ),
+                        EvidenceRef(
+                            item=failure[0].id, line=failure[1].get("line"), value=str(failure[1].get("msg"))[:200]
+                        ),
+                    ],
+                    actions=[
+                        Action(
+                            description=f"Show what the policies selecting {server} admit",
+                            command=f"kubectl get networkpolicy -n {ns} -o yaml",
+                        ),
+                        Action(
+                            description=f"Admit {client} in {pname}'s ingress rule (or revert what left it out)",
+                            command=f"kubectl edit networkpolicy {pname} -n {ns}",
+                            kind="write",
+                        ),
+                    ],
+                )
+            )
+    return out
