@@ -888,9 +888,10 @@ class PodReader:
                 why = f"its timeoutSeconds is {timeout}s and the application answers more slowly than that"
             else:
                 code, why = "probe_timeout", f"the application does not answer within {timeout}s"
-        if count <= 2 and kind == "Readiness" and role == SYMPTOM and not self._unready_now():
+        few = count <= 2 and (kind == "Readiness" or count < int((probe or {}).get("failureThreshold") or 3))
+        if few and role == SYMPTOM and not self._unready_now():
             # a readiness probe that failed once or twice (refused while the pod shut down on a scale-in, slow
-            # for a moment) and not since is no fault of its own
+            # for a moment) and not since is no fault of its own; nor a liveness probe that restarted nothing
             code, category, score, role = "probe_blip", Category.HEALTHY, 0.2, BENIGN
             why = f"it failed {count}x and passed since ({msg[:120]})"
         self._emit(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from diagnosis.analyzers._common import workload_of_pod
 from diagnosis.analyzers._kube import (
     RECENT_S,
     KubeIndex,
@@ -56,8 +57,45 @@ def kubernetes_pods(evidence: EvidenceSet) -> list[Finding]:
     keys = set(idx.pods) | {(ns, name) for (kind, ns, name) in idx.events if kind == "Pod"}
     out: list[Finding] = []
     for ns, pod in sorted(keys):
-        out.extend(PodReader(idx, ns, pod).read())
+        found = PodReader(idx, ns, pod).read()
+        replaced = _replaced_by(idx, ns, pod) if (ns, pod) not in idx.pods and found else None
+        out.extend(_gone(f, replaced) if replaced else f for f in found)
     return out
+
+
+REPLACED_AFTER_S = 900  # a pod seen only in events, silent this long, whose workload's exported pods all run
+
+
+def _replaced_by(idx: KubeIndex, ns: str, pod: str) -> tuple[str, EvidenceItem] | None:
+    """A pod known only from its events (the pod export does not hold it), whose events stopped a while ago, while
+    every exported pod of its workload runs Ready: it is gone, replaced (a rollback, a new ReplicaSet)."""
+    workload = workload_of_pod(pod)
+    siblings = [(n, p) for n, p in idx.pods_by_ns.get(ns, []) if workload_of_pod(n) == workload and n != pod]
+    last = max((event_ts(e) or 0.0 for e in idx.events_for("Pod", ns, pod)), default=0.0)
+    if not siblings or idx.now is None or not last or idx.now - last < REPLACED_AFTER_S:
+        return None
+    for _, p in siblings:
+        status = p.data.get("status") or {}
+        ready = [c for c in status.get("containerStatuses") or () if isinstance(c, dict)]
+        if status.get("phase") != "Running" or not ready or not all(c.get("ready") for c in ready):
+            return None
+    return siblings[0]
+
+
+def _gone(f: Finding, replaced: tuple[str, EvidenceItem]) -> Finding:
+    if f.role == BENIGN:
+        return f
+    name, item = replaced
+    return f.model_copy(
+        update={
+            "role": BENIGN,
+            "category": Category.HEALTHY,
+            "score": 0.2,
+            "mechanism": f"{f.mechanism}; that pod is gone and its workload's pods run Ready now ({name}): the "
+            "failure ended with it",
+            "evidence": [*f.evidence, ref(item, "status.phase", "Running")],
+        }
+    )
 
 
 # ------------------------------------------------------------------------------------------ nodes

@@ -369,6 +369,9 @@ def _release_for(rels: list[Release], workload: str, start: float, end: float) -
     return cands[-1] if cands else None
 
 
+REFILL_S = 1800  # a container that reaches its limit again this soon after each restart needs more than it has
+
+
 def _pods_started(evidence: EvidenceSet, workload: str, start: float, end: float) -> Release | None:
     """When no release is in sight: the creation of the workload's newest pods, inside the series' span, at the
     version their image carries (the series shows how the workload behaved before them)."""
@@ -411,6 +414,9 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
         segs = [g for g in _segments(after) if len(g) >= MIN_POINTS]
         if not segs or not all(_growing(g) for g in segs) or _levelled(segs[-1]):
             continue
+        lives = sorted(g[-1][0] - g[0][0] for g in _segments(after)[:-1])
+        if len(lives) >= 2 and lives[len(lives) // 2] < REFILL_S:
+            continue  # back at its limit minutes after each restart: a working set bigger than the limit, no leak
         traffic = _traffic_ratio(series, s.workload, rel.ts) if before else None
         if traffic is not None and not FLAT_TRAFFIC[0] <= traffic[0] <= FLAT_TRAFFIC[1]:
             continue  # the load changed with it: capacity, not a leak

@@ -340,3 +340,54 @@ def test_a_network_policy_allowlist_that_leaves_a_failing_client_out_is_the_caus
     allow.append("reservation")  # admitted: the policy is not why it fails
     (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [*pods, policy]}))
     assert policy_excludes_client(load_bundle(tmp_path)) == []
+
+
+def test_a_pod_seen_only_in_old_events_whose_workloads_pods_all_run_now_is_gone(tmp_path: Path) -> None:
+    from diagnosis.analyzers.kubernetes import kubernetes_pods
+
+    ready = {"phase": "Running", "containerStatuses": [{"name": "catalogue", "ready": True, "restartCount": 0,
+                                                         "state": {"running": {}}}]}  # fmt: skip
+    pod = _labelled_pod("catalogue-5f7c9d8b64-4tq8m", "catalogue") | {"status": ready}
+    event = {"apiVersion": "v1", "kind": "Event", "reason": "Failed", "type": "Warning", "count": 6,
+             "message": 'Error: couldn\'t find key DB_DSN in ConfigMap hotel/catalogue-config',
+             "firstTimestamp": fmt_ts(T0), "lastTimestamp": fmt_ts(T0 + 600),
+             "metadata": {"name": "c.1", "namespace": "hotel"},
+             "involvedObject": {"kind": "Pod", "name": "catalogue-6d9f8c7b5-p8wzn", "namespace": "hotel"}}  # fmt: skip
+    later = {"apiVersion": "v1", "kind": "Event", "reason": "Started", "type": "Normal", "count": 1,
+             "message": "Started container catalogue", "firstTimestamp": fmt_ts(T0 + 3600),
+             "lastTimestamp": fmt_ts(T0 + 3600), "metadata": {"name": "c.2", "namespace": "hotel"},
+             "involvedObject": {"kind": "Pod", "name": "catalogue-5f7c9d8b64-4tq8m", "namespace": "hotel"}}  # fmt: skip
+
+    def config_findings(*items: dict) -> list:
+        (tmp_path / "all.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(items)}))
+        return [f for f in kubernetes_pods(load_bundle(tmp_path)) if f.code == "container_config_error"]
+
+    [gone] = config_findings(pod, event, later)
+    assert gone.role == "benign" and "gone" in gone.mechanism
+    [live] = config_findings(event, later)  # no pod of the workload exported: nothing says it was replaced
+    assert live.role == "cause"
+
+
+def test_a_container_back_at_its_limit_minutes_after_each_restart_needs_more_memory_it_does_not_leak(
+    tmp_path: Path,
+) -> None:
+    mib, started = 2**20, T0 + 3 * 3600
+    values = [(T0 + 300 * i, (70 + (i % 2)) * mib) for i in range(36)]
+    for k in range(6):  # every ten minutes: 0 -> 128 MiB, killed, again
+        values += [(started + 600 * k + 120 * j, (20 + 27 * j) * mib) for j in range(5)]
+    (tmp_path / "memory.json").write_text(json.dumps(_memory_matrix(values)))
+    pod = _pod("recommendationservice-7d5f8c9b6-k2j7q", started, "registry/boutique/recommendationservice:v0.10.3")
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]}))
+    from diagnosis.analyzers.regressions import release_regressions
+
+    assert [f for f in release_regressions(load_bundle(tmp_path)) if f.code == "memory_leak"] == []
+
+
+def test_a_database_naming_its_clients_addresses_is_no_dns_failure(tmp_path: Path) -> None:
+    lines = [
+        f"{fmt_ts(T0 + 60 * i)} 12 [Warning] [MY-010055] [Server] IP address '10.1.27.{i}' could not be resolved: "
+        "Name or service not known"
+        for i in range(20)
+    ]
+    (tmp_path / "mysql-error.log").write_text("\n".join(lines) + "\n")
+    assert investigate(load_bundle(tmp_path), "is the catalogue database ok?").category == Category.HEALTHY

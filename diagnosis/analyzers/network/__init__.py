@@ -10,6 +10,7 @@ the caller's own egress, a provider's status page), `dns`, `tls`, `probes` (HTTP
 from __future__ import annotations
 
 import functools
+import re
 
 from diagnosis.analyzers._common import (
     DNS_NXDOMAIN,
@@ -68,6 +69,9 @@ from diagnosis.analyzers.network.vrrp import vrrp_split_brain
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Domain, Finding
 
+# a server looking up the names of its clients' addresses (MySQL without skip-name-resolve): routine, not a failure
+_REVERSE_LOOKUP = re.compile(r"IP address '[\d.:a-fA-F]+' could not be resolved|reverse (?:DNS )?lookup", re.I)
+
 
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status", "host/resolv"})
 def network_failures(evidence: EvidenceSet) -> list[Finding]:
@@ -105,8 +109,8 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             name = q.group(1) if q else _target(msg)
             _add(dns_tmp, m.group(1) if m else "the resolver", "dns_temporary", rec, caller_of(rec), name=name)
         elif DNS_NXDOMAIN.search(msg):
-            if _LOG_FETCH.search(msg):
-                continue  # a log viewer that cannot reach a worker that is gone: not the service's lookup
+            if _LOG_FETCH.search(msg) or _REVERSE_LOOKUP.search(msg):
+                continue  # a log viewer that cannot reach a worker that is gone; a server naming its clients
             name = _dns_name(msg)
             _add(dns_nx, name or "unknown name", "nxdomain", rec, caller_of(rec))
         else:
