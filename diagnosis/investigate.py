@@ -24,6 +24,7 @@ ANALYZER_MODULES = (
     "database",
     "host",
     "disk_io",
+    "clock",
     "containers",
     "metrics",
     "regressions",

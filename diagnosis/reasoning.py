@@ -605,16 +605,19 @@ PLANNED_ALERT_WINDOW_S = 6 * 3600  # alerts that began within this long after pl
 PLANNED_ALERT_BEFORE_S = 2 * 3600
 
 
-def _alerts_of_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
-    """Whether every unexplained signal is an alert that began with planned work (from two hours before its newest
-    announcement, which may be its end, to six hours after)."""
+def _during_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
+    """Whether every signal began with planned work (from two hours before its newest announcement to six after)."""
     starts = [f.ts for f in benign if f.code == PLANNED_WORK and f.ts is not None]
-    if not starts or not all(_is_alert(f) for f in seen):
-        return False
-    return all(
+    return bool(starts) and all(
         f.ts is not None and any(-PLANNED_ALERT_BEFORE_S <= f.ts - t <= PLANNED_ALERT_WINDOW_S for t in starts)
         for f in seen
     )
+
+
+def _alerts_of_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
+    """Whether every unexplained signal is an alert that began with planned work (from two hours before its newest
+    announcement, which may be its end, to six hours after)."""
+    return all(_is_alert(f) for f in seen) and _during_planned_work(seen, benign)
 
 
 def _forecast_beside_failures(h: Hypothesis, unexplained: list[Finding]) -> bool:
@@ -855,7 +858,7 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
             if (
                 seen_objects
                 and all(f.score < FAINT_SYMPTOM and not _is_alert(f) for f in seen_objects)
-                and not _quoted_failure_seen(question, evidence)
+                and (_during_planned_work(seen_objects, benign) or not _quoted_failure_seen(question, evidence))
             ):
                 # only faint signals (a handful of error lines, a blip): nothing an operator would call failing
                 benign = benign + seen_objects

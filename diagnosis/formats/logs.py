@@ -143,6 +143,12 @@ REDIS_RE = re.compile(
 )
 REDIS_LEVELS = {".": "debug", "-": "debug", "*": "info", "#": "warn"}
 # MySQL 5.x / MariaDB 10.0 error log: "250102  3:04:05 [ERROR] ..." (yymmdd, space-padded hour)
+# a month-first date, as US-culture tools print it (NetApp ONTAP's event log, Windows exports): 3/9/2024 22:21:18,
+# 11/27/2024, 2:28:19 PM; a first number over 12 is the day
+SLASH_DATE_RE = re.compile(
+    r"(?P<mo>\d{1,2})/(?P<d>\d{1,2})/(?P<y>\d{4}),? +(?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:\.(?P<f>\d{1,6}))?"
+    r"(?: ?(?P<ap>[AP]M))?\b"
+)
 YYMMDD_RE = re.compile(r"(?P<y>\d{2})(?P<mo>\d{2})(?P<d>\d{2}) {1,2}(?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})\b")
 # MongoDB's text log before 4.4: "<time> E NETWORK  [conn12] ..." (a severity letter, a component)
 MONGO_SEV_RE = re.compile(r"(?P<lvl>[FEWID])\d?\s+(?:[A-Z_]+|-)\s+\[")
@@ -284,6 +290,14 @@ class LineParser:
                 rest = body[m.end() :].lstrip()
                 redis = m.groupdict().get("lvl")
                 return ts, REDIS_LEVELS[redis] if redis else _level_in(rest), rest
+            elif first.isdigit() and "/" in body[1:3] and (m := SLASH_DATE_RE.match(body, start)) is not None:
+                mo, d = int(m["mo"]), int(m["d"])
+                mo, d = (d, mo) if mo > 12 else (mo, d)
+                h = int(m["h"]) % 12 + (12 if m["ap"] == "PM" else 0) if m["ap"] else int(m["h"])
+                frac = float(f"0.{m['f']}") if m["f"] else 0.0
+                ts = calendar.timegm((int(m["y"]), mo, d, h, int(m["mi"]), int(m["s"]), 0, 0, 0)) + frac
+                rest = body[m.end() :].lstrip(" ]\t|-:")
+                return ts, lead_level or _level_in(rest), rest
             else:
                 m = DMY_RE.match(body, start) or APACHE_RE.match(body, start)
                 if m and m["mon"] in MONTHS:

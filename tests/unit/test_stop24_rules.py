@@ -391,3 +391,41 @@ def test_a_database_naming_its_clients_addresses_is_no_dns_failure(tmp_path: Pat
     ]
     (tmp_path / "mysql-error.log").write_text("\n".join(lines) + "\n")
     assert investigate(load_bundle(tmp_path), "is the catalogue database ok?").category == Category.HEALTHY
+
+
+def test_month_first_dates_in_a_log_line_are_its_time() -> None:
+    from diagnosis.formats.logs import LineParser
+
+    ts, level, msg = LineParser().parse("3/9/2024 22:21:18   fas-prod-01      ERROR   cf.fsm.partnerDown: partner down")
+    assert ts == 1710022878.0 and msg.startswith("fas-prod-01") and level == "error"
+    ts, _, _ = LineParser().parse("11/27/2024, 2:28:19 PM  job failed")
+    assert fmt_ts(ts).startswith("2024-11-27 14:28:19")
+    ts, _, _ = LineParser().parse("27/11/2024 14:28:19 job failed")  # a first number over 12 is the day
+    assert fmt_ts(ts).startswith("2024-11-27 14:28:19")
+
+
+def test_a_quoted_error_during_planned_work_is_still_the_works_noise(tmp_path: Path) -> None:
+    (tmp_path / "change.txt").write_text(f"{fmt_ts(T0)} planned maintenance CHG0041877 started: filer upgrade\n")
+    (tmp_path / "dmesg.log").write_text(
+        f"{fmt_ts(T0 + 600)} ERROR nfs: server nas-render not responding, still trying\n"
+        f"{fmt_ts(T0 + 700)} INFO nfs: server nas-render OK\n"
+    )
+    d = investigate(load_bundle(tmp_path), "dmesg is full of 'nas-render not responding' - is the filer dying?")
+    assert d.category == Category.HEALTHY
+
+
+def test_requests_refused_as_skewed_after_the_clock_was_stepped_are_the_clock_and_its_source(tmp_path: Path) -> None:
+    (tmp_path / "rclone.log").write_text(
+        "".join(
+            f"{fmt_ts(T0 + 3600 + i)} ERROR : pg/base.tar.zst: Failed to copy: RequestTimeTooSkewed: The difference "
+            "between the request time and the current time is too large. status code: 403\n"
+            for i in range(5)
+        )
+    )
+    (tmp_path / "chronyd.txt").write_text(
+        "Sep 16 22:58:41 bkp-02 chronyd[812]: Selected source 10.10.0.5 (ntp-gw01.corp.example)\n"
+        "Sep 16 22:58:41 bkp-02 chronyd[812]: System clock was stepped by -1102.418306 seconds\n"
+    )
+    d = investigate(load_bundle(tmp_path), "the offsite backup failed with 403s - is the new access key wrong?")
+    assert d.category == Category.INFRASTRUCTURE
+    assert "ntp-gw01.corp.example" in d.root_cause and "bkp-02" in d.root_cause

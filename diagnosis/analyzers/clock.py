@@ -1,0 +1,104 @@
+"""A host clock that is wrong: remote services refuse its signed or time-stamped requests (S3's RequestTimeTooSkewed,
+an expired request signature, Kerberos' clock skew), and its time daemon says why (chronyd or ntpd stepping the
+clock by a large amount to a source, or losing every source). The cause is the clock and the source it follows, an
+infrastructure fault: the refusals look like credentials or the remote service failing, and are neither."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from diagnosis.analyzers._common import Rec, records_with, ref_of, service_of, span_text
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+
+_SKEW_HINTS = ("Skew", "skew", "SKEW", "Signature expired", "clock")
+_SKEWED = re.compile(
+    r"RequestTimeTooSkewed|request time and the current time is too large|Signature expired: \d|"
+    r"Clock skew too great|KRB_AP_ERR_SKEW|clock skew (?:detected|too (?:large|great))|time skew",
+    re.I,
+)
+# the time daemon: a big step, a clock it calls wrong, the source it selected
+_STEP = re.compile(r"System clock (?:wrong by|was stepped by) (?P<by>[+-]?\d+(?:\.\d+)?) seconds|"
+                   r"(?:time|clock) (?:reset|stepped)\s+(?P<ntpd>[+-]?\d+(?:\.\d+)?) s", re.I)  # fmt: skip
+_SOURCE = re.compile(r"Selected source (?P<addr>\S+)(?: \((?P<name>[^)]+)\))?|synchronized to (?P<ntp>\S+)", re.I)
+BIG_STEP_S = 60.0  # a clock stepped by more than a minute was far off, whatever it follows now
+
+
+def _host(rec: Rec) -> str:
+    m = re.match(r"^(?:\w{3} +\d+ [\d:]+ )?(?P<h>[\w.\-]+) (?:chronyd|ntpd|systemd)\b", rec.msg)
+    return m["h"] if m else ""
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"log"})
+def clock_skew(evidence: EvidenceSet) -> list[Finding]:
+    refused: dict[str, list[Rec]] = defaultdict(list)
+    daemon: list[Rec] = []
+    for rec in records_with(evidence, (*_SKEW_HINTS, "Selected source", "synchronized to", "stepped", "reset")):
+        if _SKEWED.search(rec.msg):
+            refused[service_of(rec.item) or rec.item.object].append(rec)
+        elif _STEP.search(rec.msg) or _SOURCE.search(rec.msg):
+            daemon.append(rec)
+    out: list[Finding] = []
+    for who, recs in refused.items():
+        if len(recs) < 2:
+            continue
+        steps = [(r, _STEP.search(r.msg)) for r in daemon]
+        big = [(r, m) for r, m in steps if m and abs(float(m["by"] or m["ntpd"])) >= BIG_STEP_S]
+        sources = [(r, m) for r in daemon if (m := _SOURCE.search(r.msg))]
+        refs: list[EvidenceRef] = [ref_of(recs[0])]
+        why = ""
+        if big:
+            r, m = big[-1]
+            by = float(m["by"] or m["ntpd"])
+            why = f"; the time daemon stepped the clock by {by:+.0f} s ('{r.msg.strip()[:120]}')"
+            refs.append(ref_of(r))
+        source = ""
+        if sources:
+            r, m = sources[-1]
+            source = m["name"] or m["addr"] or m["ntp"] or ""
+            why += f", following time source {source}"
+            refs.append(ref_of(r))
+        host = next((h for r, _ in big for h in [_host(r)] if h), "") or next(
+            (h for r in daemon for h in [_host(r)] if h), ""
+        )
+        where = host or who
+        out.append(
+            Finding(
+                analyzer="clock_skew",
+                domain=Domain.HOST,
+                role="cause",
+                code="clock_skew",
+                category=Category.INFRASTRUCTURE,
+                title=f"the clock of {where} is wrong: its requests are refused as skewed ({len(recs)}x)",
+                mechanism=(
+                    f"{who}'s requests are refused because their time is too far from the remote side's "
+                    f"('{recs[0].msg.strip()[:140]}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}){why}: the "
+                    f"clock of {where}"
+                    + (f" follows {source}, which serves the wrong time" if source and big else " is wrong")
+                    + ", not the credentials or the remote service"
+                ),
+                object=f"clock of {where}",
+                score=0.85 if big else 0.7,
+                ts=recs[0].ts,
+                tags=[
+                    f"service:{who}",
+                    *([f"host:{host}"] if host else []),
+                    *([f"upstream:{source}"] if source else []),
+                ],
+                explains=["errors", "access_denied*", "http_4xx", "http_403", "exception", "job_failed", "alert:*"],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description="Compare the host's clock with a trusted one",
+                        command=f"ssh {where} 'date -u; chronyc tracking; chronyc sources -v'",
+                    ),
+                    Action(
+                        description="Check the time source itself (its own reference, GPS or upstream servers)",
+                        command=f"chronyc -h {source or '<time source>'} tracking",
+                    ),
+                ],
+            )
+        )
+    return out
