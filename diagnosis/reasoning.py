@@ -304,7 +304,11 @@ def _internal_upstream(f: Finding) -> tuple[str, str] | None:
     host = host.lower()
     if not host or port in _DATASTORE_PORTS or _DATASTORE_NAME.search(host):
         return None
-    if _PRIVATE_ADDRESS.match(host) or ("." not in host and "-" in host) or _INTERNAL_DOMAIN.search(host):
+    if (
+        _PRIVATE_ADDRESS.match(host)
+        or ("." not in host and re.search(r"[-_\d]", host))
+        or _INTERNAL_DOMAIN.search(host)
+    ):
         return host, port
     return None
 

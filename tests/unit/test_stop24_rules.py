@@ -186,6 +186,9 @@ def test_a_source_files_line_in_a_stack_is_not_a_call_target() -> None:
 
     assert _target("at Socket.emitRequestTimeout (_http_client.js:661:40)") is None
     assert _target("connect ETIMEDOUT carts:8080") == "carts:8080"
+    # HAProxy names the server after its backend
+    check = "lb-1 haproxy[1187]: Health check for server pay_gw/pay-gw-03 failed, reason: Layer7 timeout"
+    assert _target(check) == "pay-gw-03"
 
 
 def _memory_matrix(values: list[tuple[float, float]]) -> dict:

@@ -109,6 +109,8 @@ _TARGET_PATTERNS = [
     re.compile(rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", re.I),
     re.compile(rf"(?:https?|grpcs?|tcp|postgres(?:ql)?|redis|amqps?|mysql|mongodb)://(?:[^@/\s\"]+@)?({_NAME})"),
     re.compile(rf"dial tcp ({_NAME}:\d+)"),
+    # HAProxy's own checks and state changes name the server after its backend: "server pay_gw/pay-gw-03"
+    re.compile(r"\b(?:[Hh]ealth check for (?:backup )?server|[Ss]erver) [\w.\-]+/([\w.\-]+) (?:failed|is DOWN)"),
     # resilience4j "CircuitBreaker 'payments' is OPEN", Hystrix "PaymentsCommand short-circuited", HAProxy
     # "backend payments has no server available", urllib3 "HTTPSConnectionPool(host='api.stripe.com', port=443)"
     re.compile(r"CircuitBreaker '([^']+)'"),
