@@ -618,6 +618,19 @@ def _during_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
     )
 
 
+def _resolved_during_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
+    """Whether every signal began with planned work (a chaos experiment, a maintenance) and an alert that fired
+    with them has resolved since, none firing: the monitoring says the work's effect is over."""
+    starts = [f.ts for f in seen if f.ts is not None]
+    resolved = [f for f in benign if _is_alert(f) and f.ts is not None]
+    return (
+        not any(_is_alert(f) for f in seen)
+        and bool(starts)
+        and any(r.ts is not None and r.ts >= min(starts) - PLANNED_ALERT_BEFORE_S for r in resolved)
+        and _during_planned_work(seen, benign)
+    )
+
+
 def _alerts_of_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
     """Whether every unexplained signal is an alert that began with planned work (from two hours before its newest
     announcement, which may be its end, to six hours after)."""
@@ -867,7 +880,9 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
                 # only faint signals (a handful of error lines, a blip): nothing an operator would call failing
                 benign = benign + seen_objects
                 seen_objects = []
-            if seen_objects and _alerts_of_planned_work(seen_objects, benign):
+            if seen_objects and (
+                _alerts_of_planned_work(seen_objects, benign) or _resolved_during_planned_work(seen_objects, benign)
+            ):
                 # alerts that began with planned work (a scan, a migration), and nothing else failing: its noise
                 benign = benign + seen_objects
                 seen_objects = []

@@ -472,10 +472,17 @@ UPSTREAM_5XX = re.compile(
     re.I,
 )
 # the other side understood the call and refused who made it: wrong or expired credentials, missing permissions
+# a database user without the role or grant for a command it runs (MongoDB code 13, PostgreSQL, MySQL)
+DB_DENIED = re.compile(
+    r"not authorized on \S+ to execute command|permission denied for (?:table|relation|schema|database) \S+|"
+    r"command denied to user \S+"
+)
 AUTH_DENIED = re.compile(
     r"\b401\b[^\n]{0,24}Unauthori[sz]ed|Unauthori[sz]ed[^\n]{0,12}\b401\b|\b403\b[^\n]{0,24}Forbidden|"
     r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}40[13]\b|"
     r"is forbidden: User \"[^\"]+\" cannot|AccessDenied(?:Exception)?\b|not authorized to perform|"
+    + DB_DENIED.pattern
+    + "|"
     r"UnrecognizedClientException|InvalidClientTokenId|SignatureDoesNotMatch|ExpiredToken(?:Exception)?\b|"
     r"PERMISSION_DENIED|UNAUTHENTICATED|code = (?:PermissionDenied|Unauthenticated)|"
     r"invalid[ _]api[ _]?key|invalid (?:access |bearer )?token|invalid_grant|invalid_client|jwt expired|"

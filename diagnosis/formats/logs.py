@@ -114,6 +114,11 @@ DMY_RE = re.compile(
     r"(?:[.,](?P<f>\d{1,6}))?"
     r"(?: (?:UTC|GMT))?"
 )
+# Boost.Log's default stamp (C++ services): "[2024-May-21 13:58:37.351930] <error>: ..."
+YMON_RE = re.compile(
+    r"(?P<y>\d{4})-(?P<mon>[A-Z][a-z]{2})-(?P<d>\d{1,2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:\.(?P<f>\d{1,6}))?"
+)
+_BOOST_LEVEL = re.compile(r"<(trace|debug|info|warning|error|fatal)>:?\s*")
 APACHE_RE = re.compile(
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) (?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
     r"(?:\.(?P<f>\d{1,6}))? (?P<y>\d{4})"
@@ -299,12 +304,14 @@ class LineParser:
                 rest = body[m.end() :].lstrip(" ]\t|-:")
                 return ts, lead_level or _level_in(rest), rest
             else:
-                m = DMY_RE.match(body, start) or APACHE_RE.match(body, start)
+                m = DMY_RE.match(body, start) or APACHE_RE.match(body, start) or YMON_RE.match(body, start)
                 if m and m["mon"] in MONTHS:
                     frac = float(f"0.{m['f']}") if m["f"] else 0.0
                     fields = (int(m["y"]), MONTHS[m["mon"]], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
                     ts, end = calendar.timegm((*fields, 0, 0, 0)) + frac, m.end()
                     rest = body[end:].lstrip(" ]\t|-:")
+                    if rest[:1] == "<" and (boost := _BOOST_LEVEL.match(rest)):  # Boost.Log's "<error>: "
+                        return ts, LEVELS.get(boost[1], boost[1]), rest[boost.end() :]
                     php = PHP_LEVEL.search(rest, 0, 80)
                     level = _PHP_LEVELS.get(php[1], "error") if php else lead_level or _level_in(rest)
                     return ts, level, rest

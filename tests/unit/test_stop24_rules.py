@@ -432,3 +432,46 @@ def test_requests_refused_as_skewed_after_the_clock_was_stepped_are_the_clock_an
     d = investigate(load_bundle(tmp_path), "the offsite backup failed with 403s - is the new access key wrong?")
     assert d.category == Category.INFRASTRUCTURE
     assert "ntp-gw01.corp.example" in d.root_cause and "bkp-02" in d.root_cause
+
+
+def test_boost_log_lines_carry_their_time_and_level() -> None:
+    from diagnosis.formats.logs import LineParser
+
+    ts, level, msg = LineParser().parse("[2024-May-21 13:58:37.351930] <error>: (Handler.h:551:Compose) Failed")
+    assert fmt_ts(ts).startswith("2024-05-21 13:58:37") and level == "error" and msg.startswith("(Handler.h")
+
+
+def test_a_database_refusing_a_users_commands_is_a_missing_role(tmp_path: Path) -> None:
+    lines = [
+        f"[{fmt_ts(T0 + 20 * i).replace('Z', '')}] <error>: (PostStorageHandler.h:121:StorePost) Failed to insert "
+        'post to MongoDB: not authorized on post to execute command { insert: "post" }'
+        for i in range(20)
+    ]
+    (tmp_path / "post-storage-service.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why can't users post?")
+    assert d.category == Category.CONFIGURATION_ERROR and "role or grant" in d.root_cause
+
+
+def test_errors_that_began_with_a_chaos_experiment_whose_alert_resolved_are_its_noise() -> None:
+    from diagnosis.model import EvidenceRef, Finding
+    from diagnosis.reasoning import reason
+    from tests.unit._evidence_builders import Builder
+
+    b = Builder()
+    log = b.log("compose-review.log", [(T0 + 10, "error", "Failed to connect user-review-service: timed out")])
+    alert = b.raw("alert", "alert/LatencyHigh", {"status": "resolved"}, ts=T0)
+    chaos = b.raw("k8s/NetworkChaos", "NetworkChaos/chaos/loss", {"spec": {}}, ts=T0)
+    ev = b.set()
+    errors = Finding(analyzer="log_errors", domain="logs", role="symptom", code="errors", category=Category.UNKNOWN,
+                     title="compose-review: 157 errors", mechanism="errors", object="compose-review", score=0.9,
+                     ts=T0 + 10, tags=["service:compose-review"], evidence=[EvidenceRef(item=log, line=1)])  # fmt: skip
+    resolved = Finding(analyzer="alerts", domain="alerts", role="benign", code="alert:LatencyHigh",
+                       category=Category.HEALTHY, title="alert LatencyHigh resolved", mechanism="resolved",
+                       object="namespace media", score=0.5, ts=T0 + 60,
+                       evidence=[EvidenceRef(item=alert, field="status", value="resolved")])  # fmt: skip
+    planned = Finding(analyzer="changes", domain="changes", role="benign", code="planned_work",
+                      category=Category.HEALTHY, title="chaos experiment", mechanism="planned work: chaos experiment",
+                      object="NetworkChaos/chaos/loss", score=0.2, ts=T0,
+                      evidence=[EvidenceRef(item=chaos, field="spec", value={})])  # fmt: skip
+    assert reason([errors, resolved, planned], ev).category == Category.HEALTHY
+    assert reason([errors, planned], ev).category == Category.UNKNOWN  # nothing says the effect is over

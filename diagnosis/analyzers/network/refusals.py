@@ -7,6 +7,7 @@ import re
 
 from diagnosis.analyzers._common import (
     AUTH_DENIED,
+    DB_DENIED,
     Rec,
     now_of,
     service_of,
@@ -51,10 +52,17 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
         hit = AUTH_DENIED.search(sample)
         shown = sample[max(0, hit.start() - 60) :][:220] if hit else sample[:220]
         secret = next((s.group(0) for r in recs for s in [_SECRET_NAME.search(r.msg)] if s), None)
+        db = DB_DENIED.search(sample)
         if m:
             what = (
                 f"{m['user']} is not allowed to {m['verb']} {m['res']} (Kubernetes RBAC: the API server answers "
                 "forbidden); its Role/ClusterRole or binding lacks that permission"
+            )
+        elif db:
+            what = (
+                f"the database refuses the commands of {', '.join(callers) or target} ({db.group(0)}): the database "
+                "user it connects as no longer has the role or grant for them (it still logs in, so the password is "
+                "right and the permission is what changed)"
             )
         else:
             what = (
