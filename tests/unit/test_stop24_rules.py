@@ -475,3 +475,20 @@ def test_errors_that_began_with_a_chaos_experiment_whose_alert_resolved_are_its_
                       evidence=[EvidenceRef(item=chaos, field="spec", value={})])  # fmt: skip
     assert reason([errors, resolved, planned], ev).category == Category.HEALTHY
     assert reason([errors, planned], ev).category == Category.UNKNOWN  # nothing says the effect is over
+
+
+def test_an_orchestrators_exception_reporting_its_jobs_failure_is_not_its_own_defect(tmp_path: Path) -> None:
+    stamp = fmt_ts(T0).replace("Z", "")
+    (tmp_path / "airflow-settle.log").write_text(
+        f"[{stamp} UTC] {{taskinstance.py:2905}} ERROR - Task failed with exception\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/airflow/dataproc.py", line 12, in execute\n'
+        "airflow.exceptions.AirflowException: Batch job settle-20240513 failed with error: Job failed with message "
+        "[SparkUpgradeException: Fail to parse '13/5/2024 0:12:09' in the new parser]\n"
+    )
+    (tmp_path / "batch.log").write_text(
+        f"{fmt_ts(T0 - 60)} ERROR org.apache.spark.SparkUpgradeException: Fail to parse '13/5/2024 0:12:09' in the "
+        "new parser. Caused by: java.time.format.DateTimeParseException: Text '13/5/2024 0:12:09' could not be parsed\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why did the settlement load fail?")
+    assert d.category == Category.DATA_QUALITY

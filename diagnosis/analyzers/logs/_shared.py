@@ -33,7 +33,8 @@ ROLLOUT_SLACK_S = 300
 
 BAD_DATA = re.compile(
     # generic wording of rejected input
-    r"invalid input (?:syntax|value)|schema mismatch|unexpected null|null value in column|failed to parse|parse error|"
+    r"invalid input (?:syntax|value)|schema mismatch|unexpected null|null value in column|fail(?:ed)? to parse|"
+    r"parse error|"
     r"could not parse|unable to parse|cannot parse|malformed|missing (?:required )?(?:field|property|key)|"
     r"required (?:field|property) \S+ (?:is )?missing|unexpected (?:token|field|type|character|end of (?:json )?input)|"
     r"invalid (?:json|format|value|record|payload|utf-?8|byte sequence|character|date|timestamp|enum|message)|"

@@ -315,6 +315,15 @@ _ROUTINE = re.compile(
 )
 
 
+# an orchestrator's exception that only reports the failure of a job it started elsewhere (Airflow's operators for
+# Dataproc, EMR, Databricks, Glue, Dataflow): a symptom of what failed in that job
+_CHILD_FAILED = re.compile(
+    r"AirflowException: (?:Batch |Dataproc |EMR |Databricks |Glue |Dataflow |Spark )?(?:job|run|step|batch|cluster)\b"
+    r"[^\n]{0,160}?\b(?:failed|FAILED|terminated|TERMINATED)|Job failed with message \[|"
+    r"(?:Databricks|Glue|EMR) (?:run|job|step) (?:\S+ )?(?:failed|terminated)",
+)
+
+
 def _benign(item: EvidenceItem, tpl: Template, who: str, tags: list[str], verdict: str) -> Finding:
     assert tpl.sample is not None
     if verdict == "stopped":
@@ -457,6 +466,8 @@ def _cause_of(
     exc = EXCEPTION.search(msg)
     if not exc or REMOTE_FAILURE.search(msg):
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
+    if _CHILD_FAILED.search(msg):
+        return None  # an orchestrator reporting that the job it ran failed: the job's own log says why
     # the class that was thrown, wherever the message names it ("An unhandled exception ...: System.Invalid...")
     named = next((m.group(1) for m in EXCEPTION.finditer(msg) if m.group(1)), None)
     exc_name = _python_raised(msg) or named or exc.group(0).strip()
