@@ -27,6 +27,7 @@ ANALYZER_MODULES = (
     "clock",
     "containers",
     "metrics",
+    "units",
     "regressions",
     "network",
     "routing",

@@ -236,7 +236,12 @@ def _metric_csv_layout(doc: Document) -> tuple[str, str | None, str | None] | No
         return (tcol, ncol, vcol) if ok else None
     numeric = [h for h in others if all(_csv_value(r.get(h)) is not None or (r.get(h) or "").strip().lower()
                                         in _NULLS for r in rows)]  # fmt: skip
-    if numeric != others or not any(_csv_value(r.get(h)) is not None for r in rows for h in numeric):
+    if not any(_csv_value(r.get(h)) is not None for r in rows for h in numeric):
+        return None
+    # a column of a few repeated words beside the numbers (a status, a run marker) is a note on each row, not an
+    # event: anything with more varied words is a log
+    words = [h for h in others if h not in numeric]
+    if len(words) > len(numeric) or any(len({(r.get(h) or "").strip() for r in rows}) > 3 for h in words):
         return None
     return tcol, None, None
 

@@ -492,3 +492,26 @@ def test_an_orchestrators_exception_reporting_its_jobs_failure_is_not_its_own_de
     )
     d = investigate(load_bundle(tmp_path), "why did the settlement load fail?")
     assert d.category == Category.DATA_QUALITY
+
+
+def test_a_steady_quantity_that_jumps_by_a_units_factor_while_its_count_stays_is_a_unit_change(
+    tmp_path: Path,
+) -> None:
+    from diagnosis.analyzers.units import unit_change
+
+    def write(name: str, last: float) -> None:
+        rows = [f'"Time","{name}","meters reporting","estimate run"']
+        for i in range(14):
+            rows.append(f"{fmt_ts(T0 + 86400 * i)[:19]},{380 + (i % 5) * 7},41900,published")
+        rows.append(f"{fmt_ts(T0 + 86400 * 14)[:19]},{last},41911,published")
+        (tmp_path / "daily.csv").write_text("\n".join(rows) + "\n")
+
+    write("sum(daily_kwh) / 1000 (MWh)", 376380.0)
+    ev = load_bundle(tmp_path)
+    assert {i.data["name"] for i in ev.kind("metric")} == {"sum(daily_kwh) / 1000 (MWh)", "meters reporting"}
+    [f] = unit_change(ev)
+    assert f.category == Category.DATA_QUALITY and "x1000" in f.title and "meters reporting" in f.mechanism
+    write("sum(daily_kwh) / 1000 (MWh)", 2000.0)  # five times as much: no unit's factor
+    assert unit_change(load_bundle(tmp_path)) == []
+    write("error ratio", 38000.0)  # what breaks jumps by orders of magnitude: not read for a unit
+    assert unit_change(load_bundle(tmp_path)) == []
