@@ -13,6 +13,7 @@ from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
 
 BUSY_UTIL = 90.0  # %util: the device had a request in flight this share of the time
 SLOW_AWAIT_MS = 20.0  # and requests waited this long (an SSD answers in well under a millisecond)
+LONG_QUEUE = 8.0  # or this many requests queued on the device on average
 # what a saturated disk explains: whatever on its host reads or writes and so waits
 _EXPLAINS = ["latency", "slow_query", "slow_queries", "db_waits", "errors", "upstream_timeout", "http_5xx", "io_wait",
              "cpu_iowait", "metric_shift", "backlog", "replication_lag", "probe_*", "alert:*"]  # fmt: skip
@@ -31,7 +32,8 @@ def disk_io_saturation(evidence: EvidenceSet) -> list[Finding]:
         host = snap.object.removeprefix("host/")
         for i, dev in enumerate(snap.data.get("io") or ()):
             util, wait = dev.get("util"), dev.get("await_ms")
-            if util is None or wait is None or util < BUSY_UTIL or wait < SLOW_AWAIT_MS:
+            queue = dev.get("queue") or 0.0
+            if util is None or wait is None or util < BUSY_UTIL or (wait < SLOW_AWAIT_MS and queue < LONG_QUEUE):
                 continue
             refs = [EvidenceRef(item=snap.id, field=f"io.{i}.util", value=util),
                     EvidenceRef(item=snap.id, field=f"io.{i}.await_ms", value=wait)]  # fmt: skip

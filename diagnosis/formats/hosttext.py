@@ -86,11 +86,40 @@ _IOSTAT_HEADER = re.compile(r"^Device:?\s+.*%util\s*$")
 _PIDSTAT_IO_HEADER = re.compile(r"^\S+(?:\s+[AP]M)?\s+UID\s+PID\s+kB_rd/s\s+kB_wr/s.*Command\s*$")
 
 
+# iotop -b: "    PID  PRIO  USER     DISK READ  DISK WRITE  SWAPIN      IO    COMMAND"
+_IOTOP_HEADER = re.compile(r"^\s*(?:PID|TID)\s+PRIO\s+USER\s+DISK READ\s+DISK WRITE\b")
+_IOTOP_ROW = re.compile(
+    r"^\s*(?P<pid>\d+)\s+\S+\s+\S+\s+(?P<rd>[\d.]+) (?P<ru>[KMGT]?)B?/s\s+(?P<wr>[\d.]+) (?P<wu>[KMGT]?)B?/s\s+"
+    r"(?:\?unavailable\?|[\d.]+ %)\s+(?:[\d.]+ %\s+)?(?P<cmd>.+?)\s*$"
+)
+_RATE_KB = {"": 1 / 1024, "K": 1.0, "M": 1024.0, "G": 1024.0**2, "T": 1024.0**3}  # iotop: B/s, K/s, M/s
+# the host a pasted command ran on, from its prompt: "ops@tt-worker-2:~$ iostat -x"
+_PROMPT_HOST = re.compile(r"^\s*\[?[\w.\-]+@(?P<host>[\w.\-]+)[\]:\s]", re.M)
+
+
 def detect_iostat(doc: Document) -> bool:
     head = doc.text[:8192]
-    return ("%util" in head and any(_IOSTAT_HEADER.match(line.strip()) for line in head.splitlines())) or (
-        "kB_wr/s" in head and any(_PIDSTAT_IO_HEADER.match(line.strip()) for line in head.splitlines())
+    lines = head.splitlines()
+    return (
+        ("%util" in head and any(_IOSTAT_HEADER.match(line.strip()) for line in lines))
+        or ("kB_wr/s" in head and any(_PIDSTAT_IO_HEADER.match(line.strip()) for line in lines))
+        or ("DISK WRITE" in head and any(_IOTOP_HEADER.match(line) for line in lines))
     )
+
+
+def _iotop(lines: list[str]) -> list[dict[str, Any]]:
+    procs: list[dict[str, Any]] = []
+    seen = False
+    for line in lines:
+        if _IOTOP_HEADER.match(line):
+            seen, procs = True, []
+            continue
+        m = _IOTOP_ROW.match(line) if seen else None
+        if m:
+            procs.append({"pid": int(m["pid"]), "command": m["cmd"].split()[0].strip("[]"),
+                          "read_kbs": float(m["rd"]) * _RATE_KB[m["ru"]],
+                          "write_kbs": float(m["wr"]) * _RATE_KB[m["wu"]]})  # fmt: skip
+    return sorted(procs, key=lambda p: p["read_kbs"] + p["write_kbs"], reverse=True)
 
 
 def _iostat_devices(lines: list[str]) -> list[dict[str, Any]]:
@@ -157,16 +186,16 @@ def _pidstat_io(lines: list[str]) -> list[dict[str, Any]]:
 @FORMATS.format("iostat", shapes={"text"}, detect=detect_iostat, order=20)
 def parse_iostat(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     lines = list(doc.lines())
-    host = _SYSSTAT_HOST.search(doc.text)
+    host = _SYSSTAT_HOST.search(doc.text) or _PROMPT_HOST.search(doc.text[:2048])
     data: dict[str, Any] = {"source": "iostat"}
     devices = _iostat_devices(lines)
     if devices:
         data["io"] = devices
         data["iowait"] = _iowait(lines)
-    procs = _pidstat_io(lines)
+    procs = _pidstat_io(lines) or _iotop(lines)
     if procs:
         data["io_processes"] = procs[:10]
-        data["source"] = "pidstat" if not devices else "iostat"
+        data["source"] = "iostat" if devices else "pidstat"
     yield ctx.item(doc.path, "host/snapshot", f"host/{host['host'] if host else doc.path}", data, None)
 
 

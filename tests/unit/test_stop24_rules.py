@@ -246,7 +246,7 @@ avg-cpu:  %user   %nice %system %iowait  %steal   %idle
           17.90    0.00   21.64   51.37    0.05    9.04
 
 Device            r/s     rkB/s  r_await     w/s     wkB/s  w_await  aqu-sz  %util
-nvme0n1        118.40   3411.20   {await} 3288.60 431904.80   {await}  644.11 {util}
+nvme0n1        118.40   3411.20   {await} 3288.60 431904.80   {await}  {queue} {util}
 
 ops@db-2:~$ sudo pidstat -d 5 1
 Linux 6.1.0-21-cloud-amd64 (db-2) \t07/09/25 \t_x86_64_\t(8 CPU)
@@ -263,13 +263,17 @@ ops@db-2:~$ uptime
 def test_a_disk_iostat_shows_busy_with_long_waits_is_saturated_and_pidstat_names_who_floods_it(tmp_path: Path) -> None:
     from diagnosis.analyzers.disk_io import disk_io_saturation
 
-    (tmp_path / "db-2-shell.txt").write_text(_IOSTAT.format(boot_wait="12.87", util="100.00", **{"await": "187.95"}))
+    (tmp_path / "db-2-shell.txt").write_text(
+        _IOSTAT.format(boot_wait="12.87", util="100.00", queue="644.11", **{"await": "187.95"})
+    )
     ev = load_bundle(tmp_path)
     [f] = disk_io_saturation(ev)
     assert f.category == Category.RESOURCE_EXHAUSTION and "db-2" in f.object and "stress-ng-hdd" in f.mechanism
     assert all(ev.check(r) for r in f.evidence)
     # the first report is the average since boot: only the last one counts; a busy disk answering fast is fine
-    (tmp_path / "db-2-shell.txt").write_text(_IOSTAT.format(boot_wait="12.87", util="99.00", **{"await": "0.40"}))
+    (tmp_path / "db-2-shell.txt").write_text(
+        _IOSTAT.format(boot_wait="12.87", util="99.00", queue="0.90", **{"await": "0.40"})
+    )
     assert disk_io_saturation(load_bundle(tmp_path)) == []
 
 
@@ -515,3 +519,22 @@ def test_a_steady_quantity_that_jumps_by_a_units_factor_while_its_count_stays_is
     assert unit_change(load_bundle(tmp_path)) == []
     write("error ratio", 38000.0)  # what breaks jumps by orders of magnitude: not read for a unit
     assert unit_change(load_bundle(tmp_path)) == []
+
+
+def test_iotop_names_who_floods_a_disk_that_iostat_shows_queued_on_the_host_of_the_prompt(tmp_path: Path) -> None:
+    from diagnosis.analyzers.disk_io import disk_io_saturation
+
+    (tmp_path / "session.txt").write_text(
+        "ops@tt-worker-2:~$ iostat -xz nvme0n1 5 2 | tail -n 4\n"
+        "Device            r/s     rkB/s  r_await     w/s     wkB/s  w_await  aqu-sz  %util\n"
+        "nvme0n1         12.40    310.20     3.91 1480.60 187392.00    18.44   27.41 100.00\n"
+        "\n"
+        "ops@tt-worker-2:~$ sudo iotop -boP -n 1 | head -n 5\n"
+        "Total DISK READ:       312.57 K/s | Total DISK WRITE:     183.02 M/s\n"
+        "    PID  PRIO  USER     DISK READ  DISK WRITE  SWAPIN      IO    COMMAND\n"
+        "2291847 be/4 root        0.00 B/s   91.23 M/s  ?unavailable?  stress-ng-hdd [run]\n"
+        "1984390 be/4 1000        0.00 B/s  412.00 K/s  ?unavailable?  java -jar /app/ts-order-service-1.0.jar\n"
+        "ops@tt-worker-2:~$ logout\n"
+    )
+    [f] = disk_io_saturation(load_bundle(tmp_path))
+    assert f.object == "disk nvme0n1 on tt-worker-2" and "stress-ng-hdd" in f.mechanism
