@@ -28,6 +28,7 @@ ANALYZER_MODULES = (
     "containers",
     "metrics",
     "units",
+    "propagation",
     "regressions",
     "network",
     "routing",

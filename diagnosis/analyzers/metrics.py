@@ -405,6 +405,9 @@ def _kind(name: str, labels: dict[str, str]) -> str:
     # a counter split by outcome (Azure Storage's ResponseType, a result or outcome label): its failure series
     if any(_FAILED_OUTCOME.search(str(v)) for k, v in labels.items() if k.lower() in _OUTCOME_LABELS):
         return "errors"
+    service = labels.get("service")
+    if service and name.startswith(f"{service}_"):
+        name = name[len(service) + 1 :]  # post-storage-service_latency-90 measures latency, not storage
     for kind, rx in _KIND_PATTERNS:
         if rx.search(name):
             return kind

@@ -538,3 +538,38 @@ def test_iotop_names_who_floods_a_disk_that_iostat_shows_queued_on_the_host_of_t
     )
     [f] = disk_io_saturation(load_bundle(tmp_path))
     assert f.object == "disk nvme0n1 on tt-worker-2" and "stress-ng-hdd" in f.mechanism
+
+
+def _latency_csv(tmp_path: Path, root_cpu_hog: bool, with_resources: bool = True) -> None:
+    services = ["nginx-thrift", "compose-post-service", "post-storage-service"]
+    head = ["time"]
+    for s in services:
+        head += [f"{s}_latency-90"] + ([f"{s}_cpu", f"{s}_mem"] if with_resources else [])
+    rows = [",".join(head)]
+    for i in range(30):
+        late = i >= 15
+        row = [fmt_ts(T0 + 30 * i)]
+        for s, base in zip(services, (24.0, 12.0, 3.0), strict=True):
+            lat = base + (210.0 if late else 0.0)  # the root's delay adds to every caller's
+            row.append(f"{lat:.1f}")
+            if with_resources:
+                hog = root_cpu_hog and late and s == "post-storage-service"
+                row += ["0.9" if hog else "0.1", "80"]
+        rows.append(",".join(row))
+    (tmp_path / "socialnet_metrics.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_a_slowdown_that_spread_began_where_latency_grew_most_and_its_own_resources_say_why(tmp_path: Path) -> None:
+    from diagnosis.analyzers.metrics import _kind
+    from diagnosis.analyzers.propagation import latency_origin
+
+    assert _kind("post-storage-service_latency-90", {"service": "post-storage-service"}) == "latency"
+    _latency_csv(tmp_path, root_cpu_hog=False)
+    [f] = latency_origin(load_bundle(tmp_path))
+    assert f.object == "service post-storage-service" and f.category == Category.INFRASTRUCTURE
+    _latency_csv(tmp_path, root_cpu_hog=True)
+    [f] = latency_origin(load_bundle(tmp_path))
+    assert f.category == Category.RESOURCE_EXHAUSTION and "cpu" in f.mechanism
+    _latency_csv(tmp_path, root_cpu_hog=False, with_resources=False)  # nothing says how the root is doing
+    [f] = latency_origin(load_bundle(tmp_path))
+    assert f.role == "symptom" and f.category == Category.UNKNOWN
