@@ -493,7 +493,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 object=f"file descriptors of {svc}",
                 score=0.85,
                 ts=recs[0].ts,
-                tags=[f"service:{svc}"],
+                tags=[f"service:{svc}", "resource:file-descriptors"],
                 explains=[
                     "errors",
                     "exception",

@@ -178,6 +178,8 @@ _VERSION_LINE = re.compile(
 # a deploy tool's log line: "orders-api 5.4.0 -> hosts ord-app-01..04 OK", "deployed orders-api 5.4.0",
 # "Deploying orders-api version 5.4.0", "rolled out billing@2.3.1"
 _DEPLOY_LINE = re.compile(
+    # an artifact a deploy tool records: "invoicing-2.19.0.war sha256=... by deploy-bot"
+    r"^(?P<name3>[a-z][\w\-]*?)-(?P<ver3>\d+\.\d+\.\d+)\.(?:war|jar|ear|tar\.gz|tgz|zip|rpm|deb|whl)\b.*\bby\b|"
     r"^(?P<name>[a-z][\w.\-]+) v?(?P<ver>\d+\.\d+\.\d+[\w.\-+]*) -> (?:hosts?|servers?|nodes?|prod|production)\b|"
     r"\b(?:[Dd]eployed|[Dd]eploying|[Rr]eleased|[Rr]olled out) (?P<name2>[a-z][\w.\-]+)(?: version | v|@| )"
     r"(?P<ver2>\d+\.\d+\.\d+[\w.\-+]*)"
@@ -212,7 +214,8 @@ def _log_releases(evidence: EvidenceSet) -> list[Release]:
                 continue
             if (dep := _DEPLOY_LINE.search(msg)) and r.get("ts") is not None:
                 out.append(
-                    Release(float(r["ts"]), dep["name"] or dep["name2"], dep["ver"] or dep["ver2"],
+                    Release(float(r["ts"]), dep["name"] or dep["name2"] or dep["name3"],
+                            dep["ver"] or dep["ver2"] or dep["ver3"],
                             EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300]))
                 )  # fmt: skip
                 continue
@@ -394,13 +397,44 @@ def _pods_started(evidence: EvidenceSet, workload: str, start: float, end: float
                                                               value=created))  # fmt: skip
 
 
+_FDS = re.compile(r"open_?fds|open_?files|file_?descriptors|fd_?count|allocated_?fds", re.I)
+
+
+def _mib(v: float) -> str:
+    return f"{v / 2**20:.0f} MiB"
+
+
+def _count(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def _fd_limit(series: list[_S], s: _S) -> float | None:
+    """The process's descriptor limit, from a max_fds series of the same instance."""
+    for o in series:
+        if (
+            re.search(r"max_?fds|fd_?limit|nofile", o.name, re.I)
+            and o.points
+            and o.labels.get("instance") == (s.labels.get("instance"))
+        ):
+            return o.points[-1][1]
+    return None
+
+
 def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list[Finding]:
+    """Memory or file descriptors that grow without levelling off from a release on, at flat traffic: the new
+    version leaks them."""
     out: list[Finding] = []
     seen: set[str] = set()
     for s in series:
         if not s.workload or s.workload in seen or len(s.points) < 2 * MIN_POINTS:
             continue
-        if not _MEMORY.search(s.name) or _NOT_USAGE.search(s.name) or _CPU.search(s.name):
+        if _FDS.search(s.name) and not re.search(r"max|limit", s.name, re.I):
+            noun, unit, code = "file descriptors", _count, "fd_leak"
+            limit = _fd_limit(series, s)
+        elif _MEMORY.search(s.name) and not _NOT_USAGE.search(s.name) and not _CPU.search(s.name):
+            noun, unit, code = "memory", _mib, "memory_leak"
+            limit = None
+        else:
             continue
         rel = _release_for(rels, s.workload, s.points[0][0], s.points[-1][0]) or _pods_started(
             evidence, s.workload, s.points[0][0], s.points[-1][0]
@@ -422,25 +456,21 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
             continue  # the load changed with it: capacity, not a leak
         trend = linear_trend(segs[-1])
         slope_h = (trend.slope * 3600) if trend else 0.0
-        limit = _limit(evidence, s.workload, "memory")
+        limit = limit if noun != "memory" else _limit(evidence, s.workload, "memory")
         to_full = ""
         if limit and trend and trend.slope > 0:
             left = max(0.0, limit - segs[-1][-1][1])
             to_full = (
-                f"; at this rate it reaches its {limit / 2**20:.0f} MiB limit in {human_duration(left / trend.slope)}"
+                f"; at this rate it reaches its limit of {unit(limit)} in {human_duration(left / trend.slope)}"
+                if left > 0.02 * limit
+                else f"; it has reached its limit of {unit(limit)}"
             )
         restarts = len(_segments(after)) - 1
         seen.add(s.workload)
-        base = (
-            f" (flat at ~{median([v for _, v in before]) / 2**20:.0f} MiB before)" if len(before) >= MIN_POINTS else ""
-        )
+        base = f" (flat at ~{unit(median([v for _, v in before]))} before)" if len(before) >= MIN_POINTS else ""
         refs = [
             rel.ref,
-            EvidenceRef(
-                item=s.item.id,
-                field="points",
-                value=f"{segs[-1][0][1] / 2**20:.0f} -> {segs[-1][-1][1] / 2**20:.0f} MiB",
-            ),
+            EvidenceRef(item=s.item.id, field="points", value=f"{unit(segs[-1][0][1])} -> {unit(segs[-1][-1][1])}"),
         ]
         if traffic:
             refs.append(traffic[1])
@@ -449,20 +479,24 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                 analyzer="release_regressions",
                 domain=Domain.METRICS,
                 role="cause",
-                code="memory_leak",
+                code=code,
                 category=Category.CODE_DEFECT,
-                title=f"{s.workload} {rel.version} leaks memory (+{slope_h / 2**20:.0f} MiB/h without levelling off)",
+                title=f"{s.workload} {rel.version} leaks {noun} (+{unit(slope_h)}/h without levelling off)",
                 mechanism=(
-                    f"since {s.workload} {rel.version} (released {fmt_ts(rel.ts)}) its memory grows "
-                    f"~{slope_h / 2**20:.0f} MiB/h without levelling off{base}"
+                    f"since {s.workload} {rel.version} (released {fmt_ts(rel.ts)}) its {noun} "
+                    f"{'grows' if noun == 'memory' else 'grow'} "
+                    f"~{unit(slope_h)}/h without levelling off{base}"
                     + (f", restarting {restarts}x and growing again" if restarts else "")
                     + (f", at the same traffic ({traffic[0]:.2f}x)" if traffic else "")
-                    + f"{to_full}: a memory leak in {rel.version}; a bigger limit only delays it."
+                    + f"{to_full}: a {noun.removesuffix('s')} leak in {rel.version}; a bigger limit only delays it."
                 ),
                 object=f"{s.workload} {rel.version}",
                 score=0.8 if (traffic and before) else 0.65,
                 ts=rel.ts,
-                tags=[f"service:{s.workload}", f"version:{rel.version}"],
+                tags=[f"service:{s.workload}", f"version:{rel.version}", f"metric:{s.name}"]
+                + ([f"host:{s.labels['instance'].rsplit(':', 1)[0]}"] if s.labels.get("instance") else [])
+                # the descriptors a process ran out of, whichever log says so, are the ones it leaks
+                + (["resource:file-descriptors"] if code == "fd_leak" else []),
                 explains=[
                     "oom_killed",
                     "app_out_of_memory",
@@ -472,6 +506,8 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                     "crash_loop",
                     "memory_high",
                     "old_restart",
+                    "fd_exhaustion",
+                    "saturation",
                     "errors",
                     "latency",
                     "alert:*",
@@ -484,8 +520,13 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                         kind="write",
                     ),
                     Action(
-                        description="Take two heap profiles an hour apart and diff them",
-                        command=f"kubectl exec deploy/{s.workload} -- <heap dump / pprof heap>",
+                        description="Take two heap profiles an hour apart and diff them"
+                        if noun == "memory"
+                        else "List what the descriptors are (deleted files, sockets) and what opens them",
+                        command=f"kubectl exec deploy/{s.workload} -- <heap dump / pprof heap>"
+                        if noun == "memory"
+                        else f"ls -l /proc/$(pgrep -f {s.workload} | head -1)/fd | awk '{{print $NF}}' | sort "
+                        "| uniq -c | sort -rn | head",
                     ),
                 ],
             )

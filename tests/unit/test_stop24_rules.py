@@ -573,3 +573,46 @@ def test_a_slowdown_that_spread_began_where_latency_grew_most_and_its_own_resour
     _latency_csv(tmp_path, root_cpu_hog=False, with_resources=False)  # nothing says how the root is doing
     [f] = latency_origin(load_bundle(tmp_path))
     assert f.role == "symptom" and f.category == Category.UNKNOWN
+
+
+def _fds_matrix(values: list[tuple[float, float]]) -> dict:
+    labels = {"instance": "inv-app01:9404", "job": "invoicing"}
+    open_fds = {"metric": {"__name__": "process_open_fds", **labels}, "values": [[t, str(v)] for t, v in values]}
+    max_fds = {"metric": {"__name__": "process_max_fds", **labels}, "values": [[t, "4096"] for t, _ in values]}
+    return {"status": "success", "data": {"resultType": "matrix", "result": [open_fds, max_fds]}}
+
+
+def test_descriptors_that_grow_from_a_recorded_artifact_deploy_at_flat_traffic_are_its_leak(tmp_path: Path) -> None:
+    released = T0 + 6 * 3600
+    values = [(T0 + 900 * i, 180.0 + (i % 3)) for i in range(24)]
+    values += [(released + 900 * i, 180.0 + 35.0 * i) for i in range(1, 40)]
+    (tmp_path / "prom-fds.json").write_text(json.dumps(_fds_matrix(values)))
+    (tmp_path / "deployed.txt").write_text(
+        f"{fmt_ts(released)} invoicing-2.19.0.war sha256=4f0c2b9e by deploy-bot (pipeline #5512)\n"
+        f"{fmt_ts(T0 - 86400 * 20)} invoicing-2.18.3.war sha256=a1d9e08c by deploy-bot (pipeline #5388)\n"
+    )
+    (tmp_path / "catalina.out").write_text(
+        "".join(
+            f"{fmt_ts(released + 34000 + 60 * i)} ERROR java.io.IOException: Too many open files\n" for i in range(5)
+        )
+    )
+    d = investigate(load_bundle(tmp_path), "why does invoicing fail?")
+    assert d.category == Category.CODE_DEFECT and "2.19.0" in d.root_cause and "file descriptors" in d.root_cause
+
+
+def test_an_expired_certificate_our_acme_client_renewed_is_a_server_never_reloaded(tmp_path: Path) -> None:
+    (tmp_path / "billing-sync.log").write_text(
+        "".join(
+            f"{fmt_ts(T0 + 60 * i)} ERROR sync failed: x509: certificate has expired or is not yet valid: "
+            "https://portal.example.org/api\n"
+            for i in range(6)
+        )
+    )
+    d = investigate(load_bundle(tmp_path), "why does billing sync fail?")
+    assert d.category == Category.DEPENDENCY_FAILURE  # nothing says whose certificate it is: the provider's
+    (tmp_path / "letsencrypt.log").write_text(
+        f"{fmt_ts(T0 - 86400 * 30)[:19]},351:DEBUG:certbot._internal.display.obj:Notifying user: "
+        "/etc/letsencrypt/live/portal.example.org/fullchain.pem (success)\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why does billing sync fail?")
+    assert d.category == Category.CONFIGURATION_ERROR and "not reloaded" in d.root_cause
