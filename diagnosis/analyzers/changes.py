@@ -394,7 +394,24 @@ def _planned_finding(item: EvidenceItem, text: str, ts: float | None, ev: Eviden
     )
 
 
-@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"log", "k8s/"})
+def _scheduled_changes(evidence: EvidenceSet) -> list[Finding]:
+    """A cloud's own scheduled changes that have begun (AWS Health `scheduledChange` events open now: task
+    retirements, maintenance): the provider's planned work."""
+    now = evidence_now(evidence)
+    out = []
+    for item in evidence.kind("external/status"):
+        for i, inc in enumerate(item.data.get("incidents") or ()):
+            start = inc.get("created_at")
+            if inc.get("category") != "scheduledChange" or inc.get("status") not in ("open", "closed") or start is None:
+                continue
+            if now is not None and start > now:
+                continue  # announced for later: not what happened
+            ref = EvidenceRef(item=item.id, field=f"incidents.{i}.name", value=inc.get("name"))
+            out.append(_planned_finding(item, f"scheduled change {inc.get('name')} ({inc.get('service')})", start, ref))
+    return out
+
+
+@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"log", "k8s/", "external/status"})
 def planned_work(evidence: EvidenceSet) -> list[Finding]:
     """The first announcement of planned work in each log and on each kind of Kubernetes event (benign context:
     it tells a healthy answer why the signals around it were expected). Failed work is not planned work."""
@@ -449,4 +466,4 @@ def planned_work(evidence: EvidenceSet) -> list[Finding]:
         seen.add(reason)
         ts = parse_ts(d.get("first_ts") or d.get("last_ts"))
         out.append(_planned_finding(item, message or reason, ts, ref(item, "message", message or reason)))
-    return out
+    return out + _scheduled_changes(evidence)

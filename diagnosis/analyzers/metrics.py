@@ -553,19 +553,27 @@ WITHIN_CAPACITY = 0.8
 # drained connection), however far it is from a baseline of zero
 ERROR_SHARE_FLOOR = 0.01
 _SHARE = re.compile(r"ratio|share|fraction|percent|pct|%", re.I)
+_REPLICAS = re.compile(r"replicas|desired_?capacity|instances_?in_?service|GroupInServiceInstances", re.I)
 _REPLICA_LAG = re.compile(r"replica(?:tion)?_?lag(?!_?bytes)", re.I)
 
 
 def _failing(s: _Series, value: float, limit: float | None) -> bool:
     if s.kind == "errors" and _SHARE.search(s.name):
         top = max((v for _, v in s.points), default=0.0)
-        unit = 100.0 if top > 1.0 or (_PERCENT.search(s.name) and not re.search(r"ratio", s.name, re.I)) else 1.0
+        percent = "%" in s.name or str(s.item.data.get("unit") or "").lower() in ("percent", "%")
+        unit = (
+            100.0
+            if top > 1.0 or percent or (_PERCENT.search(s.name) and not re.search(r"ratio", s.name, re.I))
+            else 1.0
+        )
         if value < ERROR_SHARE_FLOOR * unit and top < ERROR_SHARE_FLOOR * unit:
             return False
     if s.kind == "backlog" and _REPLICA_LAG.search(s.name) and max((v for _, v in s.points), default=0.0) < 1.0:
         return False  # a replica under a second behind (in seconds, as RDS and ElastiCache report it) is in sync
     if s.kind in _FAILURE_KINDS:
         return True
+    if _REPLICAS.search(s.name):
+        return limit is not None and value >= limit  # an autoscaler that scaled out and has room left is working
     return limit is not None and value >= WITHIN_CAPACITY * limit
 
 

@@ -139,7 +139,16 @@ def parse_aws_health(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
         "description": "; ".join(e["type"] for e in active),
         "components": [{"name": f"{e['service']} {e['region']}".strip(), "status": e["status"]} for e in events],
         "failing": failing,
-        "incidents": [{"name": e["type"], "status": e["status"], "created_at": e["start"]} for e in events],
+        "incidents": [
+            {
+                "name": e["type"],
+                "status": e["status"],
+                "created_at": e["start"],
+                "category": e["category"],
+                "service": e["service"],
+            }
+            for e in events
+        ],
         "active_incidents": [e["type"] for e in active],
         "degraded": bool(active),
         "source": "aws-health",

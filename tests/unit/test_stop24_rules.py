@@ -616,3 +616,31 @@ def test_an_expired_certificate_our_acme_client_renewed_is_a_server_never_reload
     )
     d = investigate(load_bundle(tmp_path), "why does billing sync fail?")
     assert d.category == Category.CONFIGURATION_ERROR and "not reloaded" in d.root_cause
+
+
+def test_an_autoscaler_that_scaled_out_with_room_left_is_working(tmp_path: Path) -> None:
+    from diagnosis.analyzers.metrics import metric_series
+
+    labels = {"namespace": "shop", "horizontalpodautoscaler": "frontend"}
+    current = [[T0 + 30 * i, "3" if i < 10 else "8"] for i in range(20)]
+    maximum = [[T0 + 30 * i, "10"] for i in range(20)]
+    (tmp_path / "hpa.json").write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "kube_horizontalpodautoscaler_status_current_replicas", **labels}, "values": current},
+        {"metric": {"__name__": "kube_horizontalpodautoscaler_spec_max_replicas", **labels}, "values": maximum},
+    ]}}))  # fmt: skip
+    assert all(f.role == "benign" for f in metric_series(load_bundle(tmp_path)))
+
+
+def test_an_aws_health_scheduled_change_that_began_is_planned_work(tmp_path: Path) -> None:
+    from diagnosis.analyzers.changes import planned_work
+
+    def event(code: str, status: str, start: float) -> dict:
+        return {"service": code.split("_")[1], "eventTypeCode": code, "eventTypeCategory": "scheduledChange",
+                "region": "us-west-2", "statusCode": status, "startTime": fmt_ts(start)}  # fmt: skip
+
+    events = [event("AWS_ECS_TASK_PATCHING_RETIREMENT", "open", T0),
+              event("AWS_RDS_MAINTENANCE_SCHEDULED", "upcoming", T0 + 86400 * 7)]  # fmt: skip
+    (tmp_path / "health.json").write_text(json.dumps({"events": events}))
+    (tmp_path / "app.log").write_text(f"{fmt_ts(T0 + 600)} INFO started\n")
+    [f] = planned_work(load_bundle(tmp_path))
+    assert "AWS_ECS_TASK_PATCHING_RETIREMENT" in f.title
