@@ -66,6 +66,8 @@ def _object(doc: Document, ctx: ParseContext, obj: dict[str, Any], kind: str | N
         meta["annotations"].pop(LAST_APPLIED, None)
     obj.setdefault("kind", kind)
     ns, name = meta.get("namespace"), meta.get("name", "")
+    if kind == "Pod" and ns:  # a stern stream names pods without their namespace
+        ctx.shared.setdefault("pod_namespaces", {})[name] = ns
     yield ctx.item(doc.path, f"k8s/{kind}", f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}", obj)
 
 

@@ -13,6 +13,7 @@ continuation lines (stack traces) join the record above.
 from __future__ import annotations
 
 import calendar
+import itertools
 import json
 import re
 import time
@@ -848,3 +849,50 @@ def parse_untimed_errors(doc: Document, ctx: ParseContext) -> Iterator[EvidenceI
     records = records[-ctx.max_log_records :]
     data = {"records": records, "source": {"path": doc.path, "untimed": True}, "truncated": False}
     yield ctx.item(doc.path, "log", doc.path, data, None)
+
+
+# --- stern: many pods' logs in one stream, each line led by its pod and container ------------------------------
+
+# "checkoutservice-7c9d5f6b84-mw4tz server {...}"; with --all-namespaces the namespace comes first
+_STERN = re.compile(
+    r"^(?:(?P<ns>[a-z0-9][a-z0-9\-]{0,62}) )?"
+    r"(?P<pod>[a-z0-9][a-z0-9\-]*?-(?:[a-z0-9]{6,10}-[a-z0-9]{5}|[a-z0-9]{5}|\d+)) "
+    r"(?P<container>[a-z0-9][a-z0-9\-]{0,62}) (?P<rest>\S.*)$"
+)
+
+
+def detect_stern(doc: Document) -> bool:
+    lines = [line for line in itertools.islice(doc.lines(), 60) if line.strip()]
+    lines = [line for line in lines if not (doc.command and TERMINAL_PROMPT.match(line))]
+    return len(lines) >= 3 and sum(bool(_STERN.match(line)) for line in lines) >= 0.8 * len(lines)
+
+
+@FORMATS.format("stern", shapes={"text"}, detect=detect_stern, order=95)
+def parse_stern(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One log per pod and container; the namespace from the line, else from the bundle's Pod objects, else
+    `default` (resolved once every file is read)."""
+    parser = LineParser()
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    last: dict[str, Any] | None = None
+    for n, line in enumerate(doc.lines(), 1):
+        m = _STERN.match(line)
+        if m is None:
+            if last is not None and line.strip() and _continues(line):
+                last["msg"] = f"{last['msg']}\n{line.rstrip()}"[: MAX_CONTINUATION + 200]
+            continue
+        ts, level, msg = parser.parse(m["rest"])
+        last = {"ts": ts, "level": level, "msg": msg, "line": n}
+        groups.setdefault((m["ns"] or "", m["pod"], m["container"]), []).append(last)
+
+    def emit(ctx: ParseContext) -> Iterator[EvidenceItem]:
+        known = ctx.shared.get("pod_namespaces", {})
+        for (ns, pod, container), records in groups.items():
+            kept = records[-ctx.max_log_records :]
+            stamps = [r["ts"] for r in kept if r["ts"] is not None]
+            space = ns or known.get(pod, "default")
+            source = {"path": doc.path, "export": "stern"}  # the object names the pod and container
+            data = {"records": kept, "source": source, "truncated": len(kept) < len(records)}
+            yield ctx.item(doc.path, "log", f"Pod/{space}/{pod}/{container}", data, max(stamps) if stamps else None)
+
+    ctx.deferred.append(emit)
+    return iter(())

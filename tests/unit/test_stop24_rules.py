@@ -644,3 +644,21 @@ def test_an_aws_health_scheduled_change_that_began_is_planned_work(tmp_path: Pat
     (tmp_path / "app.log").write_text(f"{fmt_ts(T0 + 600)} INFO started\n")
     [f] = planned_work(load_bundle(tmp_path))
     assert "AWS_ECS_TASK_PATCHING_RETIREMENT" in f.title
+
+
+def test_a_stern_stream_is_one_log_per_pod_and_container_in_the_pods_namespace(tmp_path: Path) -> None:
+    lines = [
+        'checkoutservice-7c9d5f6b84-mw4tz server {"message":"payment went through","severity":"info",'
+        f'"timestamp":"{fmt_ts(T0)}"}}',
+        'checkoutservice-7c9d5f6b84-mw4tz server {"message":"panic: one of the specified money values is invalid",'
+        f'"severity":"error","timestamp":"{fmt_ts(T0 + 5)}"}}',
+        f"checkoutservice-5f8b9c6d7-2hq8v istio-proxy {fmt_ts(T0 + 6)} warning envoy upstream reset",
+    ]
+    (tmp_path / "stern-checkout.txt").write_text("\n".join(lines) + "\n")
+    pod = _labelled_pod("checkoutservice-7c9d5f6b84-mw4tz", "checkoutservice")
+    pod["metadata"]["namespace"] = "boutique"
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]}))
+    logs = {i.object: i.data["records"] for i in load_bundle(tmp_path).kind("log")}
+    assert set(logs) == {"Pod/boutique/checkoutservice-7c9d5f6b84-mw4tz/server",
+                         "Pod/default/checkoutservice-5f8b9c6d7-2hq8v/istio-proxy"}  # fmt: skip
+    assert logs["Pod/boutique/checkoutservice-7c9d5f6b84-mw4tz/server"][1]["level"] == "error"
