@@ -854,17 +854,29 @@ def parse_untimed_errors(doc: Document, ctx: ParseContext) -> Iterator[EvidenceI
 # --- stern: many pods' logs in one stream, each line led by its pod and container ------------------------------
 
 # "checkoutservice-7c9d5f6b84-mw4tz server {...}"; with --all-namespaces the namespace comes first
-_STERN = re.compile(
-    r"^(?:(?P<ns>[a-z0-9][a-z0-9\-]{0,62}) )?"
-    r"(?P<pod>[a-z0-9][a-z0-9\-]*?-(?:[a-z0-9]{6,10}-[a-z0-9]{5}|[a-z0-9]{5}|\d+)) "
-    r"(?P<container>[a-z0-9][a-z0-9\-]{0,62}) (?P<rest>\S.*)$"
+_STERN_POD = r"(?P<pod>[a-z0-9][a-z0-9\-]*?-(?:[a-z0-9]{6,10}-[a-z0-9]{5}|[a-z0-9]{5}|\d+))"
+_STERN = re.compile(rf"^{_STERN_POD} (?P<container>[a-z][a-z0-9\-]{{0,62}}) (?P<rest>\S.*)$")
+_STERN_NS = re.compile(
+    rf"^(?P<ns>[a-z0-9][a-z0-9\-]{{0,62}}) {_STERN_POD} (?P<container>[a-z][a-z0-9\-]{{0,62}}) (?P<rest>\S.*)$"
 )
+
+
+def _stern(line: str) -> tuple[str, str, str, str] | None:
+    """(namespace or '', pod, container, the line itself): the shorter reading first (a container is a name,
+    never a date)."""
+    m = _STERN.match(line)
+    if m and not _STERN_NS.match(line):
+        return "", m["pod"], m["container"], m["rest"]
+    m2 = _STERN_NS.match(line)
+    if m2:
+        return m2["ns"], m2["pod"], m2["container"], m2["rest"]
+    return ("", m["pod"], m["container"], m["rest"]) if m else None
 
 
 def detect_stern(doc: Document) -> bool:
     lines = [line for line in itertools.islice(doc.lines(), 60) if line.strip()]
     lines = [line for line in lines if not (doc.command and TERMINAL_PROMPT.match(line))]
-    return len(lines) >= 3 and sum(bool(_STERN.match(line)) for line in lines) >= 0.8 * len(lines)
+    return len(lines) >= 3 and sum(_stern(line) is not None for line in lines) >= 0.8 * len(lines)
 
 
 @FORMATS.format("stern", shapes={"text"}, detect=detect_stern, order=95)
@@ -875,14 +887,14 @@ def parse_stern(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     last: dict[str, Any] | None = None
     for n, line in enumerate(doc.lines(), 1):
-        m = _STERN.match(line)
+        m = _stern(line)
         if m is None:
             if last is not None and line.strip() and _continues(line):
                 last["msg"] = f"{last['msg']}\n{line.rstrip()}"[: MAX_CONTINUATION + 200]
             continue
-        ts, level, msg = parser.parse(m["rest"])
+        ts, level, msg = parser.parse(m[3])
         last = {"ts": ts, "level": level, "msg": msg, "line": n}
-        groups.setdefault((m["ns"] or "", m["pod"], m["container"]), []).append(last)
+        groups.setdefault(m[:3], []).append(last)
 
     def emit(ctx: ParseContext) -> Iterator[EvidenceItem]:
         known = ctx.shared.get("pod_namespaces", {})
