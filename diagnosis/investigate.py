@@ -29,6 +29,7 @@ ANALYZER_MODULES = (
     "metrics",
     "units",
     "propagation",
+    "serverless",
     "regressions",
     "network",
     "routing",

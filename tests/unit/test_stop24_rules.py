@@ -662,3 +662,23 @@ def test_a_stern_stream_is_one_log_per_pod_and_container_in_the_pods_namespace(t
     assert set(logs) == {"Pod/boutique/checkoutservice-7c9d5f6b84-mw4tz/server",
                          "Pod/default/checkoutservice-5f8b9c6d7-2hq8v/istio-proxy"}  # fmt: skip
     assert logs["Pod/boutique/checkoutservice-7c9d5f6b84-mw4tz/server"][1]["level"] == "error"
+
+
+def test_one_functions_burst_filling_the_accounts_lambda_concurrency_throttles_the_others() -> None:
+    from diagnosis.analyzers.serverless import lambda_concurrency
+    from tests.unit._evidence_builders import Builder
+
+    def bundle(peak: float) -> list:
+        b = Builder()
+        b.metric("ConcurrentExecutions", [(T0 + 60 * i, 50.0 if i < 10 else peak) for i in range(20)],
+                 {"namespace": "AWS/Lambda"})  # fmt: skip
+        b.metric("ConcurrentExecutions", [(T0 + 60 * i, 0.0 if i < 10 else peak - 40) for i in range(20)],
+                 {"namespace": "AWS/Lambda", "FunctionName": "points-backfill"})  # fmt: skip
+        b.metric("Throttles", [(T0 + 60 * i, 0.0 if i < 10 else 900.0) for i in range(20)],
+                 {"namespace": "AWS/Lambda", "FunctionName": "rewards-balance"})  # fmt: skip
+        return lambda_concurrency(b.set())
+
+    [f] = bundle(912.0)
+    assert f.category == Category.RESOURCE_EXHAUSTION and "points-backfill" in f.object
+    assert "rewards-balance" in f.mechanism
+    assert bundle(400.0) == []  # throttled with the pool far from full: a reserved limit, not the account's
