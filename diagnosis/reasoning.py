@@ -289,7 +289,6 @@ def asked_about_the_failing_upstream(
 
 
 _PRIVATE_ADDRESS = re.compile(r"^(?:10\.\d+|172\.(?:1[6-9]|2\d|3[01])|192\.168)\.\d+\.\d+$")
-_INTERNAL_DOMAIN = re.compile(r"\.(?:svc|svc\.cluster\.local|cluster\.local)$")
 # a datastore a service reads and writes is a dependency whether or not its own evidence is here
 _DATASTORE_PORTS = {"5432", "3306", "6379", "27017", "9092", "11211", "9200", "5672", "9042", "2181", "1433", "1521"}
 _DATASTORE_NAME = re.compile(r"postgres|pg|mysql|maria|redis|mongo|kafka|memcache|elastic|opensearch|rabbit|"
@@ -297,18 +296,21 @@ _DATASTORE_NAME = re.compile(r"postgres|pg|mysql|maria|redis|mongo|kafka|memcach
 
 
 def _internal_upstream(f: Finding) -> tuple[str, str] | None:
-    """(host, port) of the service a failing call went to, when it is one of ours inside the network (a bare
-    service name, a cluster-internal name, a private address) and not a datastore."""
+    """(host, port) of the server a failing call went to, when it is one of ours inside the network that nothing
+    names (a private address) or a member of our load balancer's pool, and not a datastore."""
     target = f.object.removeprefix("upstream ").split(" (", 1)[0].strip()
     host, _, port = target.rpartition(":") if re.search(r":\d+$", target) else (target, "", "")
     host = host.lower()
     if not host or port in _DATASTORE_PORTS or _DATASTORE_NAME.search(host):
         return None
-    if (
-        _PRIVATE_ADDRESS.match(host)
-        or ("." not in host and re.search(r"[-_\d]", host))
-        or _INTERNAL_DOMAIN.search(host)
-    ):
+    # an address that nothing names: one server of ours behind a proxy or a pool (a named service, even
+    # cluster-internal, may be another team's: its failure is their dependency failure, as the callers see it)
+    named = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
+    if _PRIVATE_ADDRESS.match(host) and all(_PRIVATE_ADDRESS.match(n.split(":")[0]) for n in named):
+        return host, port
+    # a server of our own load balancer's pool ("Health check for server pay_gw/pay-gw-03 failed")
+    pool_member = re.compile(rf"\bserver [\w.\-]+/{re.escape(host)}\b", re.I)
+    if any(isinstance(r.value, str) and pool_member.search(r.value) for r in f.evidence):
         return host, port
     return None
 

@@ -461,7 +461,7 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
         if limit and trend and trend.slope > 0:
             left = max(0.0, limit - segs[-1][-1][1])
             to_full = (
-                f"; at this rate it reaches its limit of {unit(limit)} in {human_duration(left / trend.slope)}"
+                f"; at this rate it reaches its {unit(limit)} limit in {human_duration(left / trend.slope)}"
                 if left > 0.02 * limit
                 else f"; it has reached its limit of {unit(limit)}"
             )

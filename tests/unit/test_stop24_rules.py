@@ -682,3 +682,28 @@ def test_one_functions_burst_filling_the_accounts_lambda_concurrency_throttles_t
     assert f.category == Category.RESOURCE_EXHAUSTION and "points-backfill" in f.object
     assert "rewards-balance" in f.mechanism
     assert bundle(400.0) == []  # throttled with the pool far from full: a reserved limit, not the account's
+
+
+def test_a_request_killed_for_running_past_its_time_limit_is_slowness_not_a_bug(tmp_path: Path) -> None:
+    (tmp_path / "laravel.log").write_text(
+        "".join(
+            f"[{fmt_ts(T0 + 60 * i).replace('Z', '')}] production.ERROR: Maximum execution time of 30 seconds exceeded "
+            '{"exception":"[object] (Symfony\\\\Component\\\\ErrorHandler\\\\Error\\\\FatalError(code: 0)"}\n'
+            for i in range(6)
+        )
+    )
+    assert investigate(load_bundle(tmp_path), "why is the catalog slow?").category != Category.CODE_DEFECT
+
+
+def test_a_server_of_our_load_balancers_pool_that_fails_its_checks_with_nothing_from_it_is_unknown(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "haproxy.log").write_text(
+        "".join(
+            f"{fmt_ts(T0 + 60 * i)} lb-pay-01 haproxy[1187]: Health check for server pay_gw/pay-gw-03 failed, "
+            "reason: Layer7 timeout, check duration: 2001ms, status: 2/3 UP.\n"
+            for i in range(10)
+        )
+    )
+    d = investigate(load_bundle(tmp_path), "why do payments fail now and then?")
+    assert d.category == Category.UNKNOWN and any("pay-gw-03" in m for m in d.missing)

@@ -315,6 +315,8 @@ _ROUTINE = re.compile(
 )
 
 
+# a runtime killing a request that ran past its time limit (PHP's max_execution_time, Ruby's Timeout): a symptom
+_TOO_SLOW = re.compile(r"Maximum execution time of \d+ seconds? exceeded|execution expired|Timeout::Error", re.I)
 # an orchestrator's exception that only reports the failure of a job it started elsewhere (Airflow's operators for
 # Dataproc, EMR, Databricks, Glue, Dataflow): a symptom of what failed in that job
 _CHILD_FAILED = re.compile(
@@ -468,6 +470,8 @@ def _cause_of(
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
     if _CHILD_FAILED.search(msg):
         return None  # an orchestrator reporting that the job it ran failed: the job's own log says why
+    if _TOO_SLOW.search(msg):
+        return None  # a request killed for taking too long: slowness from elsewhere (a database, a cache), no bug
     # the class that was thrown, wherever the message names it ("An unhandled exception ...: System.Invalid...")
     named = next((m.group(1) for m in EXCEPTION.finditer(msg) if m.group(1)), None)
     exc_name = _python_raised(msg) or named or exc.group(0).strip()

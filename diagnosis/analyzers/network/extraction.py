@@ -394,7 +394,7 @@ def _target(msg: str) -> str | None:
             word = name.split(":")[0].lower()
             if word in _NOT_A_NAME or word in _LEVEL_WORDS or len(word) < 2 or word.isdigit():
                 continue
-            if _SOURCE_FILE.search(name) or (m.start(1) > 0 and msg[m.start(1) - 1] in "._"):
+            if _SOURCE_FILE.search(name) or (":" in name and m.start(1) > 0 and msg[m.start(1) - 1] in "._"):
                 continue  # a source file's line (_http_client.js:661), or the tail of a longer word
             before = msg[max(0, m.start() - 120) : m.start(1)]
             if _DOC_LINK.search(before[-24:]) or _DOC_ARTICLE.search(before):
