@@ -271,21 +271,21 @@ def asked_about_the_failing_upstream(
             out.append(f)
             continue
         out.append(
-            f.model_copy(
-                update={
-                    "role": SYMPTOM,
-                    "category": Category.UNKNOWN,
-                    "needs": [
-                        f"why {subject} reports itself unhealthy: the logs of its members and what their state says "
-                        "(for a search cluster, _cluster/allocation/explain)"
-                        if f.code in _SELF_REPORTED
-                        else f"evidence from {subject} itself (its pods and events, logs, metrics): its callers only "
-                        "show that it fails, not why"
-                    ],
-                }
+            _evidence_missing(
+                f,
+                f"why {subject} reports itself unhealthy: the logs of its members and what their state says "
+                "(for a search cluster, _cluster/allocation/explain)"
+                if f.code in _SELF_REPORTED
+                else f"evidence from {subject} itself (its pods and events, logs, metrics): its callers only show "
+                "that it fails, not why",
             )
         )
     return out
+
+
+def _evidence_missing(f: Finding, need: str) -> Finding:
+    """A cause candidate that only shows that something fails, not why: a symptom, and the evidence that would."""
+    return f.model_copy(update={"role": SYMPTOM, "category": Category.UNKNOWN, "needs": [need]})
 
 
 _PRIVATE_ADDRESS = re.compile(r"^(?:10\.\d+|172\.(?:1[6-9]|2\d|3[01])|192\.168)\.\d+\.\d+$")
@@ -347,15 +347,10 @@ def callers_only(findings: list[Finding], evidence: EvidenceSet) -> list[Finding
             out.append(f)
             continue
         out.append(
-            f.model_copy(
-                update={
-                    "role": SYMPTOM,
-                    "category": Category.UNKNOWN,
-                    "needs": [
-                        f"evidence from {internal[0]} itself (its pods and events, logs, metrics, traces): its "
-                        "callers only show that calls to it fail, not why"
-                    ],
-                }
+            _evidence_missing(
+                f,
+                f"evidence from {internal[0]} itself (its pods and events, logs, metrics, traces): its callers only "
+                "show that calls to it fail, not why",
             )
         )
     return out

@@ -553,32 +553,14 @@ def kubernetes_services(evidence: EvidenceSet) -> list[Finding]:
             target = port.get("targetPort", port.get("port"))
             if declared and target is not None and target not in declared:
                 out.append(
-                    k8s_finding(
-                        "kubernetes_services",
-                        role=CAUSE,
-                        code="service_target_port_mismatch",
-                        category=Category.CONFIGURATION_ERROR,
-                        object=obj,
+                    _target_port_finding(
+                        svc,
+                        i,
                         score=0.6,
                         tags=tags,
                         title=f"{obj} targetPort {target} not declared by its pods",
                         mechanism=f"{obj} sends traffic to targetPort {target}, which none of its pods declares "
                         f"(they declare {', '.join(sorted(str(d) for d in declared))})",
-                        explains=[
-                            "http_5xx",
-                            "http_503",
-                            "upstream_unavailable",
-                            "connection_refused",
-                            "error_rate",
-                            "log_errors",
-                        ],
-                        evidence=[ref(svc, f"spec.ports.{i}.targetPort", target)],
-                        actions=[
-                            Action(
-                                description="Show the service and its endpoints",
-                                command=f"kubectl describe service {name} -n {ns}",
-                            )
-                        ],
                     )
                 )
     return out
@@ -1030,46 +1012,68 @@ def _refused_behind_target_port(evidence: EvidenceSet, svc: EvidenceItem, obj: s
             continue
         item, rec = hit
         out.append(
-            k8s_finding(
-                "kubernetes_services",
-                role=CAUSE,
-                code="service_target_port_mismatch",
-                category=Category.CONFIGURATION_ERROR,
-                object=obj,
+            _target_port_finding(
+                svc,
+                i,
                 score=0.85,
                 tags=[*tags, *([f"upstream:{ip}", f"instance:{ip}"] if ip else [])],
                 title=f"{obj} forwards port {front} to targetPort {target}, where connections are refused",
                 mechanism=f"{obj} forwards port {front} to targetPort {target} on its ready pods, and its callers' "
                 f"connections to it are refused: nothing in the pods listens on {target} (the Service's targetPort "
                 f"does not match the port the application serves)",
-                explains=[
-                    "http_5xx",
-                    "http_503",
-                    "upstream_unavailable",
-                    "connection_refused",
-                    "error_rate",
-                    "log_errors",
-                    "errors",
-                    "alert:*",
-                ],
-                evidence=[
-                    ref(svc, f"spec.ports.{i}.targetPort", target),
-                    EvidenceRef(item=item.id, line=rec.get("line"), value=str(rec.get("msg"))[:200]),
-                ],
-                actions=[
-                    Action(
-                        description="Compare the Service's targetPort with the port the containers listen on",
-                        command=f"kubectl get svc {name} -n {ns} -o jsonpath='{{.spec.ports}}'; kubectl get pods -n "
-                        f"{ns} -l {','.join(f'{k}={v}' for k, v in (spec.get('selector') or {}).items())} -o "
-                        "jsonpath='{.items[0].spec.containers[*].ports}'",
-                    ),
-                    Action(
-                        description="Point the Service at the port the application serves",
-                        command=f'kubectl patch svc {name} -n {ns} --type=json -p \'[{{"op":"replace","path":'
-                        f'"/spec/ports/{i}/targetPort","value":<port>}}]\'',
-                        kind="write",
-                    ),
-                ],
+                refused=EvidenceRef(item=item.id, line=rec.get("line"), value=str(rec.get("msg"))[:200]),
             )
         )
     return out
+
+
+def _target_port_finding(
+    svc: EvidenceItem,
+    i: int,
+    *,
+    score: float,
+    tags: list[str],
+    title: str,
+    mechanism: str,
+    refused: EvidenceRef | None = None,
+) -> Finding:
+    """A Service whose `spec.ports[i].targetPort` is not where its pods serve."""
+    ns, name = ns_name(svc)
+    spec = svc.data.get("spec") or {}
+    target = (spec.get("ports") or [{}])[i].get("targetPort")
+    selector = ",".join(f"{k}={v}" for k, v in (spec.get("selector") or {}).items())
+    return k8s_finding(
+        "kubernetes_services",
+        role=CAUSE,
+        code="service_target_port_mismatch",
+        category=Category.CONFIGURATION_ERROR,
+        object=f"Service {ns}/{name}",
+        score=score,
+        tags=tags,
+        title=title,
+        mechanism=mechanism,
+        explains=[
+            "http_5xx",
+            "http_503",
+            "upstream_unavailable",
+            "connection_refused",
+            "error_rate",
+            "log_errors",
+            "errors",
+            "alert:*",
+        ],
+        evidence=[ref(svc, f"spec.ports.{i}.targetPort", target), *([refused] if refused else [])],
+        actions=[
+            Action(
+                description="Compare the Service's targetPort with the port the containers listen on",
+                command=f"kubectl describe service {name} -n {ns}; kubectl get pods -n {ns} -l {selector} -o "
+                "jsonpath='{.items[0].spec.containers[*].ports}'",
+            ),
+            Action(
+                description="Point the Service at the port the application serves",
+                command=f'kubectl patch svc {name} -n {ns} --type=json -p \'[{{"op":"replace","path":'
+                f'"/spec/ports/{i}/targetPort","value":<port>}}]\'',
+                kind="write",
+            ),
+        ],
+    )
