@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.metrics import _kind
+from diagnosis.analyzers.regressions import same_workload
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 from diagnosis.series import Point, median, points_of
@@ -33,7 +34,7 @@ class _Rise:
     index: int
 
 
-def _rise(pts: list[Point]) -> _Rise | None:
+def _rise(item: EvidenceItem, pts: list[Point]) -> _Rise | None:
     """How far the end of a series stands above its start (the first 40% against the last 30%)."""
     if len(pts) < MIN_POINTS:
         return None
@@ -43,7 +44,7 @@ def _rise(pts: list[Point]) -> _Rise | None:
     if before <= 0:
         return None
     onset = next((i for i, (_, v) in enumerate(pts) if v >= before + (after - before) / 2), len(pts) - 1)
-    return _Rise(None, after / before, before, after, pts[onset][0], onset)  # type: ignore[arg-type]
+    return _Rise(item, after / before, before, after, pts[onset][0], onset)
 
 
 def _service(item: EvidenceItem) -> str | None:
@@ -66,11 +67,6 @@ def _call_graph(evidence: EvidenceSet) -> dict[str, set[str]]:
     return callees
 
 
-def _same(a: str, b: str) -> bool:
-    a, b = a.lower(), b.lower()
-    return a == b or a.startswith(b + "-") or b.startswith(a + "-") or a.removeprefix("ts-") == b.removeprefix("ts-")
-
-
 @ANALYZERS.analyzer(domain=Domain.METRICS, reads={"metric", "trace/spans"})
 def latency_origin(evidence: EvidenceSet) -> list[Finding]:
     slowed: dict[str, _Rise] = {}
@@ -85,10 +81,9 @@ def latency_origin(evidence: EvidenceSet) -> list[Finding]:
         kind = _kind(name, {str(k): str(v) for k, v in (m.data.get("labels") or {}).items()})
         if kind not in ("latency", "cpu", "memory", "disk"):
             continue
-        rise = _rise(points_of(m.data.get("points")))
+        rise = _rise(m, points_of(m.data.get("points")))
         if rise is None:
             continue
-        rise.item = m
         if kind == "latency":
             if rise.ratio >= SLOWED:
                 if service not in slowed or rise.ratio > slowed[service].ratio:
@@ -103,7 +98,7 @@ def latency_origin(evidence: EvidenceSet) -> list[Finding]:
         return []  # one slow service is its own finding's business; a slowdown that spread needs two
     graph = _call_graph(evidence)
     if graph:
-        origins = [s for s in slowed if not any(_same(c, o) for c in graph.get(s, ()) for o in slowed)]
+        origins = [s for s in slowed if not any(same_workload(c, o) for c in graph.get(s, ()) for o in slowed)]
         origins = [s for s in origins if s in graph or any(s in cs for cs in graph.values())] or origins
     else:
         origins = list(slowed)
@@ -111,7 +106,7 @@ def latency_origin(evidence: EvidenceSet) -> list[Finding]:
     rise = slowed[origin]
     callers = sorted(s for s in slowed if s != origin)
     refs = [EvidenceRef(item=rise.item.id, field=f"points.{rise.index}", value=round(rise.after, 4))]
-    own = strained.get(origin) or [(k, r) for s, rs in strained.items() if _same(s, origin) for k, r in rs]
+    own = strained.get(origin) or [(k, r) for s, rs in strained.items() if same_workload(s, origin) for k, r in rs]
     how = "its callees did not slow down" if graph else "its latency grew by the largest factor"
     if own:
         kind, res = max(own, key=lambda kr: kr[1].ratio)
@@ -128,7 +123,7 @@ def latency_origin(evidence: EvidenceSet) -> list[Finding]:
             f"{gap[0]:.0%} of its callers' client-span time to it lies outside its own server spans: the time is "
             f"lost on the way to {origin} (delay or packet loss on its pod or path)"
         )
-    elif any(_same(s, origin) for s in steady):
+    elif any(same_workload(s, origin) for s in steady):
         category = Category.INFRASTRUCTURE
         why = (
             f"with none of its CPU, memory or disk strained, the time is lost on its network (delay or packet loss "
@@ -199,7 +194,7 @@ def _network_share(evidence: EvidenceSet, service: str) -> tuple[float, Evidence
         ids = {(str(s[0]), str(s[1])): (i, s) for i, s in enumerate(spans)}
         for s in spans:
             parent = ids.get((str(s[0]), str(s[2]))) if s[2] else None
-            if parent is None or not _same(str(s[3]), service) or _same(str(parent[1][3]), service):
+            if parent is None or not same_workload(str(s[3]), service) or same_workload(str(parent[1][3]), service):
                 continue
             client_ms += float(parent[1][5])
             server_ms += float(s[5])

@@ -263,7 +263,8 @@ def _workload(labels: dict[str, str]) -> str | None:
     return pod or None
 
 
-def _same(a: str, b: str) -> bool:
+def same_workload(a: str, b: str) -> bool:
+    """Whether two names speak for one workload: equal, or one the other with a suffix (`cart` and `cart-api`)."""
     a, b = a.lower(), b.lower()
     return a == b or a.startswith(b + "-") or b.startswith(a + "-")
 
@@ -295,7 +296,7 @@ def _traffic_ratio(series: list[_S], workload: str | None, at: float) -> tuple[f
         for s in series
         if _TRAFFIC.search(s.name)
         and not _NOT_TRAFFIC.search(s.name)
-        and (workload is None or (s.workload and _same(s.workload, workload)))
+        and (workload is None or (s.workload and same_workload(s.workload, workload)))
     ]
     if not mine:
         return None
@@ -320,7 +321,9 @@ def _limit(evidence: EvidenceSet, workload: str, resource: str) -> float | None:
     for kind in ("k8s/Deployment", "k8s/StatefulSet", "k8s/ReplicaSet", "k8s/Pod"):
         for item in evidence.kind(kind):
             name = str((item.data.get("metadata") or {}).get("name") or "")
-            if not _same(workload_of_pod(name) if kind == "k8s/Pod" else name, workload) and not _same(name, workload):
+            if not same_workload(workload_of_pod(name) if kind == "k8s/Pod" else name, workload) and not same_workload(
+                name, workload
+            ):
                 continue
             spec = item.data.get("spec") or {}
             pod_spec = (spec.get("template") or {}).get("spec") if kind != "k8s/Pod" else spec
@@ -365,7 +368,7 @@ def _flat(points: list[Point]) -> bool:
 
 
 def _release_for(rels: list[Release], workload: str, start: float, end: float) -> Release | None:
-    cands = [r for r in rels if _same(r.workload, workload) and r.ts <= end]
+    cands = [r for r in rels if same_workload(r.workload, workload) and r.ts <= end]
     inside = [r for r in cands if r.ts >= start]
     if inside:
         return inside[-1]
@@ -382,7 +385,11 @@ def _pods_started(evidence: EvidenceSet, workload: str, start: float, end: float
     for pod in evidence.kind("k8s/Pod"):
         meta = pod.data.get("metadata") or {}
         ts = parse_ts(meta.get("creationTimestamp"))
-        if ts is None or not start < ts <= end or not _same(workload_of_pod(str(meta.get("name") or "")), workload):
+        if (
+            ts is None
+            or not start < ts <= end
+            or not same_workload(workload_of_pod(str(meta.get("name") or "")), workload)
+        ):
             continue
         if best is None or ts < best[0]:
             best = (ts, pod)
@@ -547,7 +554,7 @@ def _cpu_pinned(evidence: EvidenceSet, series: list[_S], rels: list[Release]) ->
     by_workload: dict[str, list[_S]] = {}
     for s in cpu:
         by_workload.setdefault(str(s.workload), []).append(s)
-    if rels and not any(_same(str(w), rels[-1].workload) for w in by_workload):
+    if rels and not any(same_workload(str(w), rels[-1].workload) for w in by_workload):
         hosts = [s for s in cpu if s.labels.get("instance") and not s.labels.get("pod")]
         if found := _fleet_pinned(series, rels, hosts):
             return found

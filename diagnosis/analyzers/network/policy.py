@@ -291,7 +291,18 @@ def policy_excludes_client(evidence: EvidenceSet) -> list[Finding]:
     for (ns, client), client_pods in workloads.items():
         labels = (client_pods[0].data.get("metadata") or {}).get("labels") or {}
         logs = _logs_of(evidence, client_pods, client)
-        if not logs or not labels:
+        # the client failing to reach something at all, read once whichever server it is about
+        failure = next(
+            (
+                (item, r)
+                for item in logs
+                for r in item.data.get("records") or ()
+                if str(r.get("level") or "") in ("error", "fatal", "panic", "critical")
+                and _UNREACHABLE.search(str(r.get("msg") or ""))
+            ),
+            None,
+        )
+        if failure is None or not labels:
             continue
         for (sns, server), server_pods in workloads.items():
             if sns != ns or server == client:
@@ -311,17 +322,7 @@ def policy_excludes_client(evidence: EvidenceSet) -> list[Finding]:
                 ((item, r) for item in logs for r in item.data.get("records") or () if server in str(r.get("msg"))),
                 None,
             )
-            failure = next(
-                (
-                    (item, r)
-                    for item in logs
-                    for r in item.data.get("records") or ()
-                    if str(r.get("level") or "") in ("error", "fatal", "panic", "critical")
-                    and _UNREACHABLE.search(str(r.get("msg") or ""))
-                ),
-                None,
-            )
-            if mention is None or failure is None:
+            if mention is None:
                 continue
             # the allowlist: the selecting policy whose rules name pods (not only the monitoring namespace)
             policy = max(
