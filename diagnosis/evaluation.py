@@ -17,9 +17,12 @@ Pure: the investigation is a callable given by the caller; this module reads onl
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -185,16 +188,27 @@ def report(results: list[ScenarioResult]) -> dict[str, Any]:
     return body
 
 
-def evaluate(root: Path, investigate: Investigate) -> dict[str, Any]:
+def _run(investigate: Investigate, scenario: Scenario) -> ScenarioResult:
+    started = time.perf_counter()
+    try:
+        diagnosis = investigate(scenario.bundle, scenario.expected.question, exclude=scenario.exclude)
+        error = None
+    except Exception as exc:
+        diagnosis, error = None, f"{type(exc).__name__}: {exc}"
+    return score(scenario, diagnosis, time.perf_counter() - started, error)
+
+
+def evaluate(root: Path, investigate: Investigate, workers: int = 1) -> dict[str, Any]:
     """Runs `investigate(bundle, question)` on every scenario under `root` and scores it; an investigation that
-    raises is a failed scenario with its error, never the end of the run."""
-    results = []
-    for scenario in discover(root):
-        started = time.perf_counter()
-        try:
-            diagnosis = investigate(scenario.bundle, scenario.expected.question, exclude=scenario.exclude)
-            error = None
-        except Exception as exc:
-            diagnosis, error = None, f"{type(exc).__name__}: {exc}"
-        results.append(score(scenario, diagnosis, time.perf_counter() - started, error))
+    raises is a failed scenario with its error, never the end of the run.
+
+    `workers` > 1 spreads the scenarios over that many processes (spawned, so `investigate` must be a module-level
+    function); the results keep the corpus's order. Times per investigation are then measured under that load:
+    use one worker where the times are the figure (bench/investigations.py)."""
+    scenarios = discover(root)
+    if workers <= 1 or len(scenarios) < 2:
+        return report([_run(investigate, s) for s in scenarios])
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        results = list(pool.map(partial(_run, investigate), scenarios, chunksize=4))
     return report(results)

@@ -1,6 +1,7 @@
 """From findings to one Diagnosis: hypotheses, causes separated from symptoms, ranking, the written answer.
 
-How it decides (docs/investigations.md says it at more length):
+How it decides (docs/investigations.md says it at more length; the linking primitives are in links.py, the passes
+that re-role findings before ranking in passes.py):
 1. Findings whose every reference is unreal are dropped; references are checked one by one.
 2. Two findings are *linked* when they name a common object (tags reduced to entity names: a pod's name also
    names its workload, `host:web-1:9100` names `web-1`). A cause *explains* a finding when they are linked, the
@@ -19,13 +20,26 @@ How it decides (docs/investigations.md says it at more length):
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from diagnosis.evidence import EvidenceSet
+from diagnosis.links import (
+    BENIGN,
+    CAUSE,
+    SYMPTOM,
+    TIME_SLACK_S,
+    WORD,
+    checked_findings,
+    code_in,
+    entity_names,
+    explains,
+    is_alert,
+    link_strength,
+    upstream_names,
+)
 from diagnosis.model import (
     Action,
     Category,
@@ -36,29 +50,17 @@ from diagnosis.model import (
     Finding,
     RuledOut,
 )
+from diagnosis.passes import asked_about_the_failing_upstream, callers_only, recovered_by_alerts
 from diagnosis.timeline import evidence_now, fmt_age
 
-CAUSE, SYMPTOM, BENIGN = "cause", "symptom", "benign"
 FORECAST = "trend_to_exhaustion"  # a metric trend projected to its limit (analyzers/metrics.py)
 PLANNED_WORK = "planned_work"  # the code of a benign finding that announces planned work (analyzers/changes.py)
 STANDALONE_SCORE = 0.5  # a cause candidate below this needs an observed symptom it explains to stand
 INDEPENDENT_SCORE = 0.55  # an unrelated hypothesis at least this strong is a second fault, not an alternative
 MIN_RANK = 0.4  # below this the best hypothesis does not decide: unknown
 FAINT_SYMPTOM = 0.35  # a symptom this weak (a few error lines) does not make a bundle failing on its own
-TIME_SLACK_S = 300.0  # clocks and export granularity: a cause may appear to start this much after its symptom
-# failures that begin this long after a rollout are not its doing: the new version served fine in between
-DEPLOY_EFFECT_WINDOW_S = 2 * 3600
 MAX_CHAIN = 7
 MAX_CLAIMS = 12
-
-# tag types that scope rather than name: sharing only these does not link two findings
-_SCOPE_TAGS = frozenset({"namespace", "ns", "cluster", "region", "zone", "az", "env", "environment", "account"})
-# tag values too generic to link two findings by themselves
-_GENERIC_NAMES = frozenset({"app", "main", "default", "container", "service", "", "-"})
-_POD_OF_DEPLOYMENT = re.compile(r"^(?P<base>.+?)-[a-z0-9]{6,10}-[a-z0-9]{5}$")
-_POD_OF_SET = re.compile(r"^(?P<base>.+?)-(?:[a-z0-9]{5}|\d+)$")
-_PORT = re.compile(r":\d+$")
-_WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
 
 _QUESTION_DOMAINS: dict[Domain, tuple[str, ...]] = {
     Domain.DATABASE: ("database", "query", "queries", "postgres", "sql", "lock", "db", "rds", "replica", "table"),
@@ -66,68 +68,6 @@ _QUESTION_DOMAINS: dict[Domain, tuple[str, ...]] = {
     Domain.HOST: ("disk", "cpu", "memory", "host", "server", "machine", "load", "filesystem"),
     Domain.NETWORK: ("timeout", "dns", "tls", "certificate", "upstream", "5xx", "502", "503", "504", "latency"),
 }
-
-
-def workload_of_pod(pod: str) -> str:
-    """checkout-7d9f8b6c5-x2k4p -> checkout; db-0 -> db; a name with no pod suffix is itself."""
-    for rx in (_POD_OF_DEPLOYMENT, _POD_OF_SET):
-        m = rx.match(pod)
-        if m:
-            return m.group("base")
-    return pod
-
-
-def entity_names(f: Finding) -> frozenset[str]:
-    """The objects a finding names, reduced to comparable names (namespace-like scopes excluded)."""
-    out: set[str] = set()
-    for tag in f.tags:
-        typ, sep, val = tag.partition(":")
-        if not sep:
-            typ, val = "", typ
-        typ = typ.strip().lower()
-        val = val.strip().lower()
-        if typ in _SCOPE_TAGS or not val:
-            continue
-        if typ in ("pid", "xid", "query", "fingerprint", "statement"):
-            out.add(f"{typ}:{val}")
-            continue
-        parts = [p for p in val.split("/") if p]
-        if not parts:
-            continue
-        if typ == "container" and len(parts) >= 2:
-            name = parts[-2]  # ns/pod/container: the pod names it, "app" would link everything
-            out.update((name, workload_of_pod(name)))
-            continue
-        name = parts[-1]
-        if typ in ("host", "instance", "node", "endpoint", "upstream", "url"):
-            name = _PORT.sub("", name)
-        if typ in ("pod", ""):
-            out.add(workload_of_pod(name))
-        out.add(name)
-    return frozenset(n for n in out if n not in _GENERIC_NAMES)
-
-
-_UPSTREAM_TAGS = frozenset({"upstream", "dependency", "target", "peer", "tls", "backend", "remote"})
-
-
-def upstream_names(f: Finding) -> frozenset[str]:
-    """The names of what a finding's object depends on (`upstream:payments-api`): a fault there explains it."""
-    return _upstream_names(tuple(f.tags))
-
-
-@functools.lru_cache(maxsize=4096)  # asked once per pair of findings while linking: thousands of times each
-def _upstream_names(tags: tuple[str, ...]) -> frozenset[str]:
-    out: set[str] = set()
-    for tag in tags:
-        typ, sep, val = tag.partition(":")
-        if sep and typ.strip().lower() in _UPSTREAM_TAGS and val.strip():
-            name = _PORT.sub("", val.strip().lower().rstrip("/").rsplit("/", 1)[-1])
-            out.update((name, name.split(".")[0]))
-    return frozenset(n for n in out if n not in _GENERIC_NAMES)
-
-
-def _is_alert(f: Finding) -> bool:
-    return f.code.startswith("alert:") or f.domain == Domain.ALERTS
 
 
 @dataclass(eq=False)
@@ -160,243 +100,6 @@ class Hypothesis:
         return min(times) if times else None
 
 
-# ----------------------------------------------------------------------------------------------- links
-
-
-def link_strength(a_names: frozenset[str], b_names: frozenset[str]) -> float:
-    """1 when two findings name a common object, 0.5 when either names none (unscoped), else 0."""
-    if a_names & b_names:
-        return 1.0
-    if not a_names or not b_names:
-        return 0.5
-    return 0.0
-
-
-def _code_in(code: str, explains: Iterable[str]) -> bool:
-    return any(e == code or (e.endswith("*") and code.startswith(e[:-1])) for e in explains)
-
-
-def explains(cause: Finding, cause_names: frozenset[str], other: Finding, other_names: frozenset[str]) -> float:
-    """How strongly `cause` explains `other` (0 when it does not)."""
-    if cause is other:
-        return 0.0
-    if (
-        other.role == CAUSE
-        and other.category == Category.DEPENDENCY_FAILURE
-        and cause.category not in (Category.DEPENDENCY_FAILURE, Category.HEALTHY, Category.UNKNOWN)
-        and cause.domain != Domain.CHANGES
-        and cause_names & upstream_names(other)
-    ):
-        # callers failing on a dependency are explained by what is wrong with the dependency itself
-        if cause.ts is not None and other.ts is not None and cause.ts > other.ts + TIME_SLACK_S:
-            return 0.0
-        return 1.0
-    link = link_strength(cause_names, other_names)
-    if link == 0.0:
-        return 0.0
-    if _is_alert(other):
-        # an alert is a symptom of the objects its labels name: any cause on them explains it, but an alert
-        # that names nothing is only weakly explained by a cause that does not list it
-        if link < 1.0 and not _code_in(other.code, cause.explains):
-            link = 0.5
-    elif not _code_in(other.code, cause.explains):
-        return 0.0
-    if cause.ts is not None and other.ts is not None and cause.ts > other.ts + TIME_SLACK_S:
-        return 0.0  # a cause cannot begin after its effect
-    if (
-        cause.code == "recent_deploy"
-        and cause.ts is not None
-        and other.ts is not None
-        and other.ts - cause.ts > DEPLOY_EFFECT_WINDOW_S
-    ):
-        return 0.0  # a release that served for hours before the failures began did not bring them
-    return link
-
-
-# ----------------------------------------------------------------------------------------------- checks
-
-
-def checked_findings(findings: Iterable[Finding], evidence: EvidenceSet) -> list[Finding]:
-    """Findings with only real references; one whose every reference is unreal is dropped."""
-    out: list[Finding] = []
-    for f in findings:
-        refs = [r for r in f.evidence if evidence.check(r)]
-        if f.evidence and not refs:
-            continue
-        if not f.evidence and f.role != BENIGN:
-            continue  # a claim that cites nothing is not evidence
-        out.append(f if len(refs) == len(f.evidence) else f.model_copy(update={"evidence": refs}))
-    return out
-
-
-_CALL_FAILURES = {"upstream_timeout", "upstream_5xx", "upstream_reset", "connection_refused"}
-_SELF_REPORTED = {"dependency_unhealthy", "search_cluster_red"}  # a service's own health status, red or down
-# evidence that comes from a service itself (its pods, logs, metrics, containers, alerts), not from its callers
-
-
-def _subject(names: Iterable[str], question: str) -> str | None:
-    """The upstream name the question asks about: the name itself, or the name behind a namespace or domain
-    ('billing-invoice-renderer' or 'invoice-renderer.billing.svc' for 'invoice-renderer')."""
-    words = {w for w in _WORD.findall(question.lower()) if len(w) >= 5 or "-" in w}
-    for n in names:
-        n = n.lower()
-        for w in words:
-            if n == w or n.endswith("-" + w) or n.startswith(w + "."):
-                return w
-    return None
-
-
-def asked_about_the_failing_upstream(
-    findings: list[Finding], evidence: EvidenceSet, question: str | None
-) -> list[Finding]:
-    """Calls to X failing are X's callers' dependency failure; when the operator asks what is wrong with X itself,
-    they are the symptom they already know, and the cause is inside X: found there by another analyzer (which
-    then explains them), or, with nothing wrong seen in X (its pods running, its logs quiet), missing evidence,
-    not an answer."""
-    if not question:
-        return findings
-    out: list[Finding] = []
-    for f in findings:
-        subject = (
-            # the upstream's own names only: its `service:` tags also name its callers
-            _subject([t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")], question)
-            if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
-            else None
-        )
-        if subject is None and f.role == CAUSE and f.code in _SELF_REPORTED:
-            # X reporting itself unhealthy (a red cluster) is what the operator asks about, not why: the cause is
-            # inside X (a member that crashed, a disk, a setting), found there or missing
-            subject = _subject([t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")], question)
-        if subject is None:
-            out.append(f)
-            continue
-        out.append(
-            _evidence_missing(
-                f,
-                f"why {subject} reports itself unhealthy: the logs of its members and what their state says "
-                "(for a search cluster, _cluster/allocation/explain)"
-                if f.code in _SELF_REPORTED
-                else f"evidence from {subject} itself (its pods and events, logs, metrics): its callers only show "
-                "that it fails, not why",
-            )
-        )
-    return out
-
-
-def _evidence_missing(f: Finding, need: str) -> Finding:
-    """A cause candidate that only shows that something fails, not why: a symptom, and the evidence that would."""
-    return f.model_copy(update={"role": SYMPTOM, "category": Category.UNKNOWN, "needs": [need]})
-
-
-_PRIVATE_ADDRESS = re.compile(r"^(?:10\.\d+|172\.(?:1[6-9]|2\d|3[01])|192\.168)\.\d+\.\d+$")
-# a datastore a service reads and writes is a dependency whether or not its own evidence is here
-_DATASTORE_PORTS = {"5432", "3306", "6379", "27017", "9092", "11211", "9200", "5672", "9042", "2181", "1433", "1521"}
-_DATASTORE_NAME = re.compile(r"postgres|pg|mysql|maria|redis|mongo|kafka|memcache|elastic|opensearch|rabbit|"
-                             r"cassandra|\bdb\b|-db\b|database|sql", re.I)  # fmt: skip
-
-
-def _internal_upstream(f: Finding) -> tuple[str, str] | None:
-    """(host, port) of the server a failing call went to, when it is one of ours inside the network that nothing
-    names (a private address) or a member of our load balancer's pool, and not a datastore."""
-    target = f.object.removeprefix("upstream ").split(" (", 1)[0].strip()
-    host, _, port = target.rpartition(":") if re.search(r":\d+$", target) else (target, "", "")
-    host = host.lower()
-    if not host or port in _DATASTORE_PORTS or _DATASTORE_NAME.search(host):
-        return None
-    # an address that nothing names: one server of ours behind a proxy or a pool (a named service, even
-    # cluster-internal, may be another team's: its failure is their dependency failure, as the callers see it)
-    named = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
-    if _PRIVATE_ADDRESS.match(host) and all(_PRIVATE_ADDRESS.match(n.split(":")[0]) for n in named):
-        return host, port
-    # a server of our own load balancer's pool ("Health check for server pay_gw/pay-gw-03 failed")
-    pool_member = re.compile(rf"\bserver [\w.\-]+/{re.escape(host)}\b", re.I)
-    if any(isinstance(r.value, str) and pool_member.search(r.value) for r in f.evidence):
-        return host, port
-    return None
-
-
-def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call: Finding) -> bool:
-    """Whether anything in the bundle comes from the upstream itself that could show why it fails: its logs or
-    series, or a finding about it other than its callers' failed calls (pods that run, and say nothing else, do not
-    show why)."""
-    names = {host} if _PRIVATE_ADDRESS.match(host) else {host.split(".")[0]}
-    for item in evidence:
-        if item.kind in ("log", "metric", "container/state", "trace/spans"):
-            obj = item.object.lower()
-            if any(n in obj for n in names):
-                return True
-    for f in findings:
-        if f is call or f.code in _CALL_FAILURES or f.role == BENIGN:
-            continue
-        if any(n in entity_names(f) for n in names):
-            return True
-    return False
-
-
-def callers_only(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
-    """Calls failing to one of our own services (not a third party, not a datastore) with nothing in the bundle from
-    that service itself: its callers only show that it fails, not why, so the cause is evidence that is missing."""
-    out: list[Finding] = []
-    for f in findings:
-        internal = (
-            _internal_upstream(f)
-            if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
-            else None
-        )
-        if internal is None or _seen_itself(internal[0], evidence, findings, f):
-            out.append(f)
-            continue
-        out.append(
-            _evidence_missing(
-                f,
-                f"evidence from {internal[0]} itself (its pods and events, logs, metrics, traces): its callers only "
-                "show that calls to it fail, not why",
-            )
-        )
-    return out
-
-
-RECOVERED_WINDOW_S = (
-    1800.0  # a weak symptom that began this close to a since-resolved alert on its object is that episode
-)
-
-
-def recovered_by_alerts(findings: list[Finding]) -> list[Finding]:
-    """Weak symptoms of an episode that a resolved alert on the same object says is over become benign, unless an
-    alert on that object still fires: the monitoring system has already judged the episode recovered."""
-    resolved = [(f, entity_names(f)) for f in findings if f.role == BENIGN and _is_alert(f)]
-    if not resolved:
-        return findings
-    firing = [entity_names(f) for f in findings if f.role == SYMPTOM and _is_alert(f)]
-    out: list[Finding] = []
-    for f in findings:
-        names = entity_names(f)
-        if f.role != SYMPTOM or _is_alert(f) or f.score >= 0.6 or not names or any(names & n for n in firing):
-            out.append(f)
-            continue
-        cover = next(
-            (
-                a
-                for a, an in resolved
-                if names & an and (f.ts is None or a.ts is None or f.ts <= a.ts + RECOVERED_WINDOW_S)
-            ),
-            None,
-        )
-        if cover is None:
-            out.append(f)
-            continue
-        out.append(
-            f.model_copy(
-                update={
-                    "role": BENIGN,
-                    "category": Category.HEALTHY,
-                    "mechanism": f"a recovered episode: {cover.title}",
-                }
-            )
-        )
-    return out
-
-
 def _real(refs: Iterable[EvidenceRef], evidence: EvidenceSet) -> list[EvidenceRef]:
     return [r for r in refs if evidence.check(r)]
 
@@ -408,7 +111,7 @@ def _question_bonus(h: Hypothesis, question: str | None) -> float:
     if not question:
         return 0.0
     q = question.lower()
-    words = set(_WORD.findall(q))
+    words = set(WORD.findall(q))
     bonus = 0.0
     lead = h.lead
     # the question names what the operator saw, which is as often the victim as the cause: a nudge, not a verdict
@@ -447,7 +150,7 @@ class _DemotionIndex:
         for prefix, nodes in self.by_prefix.items():
             if code.startswith(prefix):
                 found.update((id(c), c) for c in nodes)
-        names = upstream | (n.names if _is_alert(n.finding) else frozenset())
+        names = upstream | (n.names if is_alert(n.finding) else frozenset())
         for name in names:
             found.update((id(c), c) for c in self.by_name.get(name, ()))
         return sorted(found.values(), key=lambda c: self.order[id(c)])
@@ -470,7 +173,7 @@ def build_hypotheses(findings: list[Finding], question: str | None = None) -> tu
                 continue
             w = explains(m.finding, m.names, n.finding, n.names)
             upstream = bool(m.names & up_n)
-            if w < 1.0 and not _code_in(n.finding.code, m.finding.explains) and not upstream:
+            if w < 1.0 and not code_in(n.finding.code, m.finding.explains) and not upstream:
                 continue
             if w == 0.0:
                 continue
@@ -507,7 +210,7 @@ def build_hypotheses(findings: list[Finding], question: str | None = None) -> tu
         else:
             groups.append([n])
 
-    observed_weight = sum(2.0 if _is_alert(e.finding) else 1.0 for e in effects)
+    observed_weight = sum(2.0 if is_alert(e.finding) else 1.0 for e in effects)
     hypotheses: list[Hypothesis] = []
     explained_ids: set[int] = set()
     for g in groups:
@@ -529,7 +232,7 @@ def build_hypotheses(findings: list[Finding], question: str | None = None) -> tu
                 h.explained.append(e.finding)
                 if e.demoted_by is not None:
                     h.demoted.append(e.finding)
-                weight += w * (2.0 if _is_alert(e.finding) else 1.0)
+                weight += w * (2.0 if is_alert(e.finding) else 1.0)
                 frontier.append(e)
         explained_ids.update(id(f) for f in h.explained)
         h.strength = max(f.score for f in h.members)
@@ -574,7 +277,7 @@ def _stands(h: Hypothesis, question: str | None = None) -> bool:
         return True
     if not question or not _REPORTED_PROBLEM.search(question):
         return False
-    words = set(_WORD.findall(question.lower()))
+    words = set(WORD.findall(question.lower()))
     return any(len(n) >= 3 and n in words for n in h.names)
 
 
@@ -588,13 +291,13 @@ def _quoted_failure_seen(question: str | None, evidence: EvidenceSet) -> bool:
     they report is real, so a handful of its lines are not faint noise. Every word of the quote must be in one line."""
     if not question:
         return False
-    quotes = [set(_WORD.findall("".join(m.groups("")).lower())) for m in _QUOTED.finditer(question)]
+    quotes = [set(WORD.findall("".join(m.groups("")).lower())) for m in _QUOTED.finditer(question)]
     quotes = [q for q in quotes if len(q) >= 2]
     if not quotes:
         return False
     for item in evidence.kind("log"):
         for record in item.data.get("records", ()):
-            words = set(_WORD.findall(str(record.get("msg", "")).lower()))
+            words = set(WORD.findall(str(record.get("msg", "")).lower()))
             if any(q <= words for q in quotes):
                 return True
     return False
@@ -619,9 +322,9 @@ def _resolved_during_planned_work(seen: list[Finding], benign: list[Finding]) ->
     """Whether every signal began with planned work (a chaos experiment, a maintenance) and an alert that fired
     with them has resolved since, none firing: the monitoring says the work's effect is over."""
     starts = [f.ts for f in seen if f.ts is not None]
-    resolved = [f for f in benign if _is_alert(f) and f.ts is not None]
+    resolved = [f for f in benign if is_alert(f) and f.ts is not None]
     return (
-        not any(_is_alert(f) for f in seen)
+        not any(is_alert(f) for f in seen)
         and bool(starts)
         and any(r.ts is not None and r.ts >= min(starts) - PLANNED_ALERT_BEFORE_S for r in resolved)
         and _during_planned_work(seen, benign)
@@ -631,7 +334,7 @@ def _resolved_during_planned_work(seen: list[Finding], benign: list[Finding]) ->
 def _alerts_of_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
     """Whether every unexplained signal is an alert that began with planned work (from two hours before its newest
     announcement, which may be its end, to six hours after)."""
-    return all(_is_alert(f) for f in seen) and _during_planned_work(seen, benign)
+    return all(is_alert(f) for f in seen) and _during_planned_work(seen, benign)
 
 
 def _forecast_beside_failures(h: Hypothesis, unexplained: list[Finding]) -> bool:
@@ -640,7 +343,7 @@ def _forecast_beside_failures(h: Hypothesis, unexplained: list[Finding]) -> bool
     mention, not their cause."""
     if h.lead.code != FORECAST or h.explained:
         return False
-    return any(f.role == SYMPTOM and f.domain != Domain.METRICS and not _is_alert(f) for f in unexplained)
+    return any(f.role == SYMPTOM and f.domain != Domain.METRICS and not is_alert(f) for f in unexplained)
 
 
 # ----------------------------------------------------------------------------------------------- writing
@@ -664,8 +367,8 @@ def _chain(h: Hypothesis, context: list[Finding]) -> list[str]:
     def when(f: Finding) -> float:
         return f.ts if f.ts is not None else float("inf")
 
-    middle = sorted((f for f in h.explained if not _is_alert(f)), key=when)
-    alerts = sorted((f for f in h.explained if _is_alert(f)), key=when)
+    middle = sorted((f for f in h.explained if not is_alert(f)), key=when)
+    alerts = sorted((f for f in h.explained if is_alert(f)), key=when)
     seen = {s.lower() for s in steps}
     for f in middle + alerts:
         if f.title.lower() not in seen:
@@ -871,7 +574,7 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
             seen_objects += [h.lead for h in hypotheses if h.lead.category == Category.UNKNOWN and h.strength >= 0.5]
             if (
                 seen_objects
-                and all(f.score < FAINT_SYMPTOM and not _is_alert(f) for f in seen_objects)
+                and all(f.score < FAINT_SYMPTOM and not is_alert(f) for f in seen_objects)
                 and (_during_planned_work(seen_objects, benign) or not _quoted_failure_seen(question, evidence))
             ):
                 # only faint signals (a handful of error lines, a blip): nothing an operator would call failing
@@ -930,11 +633,11 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     others = standing[1:]
     independent: list[Hypothesis] = []
     alternatives: list[Hypothesis] = []
-    top_effects = {id(f) for f in top.explained if not _is_alert(f)}
+    top_effects = {id(f) for f in top.explained if not is_alert(f)}
     for h in others:
         # a second fault: on other objects, or on the same ones through another mechanism that explains none of
         # the same observed effects (alerts aside: any cause on an object explains its alerts)
-        competing = bool(top_effects & {id(f) for f in h.explained if not _is_alert(f)})
+        competing = bool(top_effects & {id(f) for f in h.explained if not is_alert(f)})
         unrelated = bool(h.names) and bool(top.names) and not (h.names & top.names)
         separate = not competing and h.lead.category != top.lead.category
         if (unrelated or separate) and h.strength >= INDEPENDENT_SCORE and h.lead.category != Category.UNKNOWN:

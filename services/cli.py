@@ -742,6 +742,9 @@ def _investigate_and_print(bundle: Any, path: str, as_json: bool, question: str)
 def diagnose_eval(
     folder: str = typer.Argument(..., help="A corpus: tests/data/incidents, or its dev/ or test/ split."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    workers: int = typer.Option(
+        1, "--workers", "-j", min=1, help="Processes to spread the scenarios over (times are then measured under load)."
+    ),
 ) -> None:
     """Investigate every scenario (a folder with answer.yaml) and score the diagnoses: accuracy, keyword recall,
     forbidden categories, time per investigation."""
@@ -750,7 +753,7 @@ def diagnose_eval(
     from diagnosis.evaluation import CorpusError, evaluate
 
     try:
-        report = evaluate(Path(folder), _investigate_bundle)
+        report = evaluate(Path(folder), _investigate_bundle, workers)
     except CorpusError as exc:
         fail(str(exc), 2)
     if as_json:

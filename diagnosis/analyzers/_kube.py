@@ -12,8 +12,8 @@ from typing import Any
 from diagnosis.analyzers._common import MISSING_SETTING
 from diagnosis.evidence import EvidenceSet
 from diagnosis.formats.kubetext import FROM_KEY
+from diagnosis.links import workload_of_pod
 from diagnosis.model import EvidenceItem, EvidenceRef
-from diagnosis.reasoning import workload_of_pod
 from diagnosis.timeline import evidence_now, parse_ts
 
 RECENT_S = 3600.0  # a failure seen within this long before "now" is current; older and since recovered is history

@@ -17,8 +17,8 @@ from diagnosis.analyzers._kube import (
     read_crash,
     ref,
 )
+from diagnosis.links import workload_of_pod
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
-from diagnosis.reasoning import workload_of_pod
 from diagnosis.timeline import fmt_age, fmt_ts, parse_ts
 
 K8S = Domain.KUBERNETES

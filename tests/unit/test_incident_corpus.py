@@ -6,6 +6,7 @@ held-out split would make its figure a lie); bench/investigations.py measures it
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from diagnosis.evaluation import evaluate
@@ -16,7 +17,7 @@ DEV = Path(__file__).resolve().parent.parent / "data" / "incidents" / "dev"
 def test_the_dev_split_is_diagnosed_right_without_a_forbidden_category() -> None:
     from services.cli import _investigate_bundle  # the path `opsgraph investigate` takes
 
-    report = evaluate(DEV, _investigate_bundle)
+    report = evaluate(DEV, _investigate_bundle, workers=os.cpu_count() or 1)
     overall = report["overall"]
     wrong = [(r["name"], r["expected"], r["got"]) for r in report["results"] if not r["passed"]]
     assert overall["scenarios"] >= 359

@@ -10,8 +10,8 @@ import pytest
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.investigate import analyze_domain, conclude, investigate
+from diagnosis.links import entity_names, workload_of_pod
 from diagnosis.model import Category, Domain, EvidenceItem, EvidenceRef, Finding
-from diagnosis.reasoning import entity_names, workload_of_pod
 from tests.unit._k8s_evidence import NOW, alert, evidence, metric_point_item
 
 

@@ -1,0 +1,184 @@
+"""Passes over the checked findings before they are ranked: what a finding's role really is, given the rest.
+
+- `recovered_by_alerts`: weak symptoms of an episode a resolved alert says is over are benign.
+- `asked_about_the_failing_upstream`: asked about X itself, X's callers' failed calls are the symptom already known.
+- `callers_only`: calls failing to one of our own servers with nothing from that server are missing evidence.
+Each returns the findings with some of them re-roled (`evidence_missing` turns a cause that only shows that
+something fails into a symptom saying what evidence would show why).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from diagnosis.evidence import EvidenceSet
+from diagnosis.links import BENIGN, CAUSE, SYMPTOM, WORD, entity_names, is_alert
+from diagnosis.model import Category, Finding
+
+_CALL_FAILURES = {"upstream_timeout", "upstream_5xx", "upstream_reset", "connection_refused"}
+_SELF_REPORTED = {"dependency_unhealthy", "search_cluster_red"}  # a service's own health status, red or down
+# evidence that comes from a service itself (its pods, logs, metrics, containers, alerts), not from its callers
+
+
+def _subject(names: Iterable[str], question: str) -> str | None:
+    """The upstream name the question asks about: the name itself, or the name behind a namespace or domain
+    ('billing-invoice-renderer' or 'invoice-renderer.billing.svc' for 'invoice-renderer')."""
+    words = {w for w in WORD.findall(question.lower()) if len(w) >= 5 or "-" in w}
+    for n in names:
+        n = n.lower()
+        for w in words:
+            if n == w or n.endswith("-" + w) or n.startswith(w + "."):
+                return w
+    return None
+
+
+def asked_about_the_failing_upstream(
+    findings: list[Finding], evidence: EvidenceSet, question: str | None
+) -> list[Finding]:
+    """Calls to X failing are X's callers' dependency failure; when the operator asks what is wrong with X itself,
+    they are the symptom they already know, and the cause is inside X: found there by another analyzer (which
+    then explains them), or, with nothing wrong seen in X (its pods running, its logs quiet), missing evidence,
+    not an answer."""
+    if not question:
+        return findings
+    out: list[Finding] = []
+    for f in findings:
+        subject = (
+            # the upstream's own names only: its `service:` tags also name its callers
+            _subject([t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")], question)
+            if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
+            else None
+        )
+        if subject is None and f.role == CAUSE and f.code in _SELF_REPORTED:
+            # X reporting itself unhealthy (a red cluster) is what the operator asks about, not why: the cause is
+            # inside X (a member that crashed, a disk, a setting), found there or missing
+            subject = _subject([t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")], question)
+        if subject is None:
+            out.append(f)
+            continue
+        out.append(
+            evidence_missing(
+                f,
+                f"why {subject} reports itself unhealthy: the logs of its members and what their state says "
+                "(for a search cluster, _cluster/allocation/explain)"
+                if f.code in _SELF_REPORTED
+                else f"evidence from {subject} itself (its pods and events, logs, metrics): its callers only show "
+                "that it fails, not why",
+            )
+        )
+    return out
+
+
+def evidence_missing(f: Finding, need: str) -> Finding:
+    """A cause candidate that only shows that something fails, not why: a symptom, and the evidence that would."""
+    return f.model_copy(update={"role": SYMPTOM, "category": Category.UNKNOWN, "needs": [need]})
+
+
+_PRIVATE_ADDRESS = re.compile(r"^(?:10\.\d+|172\.(?:1[6-9]|2\d|3[01])|192\.168)\.\d+\.\d+$")
+# a datastore a service reads and writes is a dependency whether or not its own evidence is here
+_DATASTORE_PORTS = {"5432", "3306", "6379", "27017", "9092", "11211", "9200", "5672", "9042", "2181", "1433", "1521"}
+_DATASTORE_NAME = re.compile(r"postgres|pg|mysql|maria|redis|mongo|kafka|memcache|elastic|opensearch|rabbit|"
+                             r"cassandra|\bdb\b|-db\b|database|sql", re.I)  # fmt: skip
+
+
+def _internal_upstream(f: Finding) -> tuple[str, str] | None:
+    """(host, port) of the server a failing call went to, when it is one of ours inside the network that nothing
+    names (a private address) or a member of our load balancer's pool, and not a datastore."""
+    target = f.object.removeprefix("upstream ").split(" (", 1)[0].strip()
+    host, _, port = target.rpartition(":") if re.search(r":\d+$", target) else (target, "", "")
+    host = host.lower()
+    if not host or port in _DATASTORE_PORTS or _DATASTORE_NAME.search(host):
+        return None
+    # an address that nothing names: one server of ours behind a proxy or a pool (a named service, even
+    # cluster-internal, may be another team's: its failure is their dependency failure, as the callers see it)
+    named = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
+    if _PRIVATE_ADDRESS.match(host) and all(_PRIVATE_ADDRESS.match(n.split(":")[0]) for n in named):
+        return host, port
+    # a server of our own load balancer's pool ("Health check for server pay_gw/pay-gw-03 failed")
+    pool_member = re.compile(rf"\bserver [\w.\-]+/{re.escape(host)}\b", re.I)
+    if any(isinstance(r.value, str) and pool_member.search(r.value) for r in f.evidence):
+        return host, port
+    return None
+
+
+def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call: Finding) -> bool:
+    """Whether anything in the bundle comes from the upstream itself that could show why it fails: its logs or
+    series, or a finding about it other than its callers' failed calls (pods that run, and say nothing else, do not
+    show why)."""
+    names = {host} if _PRIVATE_ADDRESS.match(host) else {host.split(".")[0]}
+    for item in evidence:
+        if item.kind in ("log", "metric", "container/state", "trace/spans"):
+            obj = item.object.lower()
+            if any(n in obj for n in names):
+                return True
+    for f in findings:
+        if f is call or f.code in _CALL_FAILURES or f.role == BENIGN:
+            continue
+        if any(n in entity_names(f) for n in names):
+            return True
+    return False
+
+
+def callers_only(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
+    """Calls failing to one of our own services (not a third party, not a datastore) with nothing in the bundle from
+    that service itself: its callers only show that it fails, not why, so the cause is evidence that is missing."""
+    out: list[Finding] = []
+    for f in findings:
+        internal = (
+            _internal_upstream(f)
+            if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
+            else None
+        )
+        if internal is None or _seen_itself(internal[0], evidence, findings, f):
+            out.append(f)
+            continue
+        out.append(
+            evidence_missing(
+                f,
+                f"evidence from {internal[0]} itself (its pods and events, logs, metrics, traces): its callers only "
+                "show that calls to it fail, not why",
+            )
+        )
+    return out
+
+
+RECOVERED_WINDOW_S = (
+    1800.0  # a weak symptom that began this close to a since-resolved alert on its object is that episode
+)
+
+
+def recovered_by_alerts(findings: list[Finding]) -> list[Finding]:
+    """Weak symptoms of an episode that a resolved alert on the same object says is over become benign, unless an
+    alert on that object still fires: the monitoring system has already judged the episode recovered."""
+    resolved = [(f, entity_names(f)) for f in findings if f.role == BENIGN and is_alert(f)]
+    if not resolved:
+        return findings
+    firing = [entity_names(f) for f in findings if f.role == SYMPTOM and is_alert(f)]
+    out: list[Finding] = []
+    for f in findings:
+        names = entity_names(f)
+        if f.role != SYMPTOM or is_alert(f) or f.score >= 0.6 or not names or any(names & n for n in firing):
+            out.append(f)
+            continue
+        cover = next(
+            (
+                a
+                for a, an in resolved
+                if names & an and (f.ts is None or a.ts is None or f.ts <= a.ts + RECOVERED_WINDOW_S)
+            ),
+            None,
+        )
+        if cover is None:
+            out.append(f)
+            continue
+        out.append(
+            f.model_copy(
+                update={
+                    "role": BENIGN,
+                    "category": Category.HEALTHY,
+                    "mechanism": f"a recovered episode: {cover.title}",
+                }
+            )
+        )
+    return out
