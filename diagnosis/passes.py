@@ -95,11 +95,22 @@ def _internal_upstream(f: Finding) -> tuple[str, str] | None:
     named = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
     if _PRIVATE_ADDRESS.match(host) and all(_PRIVATE_ADDRESS.match(n.split(":")[0]) for n in named):
         return host, port
+    # a Service of our own cluster, addressed by its cluster DNS name, whose calls only time out: the service, its
+    # datastore or the network between could each be slow (one that answers 5xx says itself that it fails)
+    if f.code == "upstream_timeout" and re.search(r"\.svc(?:\.cluster\.local)?$", host):
+        return host, port
     # a server of our own load balancer's pool ("Health check for server pay_gw/pay-gw-03 failed")
     pool_member = re.compile(rf"\bserver [\w.\-]+/{re.escape(host)}\b", re.I)
     if any(isinstance(r.value, str) and pool_member.search(r.value) for r in f.evidence):
         return host, port
     return None
+
+
+# series labels that name the other end of a call, not the series' source
+_PEER_LABEL = re.compile(
+    r"\b(?:target|upstream|peer\w*|dest\w*|dst\w*|remote\w*|server_address|net_peer\w*|grpc_service|backend)"
+    r"=[^,}]*"
+)
 
 
 def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call: Finding) -> bool:
@@ -109,7 +120,8 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
     names = {host} if _PRIVATE_ADDRESS.match(host) else {host.split(".")[0]}
     for item in evidence:
         if item.kind in ("log", "metric", "container/state", "trace/spans"):
-            obj = item.object.lower()
+            # a caller's series about its calls to it (`target="ledger-writer..."`) is not from it
+            obj = _PEER_LABEL.sub("", item.object.lower())
             if any(n in obj for n in names):
                 return True
     for f in findings:

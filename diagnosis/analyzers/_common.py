@@ -76,6 +76,23 @@ class Rec:
     level: str | None
 
 
+# A burst of failures is over when its own log went on this long without one, where at the burst's rate this many
+# would have come (a Poisson count of 20 comes out 0 about once in 500 million): a restart's refusals that ended.
+BURST_MIN_FAILURES = 5
+BURST_QUIET_S = 120.0
+BURST_EXPECTED = 20.0
+
+
+def burst_ended(count: int, first: float, last: float, log_end: float) -> bool:
+    """Whether `count` failures from `first` to `last` were a burst that ended: their log goes on to `log_end`,
+    quiet, for at least as long as the burst lasted (and 2 minutes), where at the burst's own rate 20 or more
+    failures were due."""
+    if count < BURST_MIN_FAILURES:
+        return False
+    quiet, lasted = log_end - last, max(last - first, 1.0)
+    return quiet >= max(BURST_QUIET_S, lasted) and count / lasted * quiet >= BURST_EXPECTED
+
+
 def log_records(evidence: EvidenceSet) -> Iterator[Rec]:
     for item in evidence.kind("log"):
         for r in item.data.get("records") or ():

@@ -288,6 +288,26 @@ def _quiet(rec: dict[str, Any], msg: str) -> bool:
     return bool(_QUIET_TEXT.match(msg))
 
 
+_TARGET = re.compile(
+    r"(?:\w+://)?(?P<host>(?!localhost\b|127\.|0\.0\.0\.0)[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)*):(?P<port>\d{2,5})\b", re.I
+)
+
+
+def crash_target(verdict: LogVerdict) -> str | None:
+    """The host a start-up dependency failure was about: named in the failing line, or in the few lines before it
+    ("connecting to mosquitto.telemetry.svc:1883 (attempt 2/5)" then "connect failed: Connection refused")."""
+    records = verdict.item.data.get("records") or []
+    at = next((i for i, r in enumerate(records) if r is verdict.record), None)
+    window = [verdict.text] + (
+        [str(r.get("msg") or "") for r in reversed(records[max(0, at - 4) : at])] if at is not None else []
+    )
+    for text in window:
+        m = _TARGET.search(text)
+        if m and not re.fullmatch(r"\d{1,2}:\d{2}", m.group(0)):
+            return m["host"].lower()
+    return None
+
+
 def read_crash(log_items: list[EvidenceItem], container: str | None) -> LogVerdict | None:
     """Why a container's process exited, from its (previous) log: the last lines decide.
 

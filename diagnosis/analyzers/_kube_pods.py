@@ -11,6 +11,7 @@ from typing import Any
 from diagnosis.analyzers._kube import (
     RECENT_S,
     KubeIndex,
+    crash_target,
     event_ts,
     owner_workload,
     pod_tags,
@@ -636,6 +637,11 @@ class PodReader:
             line = verdict.text or str(verdict.record.get("msg") or "")
             why = f'{verdict.why}: "{line.strip()[:160]}"'
             refs = [*refs, ref(verdict.item, None, line, verdict.record.get("line"))]
+            target = crash_target(verdict) if code == "crash_dependency" else None
+            if target:
+                # what it could not reach: a fault there (its node lost, its pods gone) explains the crash
+                why += f" (it could not reach {target})"
+                tags = [*tags, f"upstream:{target}"]
         elif exit_code == 139:
             code, category, score = "crash_code", Category.CODE_DEFECT, 0.7
             why = "it dies with a segmentation fault (exit 139)"

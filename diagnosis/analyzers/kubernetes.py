@@ -190,7 +190,8 @@ def kubernetes_nodes(evidence: EvidenceSet) -> list[Finding]:
                         f"({c.get('reason') or 'Ready=' + str(cstatus)})",
                         mechanism=f"{node_obj} is NotReady ({c.get('reason') or cstatus}: "
                         f"{str(c.get('message') or 'kubelet stopped reporting')[:140]}), so its "
-                        f"{len(affected)} pod(s) are not running or not ready",
+                        f"{len(affected)} pod(s) are not running or not ready"
+                        + (f" ({', '.join(f'{ns}/{p}' for ns, p in affected[:4])})" if affected else ""),
                         explains=[*POD_EFFECTS, "evicted", "pod_unknown", "pod_dns_unpublished"],
                         evidence=cref + [ref(e, "message", e.data.get("message")) for e in evs[:2]],
                         actions=[

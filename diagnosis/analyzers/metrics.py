@@ -915,7 +915,7 @@ def _resource_actions(s: _Series) -> list[Action]:
 # used its quota, so requests stall although the node has idle CPU. Read from cAdvisor's counters
 # (container_cpu_cfs_throttled_periods_total / container_cpu_cfs_periods_total) or a recorded ratio of them.
 THROTTLED_SHARE = 0.25  # a quarter of the periods throttled, over the trailing points, is a latency cause
-_THROTTLED = re.compile(r"cfs_throttled|cpu_throttl", re.I)
+_THROTTLED = re.compile(r"cfs_throttled|cpu[_ -]throttl|^throttled[_ ]periods", re.I)
 _PERIODS = re.compile(r"cfs_periods", re.I)
 
 
@@ -945,12 +945,20 @@ def cpu_throttling(evidence: EvidenceSet) -> list[Finding]:
             continue
         if share is None or share < THROTTLED_SHARE:
             continue
-        ns, pod, container = _pod_key(m)
-        if not pod:
+        labels = m.data.get("labels") or {}
+        ns, pod, container = _pod_key(m) if labels.get("pod") else _pod_of_service(evidence, m)
+        service = str(labels.get("service") or "")
+        if not pod and not service:
             continue
-        limit, limit_ref = _cpu_limit(evidence, ns, pod, container)
+        limit, limit_ref = _cpu_limit(evidence, ns, pod, container) if pod else (None, None)
         since = next((t for t, v in pts if v >= THROTTLED_SHARE), pts[-1][0])
-        where = f"container {container} of pod {ns}/{pod}" if container else f"pod {ns}/{pod}"
+        where = (
+            f"container {container} of pod {ns}/{pod}"
+            if container and pod
+            else f"pod {ns}/{pod}"
+            if pod
+            else f"service {service}"
+        )
         lim = f" at its CPU limit {limit}" if limit else " at its CPU limit"
         refs = [EvidenceRef(item=m.id, field=f"points.{len(pts) - 1}", value=round(pts[-1][1], 4))]
         if limit_ref:
@@ -970,7 +978,7 @@ def cpu_throttling(evidence: EvidenceSet) -> list[Finding]:
                 object=where,
                 score=0.8,
                 ts=since,
-                tags=[f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"],
+                tags=[f"pod:{ns}/{pod}", f"service:{workload_of_pod(pod)}"] if pod else [f"service:{service}"],
                 explains=[*_CAPPED_EFFECTS, "pod_restarts"],
                 evidence=refs,
                 actions=[
@@ -978,7 +986,7 @@ def cpu_throttling(evidence: EvidenceSet) -> list[Finding]:
                         description="CPU use against the limit, per container",
                         command=f"kubectl top pod {pod} -n {ns} --containers",
                     ),
-                    _raise_cpu_limit(ns, pod, container),
+                    _raise_cpu_limit(ns, pod or service, container),
                 ],
             )
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import pairwise
 
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.metrics import _kind
@@ -21,6 +22,7 @@ from diagnosis.timeline import fmt_ts
 SLOWED = 3.0  # latency this many times its baseline
 STRAINED = 2.0  # a resource series this many times its baseline
 MIN_POINTS = 8
+DARK_STEPS = 3  # a latency series that ends this many samples before the others' has gone dark
 NETWORK_SHARE = 0.3  # of a client span's time spent outside the server span it called
 
 
@@ -73,6 +75,7 @@ def latency_origin(evidence: EvidenceSet) -> list[Finding]:
     calm: set[str] = set()
     strained: dict[str, list[tuple[str, _Rise]]] = defaultdict(list)
     steady: set[str] = set()  # services whose resource series are there and did not rise
+    ends: dict[str, tuple[float, float]] = {}  # service -> (its latency series' last point, their sampling step)
     for m in evidence.kind("metric"):
         service = _service(m)
         if not service:
@@ -81,7 +84,10 @@ def latency_origin(evidence: EvidenceSet) -> list[Finding]:
         kind = _kind(name, {str(k): str(v) for k, v in (m.data.get("labels") or {}).items()})
         if kind not in ("latency", "cpu", "memory", "disk"):
             continue
-        rise = _rise(m, points_of(m.data.get("points")))
+        pts = points_of(m.data.get("points"))
+        if kind == "latency" and len(pts) >= 2:
+            ends[service] = (pts[-1][0], median([b[0] - a[0] for a, b in pairwise(pts)]))
+        rise = _rise(m, pts)
         if rise is None:
             continue
         if kind == "latency":
@@ -96,6 +102,8 @@ def latency_origin(evidence: EvidenceSet) -> list[Finding]:
             steady.add(service)
     if len(slowed) < 2:
         return []  # one slow service is its own finding's business; a slowdown that spread needs two
+    if ends and any(end < max(e for e, _ in ends.values()) - DARK_STEPS * step for end, step in ends.values()):
+        return []  # a service whose series went dark may be where it began, and nothing says what it did
     graph = _call_graph(evidence)
     if graph:
         origins = [s for s in slowed if not any(same_workload(c, o) for c in graph.get(s, ()) for o in slowed)]

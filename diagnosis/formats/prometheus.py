@@ -210,6 +210,16 @@ def _series_of_header(header: str, hint: str) -> tuple[str, dict[str, str]]:
             return hint, _legend_labels(header)  # p99-latency-by-workload.csv's column "currencyservice"
         if (sm := _SERVICE_MEASURE.match(header)) and sm["svc"].lower() not in _NOT_A_SERVICE:
             return header, {"service": sm["svc"]}
+        # a legend of the service and then the measure in words: "recommendationservice throttled periods / periods"
+        svc, _, measure = header.partition(" ")
+        if (
+            measure
+            and _LEGEND.match(svc)
+            and svc.lower() not in _NOT_A_SERVICE
+            and not _MEASURE_WORD.search(svc)
+            and (_MEASURE_WORD.search(measure) or "throttl" in measure.lower())
+        ):
+            return measure.strip(), {"service": svc}
         return header, {}
     labels = {k: v.replace('\\"', '"') for k, v in _LABEL_PAIR.findall(m["labels"])}
     return (m["name"] or hint), labels

@@ -9,6 +9,7 @@ import re
 from diagnosis.analyzers._common import (
     Rec,
     Template,
+    burst_ended,
     claimed_elsewhere,
     fmt_ts,
     group_templates,
@@ -279,6 +280,12 @@ def _quiet_verdict(
         log_last is None or log_last - tpl.last_ts >= STOPPED_AFTER_S or now - tpl.last_ts >= ENDED_LONG_AGO_S
     ):
         return "stopped"
+    if (
+        log_last is not None
+        and tpl.first_ts is not None
+        and burst_ended(tpl.count, tpl.first_ts, tpl.last_ts, log_last)
+    ):
+        return "stopped"
     if log_first is None or log_last is None or tpl.first_ts is None:
         return None
     span = log_last - log_first
@@ -329,7 +336,7 @@ _CHILD_FAILED = re.compile(
 def _benign(item: EvidenceItem, tpl: Template, who: str, tags: list[str], verdict: str) -> Finding:
     assert tpl.sample is not None
     if verdict == "stopped":
-        why = f"stopped at {fmt_ts(tpl.last_ts)}, long before the newest evidence: it recovered"
+        why = f"stopped at {fmt_ts(tpl.last_ts)} while the log went on: it recovered"
         code = "errors_stopped"
     elif verdict == "retried":
         why = "a later attempt of the task then succeeded: the failure was transient and is over"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from diagnosis.analyzers._common import (
     Rec,
+    burst_ended,
     ref_of,
     span_text,
 )
@@ -62,6 +63,19 @@ def _refs(recs: list[Rec]) -> list[EvidenceRef]:
 
 def _host(target: str) -> str:
     return target.rsplit(":", 1)[0] if re.search(r":\d+$", target) else target
+
+
+def burst_over(recs: list[Rec]) -> bool:
+    """Whether the failures in `recs` were a burst that ended while the logs they came from went on (burst_ended)."""
+    times = sorted(r.ts for r in recs if r.ts is not None)
+    if not times:
+        return False
+    items = {id(r.item): r.item for r in recs}.values()
+    end = max(
+        (rec["ts"] for item in items for rec in item.data.get("records") or () if rec.get("ts") is not None),
+        default=times[-1],
+    )
+    return burst_ended(len(times), times[0], times[-1], end)
 
 
 def _stopped(f: Failures, now: float | None) -> bool:

@@ -19,6 +19,7 @@ from diagnosis.analyzers.network._shared import (
     TLS_WARN_DAYS,
     _base,
     _refs,
+    burst_over,
 )
 from diagnosis.analyzers.network.extraction import _ACCESS_STATUS, _call_failure
 from diagnosis.evidence import EvidenceSet
@@ -159,6 +160,8 @@ def _access_log_5xx(evidence: EvidenceSet, now: float | None) -> list[Finding]:
         last = max((r.ts for r in bad if r.ts is not None), default=None)
         if now is not None and last is not None and now - last >= STOPPED_AFTER_S:
             continue
+        if burst_over(bad):
+            continue  # a burst that ended while the log went on (a restart's few seconds of 502s)
         listing = ", ".join(f"{k} x{v}" for k, v in sorted(statuses.items()))
         out.append(
             Finding(

@@ -10,7 +10,16 @@ from diagnosis.analyzers._common import (
     service_of,
     span_text,
 )
-from diagnosis.analyzers.network._shared import MIN_FAILURES, STOPPED_AFTER_S, Failures, _base, _host, _refs, _stopped
+from diagnosis.analyzers.network._shared import (
+    MIN_FAILURES,
+    STOPPED_AFTER_S,
+    Failures,
+    _base,
+    _host,
+    _refs,
+    _stopped,
+    burst_over,
+)
 from diagnosis.analyzers.network.dns import _CLUSTER_SUFFIXES
 from diagnosis.analyzers.network.extraction import _target_tags
 from diagnosis.evidence import EvidenceSet
@@ -163,7 +172,7 @@ def _call_findings(
         callers_txt = ", ".join(callers) or "its callers"
         base = _base(target)
         tags = _target_tags(target) + [f"service:{c}" for c in callers if c != base]
-        stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        stopped = (now is not None and last is not None and now - last >= STOPPED_AFTER_S) or burst_over(recs)
         # every failure was the first try of a call that was retried, and no second retry was ever needed: the
         # retries absorbed them (a pod that went away between a lookup and the call)
         retried = not stopped and all(_FIRST_RETRY.search(r.msg) for r in recs)
@@ -182,7 +191,7 @@ def _call_findings(
         category = Category.RESOURCE_EXHAUSTION if main.kind == "rate_limited" else Category.DEPENDENCY_FAILURE
         sample = recs[0].msg.strip()[:200]
         mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (
-            f"; it stopped at {fmt_ts(last)}, long before the newest evidence." if stopped else "."
+            f"; it stopped at {fmt_ts(last)}, and its callers' logs went on without a failure." if stopped else "."
         )
         wrong = _wrong_port(target, listening) if main.kind == "refused" and not stopped else None
         if wrong:
