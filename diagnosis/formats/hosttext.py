@@ -315,3 +315,53 @@ def parse_ping(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 data["rtt_avg_ms"] = float(rtt["avg"])
             yield ctx.item(doc.path, "net/ping", f"ping {target}", data)
             target = None
+
+
+# --- a network interface's counters: `ethtool -S <dev>` ("rx_crc_errors: 412877") and `ip -s link` (RX/TX blocks)
+_ETHTOOL_CMD = re.compile(r"ethtool\s+(?:-S|--statistics)\s+(?P<dev>[\w.\-]+)")
+_IP_LINK = re.compile(r"^\d+: (?P<dev>[\w.\-@]+): <")
+_COUNTER = re.compile(r"^\s*(?P<name>[a-z][\w\[\].]*):\s+(?P<value>\d+)\s*$")
+_ERROR_COUNTER = re.compile(r"err|crc|frame|fifo|drop|missed|collision|carrier", re.I)
+_HOST_PROMPT = re.compile(r"^(?:[\w.\-]+@)(?P<host>[\w.\-]+):")
+
+
+def detect_nic(doc: Document) -> bool:
+    head = doc.text[:65536]
+    return "NIC statistics:" in head or bool(re.search(r"^\s+RX:?\s+bytes\s+packets\s+errors", head, re.M))
+
+
+@FORMATS.format("nic-counters", shapes={"text"}, detect=detect_nic, order=21)
+def parse_nic(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `host/nic` item per interface: its error and drop counters (cumulative since boot: a count, not a rate),
+    the host named by the prompt the commands ran at."""
+    host = ""
+    devices: dict[str, dict[str, int]] = {}
+    current: str | None = None
+    ip_block: tuple[str, list[str]] | None = None  # (device, the column names of the RX/TX line just read)
+    for raw in doc.lines():
+        line = raw.rstrip()
+        if (p := _HOST_PROMPT.match(line.strip())) and not host:
+            host = p["host"]
+        if (m := _ETHTOOL_CMD.search(line)) and _PROMPT.match(line.strip()):
+            current, ip_block = m["dev"], None
+            continue
+        if m := _IP_LINK.match(line):
+            current, ip_block = m["dev"].split("@")[0], None
+            continue
+        stripped = line.strip()
+        if current and re.match(r"^(RX|TX):?\s+bytes\s+packets", stripped):
+            ip_block = (stripped.split()[0].rstrip(":").lower(), stripped.split()[1:])
+            continue
+        if current and ip_block and re.match(r"^\d+(\s+\d+)+$", stripped):
+            direction, cols = ip_block
+            for col, value in zip(cols, stripped.split(), strict=False):
+                if _ERROR_COUNTER.search(col):
+                    devices.setdefault(current, {})[f"{direction}_{col}"] = int(value)
+            ip_block = None
+            continue
+        if current and (c := _COUNTER.match(line)) and _ERROR_COUNTER.search(c["name"]):
+            devices.setdefault(current, {})[c["name"]] = int(c["value"])
+    for dev, counters in devices.items():
+        where = f"{host}/{dev}" if host else f"{doc.path}/{dev}"
+        data = {"device": dev, "host": host or None, "counters": counters}
+        yield ctx.item(doc.path, "host/nic", f"nic/{where}", data)

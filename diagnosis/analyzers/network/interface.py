@@ -1,0 +1,164 @@
+"""A host's network interface taking errors: receive or transmit errors (CRC, frame, FIFO) or drops rising on one
+node's interface while the others' stay clean. Every connection through that interface stalls on retransmits, so
+the pods on that node answer slowly to everyone: an infrastructure cause (a cable, optic, switch port or NIC),
+whichever service the operator noticed first.
+
+Read from node_exporter's `node_network_{receive,transmit}_{errs,drop}_total` (or a rate of them, under whatever
+name the export gave it), labelled with the node (`nodename`, `node`, `instance`) and the device.
+"""
+
+from __future__ import annotations
+
+import re
+
+from diagnosis.analyzers._common import workload_of_pod
+from diagnosis.analyzers._kube import kube_index
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.series import Point, counter_rate, median, points_of
+from diagnosis.timeline import fmt_ts
+
+_NIC_ERRORS = re.compile(
+    r"(?:receive|transmit|rx|tx)[_-]?(?:errs|errors|crc|frame|fifo|drop|dropped)|nic[_-]?errors|interface[_-]?errors",
+    re.I,
+)
+_RETRANS = re.compile(r"retrans", re.I)
+_VIRTUAL = re.compile(r"^(?:lo|docker\d*|veth\w*|cali\w*|cilium\w*|flannel\w*|cni\d*|tun\w*|vxlan\w*|kube-\w+)$")
+ERRORS_PER_S = 1.0  # a physical interface's errors run at 0: this many a second, sustained, is a fault
+OTHERS_SHARE = 0.1  # the other nodes' interfaces at most this share of the faulty one's rate
+MIN_POINTS = 6
+
+
+def _node_of(labels: dict[str, str]) -> str | None:
+    for key in ("nodename", "node", "kubernetes_node", "hostname", "host"):
+        if labels.get(key):
+            return labels[key]
+    instance = labels.get("instance", "")
+    return instance.rsplit(":", 1)[0] if instance else None
+
+
+def _rates(m: EvidenceItem) -> list[Point]:
+    pts = points_of(m.data.get("points"))
+    name = str(m.data.get("name") or m.object)
+    return counter_rate(pts) if name.endswith("_total") else pts
+
+
+def _counters(evidence: EvidenceSet, node: str, device: str) -> tuple[EvidenceItem, str, int] | None:
+    """The interface's largest error counter in saved `ethtool -S` / `ip -s link` output from that host (CRC and
+    frame errors first: they name the wire)."""
+    best: tuple[tuple[bool, int], EvidenceItem, str, int] | None = None
+    for nic in evidence.kind("host/nic"):
+        d = nic.data
+        if d.get("host") != node or (device and d.get("device") not in (device, None)):
+            continue
+        for name, value in (d.get("counters") or {}).items():
+            if isinstance(value, int) and value > 0:
+                key = (bool(re.search(r"crc|frame|align", name)), value)
+                if best is None or key > best[0]:
+                    best = (key, nic, str(name), value)
+    return (best[1], best[2], best[3]) if best else None
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"metric", "k8s/Pod", "host/nic"})
+def interface_errors(evidence: EvidenceSet) -> list[Finding]:
+    errors: dict[tuple[str, str], tuple[EvidenceItem, list[Point]]] = {}
+    retrans: dict[str, tuple[EvidenceItem, list[Point]]] = {}
+    for m in evidence.kind("metric"):
+        name = str(m.data.get("name") or m.object)
+        labels = {str(k): str(v) for k, v in (m.data.get("labels") or {}).items()}
+        node = _node_of(labels)
+        if node is None:
+            continue
+        if _NIC_ERRORS.search(name):
+            device = labels.get("device") or labels.get("interface") or ""
+            if _VIRTUAL.match(device):
+                continue  # the pods' virtual interfaces drop by policy; the wire is the physical one
+            pts = _rates(m)
+            if len(pts) >= MIN_POINTS:
+                key = (node, device)
+                if key not in errors or median([v for _, v in pts]) > median([v for _, v in errors[key][1]]):
+                    errors[key] = (m, pts)
+        elif _RETRANS.search(name):
+            pts = _rates(m)
+            if len(pts) >= MIN_POINTS:
+                retrans[node] = (m, pts)
+    if not errors:
+        return []
+    tails = {k: median([v for _, v in pts[-max(3, len(pts) * 3 // 10) :]]) for k, (_, pts) in errors.items()}
+    out: list[Finding] = []
+    for (node, device), (item, pts) in errors.items():
+        tail = tails[(node, device)]
+        head = median([v for _, v in pts[: max(2, len(pts) * 4 // 10)]])
+        if tail < ERRORS_PER_S or head > tail / 4:
+            continue  # not rising: an old counter's steady trickle or nothing at all
+        if any(n != node and t > OTHERS_SHARE * tail for (n, _), t in tails.items()):
+            continue  # every node's interface at once is the network, not this host's interface
+        onset = next((t for t, v in pts if v >= tail / 2), pts[-1][0])
+        last = len(item.data.get("points") or []) - 1
+        refs = [EvidenceRef(item=item.id, field=f"points.{last}", value=round(tail, 3))]
+        retrans_txt = ""
+        if node in retrans:
+            r_item, r_pts = retrans[node]
+            r_head = median([v for _, v in r_pts[: max(2, len(r_pts) * 4 // 10)]])
+            r_tail = median([v for _, v in r_pts[-max(3, len(r_pts) * 3 // 10) :]])
+            if r_tail > 2 * max(r_head, 1e-9):
+                retrans_txt = f"; its TCP retransmits rose {r_head:.3g} -> {r_tail:.3g}/s with them"
+                refs.append(EvidenceRef(item=r_item.id, field=f"points.{len(r_pts) - 1}", value=round(r_pts[-1][1], 3)))
+        counters = _counters(evidence, node, device)
+        if counters:
+            nic, counter, count = counters
+            retrans_txt += f"; its counters show {counter} {count}"
+            refs.append(EvidenceRef(item=nic.id, field=f"counters.{counter}", value=count))
+        pods = [(ns, p) for ns, p, _ in kube_index(evidence).pods_by_node.get(node, [])]
+        where = f"{device} on node {node}" if device else f"the network interface of node {node}"
+        on_it = f"; the pods on it ({', '.join(f'{ns}/{p}' for ns, p in pods[:5])}) answer slowly" if pods else ""
+        out.append(
+            Finding(
+                analyzer="interface_errors",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="interface_errors",
+                category=Category.INFRASTRUCTURE,
+                title=f"{where} takes {tail:.3g} errors/s (other nodes' interfaces clean)",
+                mechanism=(
+                    f"{where} takes {tail:.3g} receive/transmit errors a second since {fmt_ts(onset)} (before "
+                    f"{head:.3g}) while the other nodes' interfaces stay clean{retrans_txt}: a faulty cable, optic, "
+                    f"switch port or NIC corrupts frames, so every connection through it stalls on retransmits"
+                    f"{on_it}."
+                ),
+                object=f"network interface {where}",
+                score=0.8,
+                ts=onset,
+                tags=[f"node:{node}", f"host:{node}"]
+                + [f"pod:{ns}/{p}" for ns, p in pods]
+                + sorted({f"service:{workload_of_pod(p)}" for _, p in pods}),
+                explains=[
+                    "latency",
+                    "upstream_timeout",
+                    "upstream_reset",
+                    "errors",
+                    "http_5xx",
+                    "exception",
+                    "metric_shift",
+                    "alert:*",
+                    "probe_*",
+                ],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description=f"The interface's error counters on {node} (CRC and frame errors point at the "
+                        "cable, optic or switch port)",
+                        command=f"ssh {node} 'ip -s link show {device or ''}; sudo ethtool -S {device or '<nic>'} | "
+                        'grep -iE "err|crc|drop"\'',
+                    ),
+                    Action(
+                        description=f"Move the workloads off {node} while the link is repaired",
+                        command=f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets "
+                        "--delete-emptydir-data",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out
