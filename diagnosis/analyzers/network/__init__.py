@@ -55,7 +55,7 @@ from diagnosis.analyzers.network.extraction import (
 )
 from diagnosis.analyzers.network.interface import interface_errors
 from diagnosis.analyzers.network.loss import packet_loss
-from diagnosis.analyzers.network.policy import policy_drops
+from diagnosis.analyzers.network.policy import egress_blocks_dns, policy_drops
 from diagnosis.analyzers.network.probes import _access_log_5xx, _probe_findings
 from diagnosis.analyzers.network.refusals import access_denied, own_rate_limits
 from diagnosis.analyzers.network.tls import _tls_findings
@@ -167,6 +167,7 @@ __all__ = [
     "_base",
     "_target",
     "access_denied",
+    "egress_blocks_dns",
     "interface_errors",
     "network_failures",
     "own_rate_limits",

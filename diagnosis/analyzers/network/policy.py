@@ -12,7 +12,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from diagnosis.analyzers._common import Rec, fmt_ts, records_with, ref_of, with_aliases, workload_of_pod
+from diagnosis.analyzers._common import (
+    DNS_TEMPORARY,
+    Rec,
+    fmt_ts,
+    records_with,
+    ref_of,
+    with_aliases,
+    workload_of_pod,
+)
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.network._shared import MIN_FAILURES
 from diagnosis.evidence import EvidenceSet
@@ -397,3 +405,129 @@ def policy_excludes_client(evidence: EvidenceSet) -> list[Finding]:
                 )
             )
     return out
+
+
+# ---------------------------------------------------------------- egress policies that leave out DNS
+
+_DNS_FAILS = re.compile(
+    DNS_TEMPORARY.pattern + r"|lookup \S+ on \S+:53|no such host|name resolution|NameResolutionError|"
+    r"getaddrinfo|UnknownHostException|could not translate host name|Could not resolve",
+    re.I,
+)
+
+
+def _allows_dns(rule: dict) -> bool | None:
+    """Whether one egress rule lets a pod reach a DNS server on port 53 (None: a named port it cannot tell)."""
+    ports = rule.get("ports")
+    if not ports:
+        return True  # a rule without ports allows every port to its peers (and a rule without peers, to anyone)
+    for p in ports:
+        port = p.get("port")
+        if port is None:
+            return True  # every port of the protocol
+        if isinstance(port, str) and not port.isdigit():
+            if "dns" in port.lower():
+                return True
+            continue
+        lo, hi = int(port), int(p.get("endPort") or port)
+        if lo <= 53 <= hi:
+            return True
+    return False
+
+
+def _dns_blocked(policies: list[EvidenceItem], namespace: str, labels: dict[str, str]) -> list[EvidenceItem] | None:
+    """The egress policies that select a pod, when together they allow no port 53 anywhere (None when none selects
+    it, or one of them allows DNS)."""
+    selecting = []
+    for p in policies:
+        meta, spec = p.data.get("metadata") or {}, p.data.get("spec") or {}
+        if str(meta.get("namespace") or "default") != namespace or not _selects(spec.get("podSelector"), labels):
+            continue
+        types = spec.get("policyTypes") or (["Ingress", "Egress"] if "egress" in spec else ["Ingress"])
+        if "Egress" not in types:
+            continue
+        selecting.append(p)
+        if any(_allows_dns(rule) is not False for rule in spec.get("egress") or ()):
+            return None
+    return selecting or None
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "k8s/Pod", "k8s/NetworkPolicy"})
+def egress_blocks_dns(evidence: EvidenceSet) -> list[Finding]:
+    """Pods whose egress NetworkPolicies allow no port 53, and whose logs fail to resolve names: a default-deny
+    egress policy whose allow-list forgot DNS. Every lookup times out, whatever the name, and CoreDNS never sees
+    the queries: the policies' configuration error, not DNS, the upstreams or the code."""
+    policies = evidence.kind("k8s/NetworkPolicy")
+    if not policies:
+        return []
+    out: list[Finding] = []
+    for (ns, workload), pods in sorted(_pods_by_workload(evidence).items()):
+        labels = (pods[0].data.get("metadata") or {}).get("labels") or {}
+        blocking = _dns_blocked(policies, ns, labels)
+        if not blocking:
+            continue
+        failures = [
+            (item, r)
+            for item in _logs_of(evidence, pods, workload)
+            for r in item.data.get("records") or ()
+            if _DNS_FAILS.search(str(r.get("msg") or ""))
+        ]
+        if len(failures) < MIN_FAILURES:
+            continue
+        names = [str((p.data.get("metadata") or {}).get("name")) for p in blocking]
+        newest = max(blocking, key=lambda p: _policy_time(p) or 0.0)
+        item, first = failures[0]
+        out.append(
+            Finding(
+                analyzer="egress_blocks_dns",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="egress_blocks_dns",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"NetworkPolicy {', '.join(names)} in {ns} allows {workload} no DNS (port 53)",
+                mechanism=(
+                    f"the egress NetworkPolicies selecting {ns}/{workload} ({', '.join(names)}) allow no traffic to "
+                    f"port 53, so every DNS lookup it makes is dropped and times out ({len(failures)} failures, e.g. "
+                    f"'{str(first.get('msg') or '')[:160]}'); CoreDNS never sees the queries. The newest, "
+                    f"{(newest.data.get('metadata') or {}).get('name')}, changed at {fmt_ts(_policy_time(newest))}."
+                ),
+                object=f"NetworkPolicy {ns}/{(newest.data.get('metadata') or {}).get('name')}",
+                score=0.85,
+                ts=_policy_time(newest) or first.get("ts"),
+                tags=[f"namespace:{ns}", f"service:{workload}", "dns:resolver", "service:kube-dns", "service:coredns"]
+                + [f"policy:{n}" for n in names]
+                + [f"pod:{ns}/{(p.data.get('metadata') or {}).get('name')}" for p in pods],
+                explains=[
+                    "dns_resolution_failure",
+                    "dns_*",
+                    "crash_*",
+                    "probe_*",
+                    "errors",
+                    "exception",
+                    "http_5xx",
+                    "upstream_timeout",
+                    "alert:*",
+                ],
+                evidence=[
+                    EvidenceRef(item=newest.id, field="spec.policyTypes", value="Egress"),
+                    EvidenceRef(item=item.id, line=first.get("line"), value=str(first.get("msg") or "")[:300]),
+                ],
+                actions=[
+                    Action(
+                        description=f"The egress rules that apply to {workload}",
+                        command=f"kubectl get networkpolicy -n {ns} -o yaml",
+                    ),
+                    Action(
+                        description="Allow DNS to kube-dns from the namespace",
+                        command=f"kubectl apply -n {ns} -f - <<'EOF'\n"
+                        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: allow-dns-egress}\n"
+                        "spec:\n  podSelector: {}\n  policyTypes: [Egress]\n  egress:\n  - to:\n"
+                        "    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}\n"
+                        "      podSelector: {matchLabels: {k8s-app: kube-dns}}\n"
+                        "    ports: [{port: 53, protocol: UDP}, {port: 53, protocol: TCP}]\nEOF",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)
