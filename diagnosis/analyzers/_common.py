@@ -485,7 +485,9 @@ UPSTREAM_5XX = re.compile(
     r"(?:upstream|backend|returned|responded|response|status(?: code)?|HTTP)\W{0,3}(?:with\s+|code\s+|status\s+)?"
     r"(50[0-4])\b"
     # the status with its reason phrase: "503 Service Unavailable", requests' "502 Server Error: Bad Gateway"
-    r"|\b(50[0-4])(?= \(?(?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Server Error))",
+    r"|\b(50[0-4])(?= \(?(?:Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out|Server Error))"
+    # a JSON error object's status: {"errorMessage":"Service Unavailable","code":503,...}
+    r"|\"(?:code|status|statusCode|status_code)\"\s*:\s*(50[0-4])\b",
     re.I,
 )
 # the other side understood the call and refused who made it: wrong or expired credentials, missing permissions

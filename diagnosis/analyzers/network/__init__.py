@@ -136,7 +136,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             if call_kind == "http_5xx":
                 m5 = UPSTREAM_5XX.search(msg)
                 if m5:
-                    status = m5.group(1) or m5.group(2)
+                    status = next(g for g in m5.groups() if g)
                     f.statuses[status] = f.statuses.get(status, 0) + 1
     for rec, kind, target, status in _envoy_failures(evidence):
         f = calls.setdefault((target, kind), Failures(target, kind))

@@ -121,6 +121,8 @@ _TARGET_PATTERNS = [
     re.compile(rf"({_NAME}) (?:short-circuited|has no server available)"),
     re.compile(rf"circuit(?: breaker)? (?:for|on|to) \"?'?({_NAME})", re.I),
     re.compile(rf"host=['\"]?({_NAME})['\"]?"),
+    # a JSON error object naming the host it called: {"code":"ECONNRESET","host":"api.sendgrid.com","path":"/v3/..."}
+    re.compile(r"\"host\"\s*:\s*\"([A-Za-z0-9][\w\-]*(?:\.[\w\-]+)+(?::\d{2,5})?)\""),
     # a business field naming the external provider called: weaker than a host, URL or DNS name in the same line
     re.compile(rf"\b(?:provider|vendor)[\"']?\s*[=:]\s*[\"']?({_NAME})"),
     re.compile(
@@ -156,7 +158,7 @@ _RESOLVER = re.compile(r"\bon ((?:\d{1,3}\.){3}\d{1,3}):53\b")
 _ACCESS_STATUS = re.compile(
     r"\"\s*[A-Z]+ \S+ HTTP/[\d.]+\"\s+(\d{3})\b|\bstatus[\"'=:\s]+(\d{3})\b|\bcode[=:](\d{3})\b"
 )
-_OUTBOUND = re.compile(r"upstream|backend|dependency|calling|call to|request to|from|://", re.I)
+_OUTBOUND = re.compile(r"upstream|backend|dependency|calling|call to|request to|from|://|\"host\"\s*:\s*\"", re.I)
 _DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
 _LEVEL_WORDS = {"error", "warn", "warning", "info", "debug", "fatal", "err"}
 # words that precede "calling"/"request to" in prose without naming the caller ("failed while calling x")
