@@ -610,7 +610,9 @@ KILLED_FROM_OUTSIDE = re.compile(
     r"SIGTERM received|got signal (?:15|9)\b|exited with signal (?:15|9)\b|"
     # a runner reporting its child's death by signal at info level: Airflow's "return code -9", a shell's 137
     r"exited with return code -(?:9|15)(?!\d)|exited with (?:exit )?(?:code|status) 137\b|"
-    r"Main process exited, code=killed, status=9/KILL",  # systemd, for a unit's process killed by SIGKILL
+    r"Main process exited, code=killed, status=9/KILL|"  # systemd, for a unit's process killed by SIGKILL
+    # Airflow's scheduler: the executor lost the task before it ran (a worker evicted, OOM-killed, scaled down)
+    r"Was the task killed externally",
     re.I,
 )
 
@@ -622,29 +624,46 @@ def _kill_hint(msg: str) -> bool:  # a cheap prefilter for KILLED_FROM_OUTSIDE
 _SIGKILL = re.compile(r"-9(?!\d)|\b137\b|signal 9\b|SIGKILL|status=9/KILL", re.I)
 
 
+_AIRFLOW_TASK = re.compile(r"<TaskInstance: ([\w.\-]+) \S+ \[\w+\]>.{0,200}killed externally")
+
+
 def _killed(item: EvidenceItem, tpl: Template, who: str, tags: list[str]) -> Finding:
     assert tpl.sample is not None
     signal = "SIGKILL" if _SIGKILL.search(tpl.sample.msg) else "a signal"
+    task = _AIRFLOW_TASK.search(tpl.sample.msg)
+    title = f"{who} was stopped by {signal} from outside ({tpl.count}x)"
+    need = (
+        f"who stopped {who}: the scheduler's or orchestrator's log (a timeout, a manual stop, a deploy), the "
+        "node's events (eviction, preemption, scale-down) and the kernel's OOM killer"
+    )
+    if task:  # the scheduler reports a task its executor lost: the task, not the scheduler, was stopped
+        title = f"task {task.group(1)} lost by its executor before it ran ({tpl.count}x, reported by {who})"
+        need = (
+            f"the logs and pod events of the worker that was to run task {task.group(1)} (eviction, OOMKilled, "
+            "scale-down, an import error on the worker)"
+        )
+        tags = [*tags, f"task:{task.group(1)}", f"task:{task.group(1).rsplit('.', 1)[-1]}"]
     return Finding(
         analyzer="log_errors",
         domain=Domain.LOGS,
         role="symptom",
         code="killed_from_outside",
         category=Category.UNKNOWN,
-        title=f"{who} was stopped by {signal} from outside ({tpl.count}x)",
+        title=title,
         mechanism=(
-            f"{who} was terminated by a signal it did not send itself: '{_short(tpl.sample.msg)}' "
-            f"x{tpl.count}{_spaced(span_text(tpl.first_ts, tpl.last_ts))}; what sent it decides the cause."
-        ),
+            f"{who} was terminated by a signal it did not send itself"
+            if not task
+            else f"the executor reported task {task.group(1)} failed while it was still queued: the worker that was "
+            "to run it died or dropped it"
+        )
+        + f": '{_short(tpl.sample.msg)}' x{tpl.count}{_spaced(span_text(tpl.first_ts, tpl.last_ts))}; what stopped "
+        "it decides the cause.",
         object=who,
         score=0.5,
         ts=tpl.first_ts,
         tags=tags,
         evidence=[ref_of(tpl.sample)],
-        needs=[
-            f"who stopped {who}: the scheduler's or orchestrator's log (a timeout, a manual stop, a deploy), the "
-            "node's events (eviction, preemption, scale-down) and the kernel's OOM killer"
-        ],
+        needs=[need],
     )
 
 
