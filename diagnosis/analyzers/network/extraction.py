@@ -357,7 +357,18 @@ _OWN_DEADLINE = re.compile(
 )
 
 
+# a database statement that waited on a row lock past its limit: lock contention inside the database, which the
+# lock analyzers read, not a call to the host the line names
+_LOCK_WAIT = re.compile(
+    r"Lock wait timeout exceeded|Error 1205\b|canceling statement due to lock timeout|lock_timeout|"
+    r"could not obtain lock on row|Deadlock found when trying to get lock|deadlock detected",
+    re.I,
+)
+
+
 def _call_failure(msg: str) -> str | None:
+    if _LOCK_WAIT.search(msg):
+        return None
     if RATE_LIMITED.search(msg):
         return "rate_limited"
     if KAFKA_BROKER_ERR.search(msg):
