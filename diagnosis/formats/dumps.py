@@ -99,3 +99,83 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     obj, source = _object(doc)
     data = {"records": records, "source": {"path": doc.path, "export": "thread-dump", **source}, "truncated": False}
     yield ctx.item(doc.path, "log", obj, data, ts)
+
+
+# --- Go: the goroutine profile (`/debug/pprof/goroutine?debug=1`: "N @ addrs" groups, one "#\taddr\tfunc+0x..\tfile"
+# line per frame) and the full dump (`?debug=2`, a panic or SIGQUIT: "goroutine 7 [semacquire, 5 minutes]:")
+_GO_PROFILE = re.compile(r"^goroutine profile: total (\d+)\s*$", re.M)
+_GO_GROUP = re.compile(r"^(\d+) @(?: 0x[0-9a-f]+)+\s*$")
+_GO_FRAME = re.compile(r"^#\s+0x[0-9a-f]+\s+(\S+?)\+0x[0-9a-f]+\s")
+_GO_FULL = re.compile(r"^goroutine \d+ \[(?P<state>[^\],]+)(?:, [^\]]*)?\]:\s*$")
+_GO_FUNC = re.compile(r"^(?P<func>[\w./*()\-]+?)\((?:[^()]*)\)\s*$")
+_GO_LOCK = re.compile(r"^sync\.(?:\(\*(?:RW)?Mutex\)\.(?:R?Lock|lockSlow)|runtime_Semacquire\w*)$")
+_GO_STD = re.compile(r"^(?:runtime|sync|internal|net|syscall|os|io|bufio|context|time|reflect|crypto)[./]")
+PILE_UP_SHARE = 0.5  # this share of all goroutines waiting on locks is a pile-up behind a lock that is not released
+PILE_UP_MIN = 20
+
+
+def detect_goroutines(doc: Document) -> bool:
+    head = doc.text[:4000]
+    return bool(_GO_PROFILE.search(head)) or (
+        bool(re.search(r"^goroutine \d+ \[", head, re.M)) and "runtime." in doc.text[:20000]
+    )
+
+
+def _go_groups(text: str) -> list[tuple[int, list[str]]]:
+    """(how many goroutines, their frames innermost first) per distinct stack."""
+    groups: list[tuple[int, list[str]]] = []
+    for line in text.splitlines():
+        if m := _GO_GROUP.match(line):
+            groups.append((int(m.group(1)), []))
+        elif m := _GO_FULL.match(line):
+            groups.append((1, []))
+        elif groups and (f := _GO_FRAME.match(line) or _GO_FUNC.match(line.strip())):
+            groups[-1][1].append(f.group(1))
+    return [g for g in groups if g[1]]
+
+
+def _short_func(func: str) -> str:
+    return func.rsplit("/", 1)[-1]  # github.com/acme/api/internal/pricing.(*Cache).Get -> pricing.(*Cache).Get
+
+
+@FORMATS.format("go-goroutines", shapes={"text"}, detect=detect_goroutines, order=17)
+def parse_goroutines(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """What a Go process's goroutines prove: most of them queued on one lock (a pile-up behind a holder that never
+    lets go), and the goroutines that hold a lock while waiting for another (a lock-ordering deadlock)."""
+    groups = _go_groups(doc.text)
+    total_m = _GO_PROFILE.search(doc.text[:4000])
+    total = int(total_m.group(1)) if total_m else sum(n for n, _ in groups)
+    records: list[dict[str, Any]] = []
+
+    def add(level: str, msg: str) -> None:
+        records.append({"ts": None, "level": level, "msg": msg, "line": len(records) + 1})
+
+    waiting: Counter[str] = Counter()  # the app function each lock-waiting group is blocked in
+    lone: list[tuple[str, str]] = []  # single goroutines waiting on a lock: (where it waits, what called that)
+    for n, frames in groups:
+        if not any(_GO_LOCK.match(f) for f in frames[:4]):
+            continue
+        app = [_short_func(f) for f in frames if not _GO_STD.match(f) and "." in f]
+        if not app:
+            continue
+        waiting[app[0]] += n
+        if n == 1:
+            lone.append((app[0], app[1] if len(app) > 1 else app[0]))
+    blocked = sum(waiting.values())
+    if blocked >= PILE_UP_MIN and blocked >= PILE_UP_SHARE * total:
+        where = ", ".join(f"{f} ({n})" for f, n in waiting.most_common(3))
+        piled = {f for f, n in waiting.items() if n > 1}
+        # goroutines alone on a lock in functions other than the pile-up's hold a lock while waiting for another
+        holders = [(w, c) for w, c in lone if w not in piled or c.split(".")[0] != w.split(".")[0]]
+        holders = holders if len(holders) >= 2 else [(w, c) for w, c in lone]
+        if len(holders) >= 2:
+            pair = " while ".join(f"{c} waits for a lock in {w}" for w, c in holders[:2])
+            add("error", f"lock-ordering deadlock between goroutines: {pair}; {blocked} of {total} goroutines wait "
+                         f"behind them ({where})")  # fmt: skip
+        else:
+            add("error", f"goroutine pile-up on a lock that is never released: {blocked} of {total} goroutines wait "
+                         f"to acquire it ({where})")  # fmt: skip
+    add("info", f"goroutine profile: {total} goroutines, {blocked} waiting on locks")
+    obj, source = _object(doc)
+    data = {"records": records, "source": {"path": doc.path, "export": "goroutine-dump", **source}, "truncated": False}
+    yield ctx.item(doc.path, "log", obj, data, None)

@@ -110,7 +110,8 @@ EXCEPTION = re.compile(
     r"\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
     r"\bunhandled exception|\buncaught exception|\bTraceback \(most recent call last\)|\bassertion failed|"
     r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range|"
-    r"Java-level deadlock|all goroutines are asleep - deadlock|thread-pool starvation deadlock",
+    r"Java-level deadlock|all goroutines are asleep - deadlock|thread-pool starvation deadlock|"
+    r"lock-ordering deadlock|goroutine pile-up on a lock",
     re.I,
 )
 # Exceptions a client raises when the other side failed (the server answered 5xx, refused, timed out): the

@@ -516,6 +516,10 @@ def _cause_of(
         refs.append(deploy[2])
         score = 0.85 if tpl.count >= SPORADIC else 0.7
     msg = msg + _panic_payload(item, tpl)
+    hung = "deadlock" in exc_name.lower() or "pile-up" in exc_name.lower()
+    if hung:
+        # a dump that shows the deadlock proves it once: the process is stuck, so it times out and fails probes
+        score = max(score, 0.8)
     return Finding(
         analyzer="log_errors",
         domain=Domain.LOGS,
@@ -538,7 +542,8 @@ def _cause_of(
         score=score,
         ts=tpl.first_ts,
         tags=tags,
-        explains=["errors", "http_5xx", "pod_restarts", "crash_loop"],
+        explains=["errors", "http_5xx", "pod_restarts", "crash_loop"]
+        + (["probe_*", "upstream_timeout", "latency", "killed", "alert:*"] if hung else []),
         evidence=refs,
         actions=[
             Action(
