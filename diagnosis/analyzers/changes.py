@@ -320,6 +320,32 @@ def _release_action(workload: str, version: str, item: EvidenceItem | None) -> A
     )
 
 
+CLEAN_AFTER_RELEASE_S = 20 * 60  # a new version that served this long without an error did not bring the errors
+CLEAN_MIN_RECORDS = 5  # ...while logging at least this many lines (it was running, not gone)
+
+
+def served_cleanly(evidence: EvidenceSet, workload: str, since: float) -> bool:
+    """Whether the workload's own logs show it running after a release (5+ lines) with no error for 20 minutes,
+    and then going on past that: errors that began later came from elsewhere."""
+    name = workload.lower()
+    lines = errors_early = 0
+    went_on = False
+    for item in evidence.kind("log"):
+        if name not in item.object.lower():
+            continue
+        for r in item.data.get("records") or ():
+            ts = r.get("ts")
+            if not isinstance(ts, int | float) or ts < since:
+                continue
+            if ts >= since + CLEAN_AFTER_RELEASE_S:
+                went_on = True
+                continue
+            lines += 1
+            if str(r.get("level") or "").lower() in _ERROR_LEVELS:
+                errors_early += 1
+    return went_on and lines >= CLEAN_MIN_RECORDS and errors_early == 0
+
+
 @ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"log"})
 def log_releases_changes(evidence: EvidenceSet) -> list[Finding]:
     """A release seen in logs outside Kubernetes (a deploy tool's line, a Lambda function's new version, a service
@@ -336,6 +362,8 @@ def log_releases_changes(evidence: EvidenceSet) -> list[Finding]:
     for rel in newest.values():
         if now is not None and rel.ts < now - CHANGE_WINDOW_S:
             continue
+        if served_cleanly(evidence, rel.workload, rel.ts):
+            continue  # the new version served its traffic without an error for a good while: it did not bring them
         ago = f", {fmt_age(now - rel.ts)} before the evidence ends" if now else ""
         out.append(
             _rollout_cause(

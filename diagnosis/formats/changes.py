@@ -114,3 +114,57 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         "truncated": False,
     }
     yield ctx.item(doc.path, "log", f"change {cid}", data, max(stamps) if stamps else None)
+
+
+# --- `helm history RELEASE`: one row per revision (REVISION, UPDATED, STATUS, CHART, APP VERSION, DESCRIPTION)
+_HELM_HEADER = re.compile(r"^REVISION\s+UPDATED\s+STATUS\s+CHART\s+APP VERSION\s+DESCRIPTION\s*$", re.M)
+_HELM_ROW = re.compile(
+    r"^(?P<rev>\d+)\s+(?P<updated>\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\s+(?P<status>[\w-]+)\s+"
+    r"(?P<chart>\S+)\s+(?P<app>\S+)\s+(?P<desc>.*?)\s*$"
+)
+_HELM_CMD = re.compile(
+    r"helm(?:\s+-{1,2}[\w-]+(?:[ =](?!history\b|hist\b)\S+)?)*\s+(?:history|hist)"
+    r"(?:\s+-{1,2}[\w-]+(?:[ =]\S+)?)*\s+(?P<release>[a-z0-9][\w.\-]*)"
+)
+
+
+def detect_helm_history(doc: Document) -> bool:
+    return bool(_HELM_HEADER.search(doc.text[:4000]))
+
+
+@FORMATS.format("helm-history", shapes={"text"}, detect=detect_helm_history, order=20)
+def parse_helm_history(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """The release's revisions as the log of its deploys ("deployed checkout-api v2.31.0 (revision 87, chart
+    checkout-api-3.9.2): Upgrade complete"), which the changes analyzers read as releases; a failed revision or a
+    rollback says so at warning level. Helm prints UPDATED in the client's local time: read as UTC."""
+    from datetime import UTC, datetime
+
+    cmd = _HELM_CMD.search(doc.command or doc.text[:400])
+    records: list[dict[str, Any]] = []
+    for n, line in enumerate(doc.lines(), 1):
+        m = _HELM_ROW.match(line.strip())
+        if not m:
+            continue
+        try:
+            ts = datetime.strptime(" ".join(m["updated"].split()), "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        release = cmd["release"] if cmd else re.sub(r"-v?\d+(?:\.\d+)+$", "", m["chart"])
+        status, desc = m["status"].lower(), m["desc"]
+        bad = status in ("failed", "pending-upgrade", "pending-rollback") or desc.lower().startswith("rollback")
+        version = m["app"] if m["app"] not in ("", "<none>") else m["chart"].rsplit("-", 1)[-1]
+        records.append(
+            {
+                "ts": ts.timestamp(),
+                "level": "warning" if bad else "info",
+                "msg": f"{'deployed' if status != 'failed' else 'failed to deploy'} {release} "
+                f"{'v' if not version.startswith('v') else ''}{version} (revision {m['rev']}, chart {m['chart']}, "
+                f"{status}): {desc}",
+                "line": n,
+            }
+        )
+    if not records:
+        return
+    release = cmd["release"] if cmd else "release"
+    data = {"records": records, "source": {"path": doc.path, "export": "helm-history"}, "truncated": False}
+    yield ctx.item(doc.path, "log", f"helm/{release}", data, max(r["ts"] for r in records))
