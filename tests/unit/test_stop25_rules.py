@@ -1,0 +1,362 @@
+"""Stop 25: a burst of failures that ended while its log went on is over; a cluster Service that only times out,
+with nothing from it, is missing evidence; a node's interface taking errors; egress policies that forgot DNS; Go
+goroutine dumps; helm history; JSON error objects naming the host they called; Airflow tasks lost by the executor;
+lock wait timeouts are not calls; per-service CSV columns and CPU throttling per service."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diagnosis.analyzers._common import burst_ended
+from diagnosis.analyzers._kube import LogVerdict, crash_target
+from diagnosis.analyzers.changes import served_cleanly
+from diagnosis.analyzers.network.extraction import _call_failure, _target
+from diagnosis.analyzers.network.interface import interface_errors
+from diagnosis.analyzers.network.policy import egress_blocks_dns
+from diagnosis.analyzers.propagation import latency_origin
+from diagnosis.bundle import load_bundle
+from diagnosis.investigate import investigate
+from diagnosis.model import Category, EvidenceItem
+from diagnosis.timeline import fmt_ts
+from tests.unit._evidence_builders import T0
+
+
+def _nginx_time(t: float) -> str:
+    return fmt_ts(t).replace("-", "/").replace("T", " ").replace("Z", "")[:19]
+
+
+# ---------------------------------------------------------------- a burst that ended
+
+
+def test_burst_ended_needs_a_quiet_log_where_many_failures_were_due() -> None:
+    assert burst_ended(19, T0, T0 + 39, T0 + 300)  # 19 in 39 s, then 261 s quiet: ~127 were due
+    assert not burst_ended(19, T0, T0 + 39, T0 + 60)  # the log ends 21 s later: nothing says it stopped
+    assert not burst_ended(4, T0, T0 + 4, T0 + 600)  # too few to call a burst
+    assert not burst_ended(6, T0, T0 + 3000, T0 + 3300)  # a slow trickle: 5 min without one is normal
+
+
+def _restart_bundle(tmp_path: Path, refusals_until: float) -> None:
+    lines = []
+    t = T0
+    while t <= refusals_until:
+        lines.append(
+            f"{_nginx_time(t)} [error] 1187#1187: *8{int(t) % 10000} connect() to unix:/run/puma.sock failed "
+            "(111: Connection refused) while connecting to upstream, client: 10.0.0.9, server: shop, "
+            'request: "GET / HTTP/2.0", upstream: "http://unix:/run/puma.sock:/", host: "shop"'
+        )
+        t += 2
+    lines.append(f"{_nginx_time(T0 + 400)} [warn] 1187#1187: *9 an upstream response is buffered to a temporary file")
+    (tmp_path / "error.log").write_text("\n".join(lines) + "\n")
+
+
+def test_refusals_of_a_restart_that_ended_are_over(tmp_path: Path) -> None:
+    _restart_bundle(tmp_path, T0 + 40)
+    d = investigate(load_bundle(tmp_path), "is something still broken?")
+    assert d.category == Category.HEALTHY, d.root_cause
+
+
+def test_refusals_that_go_on_to_the_end_of_the_log_are_a_failure(tmp_path: Path) -> None:
+    _restart_bundle(tmp_path, T0 + 398)
+    d = investigate(load_bundle(tmp_path), "is something still broken?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+
+
+# ---------------------------------------------------------------- a cluster Service seen only by its callers
+
+
+def _callers_bundle(tmp_path: Path, failure: str, own_metrics: bool = False) -> None:
+    lines = [
+        f'ts={fmt_ts(T0 + 30 * i)} level=error caller=ledger/client.go:88 msg="ledger post failed" '
+        f"target=ledger-writer.core.svc.cluster.local:9090 {failure}"
+        for i in range(40)
+    ]
+    (tmp_path / "payments-api.log").write_text("\n".join(lines) + "\n")
+    if own_metrics:
+        result = [
+            {
+                "metric": {"__name__": "grpc_server_handling_seconds", "job": "ledger-writer", "quantile": "0.99"},
+                "values": [[T0 + 60 * i, "0.02"] for i in range(20)],
+            }
+        ]
+        (tmp_path / "ledger.json").write_text(
+            json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+        )
+
+
+def test_a_cluster_service_that_only_times_out_with_nothing_from_it_is_missing_evidence(tmp_path: Path) -> None:
+    _callers_bundle(tmp_path, 'code=DeadlineExceeded err="context deadline exceeded"')
+    d = investigate(load_bundle(tmp_path), "why do payments fail?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    assert "ledger-writer" in d.root_cause
+
+
+def test_a_cluster_service_that_answers_5xx_is_its_callers_dependency_failure(tmp_path: Path) -> None:
+    _callers_bundle(tmp_path, 'err="upstream returned 503 Service Unavailable"')
+    d = investigate(load_bundle(tmp_path), "why do payments fail?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+
+
+# ---------------------------------------------------------------- a crash's unreachable dependency
+
+
+def test_the_host_a_crash_could_not_reach_is_named_from_the_lines_before_it() -> None:
+    records = [
+        {"ts": T0, "msg": "connecting to mosquitto.telemetry.svc.cluster.local:1883 (attempt 5/5)", "line": 1},
+        {"ts": T0 + 1, "msg": "connect failed: [Errno 111] Connection refused", "line": 2},
+    ]
+    item = EvidenceItem(id="l#1", kind="log", source="l", object="Pod/t/ingest-x", data={"records": records})
+    verdict = LogVerdict("dependency_failure", "crash_dependency", "unreachable", item, records[1], records[1]["msg"])
+    assert crash_target(verdict) == "mosquitto.telemetry.svc.cluster.local"
+    records[0]["msg"] = "starting ingest at 12:30 (config v2)"
+    assert crash_target(verdict) is None  # a time of day is not a host and port
+
+
+# ---------------------------------------------------------------- per-service CSV columns, CPU throttling
+
+
+def _grafana_csv(tmp_path: Path, columns: dict[str, list[float]], name: str) -> None:
+    header = ["Time", *columns]
+    rows = [",".join(f'"{h}"' for h in header)]
+    n = len(next(iter(columns.values())))
+    for i in range(n):
+        stamp = fmt_ts(T0 + 60 * i).replace("T", " ").replace("Z", "")
+        rows.append(",".join([f'"{stamp}"', *(f'"{columns[c][i]}"' if columns[c][i] is not None else '""'
+                                              for c in columns)]))  # fmt: skip
+    (tmp_path / name).write_text("\n".join(rows) + "\n")
+
+
+def test_a_service_throttled_at_its_cpu_limit_in_a_per_service_export(tmp_path: Path) -> None:
+    calm = [0.01] * 30
+    hog = [0.01] * 15 + [0.8] * 15
+    _grafana_csv(
+        tmp_path,
+        {"frontend throttled periods / periods": calm, "recommendations throttled periods / periods": hog},
+        "cpu-throttled-ratio.csv",
+    )
+    ev = load_bundle(tmp_path)
+    labels = {str(m.data["labels"].get("service")) for m in ev.kind("metric")}
+    assert labels == {"frontend", "recommendations"}
+    d = investigate(ev, "the shop is slow")
+    assert d.category == Category.RESOURCE_EXHAUSTION
+    assert "recommendations" in d.root_cause
+
+
+def test_no_slowdown_origin_is_named_when_a_service_went_dark(tmp_path: Path) -> None:
+    slow = [0.05] * 15 + [3.0] * 15
+    _grafana_csv(
+        tmp_path,
+        {
+            "frontend p90": slow,
+            "checkout p90": slow,
+            "frontend cpu": [0.1] * 30,
+            "shipping p90": [0.004] * 14 + [None] * 16,  # its series stops where the slowdown begins
+        },
+        "services.csv",
+    )
+    assert latency_origin(load_bundle(tmp_path)) == []
+    (tmp_path / "services.csv").unlink()
+    _grafana_csv(tmp_path, {"frontend p90": slow, "checkout p90": slow, "frontend cpu": [0.1] * 30}, "s.csv")
+    assert latency_origin(load_bundle(tmp_path)), "with every series to the end, the origin is named"
+
+
+# ---------------------------------------------------------------- a node's interface taking errors
+
+
+def _node_errors(tmp_path: Path, faulty: set[str]) -> None:
+    result = []
+    for node in ("wrk-a1", "wrk-a2", "wrk-a3"):
+        values = [0.0] * 20 + ([200.0] * 20 if node in faulty else [0.0] * 20)
+        result.append(
+            {
+                "metric": {"device": "ens5", "instance": f"{node}:9100", "job": "node-exporter", "nodename": node},
+                "values": [[T0 + 60 * i, str(v)] for i, v in enumerate(values)],
+            }
+        )
+    body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    (tmp_path / "node-network-receive-errs-rate.json").write_text(json.dumps(body))
+    (tmp_path / "nic.txt").write_text(
+        "admin@wrk-a3:~$ sudo ethtool -S ens5 | egrep -v ': 0$'\nNIC statistics:\n     rx_packets: 1204958117\n"
+        "     rx_errors: 412877\n     rx_crc_errors: 412877\n"
+    )
+
+
+def test_one_nodes_interface_taking_errors_is_infrastructure(tmp_path: Path) -> None:
+    _node_errors(tmp_path, {"wrk-a3"})
+    ev = load_bundle(tmp_path)
+    [nic] = ev.kind("host/nic")
+    assert nic.data["counters"]["rx_crc_errors"] == 412877
+    [f] = interface_errors(ev)
+    assert f.category == Category.INFRASTRUCTURE and "wrk-a3" in f.object
+    assert "rx_crc_errors 412877" in f.mechanism
+
+
+def test_every_nodes_interface_at_once_is_not_one_hosts_fault(tmp_path: Path) -> None:
+    _node_errors(tmp_path, {"wrk-a1", "wrk-a2", "wrk-a3"})
+    assert interface_errors(load_bundle(tmp_path)) == []
+
+
+# ---------------------------------------------------------------- egress policies that forgot DNS
+
+
+def _policies(tmp_path: Path, dns_port: bool) -> None:
+    allow = [{"ports": [{"port": 5432, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.40.0.0/16"}}]}]
+    if dns_port:
+        allow.append({"ports": [{"port": 53, "protocol": "UDP"}], "to": [{"namespaceSelector": {}}]})
+    policies = [
+        {"metadata": {"name": "default-deny-egress", "namespace": "billing", "creationTimestamp": fmt_ts(T0)},
+         "spec": {"podSelector": {}, "policyTypes": ["Egress"]}},
+        {"metadata": {"name": "allow-egress-db", "namespace": "billing", "creationTimestamp": fmt_ts(T0)},
+         "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": allow}},
+    ]  # fmt: skip
+    items = [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", **p} for p in policies]
+    (tmp_path / "netpol.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "billing-api-84c6f7d9b5-6gk2m", "namespace": "billing", "labels": {"app": "billing"}},
+        "spec": {"containers": [{"name": "billing-api", "image": "billing:1"}]},
+        "status": {"phase": "Running"},
+    }
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]}))
+    logs = tmp_path / "logs" / "billing"
+    logs.mkdir(parents=True)
+    (logs / "billing-api-84c6f7d9b5-6gk2m.log").write_text(
+        "\n".join(
+            f'time="{fmt_ts(T0 + 60 + 20 * i)}" level=error msg="request failed" error="dial tcp: lookup '
+            f'billing-db.internal on 172.20.0.10:53: read udp 10.40.1.7:4111->172.20.0.10:53: i/o timeout"'
+            for i in range(10)
+        )
+        + "\n"
+    )
+
+
+def test_egress_policies_that_allow_no_dns_are_the_configuration_error(tmp_path: Path) -> None:
+    _policies(tmp_path, dns_port=False)
+    [f] = egress_blocks_dns(load_bundle(tmp_path))
+    assert f.category == Category.CONFIGURATION_ERROR and "default-deny-egress" in f.mechanism
+    d = investigate(load_bundle(tmp_path), "is cluster DNS broken?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+
+
+def test_an_egress_rule_that_opens_port_53_is_not_blamed(tmp_path: Path) -> None:
+    _policies(tmp_path, dns_port=True)
+    assert egress_blocks_dns(load_bundle(tmp_path)) == []
+
+
+# ---------------------------------------------------------------- call failures in JSON error objects; lock waits
+
+
+def test_a_json_error_object_names_the_host_and_its_5xx() -> None:
+    reset = '{"error":{"errorMessage":"socket hang up","code":"ECONNRESET","host":"api.sendgrid.com","path":"/v3"}}'
+    unavailable = '{"errorMessage":"Service Unavailable","code":503,"host":"api.sendgrid.com","path":"/v3/mail/send"}'
+    assert (_call_failure(reset), _target(reset)) == ("reset", "api.sendgrid.com")
+    assert (_call_failure(unavailable), _target(unavailable)) == ("http_5xx", "api.sendgrid.com")
+    # our own host in a logfmt field is not the host a JSON object says was called
+    assert _target('level=info host=stock-api-2 msg="ok"') == "stock-api-2"  # (the logfmt rule, unchanged)
+
+
+def test_a_lock_wait_timeout_is_not_a_call_to_the_host_the_line_names() -> None:
+    line = 'level=error host=stock-api-2 err="exec update inventory: Error 1205 (HY000): Lock wait timeout exceeded"'
+    assert _call_failure(line) is None
+    assert _call_failure('level=error host=stock-api-2 err="dial tcp 10.0.0.5:3306: i/o timeout"') == "timeout"
+
+
+# ---------------------------------------------------------------- Airflow tasks lost by their executor
+
+
+def test_a_task_lost_by_the_executor_is_missing_evidence_naming_the_task(tmp_path: Path) -> None:
+    lines = []
+    for k in range(3):
+        stamp = fmt_ts(T0 + 600 * k).replace("Z", "+0000")
+        lines.append(
+            f"[{stamp}] {{scheduler_job_runner.py:782}} ERROR - Executor reports task instance <TaskInstance: "
+            "finance_daily.daily_revenue_rollup scheduled__2026-12-28T02:00:00+00:00 [queued]> finished (failed) "
+            "although the task says it's queued. (Info: None) Was the task killed externally?"
+        )
+        lines += [f"[{stamp}] {{scheduler_job_runner.py:421}} INFO - heartbeat {n}" for n in range(30)]
+    (tmp_path / "airflow-scheduler.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why did daily_revenue_rollup fail?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    assert "finance_daily.daily_revenue_rollup" in d.root_cause and "worker" in d.root_cause
+
+
+# ---------------------------------------------------------------- Go goroutine dumps
+
+
+def _dump(holders: bool) -> str:
+    frames_get = (
+        "#\t0x46eaa4\tsync.runtime_SemacquireRWMutexR+0x24\t/usr/local/go/src/runtime/sema.go:82\n"
+        "#\t0x481cfc\tsync.(*RWMutex).RLock+0x5c\t/usr/local/go/src/sync/rwmutex.go:71\n"
+        "#\t0xb2f4a4\tgithub.com/acme/api/internal/pricing.(*Cache).Get+0x44\t/src/internal/pricing/cache.go:88\n"
+        "#\t0xb41d92\tgithub.com/acme/api/internal/api.(*Handler).Quote+0x1b2\t/src/internal/api/quote.go:54\n"
+    )
+    text = "goroutine profile: total 420\n" + "400 @ 0x43f4ae 0x451445\n" + frames_get + "\n"
+    text += "18 @ 0x43f4ae 0x437e97\n#\t0x46fd24\tinternal/poll.runtime_pollWait+0x84\t/x/netpoll.go:345\n\n"
+    if holders:
+        text += (
+            "1 @ 0x43f4ae 0x451445\n"
+            "#\t0x46ebc4\tsync.runtime_SemacquireMutex+0x24\t/usr/local/go/src/runtime/sema.go:77\n"
+            "#\t0x4822e7\tsync.(*Mutex).lockSlow+0x167\t/usr/local/go/src/sync/mutex.go:171\n"
+            "#\t0xb2fd5a\tgithub.com/acme/api/internal/pricing.(*Cache).applyFX+0x4a\t/src/pricing/cache.go:154\n"
+            "#\t0xb2f8eb\tgithub.com/acme/api/internal/pricing.(*Cache).Refresh+0x2ab\t/src/pricing/cache.go:131\n\n"
+            "1 @ 0x43f4ae 0x451445\n"
+            "#\t0x46eaa4\tsync.runtime_SemacquireRWMutexR+0x24\t/usr/local/go/src/runtime/sema.go:82\n"
+            "#\t0x481cfc\tsync.(*RWMutex).RLock+0x5c\t/usr/local/go/src/sync/rwmutex.go:71\n"
+            "#\t0xb2f4a4\tgithub.com/acme/api/internal/pricing.(*Cache).Get+0x44\t/src/pricing/cache.go:88\n"
+            "#\t0xb31e26\tgithub.com/acme/api/internal/pricing.(*FXUpdater).revalue+0x146\t/src/pricing/fx.go:79\n"
+        )
+    return text
+
+
+def test_a_goroutine_dump_shows_a_lock_ordering_deadlock(tmp_path: Path) -> None:
+    (tmp_path / "goroutines.txt").write_text(_dump(holders=True))
+    [item] = load_bundle(tmp_path).kind("log")
+    first = item.data["records"][0]["msg"]
+    assert first.startswith("lock-ordering deadlock") and "(*Cache).Refresh" in first and "revalue" in first
+    d = investigate(load_bundle(tmp_path), "why does the api hang?")
+    assert d.category == Category.CODE_DEFECT
+
+
+def test_a_goroutine_pile_up_without_lone_holders_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "goroutines.txt").write_text(_dump(holders=False))
+    [item] = load_bundle(tmp_path).kind("log")
+    assert item.data["records"][0]["msg"].startswith("goroutine pile-up on a lock")
+
+
+def test_a_quiet_goroutine_dump_reports_counts_only(tmp_path: Path) -> None:
+    quiet = "goroutine profile: total 18\n18 @ 0x43f4ae\n#\t0x46fd24\tinternal/poll.runtime_pollWait+0x84\t/x.go:1\n"
+    (tmp_path / "goroutines.txt").write_text(quiet)
+    [item] = load_bundle(tmp_path).kind("log")
+    assert [r["level"] for r in item.data["records"]] == ["info"]
+
+
+# ---------------------------------------------------------------- helm history; a release that served cleanly
+
+
+def test_helm_history_is_read_as_the_releases_deploys(tmp_path: Path) -> None:
+    (tmp_path / "helm.txt").write_text(
+        "$ helm -n checkout history checkout-api --max 3\n"
+        "REVISION\tUPDATED                 \tSTATUS    \tCHART             \tAPP VERSION\tDESCRIPTION\n"
+        "86      \tWed May 28 14:20:09 2025\tsuperseded\tcheckout-api-3.9.1\tv2.30.4    \tUpgrade complete\n"
+        "87      \tTue Jun  3 12:41:58 2025\tdeployed  \tcheckout-api-3.9.2\tv2.31.0    \tUpgrade complete\n"
+        "88      \tTue Jun  3 13:05:00 2025\tfailed    \tcheckout-api-3.9.3\tv2.31.1    \tUpgrade failed\n"
+    )
+    [item] = load_bundle(tmp_path).kind("log")
+    assert item.object == "helm/checkout-api"
+    msgs = [r["msg"] for r in item.data["records"]]
+    assert msgs[1].startswith("deployed checkout-api v2.31.0 (revision 87")
+    assert msgs[2].startswith("failed to deploy checkout-api v2.31.1")
+    assert [r["level"] for r in item.data["records"]] == ["info", "info", "warning"]
+
+
+def test_a_release_that_ran_twenty_minutes_without_an_error_did_not_bring_later_errors(tmp_path: Path) -> None:
+    def log(first_error_after: float) -> None:
+        lines = [f"{fmt_ts(T0 + 60 * i)} INFO catalog-api served request {i}" for i in range(60)]
+        lines += [f"{fmt_ts(T0 + first_error_after + i)} ERROR catalog-api search failed" for i in range(5)]
+        (tmp_path / "catalog-api.log").write_text("\n".join(sorted(lines)) + "\n")
+
+    log(first_error_after=2400)
+    assert served_cleanly(load_bundle(tmp_path), "catalog-api", T0)
+    log(first_error_after=120)
+    assert not served_cleanly(load_bundle(tmp_path), "catalog-api", T0)
