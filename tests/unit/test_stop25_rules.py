@@ -106,7 +106,8 @@ def test_the_host_a_crash_could_not_reach_is_named_from_the_lines_before_it() ->
         {"ts": T0 + 1, "msg": "connect failed: [Errno 111] Connection refused", "line": 2},
     ]
     item = EvidenceItem(id="l#1", kind="log", source="l", object="Pod/t/ingest-x", data={"records": records})
-    verdict = LogVerdict("dependency_failure", "crash_dependency", "unreachable", item, records[1], records[1]["msg"])
+    text = "connect failed: [Errno 111] Connection refused"
+    verdict = LogVerdict("dependency_failure", "crash_dependency", "unreachable", item, records[1], text)
     assert crash_target(verdict) == "mosquitto.telemetry.svc.cluster.local"
     records[0]["msg"] = "starting ingest at 12:30 (config v2)"
     assert crash_target(verdict) is None  # a time of day is not a host and port
@@ -115,7 +116,7 @@ def test_the_host_a_crash_could_not_reach_is_named_from_the_lines_before_it() ->
 # ---------------------------------------------------------------- per-service CSV columns, CPU throttling
 
 
-def _grafana_csv(tmp_path: Path, columns: dict[str, list[float]], name: str) -> None:
+def _grafana_csv(tmp_path: Path, columns: dict[str, list[float | None]], name: str) -> None:
     header = ["Time", *columns]
     rows = [",".join(f'"{h}"' for h in header)]
     n = len(next(iter(columns.values())))
@@ -127,8 +128,8 @@ def _grafana_csv(tmp_path: Path, columns: dict[str, list[float]], name: str) -> 
 
 
 def test_a_service_throttled_at_its_cpu_limit_in_a_per_service_export(tmp_path: Path) -> None:
-    calm = [0.01] * 30
-    hog = [0.01] * 15 + [0.8] * 15
+    calm: list[float | None] = [*([0.01] * 30)]
+    hog: list[float | None] = [*([0.01] * 15), *([0.8] * 15)]
     _grafana_csv(
         tmp_path,
         {"frontend throttled periods / periods": calm, "recommendations throttled periods / periods": hog},
@@ -143,7 +144,7 @@ def test_a_service_throttled_at_its_cpu_limit_in_a_per_service_export(tmp_path: 
 
 
 def test_no_slowdown_origin_is_named_when_a_service_went_dark(tmp_path: Path) -> None:
-    slow = [0.05] * 15 + [3.0] * 15
+    slow: list[float | None] = [*([0.05] * 15), *([3.0] * 15)]
     _grafana_csv(
         tmp_path,
         {
