@@ -361,3 +361,76 @@ def test_a_release_that_ran_twenty_minutes_without_an_error_did_not_bring_later_
     assert served_cleanly(load_bundle(tmp_path), "catalog-api", T0)
     log(first_error_after=120)
     assert not served_cleanly(load_bundle(tmp_path), "catalog-api", T0)
+
+
+# ---------------------------------------------------------------- a column gone from one producer's input
+
+
+def _import_journal(tmp_path: Path, suppressed: int) -> None:
+    lines = []
+    for k, (supplier, column) in enumerate((("nordlicht", "unit_price"), ("acme-supply", "price_net"))):
+        t = T0 + 60 * k
+        stamp = fmt_ts(t)
+        lines += [
+            f"{stamp} shop-worker-1 systemd[1]: Starting supplier-import@{supplier}.service - Nightly feed import...",
+            f"{stamp} shop-worker-1 python[77]: INFO catalog.imports {supplier}: 4812 rows, columns=sku,{column}",
+        ]
+        if supplier == "acme-supply":
+            lines += [
+                f"{stamp} shop-worker-1 python[77]: WARNING catalog.imports {supplier} row {n} sku=AC-{n}: "
+                "unit_price missing or empty, using Decimal('0.00')"
+                for n in range(2, 7)
+            ]
+            lines.append(
+                f"{stamp} shop-worker-1 python[77]: WARNING catalog.imports {supplier}: {suppressed} more "
+                "'unit_price missing' warnings suppressed"
+            )
+        lines.append(f"{stamp} shop-worker-1 python[77]: INFO catalog.imports {supplier}: done, updated=4812")
+    (tmp_path / "journal.txt").write_text("\n".join(lines) + "\n")
+
+
+def test_a_column_loaded_with_a_default_on_every_row_is_bad_data_named_after_its_producer(tmp_path: Path) -> None:
+    _import_journal(tmp_path, suppressed=4807)
+    d = investigate(load_bundle(tmp_path), "why did conversion drop?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "acme-supply" in d.root_cause and "unit_price" in d.root_cause
+
+
+def test_a_few_rows_loaded_with_a_default_are_gaps_not_a_lost_column(tmp_path: Path) -> None:
+    _import_journal(tmp_path, suppressed=3)
+    d = investigate(load_bundle(tmp_path), "why did conversion drop?")
+    assert d.category != Category.DATA_QUALITY, d.root_cause
+
+
+# ---------------------------------------------------------------- requests to an address, an API refusing values
+
+
+def test_requests_for_an_address_host_are_probes_not_an_allow_list_error(tmp_path: Path) -> None:
+    def log(host: str) -> None:
+        (tmp_path / "web.log").write_text(
+            "\n".join(
+                f"{fmt_ts(T0 + 600 * i)} WARNING [gunicorn-2] django.security.DisallowedHost: Invalid HTTP_HOST "
+                f"header: '{host}'. You may need to add '{host}' to ALLOWED_HOSTS."
+                for i in range(6)
+            )
+            + "\n"
+        )
+
+    log("10.0.3.7:8000")
+    assert investigate(load_bundle(tmp_path), "is the shop ok?").category == Category.HEALTHY
+    log("shop.example.com")
+    assert investigate(load_bundle(tmp_path), "is the shop ok?").category == Category.CONFIGURATION_ERROR
+
+
+def test_an_api_refusing_the_values_we_sent_is_not_by_itself_a_code_defect(tmp_path: Path) -> None:
+    (tmp_path / "web.log").write_text(
+        "\n".join(
+            f"{fmt_ts(T0 + 30 * i)} ERROR checkout payment failed\nTraceback (most recent call last):\n"
+            '  File "/srv/shop/payments.py", line 118, in create_intent\n'
+            "stripe._error.InvalidRequestError: Request req_90rb: Amount must be at least €0.50 eur"
+            for i in range(30)
+        )
+        + "\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why does checkout fail?")
+    assert d.category != Category.CODE_DEFECT, d.root_cause

@@ -33,6 +33,16 @@ _FLAGGED = re.compile(
 _BAD_COLUMN = re.compile(
     r"(?:Data truncated|Out of range value|Incorrect \w+ value)\b[^'\"`]{0,40}column [\"'`](?P<col>\w+)", re.I
 )
+# a value the consumer did not find and replaced with a default ("unit_price missing or empty, using 0.00"), and the
+# count of such warnings it suppressed ("4807 more 'unit_price missing' warnings suppressed")
+_DEFAULTED = re.compile(
+    r"[\s:'\"`](?P<col>[A-Za-z_][\w.]*)['\"`]? (?:is )?(?:missing|empty|absent|not found|null)"
+    r"(?: or (?:empty|null|missing))?[,;:]? "
+    r"(?:using|defaulting to|default(?:ed)? to|set to|assuming|treated as|replaced (?:with|by))\b|"
+    r"(?P<n>\d+) more ['\"`]?(?P<col2>[A-Za-z_][\w.]*) (?:missing|empty|absent|not found)['\"`]? warnings?",
+    re.I,
+)
+DEFAULTED_MIN = 100  # rows loaded with a default for one column: the column is gone from the input, not a few gaps
 _RATIO = re.compile(r"\b(?:median |mean |avg |average )?(?:ratio|factor)[=: ]+(?P<r>\d+(?:\.\d+)?)", re.I)
 _HINTS = ("row", "record", "item", "value", "price", "arning", "column", "field", "attribute", "propert", "header",
           "key")  # fmt: skip
@@ -45,11 +55,22 @@ def _count(m: re.Match[str]) -> int:
     return int(m["n"] or m["w"] or m["w2"])
 
 
+# a templated unit's instance names the input it imports: systemd's supplier-import@acme-supply.service
+_UNIT_INSTANCE = re.compile(r"\b[\w-]+@(?P<v>[\w.-]+?)\.(?:service|timer)\b")
+
+
+def _named(msg: str) -> str | None:
+    if named := _producer_named(msg):
+        return named
+    m = _UNIT_INSTANCE.search(msg)
+    return m["v"] if m else None
+
+
 def _key(rec: Rec, runs: dict[str, list[tuple[float, str]]]) -> str:
     """Whose input a line speaks of: the producer it names, or the one the same run named just before it (a loader
     logs `source=payvia` when it starts and the warnings when it ends), else the consumer itself. `runs` caches each
     source's dated producer mentions, read once."""
-    named = _producer_named(rec.msg)
+    named = _named(rec.msg)
     if named:
         return named
     if rec.ts is not None:
@@ -57,7 +78,7 @@ def _key(rec: Rec, runs: dict[str, list[tuple[float, str]]]) -> str:
             runs[rec.item.id] = [
                 (float(r["ts"]), p)
                 for r in rec.item.data.get("records") or ()
-                if isinstance(r.get("ts"), int | float) and (p := _producer_named(str(r.get("msg") or "")))
+                if isinstance(r.get("ts"), int | float) and (p := _named(str(r.get("msg") or "")))
             ]
         before = [p for ts, p in runs[rec.item.id] if rec.ts - RUN_WINDOW_S <= ts <= rec.ts]
         if before:
@@ -81,6 +102,7 @@ def _file_of(rec: Rec, producer: str) -> str:
 def input_drift(evidence: EvidenceSet) -> list[Finding]:
     columns: dict[str, list[tuple[Rec, str, bool]]] = defaultdict(list)  # (line, column, new rather than mangled)
     flagged: dict[str, list[tuple[Rec, int, float | None]]] = defaultdict(list)
+    defaulted: dict[str, list[tuple[Rec, str, int]]] = defaultdict(list)  # (line, column, rows it speaks for)
     mentions: dict[str, list[tuple[float, str]]] = {}
     for rec in records_with(evidence, _HINTS):
         if rec.level not in ("warn", "error"):
@@ -89,6 +111,8 @@ def input_drift(evidence: EvidenceSet) -> list[Finding]:
                 r = _RATIO.search(rec.msg)
                 flagged[_key(rec, mentions)].append((rec, _count(m), float(r["r"]) if r else None))
             continue
+        if m := _DEFAULTED.search(rec.msg):
+            defaulted[_key(rec, mentions)].append((rec, m["col"] or m["col2"], int(m["n"]) if m["n"] else 1))
         if m := _NEW_COLUMN.search(rec.msg):
             columns[_key(rec, mentions)].append((rec, m["col"], True))
         elif m := _BAD_COLUMN.search(rec.msg):
@@ -97,7 +121,7 @@ def input_drift(evidence: EvidenceSet) -> list[Finding]:
             r = _RATIO.search(rec.msg)
             flagged[_key(rec, mentions)].append((rec, _count(m), float(r["r"]) if r else None))
     everyone = [n for runs in flagged.values() for _, n, _ in runs]
-    out: list[Finding] = []
+    out: list[Finding] = [f for producer, lines in defaulted.items() if (f := _defaulted(producer, lines))]
     for producer, runs in flagged.items():
         jumps = []
         for rec, n, ratio in runs:
@@ -172,3 +196,59 @@ def input_drift(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+def _defaulted(producer: str, lines: list[tuple[Rec, str, int]]) -> Finding | None:
+    """A column the consumer no longer finds in one producer's input and loads with a default, row after row: the
+    producer renamed or dropped it, and every row now carries the default (prices of 0.00, empty categories)."""
+    by_column: dict[str, list[tuple[Rec, int]]] = defaultdict(list)
+    for rec, col, n in lines:
+        by_column[col].append((rec, n))
+    col, hits = max(by_column.items(), key=lambda kv: sum(n for _, n in kv[1]))
+    rows = sum(n for _, n in hits)
+    if rows < DEFAULTED_MIN:
+        return None
+    rec = hits[0][0]
+    consumer = service_of(rec.item) or rec.item.object
+    source = _file_of(rec, producer) or _input_file(rec.item, rec.ts)
+    return Finding(
+        analyzer="input_drift",
+        domain=Domain.LOGS,
+        role="cause",
+        code="input_drift",
+        category=Category.DATA_QUALITY,
+        title=f"input from {producer} lost column '{col}': {rows} rows loaded with a default",
+        mechanism=(
+            f"from {fmt_ts(rec.ts)} the input from {producer}{source} no longer carries the column '{col}' (renamed "
+            f"or dropped at the producer): {consumer} loads {rows} rows with a default in its place "
+            f"('{rec.msg.strip()[:160]}'), so the data is wrong while nothing fails."
+        ),
+        object=f"input from {producer}",
+        score=0.8,
+        ts=rec.ts,
+        tags=[f"service:{consumer}", f"producer:{producer}", f"column:{col}"],
+        explains=[
+            "metric_shift",
+            "metric_anomaly",
+            "errors",
+            "exception",
+            "latency",
+            "throughput_drop",
+            "step_change",
+            "http_4xx",
+            "http_5xx",
+            "alert:*",
+        ],
+        evidence=[ref_of(r) for r, _ in hits[:2]],
+        actions=[
+            Action(
+                description=f"Compare the header of {producer}'s newest input with the last good one",
+                command=f"diff <(head -1 <last good {producer} file>) <(head -1 <newest {producer} file>)",
+            ),
+            Action(
+                description=f"Map the new column or reload {producer}'s last good input, then re-run the import",
+                command=f"# re-run the {consumer} import for {producer} on the last good file",
+                kind="write",
+            ),
+        ],
+    )

@@ -322,6 +322,12 @@ _ROUTINE = re.compile(
 )
 
 
+# a client library reporting that the API it called refused the request's values as invalid (HTTP 400/422): a
+# symptom of the data sent (a price imported as 0) as often as of the code that built it
+_REMOTE_REJECTED = re.compile(
+    r"\bstripe\.\S*InvalidRequestError|\(ValidationException\)|\bValidationException: |\b400 Client Error\b|"
+    r"\bBadRequestError\b|\bstatus code (?:400|422)\b|\b422 Unprocessable"
+)
 # a runtime killing a request that ran past its time limit (PHP's max_execution_time, Ruby's Timeout): a symptom
 _TOO_SLOW = re.compile(r"Maximum execution time of \d+ seconds? exceeded|execution expired|Timeout::Error", re.I)
 # an orchestrator's exception that only reports the failure of a job it started elsewhere (Airflow's operators for
@@ -477,6 +483,8 @@ def _cause_of(
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
     if _CHILD_FAILED.search(msg):
         return None  # an orchestrator reporting that the job it ran failed: the job's own log says why
+    if _REMOTE_REJECTED.search(msg):
+        return None  # an API refusing the values we sent (an amount of 0): the data or what built it, not yet a bug
     if _TOO_SLOW.search(msg):
         return None  # a request killed for taking too long: slowness from elsewhere (a database, a cache), no bug
     # the class that was thrown, wherever the message names it ("An unhandled exception ...: System.Invalid...")

@@ -61,6 +61,27 @@ def host_not_allowed(evidence: EvidenceSet) -> list[Finding]:
             who = service_of(item) or item.object
             sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
             setting = next((v for k, v in _HOST_SETTING if k.lower() in sample.lower()), "the allowed-hosts setting")
+            if re.fullmatch(r"localhost|[\d.]+(?::\d+)?|\[?[0-9a-f:]+\]?", host.lower()):
+                # an address, not a name users type: a health check or a scanner reaching the app directly
+                out.append(
+                    Finding(
+                        analyzer="host_not_allowed",
+                        domain=Domain.LOGS,
+                        role="benign",
+                        code="host_not_allowed_probe",
+                        category=Category.HEALTHY,
+                        title=f"{who} rejects requests for host {host} ({len(recs)}x): probes or scanners",
+                        mechanism=f"{who} rejects requests addressed to {host} ('{sample}' x{len(recs)}): a health "
+                        "check or a scanner asking for an address rather than the site's name; users are not "
+                        "affected.",
+                        object=who,
+                        score=0.2,
+                        ts=first,
+                        tags=[*object_tags(item, service_of(item)), f"host:{host}"],
+                        evidence=[EvidenceRef(item=item.id, line=recs[0].get("line"), value=sample)],
+                    )
+                )
+                continue
             out.append(
                 Finding(
                     analyzer="host_not_allowed",
