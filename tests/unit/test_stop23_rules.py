@@ -26,7 +26,7 @@ def test_a_grafana_panel_csv_is_one_series_per_column_in_base_units(tmp_path: Pa
         "2026-11-20 14:02:00,900 ms,95%,1.7 GiB\n"
     )
     got = _metrics(tmp_path)
-    p99 = got["metric/checkout p99{}"]
+    p99 = got["metric/p99{service=checkout}"]  # "<service> <measure>": the legend names whose series it is
     assert p99["unit"] == "seconds" and [v for _, v in p99["points"]] == [0.12, 0.125, 0.9]
     cur = got["metric/panel{namespace=shop,pod=currency-7c9f}"]  # labels only: the file names the series
     assert cur["unit"] == "percent" and [v for _, v in cur["points"]] == [12.0, 95.0]  # null skipped
