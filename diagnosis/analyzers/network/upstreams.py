@@ -42,6 +42,29 @@ def _names_provider(text: str, name: str, domain: str | None) -> bool:
     return False
 
 
+# a cloud's own services that our machines, disks, networks and load balancers are: its issue is our infrastructure's
+_CLOUD_COMPUTE = re.compile(
+    r"^(?:EC2|EBS|ELASTICLOADBALANCING|ELB|VPC|AUTOSCALING|EKS|ECS|FARGATE|DIRECTCONNECT|NATGATEWAY|"
+    r"Compute Engine|Cloud Load Balancing|Persistent Disk|Virtual Private Cloud|Google Kubernetes Engine|"
+    r"Virtual Machines|Azure Kubernetes Service|Load Balancer|Virtual Network|Managed Disks)\b",
+    re.I,
+)
+
+
+def _cloud_compute_issue(page: dict) -> list[str]:
+    """The cloud's compute and network services with an open issue (not a scheduled change) on a health page."""
+    return sorted(
+        {
+            str(i.get("service"))
+            for i in page.get("incidents") or ()
+            if isinstance(i, dict)
+            and i.get("status") == "open"
+            and i.get("category") == "issue"
+            and _CLOUD_COMPUTE.match(str(i.get("service") or ""))
+        }
+    )
+
+
 def _with_provider_status(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
     """A provider's status page (or the cloud's health events) saying it is degraded confirms a failing upstream
     that it names; a degraded provider that no failing call names is a weak cause candidate of its own."""
@@ -75,7 +98,51 @@ def _with_provider_status(findings: list[Finding], evidence: EvidenceSet) -> lis
                     "tags": list(dict.fromkeys([*f.tags, f"upstream:{name}", f"provider:{name}"])),
                 }
             )
-        if not matched:
+        compute = _cloud_compute_issue(d)
+        if compute and not matched:
+            # the cloud's own issue with the machines, disks or load balancers we run on: our infrastructure
+            out.append(
+                Finding(
+                    analyzer="network_failures",
+                    domain=Domain.NETWORK,
+                    role="cause",
+                    code="cloud_infrastructure_issue",
+                    category=Category.INFRASTRUCTURE,
+                    title=f"{provider} reports an operational issue with {', '.join(compute)}",
+                    mechanism=f"{provider} reports an open operational issue with the infrastructure our services run "
+                    f"on ({said}): instances, volumes or load balancers there lose connectivity or slow down, so "
+                    "what runs on them fails health checks and answers slowly or with errors.",
+                    object=f"{provider} {', '.join(compute)}",
+                    score=0.6,
+                    ts=page.ts,
+                    tags=[f"provider:{name}"] + [f"cloud:{c}" for c in compute],
+                    explains=[
+                        "latency",
+                        "http_5xx",
+                        "errors",
+                        "upstream_timeout",
+                        "metric_shift",
+                        "alert:*",
+                        "probe_*",
+                        "lb_*",
+                        "node_*",
+                    ],
+                    evidence=[status_ref],
+                    actions=[
+                        Action(
+                            description="Which of our resources the issue affects, and its updates",
+                            command="aws health describe-affected-entities --filter eventArns=<arn>",
+                        ),
+                        Action(
+                            description="Move traffic off the affected zone until the provider recovers",
+                            command="aws elbv2 modify-load-balancer-attributes / update the ASG's subnets to the "
+                            "healthy zones",
+                            kind="write",
+                        ),
+                    ],
+                )
+            )
+        elif not matched:
             out.append(
                 Finding(
                     analyzer="network_failures",
