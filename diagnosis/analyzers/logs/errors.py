@@ -322,6 +322,12 @@ _ROUTINE = re.compile(
 )
 
 
+# a deserializer that could not fetch the writer's schema from its registry: the registry failed, not the record
+_SCHEMA_FETCH = re.compile(
+    r"Error retrieving (?:Avro|JSON|Protobuf)?\s?(?:key |value )?schema|RestClientException|"
+    r"schema ?registry\S* (?:unavailable|timed? ?out|not reachable)",
+    re.I,
+)
 # a client library reporting that the API it called refused the request's values as invalid (HTTP 400/422): a
 # symptom of the data sent (a price imported as 0) as often as of the code that built it
 _REMOTE_REJECTED = re.compile(
@@ -443,7 +449,7 @@ def _cause_of(
     setting = _missing_setting(item, tpl, who, tags, active)
     if setting is not None:
         return setting
-    if BAD_DATA.search(msg):
+    if BAD_DATA.search(msg) and not _SCHEMA_FETCH.search(msg):
         what = _data_error_name(msg)
         stuck = (
             (_stuck_offset(item) or _input_file(item, tpl.first_ts))
