@@ -554,6 +554,8 @@ MISSING_SETTING = re.compile(
     r"(?:is )?(?:not set|missing|required|undefined|empty|must be set)"
     r"|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b[\"'`]? (?:is )?(?:not set|missing|required|undefined|must be set|is empty)"
     r"|required (?:env|environment variable|config|configuration|setting|flag|option|argument)"
+    # a library telling the operator where to look: "Please check database schema history topic configuration"
+    r"|please check (?:the |your )?(?:[\w.\-]+ ){0,5}(?:configuration|config|settings)\b"
     r"|KeyError: [\"'](?-i:[A-Z][A-Z0-9]*_[A-Z0-9_]+|[A-Z]{4,})[\"']"
     r"|(?:invalid|bad|malformed|unable to (?:load|parse|read)|failed to (?:load|parse|read)|could "
     r"not (?:load|parse|read)|cannot (?:load|parse|read)) "

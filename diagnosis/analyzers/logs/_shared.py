@@ -46,6 +46,9 @@ BAD_DATA = re.compile(
     r"schema validation failed|incompatible schema|schema (?:is )?incompatible|"
     r"unknown (?:field|column|magic byte)|Unrecognized field|value too long for type|out of range for type|"
     r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"
+    # warehouses casting a loaded value: Snowflake 100038/100040, BigQuery, Redshift
+    r"(?:Numeric|Date|Timestamp|Time|Boolean) value '[^']*' is not recognized|Can't parse '[^']*' as |"
+    r"Bad (?:int64|double|numeric|bool|date|timestamp) value|Could not parse '[^']*' as |Invalid digit, Value '|"
     r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|"
     r"poison(?:ed)? (?:message|pill|record)|"
     # rejected rows and dead-lettered records, column counts, NaN, corrupt input, failed data checks

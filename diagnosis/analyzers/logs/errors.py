@@ -192,6 +192,8 @@ def _analyze_source(
     # errors after which what failed gave up for good are few because nothing runs any more, not because they are
     # a working service's background
     died = any(_ended_with(t, gave_up()) for t in active)
+    # a run's report (dbt's run_results) that holds errors: that run failed on them, however few they are
+    died = died or snapshot
     for tpl in active:
         cause = _changed_setting(item, tpl, who, tags, changes or []) or _cause_of(
             item, tpl, who, tags, deploys, active
@@ -341,7 +343,9 @@ _TOO_SLOW = re.compile(r"Maximum execution time of \d+ seconds? exceeded|executi
 _CHILD_FAILED = re.compile(
     r"AirflowException: (?:Batch |Dataproc |EMR |Databricks |Glue |Dataflow |Spark )?(?:job|run|step|batch|cluster)\b"
     r"[^\n]{0,160}?\b(?:failed|FAILED|terminated|TERMINATED)|Job failed with message \[|"
-    r"(?:Databricks|Glue|EMR) (?:run|job|step) (?:\S+ )?(?:failed|terminated)",
+    r"(?:Databricks|Glue|EMR) (?:run|job|step) (?:\S+ )?(?:failed|terminated)|"
+    # the command an operator ran failed: its own output (above) says why
+    r"AirflowException: Bash command failed|Command exited with (?:return code|status) [1-9]",
 )
 
 
