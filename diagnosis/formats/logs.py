@@ -847,7 +847,10 @@ def parse_untimed_errors(doc: Document, ctx: ParseContext) -> Iterator[EvidenceI
     programs print them. Those lines (only those) become records without a time, level error."""
     records = [{"ts": None, "level": "error", "msg": msg, "line": n} for n, msg in _untimed_errors(doc)]
     records = records[-ctx.max_log_records :]
-    data = {"records": records, "source": {"path": doc.path, "untimed": True}, "truncated": False}
+    source: dict[str, Any] = {"path": doc.path, "untimed": True}
+    if doc.command:
+        source["command"] = doc.command[:300]  # what printed it (`openssl s_client -connect api.example.com:443`)
+    data = {"records": records, "source": source, "truncated": False}
     yield ctx.item(doc.path, "log", doc.path, data, None)
 
 

@@ -58,7 +58,7 @@ from diagnosis.analyzers.network.loss import packet_loss
 from diagnosis.analyzers.network.policy import egress_blocks_dns, policy_drops
 from diagnosis.analyzers.network.probes import _access_log_5xx, _probe_findings
 from diagnosis.analyzers.network.refusals import access_denied, own_rate_limits
-from diagnosis.analyzers.network.tls import _tls_findings
+from diagnosis.analyzers.network.tls import _tls_findings, incomplete_chain
 from diagnosis.analyzers.network.upstreams import (
     _KIND_WORDS,
     _call_findings,
@@ -168,6 +168,7 @@ __all__ = [
     "_target",
     "access_denied",
     "egress_blocks_dns",
+    "incomplete_chain",
     "interface_errors",
     "network_failures",
     "own_rate_limits",

@@ -7,6 +7,7 @@ import re
 from diagnosis.analyzers._common import (
     span_text,
 )
+from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.network._shared import Failures, _base, _host, _refs, _stopped, _stopped_finding
 from diagnosis.analyzers.network.dns import _CLUSTER_SUFFIXES
 from diagnosis.evidence import EvidenceSet
@@ -112,6 +113,85 @@ def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: Evidenc
                     Action(
                         description="cert-manager certificates that are not ready",
                         command="kubectl get certificates -A | grep -v True",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- a chain without its intermediate
+
+# `openssl s_client` against our server: the leaf alone, whose issuer it cannot find (20) and so cannot verify (21)
+_LEAF_ONLY = re.compile(r"verify error:num=21:unable to verify the first certificate")
+_S_CLIENT = re.compile(r"s_client\b.*?-connect\s+\[?(?P<host>[\w.\-]+)\]?(?::(?P<port>\d+))?")
+# clients that do not fetch a missing intermediate themselves (Java, Go, curl, Python) say so
+_CLIENT_CHAIN = re.compile(
+    r"PKIX path building failed|unable to find valid certification path|unable to get local issuer certificate|"
+    r"x509: certificate signed by unknown authority|CERTIFICATE_VERIFY_FAILED|unable to verify the first certificate",
+    re.I,
+)
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def incomplete_chain(evidence: EvidenceSet) -> list[Finding]:
+    """Our server presenting its certificate without the intermediate that links it to a root: `openssl s_client`
+    verifies only depth 0 and fails with 21 (unable to verify the first certificate). Browsers fetch the
+    intermediate themselves (AIA), so the site looks fine while API clients (Java, Go, curl) fail verification: the
+    server's certificate configuration (a cert.pem where fullchain.pem belongs), not the clients."""
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        command = str((item.data.get("source") or {}).get("command") or "")
+        target = _S_CLIENT.search(command)
+        leaf = next((r for r in item.data.get("records") or () if _LEAF_ONLY.search(str(r.get("msg") or ""))), None)
+        if not target or leaf is None:
+            continue
+        host = target["host"].lower()
+        clients = [
+            (other, r)
+            for other in evidence.kind("log")
+            if other is not item
+            for r in (other.data.get("records") or ())[:20000]
+            if _CLIENT_CHAIN.search(str(r.get("msg") or ""))
+        ]
+        refs = [EvidenceRef(item=item.id, line=leaf.get("line"), value=str(leaf.get("msg")))]
+        if clients:
+            client, rec = clients[0]
+            refs.append(EvidenceRef(item=client.id, line=rec.get("line"), value=str(rec.get("msg") or "")[:300]))
+        seen = f"; {len(clients)} client failure(s) to verify it in the other evidence" if clients else ""
+        out.append(
+            Finding(
+                analyzer="incomplete_chain",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="tls_incomplete_chain",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"{host} serves its certificate without the intermediate",
+                mechanism=(
+                    f"{host} presents only its own certificate, without the intermediate that links it to a trusted "
+                    f"root: openssl verifies depth 0 alone and fails ('{leaf.get('msg')}'){seen}. Browsers fetch the "
+                    "intermediate themselves, so the site looks fine, while API clients (Java, Go, curl, Python) "
+                    "reject it: the server is configured with the certificate instead of the full chain "
+                    "(cert.pem where fullchain.pem belongs)."
+                ),
+                object=f"TLS certificate chain of {host}",
+                score=0.85,
+                tags=[f"host:{host}", f"tls:{host}", f"upstream:{host}", f"service:{host.split('.')[0]}"],
+                explains=[
+                    *("tls_*", "upstream_tls_failure", "errors", "exception", "metric_shift", "alert:*"),
+                    *("http_5xx", "throughput_drop"),
+                ],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description=f"See the chain {host} sends (one certificate means the intermediate is missing)",
+                        command=f"openssl s_client -connect {host}:{target['port'] or 443} -servername {host} "
+                        "-showcerts </dev/null | grep -E '^ [0-9] s:'",
+                    ),
+                    Action(
+                        description="Serve the full chain (leaf and intermediate) and reload the server",
+                        command="# point ssl_certificate at fullchain.pem (not cert.pem); nginx -t && nginx -s reload",
+                        kind="write",
                     ),
                 ],
             )
