@@ -330,6 +330,12 @@ _SCHEMA_FETCH = re.compile(
     r"schema ?registry\S* (?:unavailable|timed? ?out|not reachable)",
     re.I,
 )
+# a record parked (dead-lettered) because its retries ran out: the calls it needed failed, not the record
+_RETRIES_SPENT = re.compile(
+    r"after \d+ (?:attempts|retries|tries)|retries (?:exhausted|exceeded)|max(?:imum)? (?:retries|attempts) "
+    r"(?:reached|exceeded)",
+    re.I,
+)
 # a client library reporting that the API it called refused the request's values as invalid (HTTP 400/422): a
 # symptom of the data sent (a price imported as 0) as often as of the code that built it
 _REMOTE_REJECTED = re.compile(
@@ -453,7 +459,7 @@ def _cause_of(
     setting = _missing_setting(item, tpl, who, tags, active)
     if setting is not None:
         return setting
-    if BAD_DATA.search(msg) and not _SCHEMA_FETCH.search(msg):
+    if BAD_DATA.search(msg) and not _SCHEMA_FETCH.search(msg) and not _RETRIES_SPENT.search(msg):
         what = _data_error_name(msg)
         stuck = (
             (_stuck_offset(item) or _input_file(item, tpl.first_ts))

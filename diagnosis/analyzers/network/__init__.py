@@ -65,6 +65,7 @@ from diagnosis.analyzers.network.upstreams import (
     _caller_side,
     _container_ports,
     _demoted,
+    _nat_ports,
     _with_provider_status,
 )
 from diagnosis.analyzers.network.vrrp import vrrp_split_brain
@@ -149,7 +150,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
         if status.startswith("5"):
             f.statuses[status] = f.statuses.get(status, 0) + 1
     findings: list[Finding] = []
-    egress = _caller_side(calls, now)
+    egress = _caller_side(calls, now) + _nat_ports(evidence)
     findings += egress
     findings += _demoted(_named_by_cluster(_call_findings(calls, now, _container_ports(evidence)), evidence), egress)
     findings += _pods_not_published(_dns_findings(dns_nx, dns_tmp, now), evidence)

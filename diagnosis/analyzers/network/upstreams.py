@@ -24,6 +24,7 @@ from diagnosis.analyzers.network.dns import _CLUSTER_SUFFIXES
 from diagnosis.analyzers.network.extraction import _target_tags
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+from diagnosis.series import points_of
 
 # ---------------------------------------------------------------- a provider's own status page
 
@@ -369,6 +370,73 @@ def _caller_side(calls: dict[tuple[str, str], Failures], now: float | None) -> l
             ],
         )
     ]
+
+
+# a NAT gateway out of source ports for one destination (AWS ErrorPortAllocation, GCP Cloud NAT OUT_OF_RESOURCES,
+# Azure SNAT port exhaustion): new connections through it are dropped and time out
+_NAT_PORTS = re.compile(
+    r"ErrorPortAllocation|nat[\w/.]*(?:allocation|port)[\w/.]*(?:fail|error|drop)|"
+    r"OUT_OF_RESOURCES|SnatConnectionCount.*Failed|snat[_ ]?port[_ ]?exhaust",
+    re.I,
+)
+
+
+def _nat_ports(evidence: EvidenceSet) -> list[Finding]:
+    """A NAT gateway failing to allocate source ports: the callers' connections out time out whatever they call."""
+    out: list[Finding] = []
+    for m in evidence.kind("metric"):
+        name = str(m.data.get("name") or m.object)
+        labels = " ".join(f"{k}={v}" for k, v in (m.data.get("labels") or {}).items())
+        if not _NAT_PORTS.search(f"{name} {labels}"):
+            continue
+        pts = points_of(m.data.get("points"))
+        if len(pts) < 3 or max(v for _, v in pts) <= 0:
+            continue
+        first = next(t for t, v in pts if v > 0)
+        peak = max(v for _, v in pts)
+        lb = m.data.get("labels") or {}
+        where = str(lb.get("NatGatewayId") or lb.get("gateway") or "the NAT gateway")
+        out.append(
+            Finding(
+                analyzer="network_failures",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="nat_ports_exhausted",
+                category=Category.RESOURCE_EXHAUSTION,
+                title=f"{where} cannot allocate source ports ({name} up to {peak:g})",
+                mechanism=(
+                    f"{where} fails to allocate source ports for new connections ({name} from 0 to {peak:g} since "
+                    f"{fmt_ts(first)}): too many concurrent connections to the same destination through one NAT "
+                    "address (about 55,000 per destination), so new connections out are dropped and time out, "
+                    "whatever the destination's own health."
+                ),
+                object=f"NAT {where}",
+                score=0.8,
+                ts=first,
+                tags=["egress:nat", f"nat:{where}"],
+                explains=[
+                    *("upstream_timeout", "upstream_reset", "egress_failing", "errors", "latency", "alert:*"),
+                    *("backlog", "queue_backlog", "metric_shift"),
+                ],
+                evidence=[EvidenceRef(item=m.id, field=f"points.{len(pts) - 1}", value=pts[-1][1])],
+                actions=[
+                    Action(
+                        description="Connections per destination through the NAT gateway",
+                        command="aws cloudwatch get-metric-statistics --namespace AWS/NATGateway --metric-name "
+                        "ActiveConnectionCount --dimensions Name=NatGatewayId,Value=<nat-id> --statistics Maximum "
+                        "--period 60 --start-time <start> --end-time <end>",
+                    ),
+                    Action(
+                        description="Add addresses to the NAT gateway (each adds ~55,000 ports per destination), or "
+                        "reuse connections and cap the workers' concurrency",
+                        command="aws ec2 associate-nat-gateway-address --nat-gateway-id <nat-id> "
+                        "--allocation-ids <eipalloc-id>",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out
 
 
 def _demoted(findings: list[Finding], egress: list[Finding]) -> list[Finding]:
