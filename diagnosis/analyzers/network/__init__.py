@@ -4,8 +4,8 @@ DNS name, the certificate's host), and the service that saw it is its symptom.
 
 The package's modules: `extraction` (failure lines into caller, target and kind), `upstreams` (failing upstreams,
 the caller's own egress, a provider's status page), `dns`, `tls`, `probes` (HTTP probes, access-log 5xx share),
-`refusals` (credentials refused, our own rate limiter), `interface` (a node's interface taking
-errors); `_shared` holds the thresholds and what they all read.
+`refusals` (credentials refused, our own rate limiter), `interface` (a node's interface taking errors), `flows`
+(firewalls rejecting connections in VPC flow logs); `_shared` holds the thresholds and what they all read.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from diagnosis.analyzers.network.extraction import (
     _target_of_request,
     _target_tags,
 )
+from diagnosis.analyzers.network.flows import rejected_flows
 from diagnosis.analyzers.network.interface import interface_errors
 from diagnosis.analyzers.network.loss import packet_loss
 from diagnosis.analyzers.network.policy import egress_blocks_dns, policy_drops
@@ -175,5 +176,6 @@ __all__ = [
     "own_rate_limits",
     "packet_loss",
     "policy_drops",
+    "rejected_flows",
     "vrrp_split_brain",
 ]
