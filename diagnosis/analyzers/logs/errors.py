@@ -336,6 +336,8 @@ _RETRIES_SPENT = re.compile(
     r"(?:reached|exceeded)",
     re.I,
 )
+# the kernel failing a file operation: the disk or the mount under the process, whatever exception wraps it
+_OS_IO_ERROR = re.compile(r"Input/output error|\bEIO\b|Read-only file system|\bEROFS\b|Stale file handle|\bESTALE\b")
 # a client library reporting that the API it called refused the request's values as invalid (HTTP 400/422): a
 # symptom of the data sent (a price imported as 0) as often as of the code that built it
 _REMOTE_REJECTED = re.compile(
@@ -499,6 +501,8 @@ def _cause_of(
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
     if _CHILD_FAILED.search(msg):
         return None  # an orchestrator reporting that the job it ran failed: the job's own log says why
+    if _OS_IO_ERROR.search(msg):
+        return None  # the operating system failing the call (a disk's I/O error, a read-only mount): not the code
     if _REMOTE_REJECTED.search(msg):
         return None  # an API refusing the values we sent (an amount of 0): the data or what built it, not yet a bug
     if _TOO_SLOW.search(msg):
