@@ -25,6 +25,7 @@ ANALYZER_MODULES = (
     "host",
     "disk_io",
     "clock",
+    "sandbox",
     "containers",
     "metrics",
     "units",

@@ -365,3 +365,38 @@ def parse_nic(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         where = f"{host}/{dev}" if host else f"{doc.path}/{dev}"
         data = {"device": dev, "host": host or None, "counters": counters}
         yield ctx.item(doc.path, "host/nic", f"nic/{where}", data)
+
+
+# --- `systemctl cat UNIT`: the unit file and its drop-ins, each after a "# /path" line --------------------------
+_UNIT_FILE = re.compile(
+    r"^# (?P<path>/\S+/(?P<unit>[\w@.\-]+\.(?:service|socket|timer|mount))(?:\.d/[\w.\-]+\.conf)?)\s*$"
+)
+_DIRECTIVE = re.compile(r"^(?P<key>[A-Z][A-Za-z]+)=(?P<value>.*)$")
+
+
+def detect_unit_files(doc: Document) -> bool:
+    head = doc.text[:8000]
+    return bool(re.search(_UNIT_FILE.pattern, head, re.M)) and "[Service]" in head
+
+
+@FORMATS.format("systemd-unit", shapes={"text"}, detect=detect_unit_files, order=20)
+def parse_unit_files(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `systemd/unit` item per unit: its directives as the drop-ins leave them (a later file's value wins; the
+    path lists, ReadWritePaths and the like, add up), and the files they came from."""
+    units: dict[str, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    for n, raw in enumerate(doc.lines(), 1):
+        line = raw.strip()
+        if m := _UNIT_FILE.match(line):
+            current = units.setdefault(m["unit"], {"unit": m["unit"], "files": [], "directives": {}, "lines": {}})
+            current["files"].append(m["path"])
+            continue
+        if current is None or not (d := _DIRECTIVE.match(line)):
+            continue
+        key, value = d["key"], d["value"].strip()
+        if key.endswith("Paths") and key in current["directives"] and value:
+            value = f"{current['directives'][key]} {value}"
+        current["directives"][key] = value
+        current["lines"][key] = n
+    for name, data in units.items():
+        yield ctx.item(doc.path, "systemd/unit", f"unit/{name.removesuffix('.service')}", data)
