@@ -434,3 +434,123 @@ def test_an_api_refusing_the_values_we_sent_is_not_by_itself_a_code_defect(tmp_p
     )
     d = investigate(load_bundle(tmp_path), "why does checkout fail?")
     assert d.category != Category.CODE_DEFECT, d.root_cause
+
+
+# ---------------------------------------------------------------- the second half of stop 25
+
+
+def test_a_chain_without_its_intermediate_is_our_servers_configuration(tmp_path: Path) -> None:
+    (tmp_path / "s_client.txt").write_text(
+        "ops@bastion:~$ openssl s_client -connect api.example.com:443 -servername api.example.com </dev/null\n"
+        "CONNECTED(00000003)\ndepth=0 CN = api.example.com\n"
+        "verify error:num=20:unable to get local issuer certificate\nverify return:1\n"
+        "depth=0 CN = api.example.com\nverify error:num=21:unable to verify the first certificate\nverify return:1\n"
+    )
+    d = investigate(load_bundle(tmp_path), "partners say our API fails TLS")
+    assert d.category == Category.CONFIGURATION_ERROR and "api.example.com" in d.root_cause
+    (tmp_path / "s_client.txt").write_text(
+        "ops@bastion:~$ openssl s_client -connect api.example.com:443 </dev/null\nCONNECTED(00000003)\n"
+        "depth=1 C = US, O = Let's Encrypt, CN = R11\nverify return:1\ndepth=0 CN = api.example.com\nverify return:1\n"
+    )
+    assert investigate(load_bundle(tmp_path), "partners say our API fails TLS").category != Category.CONFIGURATION_ERROR
+
+
+def _cloudwatch(tmp_path: Path, label: str, values: list[float]) -> None:
+    stamps = [fmt_ts(T0 + 60 * i) for i in range(len(values))]
+    body = {"MetricDataResults": [{"Id": "m1", "Label": label, "Timestamps": stamps[::-1], "Values": values[::-1],
+                                   "StatusCode": "Complete"}]}  # fmt: skip
+    (tmp_path / f"{label}.json").write_text(json.dumps(body))
+
+
+def _timeouts_to(tmp_path: Path, host: str) -> None:
+    (tmp_path / "worker.log").write_text(
+        "\n".join(
+            f"{fmt_ts(T0 + 60 + 20 * i)} ERROR upload failed: ConnectTimeoutError: connect to https://{host}/v2/docs "
+            "timed out after 10s"
+            for i in range(30)
+        )
+        + "\n"
+    )
+
+
+def test_a_nat_gateway_out_of_ports_is_the_cause_of_the_connect_timeouts(tmp_path: Path) -> None:
+    _timeouts_to(tmp_path, "api.docvault.example")
+    _cloudwatch(tmp_path, "ErrorPortAllocation", [0.0] * 10 + [900.0] * 20)
+    d = investigate(load_bundle(tmp_path), "is docvault down?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+    (tmp_path / "ErrorPortAllocation.json").unlink()
+    _cloudwatch(tmp_path, "ErrorPortAllocation", [0.0] * 30)
+    assert investigate(load_bundle(tmp_path), "is docvault down?").category != Category.RESOURCE_EXHAUSTION
+
+
+def _flows(tmp_path: Path, rejected: bool) -> None:
+    header = "version account-id interface-id srcaddr dstaddr srcport dstport protocol packets bytes start end action "
+    lines = [header + "log-status"]
+    for i in range(10):
+        t = int(T0) + 60 * i
+        lines.append(f"2 7605 eni-0c3f8a12 10.20.9.201 10.20.12.55 4813{i} 5432 6 60 2337 {t} {t + 60} ACCEPT OK")
+        action = "REJECT" if rejected else "ACCEPT"
+        lines.append(f"2 7605 eni-0c3f8a12 10.20.67.14 10.20.12.55 3799{i} 5432 6 1 60 {t} {t + 60} {action} OK")
+    (tmp_path / "flows.log").write_text("\n".join(lines) + "\n")
+    rule = {"IpProtocol": "tcp", "FromPort": 5432, "ToPort": 5432, "IpRanges": [{"CidrIp": "10.20.0.0/19"}]}
+    groups = {"SecurityGroups": [{"GroupName": "ledger-pg-sg", "GroupId": "sg-0e7d", "IpPermissions": [rule]}]}
+    (tmp_path / "sg.json").write_text(json.dumps(groups))
+
+
+def test_flows_a_security_group_rejects_from_new_sources_are_its_configuration_error(tmp_path: Path) -> None:
+    _flows(tmp_path, rejected=True)
+    d = investigate(load_bundle(tmp_path), "is the ledger database down?")
+    assert d.category == Category.CONFIGURATION_ERROR and "ledger-pg-sg" in d.root_cause
+
+
+def test_flows_that_are_all_accepted_blame_no_firewall(tmp_path: Path) -> None:
+    _flows(tmp_path, rejected=False)
+    assert investigate(load_bundle(tmp_path), "is the ledger database down?").category == Category.HEALTHY
+
+
+def _unit(tmp_path: Path, read_write: str) -> None:
+    (tmp_path / "unit.txt").write_text(
+        "$ systemctl cat invoiced --no-pager\n# /etc/systemd/system/invoiced.service\n[Unit]\nDescription=Invoicing\n"
+        "[Service]\nExecStart=/opt/invoiced/api\n\n# /etc/systemd/system/invoiced.service.d/10-hardening.conf\n"
+        f"[Service]\nProtectSystem=strict\nReadWritePaths={read_write}\n"
+    )
+    (tmp_path / "invoiced.log").write_text(
+        "\n".join(
+            f"{fmt_ts(T0 + 60 * i)} inv-app-01 invoiced[4821{i}]: Unhandled exception. System.IO.IOException: "
+            "Read-only file system : '/var/lib/invoiced/spool/.instance.lock'"
+            for i in range(6)
+        )
+        + "\n"
+    )
+
+
+def test_a_sandbox_that_leaves_the_services_path_read_only_is_its_configuration_error(tmp_path: Path) -> None:
+    _unit(tmp_path, "/var/log/invoiced")
+    d = investigate(load_bundle(tmp_path), "why does invoiced not start?")
+    assert d.category == Category.CONFIGURATION_ERROR and "ProtectSystem=strict" in d.root_cause
+
+
+def test_a_read_only_error_on_a_path_the_sandbox_allows_is_not_the_sandbox(tmp_path: Path) -> None:
+    _unit(tmp_path, "/var/log/invoiced /var/lib/invoiced")
+    d = investigate(load_bundle(tmp_path), "why does invoiced not start?")
+    assert d.category != Category.CONFIGURATION_ERROR and d.category != Category.CODE_DEFECT, d.root_cause
+
+
+def test_a_warehouse_cast_error_in_a_run_report_is_bad_data(tmp_path: Path) -> None:
+    results = {
+        "metadata": {"generated_at": fmt_ts(T0), "dbt_schema_version": "https://schemas.getdbt.com/dbt/run-results/v5.json"},
+        "results": [
+            {"unique_id": "model.finance.stg_partner_rates", "status": "error", "execution_time": 1.2,
+             "timing": [{"name": "execute", "completed_at": fmt_ts(T0)}],
+             "message": "Database Error in model stg_partner_rates\n  100038 (22018): Numeric value '1.284,50' is "
+                        "not recognized", "failures": None},
+        ] + [
+            {"unique_id": f"model.finance.m{i}", "status": "success", "execution_time": 1.0,
+             "timing": [{"name": "execute", "completed_at": fmt_ts(T0 - 60)}], "message": "SUCCESS 1",
+             "failures": None}
+            for i in range(12)
+        ],
+    }  # fmt: skip
+    (tmp_path / "run_results.json").write_text(json.dumps(results))
+    d = investigate(load_bundle(tmp_path), "why did the partner rates build fail?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
