@@ -26,6 +26,7 @@ ANALYZER_MODULES = (
     "disk_io",
     "clock",
     "sandbox",
+    "memory",
     "containers",
     "metrics",
     "units",

@@ -3,6 +3,8 @@
 - `recovered_by_alerts`: weak symptoms of an episode a resolved alert says is over are benign.
 - `asked_about_the_failing_upstream`: asked about X itself, X's callers' failed calls are the symptom already known.
 - `callers_only`: calls failing to one of our own servers with nothing from that server are missing evidence.
+- `false_alarms`: an alert that a benign finding on its object explains (a memory alert counting the page cache)
+  is benign too.
 Each returns the findings with some of them re-roled (`evidence_missing` turns a cause that only shows that
 something fails into a symptom saying what evidence would show why).
 """
@@ -13,7 +15,7 @@ import re
 from collections.abc import Iterable
 
 from diagnosis.evidence import EvidenceSet
-from diagnosis.links import BENIGN, CAUSE, SYMPTOM, WORD, entity_names, is_alert
+from diagnosis.links import BENIGN, CAUSE, SYMPTOM, WORD, code_in, entity_names, is_alert
 from diagnosis.model import Category, Finding
 
 _CALL_FAILURES = {"upstream_timeout", "upstream_5xx", "upstream_reset", "connection_refused"}
@@ -191,6 +193,33 @@ def recovered_by_alerts(findings: list[Finding]) -> list[Finding]:
                     "category": Category.HEALTHY,
                     "mechanism": f"a recovered episode: {cover.title}",
                 }
+            )
+        )
+    return out
+
+
+def false_alarms(findings: list[Finding]) -> list[Finding]:
+    """Alerts that a benign finding on the same object explains (it lists the alert in `explains`: a host memory
+    alert that counts the page cache as used) are false alarms: benign, with the reason."""
+    explainers = [(f, entity_names(f)) for f in findings if f.role == BENIGN and f.explains]
+    if not explainers:
+        return findings
+    out: list[Finding] = []
+    for f in findings:
+        names = entity_names(f)
+        why = next(
+            (
+                b
+                for b, bn in explainers
+                if f.role == SYMPTOM and is_alert(f) and names & bn and code_in(f.code, b.explains)
+            ),
+            None,
+        )
+        out.append(
+            f
+            if why is None
+            else f.model_copy(
+                update={"role": BENIGN, "category": Category.HEALTHY, "mechanism": f"a false alarm: {why.mechanism}"}
             )
         )
     return out

@@ -50,7 +50,7 @@ from diagnosis.model import (
     Finding,
     RuledOut,
 )
-from diagnosis.passes import asked_about_the_failing_upstream, callers_only, recovered_by_alerts
+from diagnosis.passes import asked_about_the_failing_upstream, callers_only, false_alarms, recovered_by_alerts
 from diagnosis.timeline import evidence_now, fmt_age
 
 FORECAST = "trend_to_exhaustion"  # a metric trend projected to its limit (analyzers/metrics.py)
@@ -541,7 +541,7 @@ def _markdown(d: Diagnosis) -> str:
 
 def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None = None) -> Diagnosis:
     """The Diagnosis the findings support. Pure; references are checked against `evidence`."""
-    findings = recovered_by_alerts(checked_findings(findings, evidence))
+    findings = false_alarms(recovered_by_alerts(checked_findings(findings, evidence)))
     findings = asked_about_the_failing_upstream(findings, evidence, question)
     findings = callers_only(findings, evidence)
     now = evidence_now(evidence)

@@ -554,3 +554,40 @@ def test_a_warehouse_cast_error_in_a_run_report_is_bad_data(tmp_path: Path) -> N
     (tmp_path / "run_results.json").write_text(json.dumps(results))
     d = investigate(load_bundle(tmp_path), "why did the partner rates build fail?")
     assert d.category == Category.DATA_QUALITY, d.root_cause
+
+
+def _memory(tmp_path: Path, swap_taken: bool) -> None:
+    gib = 1 << 30
+    series = {
+        "node_memory_MemFree_bytes": [14.0 * gib] * 10 + [0.9 * gib] * 10,
+        "node_memory_MemAvailable_bytes": [26.0 * gib] * 20,
+        "node_memory_SwapFree_bytes": [2.0 * gib] * 10 + ([0.5 * gib] * 10 if swap_taken else [2.0 * gib] * 10),
+    }
+    result = [
+        {"metric": {"__name__": name, "instance": "rpt-app-02:9100", "job": "node"},
+         "values": [[T0 + 300 * i, str(v)] for i, v in enumerate(values)]}
+        for name, values in series.items()
+    ]  # fmt: skip
+    (tmp_path / "mem.json").write_text(
+        json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+    )
+    alert = {
+        "version": "4", "status": "firing", "receiver": "ops", "groupKey": "{}:{}", "groupLabels": {},
+        "commonLabels": {}, "commonAnnotations": {}, "externalURL": "http://am", "truncatedAlerts": 0,
+        "alerts": [{"status": "firing", "labels": {"alertname": "HostMemoryUsageHigh", "instance": "rpt-app-02:9100"},
+                    "annotations": {}, "startsAt": fmt_ts(T0 + 300 * 12), "endsAt": "0001-01-01T00:00:00Z",
+                    "generatorURL": "", "fingerprint": "ab12"}],
+    }  # fmt: skip
+    (tmp_path / "alert.json").write_text(json.dumps(alert))
+
+
+def test_a_memory_alert_that_counts_the_page_cache_is_a_false_alarm(tmp_path: Path) -> None:
+    _memory(tmp_path, swap_taken=False)
+    d = investigate(load_bundle(tmp_path), "rpt-app-02 is out of memory?")
+    assert d.category == Category.HEALTHY, d.root_cause
+
+
+def test_memory_that_goes_to_swap_is_not_the_page_cache(tmp_path: Path) -> None:
+    _memory(tmp_path, swap_taken=True)
+    d = investigate(load_bundle(tmp_path), "rpt-app-02 is out of memory?")
+    assert d.category != Category.HEALTHY, d.root_cause
