@@ -400,3 +400,70 @@ def parse_unit_files(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
         current["lines"][key] = n
     for name, data in units.items():
         yield ctx.item(doc.path, "systemd/unit", f"unit/{name.removesuffix('.service')}", data)
+
+
+# --- `top -b` and `free`: memory and swap in use, and the processes holding the most -------------------------------
+_TOP_MEM = re.compile(
+    r"^(?P<unit>[KMG]iB) Mem\s*:\s*(?P<total>[\d.]+) total,\s*(?P<free>[\d.]+) free,\s*(?P<used>[\d.]+) used"
+)
+_TOP_SWAP = re.compile(
+    r"^[KMG]iB Swap\s*:\s*(?P<total>[\d.]+) total,\s*(?P<free>[\d.]+) free,\s*(?P<used>[\d.]+) used\.\s*"
+    r"(?P<avail>[\d.]+) avail Mem"
+)
+_TOP_HEADER = re.compile(r"^\s*PID\s+USER\s+PR\s+NI\s+VIRT\s+RES\s+SHR\s+S\s+%CPU\s+%MEM\s+TIME\+\s+COMMAND")
+_FREE_HEADER = re.compile(r"^\s*total\s+used\s+free\s+shared\s+buff/cache\s+available\s*$")
+
+
+_SIZE_UNITS = {"": 1.0, "B": 1.0, "K": 2.0**10, "M": 2.0**20, "G": 2.0**30, "T": 2.0**40}
+
+
+def _size(text: str) -> float | None:
+    """A `free` column: a plain number (-m, -k) or one with a unit (-h: 15Gi, 512Mi, 0B)."""
+    m = re.fullmatch(r"([\d.]+)([KMGT]?)i?B?", text)
+    return float(m[1]) * _SIZE_UNITS[m[2]] if m else None
+
+
+def detect_top_or_free(doc: Document) -> bool:
+    head = doc.text[:6000]
+    return bool(re.search(_TOP_SWAP.pattern, head, re.M)) or bool(re.search(_FREE_HEADER.pattern, head, re.M))
+
+
+@FORMATS.format("top-free", shapes={"text"}, detect=detect_top_or_free, order=20)
+def parse_top_or_free(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """A `host/snapshot` with `mem_percent` (of memory not available), `swap_percent` and, from top, the processes
+    with the most resident memory (`top: [{pid, name, memory_percent, cpu_percent}]`)."""
+    lines = list(doc.lines())
+    data: dict[str, Any] = {"source": "top" if any(_TOP_HEADER.match(x) for x in lines) else "free"}
+    total = None
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if m := _TOP_MEM.match(s):
+            total = float(m["total"])
+        elif (m := _TOP_SWAP.match(s)) and total:
+            data["mem_percent"] = round(100 * (1 - float(m["avail"]) / total), 1)
+            if float(m["total"]) > 0:
+                data["swap_percent"] = round(100 * float(m["used"]) / float(m["total"]), 1)
+        elif _FREE_HEADER.match(line) and i + 1 < len(lines):
+            mem = lines[i + 1].split()
+            if len(mem) >= 7 and mem[0].startswith("Mem") and (t := _size(mem[1])) and (a := _size(mem[6])) is not None:
+                data["mem_percent"] = round(100 * (1 - a / t), 1)
+            swap = lines[i + 2].split() if i + 2 < len(lines) else []
+            if len(swap) >= 3 and swap[0].startswith("Swap") and (t := _size(swap[1])) and (u := _size(swap[2])):
+                data["swap_percent"] = round(100 * u / t, 1)
+        elif _TOP_HEADER.match(line):
+            top = []
+            for row in lines[i + 1 :]:
+                f = row.split()
+                if len(f) < 12 or not f[0].isdigit():
+                    break
+                try:
+                    cpu, mem_pct = float(f[8]), float(f[9])
+                except ValueError:
+                    break
+                top.append({"pid": int(f[0]), "name": " ".join(f[11:]), "cpu_percent": cpu, "memory_percent": mem_pct})
+            data["top"] = top
+    if "mem_percent" not in data:
+        return
+    host = _PROMPT_HOST.search(doc.text[:400])
+    name = host["host"] if host else doc.path
+    yield ctx.item(doc.path, "host/snapshot", f"host/{name}", data, None)

@@ -591,3 +591,26 @@ def test_memory_that_goes_to_swap_is_not_the_page_cache(tmp_path: Path) -> None:
     _memory(tmp_path, swap_taken=True)
     d = investigate(load_bundle(tmp_path), "rpt-app-02 is out of memory?")
     assert d.category != Category.HEALTHY, d.root_cause
+
+
+def test_free_and_top_show_a_host_paging_and_who_holds_the_memory(tmp_path: Path) -> None:
+    (tmp_path / "host.txt").write_text(
+        "ops@ledger-app-01:~$ top -b -n1 -o %MEM | head -9\n"
+        "top - 02:41:19 up 13 days, 22:45,  2 users,  load average: 17.82, 15.40, 11.96\n"
+        "MiB Mem :  15988.3 total,    141.2 free,  15601.0 used,    246.1 buff/cache\n"
+        "MiB Swap:   8192.0 total,   2712.4 free,   5479.6 used.     89.3 avail Mem\n\n"
+        "    PID USER      PR  NI    VIRT    RES    SHR S  %CPU  %MEM     TIME+ COMMAND\n"
+        " 611842 recon     20   0   11.9g  10.1g   8620 D  38.1  64.7  36:12.40 python3\n"
+        "   2211 ledger    20   0   10.4g   4.2g  11204 S  22.3  26.9   1128:41 java\n"
+    )
+    [snap] = load_bundle(tmp_path).kind("host/snapshot")
+    assert snap.data["mem_percent"] == 99.4 and snap.data["swap_percent"] == 66.9
+    d = investigate(load_bundle(tmp_path), "why is ledger-api slow?")
+    assert d.category == Category.RESOURCE_EXHAUSTION and "python3" in d.root_cause
+    (tmp_path / "host.txt").write_text(
+        "$ free -h\n               total        used        free      shared  buff/cache   available\n"
+        "Mem:            31Gi       5.8Gi       848Mi        41Mi        24Gi        25Gi\n"
+        "Swap:          2.0Gi       2.0Mi       2.0Gi\n"
+    )
+    [snap] = load_bundle(tmp_path).kind("host/snapshot")
+    assert snap.data["mem_percent"] < 20 and snap.data["swap_percent"] < 1
