@@ -171,7 +171,8 @@ def _pod_releases(evidence: EvidenceSet) -> list[Release]:
 # "Starting QuotePricerApplication v5.2.0 using Java 21", "starting orders-api version=5.2.0"
 _VERSION_LINE = re.compile(
     r"\b(?P<verb>Started|Starting|Stopping|Stopped|starting|started|booting|Booting|Launching|launching)\s+"
-    r"(?P<name>[A-Za-z][\w.@\-]*)?[^\n]{0,40}?(?:\(|\bv|\bversion[=: ]+)(?P<ver>\d+\.\d+\.\d+(?:[-+][\w.]+)?)\b"
+    r"(?P<name>[A-Za-z][\w.@\-]*)?[^\n]{0,40}?(?:\(|\bv|\bversion[\"']?[=: ]+[\"']?)"
+    r"(?P<ver>v?\d+\.\d+\.\d+(?:[-+][\w.]+)?)\b"
 )
 
 
@@ -378,6 +379,25 @@ def _release_for(rels: list[Release], workload: str, start: float, end: float) -
 REFILL_S = 1800  # a container that reaches its limit again this soon after each restart needs more than it has
 
 
+def _first_start(evidence: EvidenceSet, workload: str, start: float, end: float) -> Release | None:
+    """When no release is in sight: the workload's first start at a version (systemd, its own start line) inside
+    the series' span, the series showing how it behaved before."""
+    from diagnosis.analyzers._common import service_of
+
+    for item in evidence.kind("log"):
+        if not same_workload((service_of(item) or item.object).removesuffix(".service"), workload):
+            continue
+        for r in item.data.get("records") or ():
+            msg, ts = str(r.get("msg") or ""), r.get("ts")
+            if ts is None or not start < ts <= end or "tart" not in msg:
+                continue
+            m = _VERSION_LINE.search(msg)
+            if m and m["verb"].lower().startswith("start"):
+                return Release(float(ts), workload, m["ver"], EvidenceRef(item=item.id, line=r.get("line"),
+                                                                          value=msg[:300]))  # fmt: skip
+    return None
+
+
 def _pods_started(evidence: EvidenceSet, workload: str, start: float, end: float) -> Release | None:
     """When no release is in sight: the creation of the workload's newest pods, inside the series' span, at the
     version their image carries (the series shows how the workload behaved before them)."""
@@ -404,6 +424,7 @@ def _pods_started(evidence: EvidenceSet, workload: str, start: float, end: float
                                                               value=created))  # fmt: skip
 
 
+_GOROUTINES = re.compile(r"go_goroutines|goroutines", re.I)
 _FDS = re.compile(r"open_?fds|open_?files|file_?descriptors|fd_?count|allocated_?fds", re.I)
 
 
@@ -428,8 +449,8 @@ def _fd_limit(series: list[_S], s: _S) -> float | None:
 
 
 def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list[Finding]:
-    """Memory or file descriptors that grow without levelling off from a release on, at flat traffic: the new
-    version leaks them."""
+    """Memory, file descriptors or goroutines that grow without levelling off from a release on, at flat traffic:
+    the new version leaks them."""
     out: list[Finding] = []
     seen: set[str] = set()
     for s in series:
@@ -441,10 +462,17 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
         elif _MEMORY.search(s.name) and not _NOT_USAGE.search(s.name) and not _CPU.search(s.name):
             noun, unit, code = "memory", _mib, "memory_leak"
             limit = None
+        elif _GOROUTINES.search(s.name):
+            # goroutines that pile up (a connection's read and write loops never closed, a blocked send)
+            noun, unit, code = "goroutines", _count, "goroutine_leak"
+            limit = None
         else:
             continue
-        rel = _release_for(rels, s.workload, s.points[0][0], s.points[-1][0]) or _pods_started(
-            evidence, s.workload, s.points[0][0], s.points[-1][0]
+        lo, hi = s.points[0][0], s.points[-1][0]
+        rel = (
+            _release_for(rels, s.workload, lo, hi)
+            or _pods_started(evidence, s.workload, lo, hi)
+            or _first_start(evidence, s.workload, lo, hi)
         )
         if rel is None:
             continue

@@ -614,3 +614,38 @@ def test_free_and_top_show_a_host_paging_and_who_holds_the_memory(tmp_path: Path
     )
     [snap] = load_bundle(tmp_path).kind("host/snapshot")
     assert snap.data["mem_percent"] < 20 and snap.data["swap_percent"] < 1
+
+
+def test_goroutines_that_grow_from_a_start_at_a_new_version_are_its_leak(tmp_path: Path) -> None:
+    start = T0 + 3600 * 10
+    (tmp_path / "feedsync.log").write_text(
+        f"{fmt_ts(start)} feeds-01 feedsync[40117]: "
+        '{"level":"info","msg":"starting feedsync","version":"v2.14.0"}\n'
+        + "".join(
+            f"{fmt_ts(start + 600 * i)} feeds-01 feedsync[40117]: "
+            '{"level":"info","msg":"fetched feeds","count":120}\n'
+            for i in range(1, 60)
+        )
+    )
+    values = [50.0] * 20 + [50.0 + 900 * i for i in range(1, 41)]
+    result = [{"metric": {"__name__": "go_goroutines", "job": "feedsync", "instance": "feeds-01:9464"},
+               "values": [[T0 + 1800 * i, str(v)] for i, v in enumerate(values)]}]  # fmt: skip
+    (tmp_path / "g.json").write_text(
+        json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+    )
+    d = investigate(load_bundle(tmp_path), "feedsync keeps getting killed")
+    assert d.category == Category.CODE_DEFECT and "v2.14.0" in d.root_cause and "goroutine" in d.root_cause
+
+
+def test_a_steady_trickle_of_tls_failures_for_days_is_background() -> None:
+    from diagnosis.analyzers._common import Rec
+    from diagnosis.analyzers.network._shared import Failures, steady_background
+
+    item = EvidenceItem(id="l#1", kind="log", source="l", object="feedsync", data={"records": []})
+    even = Failures(
+        "feeds.oldmart.example", "expired", [Rec(item, T0 + 1200 * i, "x509", i, "error") for i in range(60)]
+    )
+    burst = Failures(
+        "feeds.oldmart.example", "expired", [Rec(item, T0 + 30 * i, "x509", i, "error") for i in range(60)]
+    )
+    assert steady_background(even) and not steady_background(burst)

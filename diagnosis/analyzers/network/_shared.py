@@ -78,6 +78,27 @@ def burst_over(recs: list[Rec]) -> bool:
     return burst_ended(len(times), times[0], times[-1], end)
 
 
+# a failure that has gone on at a low, even rate for this long is the background the incident happens against
+BACKGROUND_SPAN_S = 6 * 3600
+BACKGROUND_MAX_PER_H = 12.0
+
+
+def steady_background(f: Failures) -> bool:
+    """Failures spread evenly over 6 hours or more at a dozen an hour or fewer, none of the hours busier than three
+    times the usual one: a long-standing trickle (a partner's expired certificate for days), not what broke now."""
+    times = sorted(r.ts for r in f.recs if r.ts is not None)
+    if len(times) < 6:
+        return False
+    span = times[-1] - times[0]
+    if span < BACKGROUND_SPAN_S or len(times) / (span / 3600) > BACKGROUND_MAX_PER_H:
+        return False
+    hours: dict[int, int] = {}
+    for t in times:
+        hours[int((t - times[0]) // 3600)] = hours.get(int((t - times[0]) // 3600), 0) + 1
+    counts = sorted(hours.values())
+    return len(hours) >= 0.6 * (span / 3600) and counts[-1] <= 3 * max(counts[len(counts) // 2], 1)
+
+
 def _stopped(f: Failures, now: float | None) -> bool:
     return now is not None and f.last is not None and now - f.last >= STOPPED_AFTER_S
 

@@ -8,7 +8,15 @@ from diagnosis.analyzers._common import (
     span_text,
 )
 from diagnosis.analyzers.base import ANALYZERS
-from diagnosis.analyzers.network._shared import Failures, _base, _host, _refs, _stopped, _stopped_finding
+from diagnosis.analyzers.network._shared import (
+    Failures,
+    _base,
+    _host,
+    _refs,
+    _stopped,
+    _stopped_finding,
+    steady_background,
+)
 from diagnosis.analyzers.network.dns import _CLUSTER_SUFFIXES
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
@@ -61,6 +69,17 @@ def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: Evidenc
     for host, f in tls.items():
         if _stopped(f, now):
             out.append(_stopped_finding(f, "tls_error_stopped", f"TLS to {host}"))
+            continue
+        if steady_background(f):
+            out.append(
+                _stopped_finding(f, "tls_error_background", f"TLS to {host}").model_copy(
+                    update={
+                        "title": f"TLS to {host}: a steady trickle of failures ({len(f.recs)}x)",
+                        "mechanism": f"TLS to {host} fails {len(f.recs)}x {span_text(f.first, f.last)} at an even, "
+                        "low rate: a long-standing failure the incident happens against, not what broke now.",
+                    }
+                )
+            )
             continue
         callers = ", ".join(sorted(f.callers)) or "clients"
         expired = f.kind == "expired"
