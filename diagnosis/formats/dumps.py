@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from diagnosis.formats._time import parse_ts
@@ -179,3 +180,64 @@ def parse_goroutines(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
     obj, source = _object(doc)
     data = {"records": records, "source": {"path": doc.path, "export": "goroutine-dump", **source}, "truncated": False}
     yield ctx.item(doc.path, "log", obj, data, None)
+
+
+# --- PHP-FPM's slow log: "[08-Jul-2025 14:17:45]  [pool www] pid 31823", "script_filename = ...", then the stack,
+# innermost first ("[0x00007f5c1e65df20] execute() /var/www/.../Statement.php:121")
+_FPM_SLOW_HEAD = re.compile(
+    r"^\[(?P<ts>\d{2}-\w{3}-\d{4} \d\d:\d\d:\d\d)\]\s+\[pool (?P<pool>[^\]]+)\] pid (?P<pid>\d+)"
+)
+_FPM_FRAME = re.compile(r"^\[0x[0-9a-f]+\] (?P<func>[\w\\\\:>\-\[\]]+)\(\) (?P<file>\S+?)(?::\d+)?\s*$")
+# a frame inside a client library waiting on its server: a database, a cache, an HTTP call
+_FPM_WAITING = re.compile(
+    r"/(?:doctrine/dbal|illuminate/database|PDO|mysqli|pgsql|predis|phpredis|guzzlehttp|symfony/http-client|"
+    r"elasticsearch|mongodb)/|PDOStatement|mysqli_|pg_query|curl_exec|Redis::",
+    re.I,
+)
+
+
+def detect_fpm_slow(doc: Document) -> bool:
+    head = doc.text[:4000]
+    return bool(re.search(_FPM_SLOW_HEAD.pattern, head, re.M)) and "script_filename = " in head
+
+
+@FORMATS.format("php-fpm-slowlog", shapes={"text"}, detect=detect_fpm_slow, order=17)
+def parse_fpm_slow(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One record per slow request the pool traced: where its worker was stuck (the innermost frame of our code,
+    and the client library it waited in: "waiting on the database in doctrine/dbal ... execute(), called from
+    AvailabilityRepository::findFreeRooms")."""
+    records: list[dict[str, Any]] = []
+    head: re.Match[str] | None = None
+    frames: list[tuple[str, str]] = []
+    line_no = 0
+
+    def flush() -> None:
+        if head is None or not frames:
+            return
+        try:
+            ts: float | None = datetime.strptime(head["ts"], "%d-%b-%Y %H:%M:%S").replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            ts = None
+        waiting = next((f for f in frames if _FPM_WAITING.search(f"{f[0]} {f[1]}")), None)
+        ours = next((f for f in frames if "/vendor/" not in f[1] and not _FPM_WAITING.search(f[1])), frames[-1])
+        where = f"{ours[0]}() in {ours[1].rsplit('/', 1)[-1]}"
+        msg = (
+            f"slow request in pool {head['pool']} (pid {head['pid']}): worker waiting on a call in "
+            f"{waiting[1].split('/vendor/')[-1].split('/src/')[0]} ({waiting[0]}()), called from {where}"
+            if waiting
+            else f"slow request in pool {head['pool']} (pid {head['pid']}): worker busy in {where}"
+        )
+        records.append({"ts": ts, "level": "warning", "msg": msg, "line": line_no})
+
+    for n, raw in enumerate(doc.lines(), 1):
+        line = raw.strip()
+        if m := _FPM_SLOW_HEAD.match(line):
+            flush()
+            head, frames, line_no = m, [], n
+        elif f := _FPM_FRAME.match(line):
+            frames.append((f["func"], f["file"]))
+    flush()
+    if not records:
+        return
+    data = {"records": records, "source": {"path": doc.path, "export": "php-fpm-slowlog"}, "truncated": False}
+    yield ctx.item(doc.path, "log", doc.path, data, max((r["ts"] for r in records if r["ts"]), default=None))

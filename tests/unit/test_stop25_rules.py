@@ -649,3 +649,31 @@ def test_a_steady_trickle_of_tls_failures_for_days_is_background() -> None:
         "feeds.oldmart.example", "expired", [Rec(item, T0 + 30 * i, "x509", i, "error") for i in range(60)]
     )
     assert steady_background(even) and not steady_background(burst)
+
+
+def test_php_fpm_workers_stuck_in_database_calls_are_not_the_pools_capacity(tmp_path: Path) -> None:
+    slow = []
+    for i in range(5):
+        slow += [
+            f"[08-Jul-2025 14:1{i}:45]  [pool www] pid 3182{i}",
+            "script_filename = /var/www/bookings/public/index.php",
+            "[0x00007f5c1e65df20] execute() /var/www/bookings/vendor/doctrine/dbal/src/Driver/PDO/Statement.php:121",
+            "[0x00007f5c1e65dcd0] findFreeRooms() /var/www/bookings/src/Repository/AvailabilityRepository.php:142",
+            "",
+        ]
+    (tmp_path / "www-slow.log").write_text("\n".join(slow) + "\n")
+    (tmp_path / "php-fpm.log").write_text(
+        "\n".join(
+            f"[08-Jul-2025 14:{20 + i}:31] WARNING: [pool www] server reached pm.max_children setting (40), "
+            "consider raising it"
+            for i in range(6)
+        )
+        + "\n"
+    )
+    [slowlog] = [i for i in load_bundle(tmp_path).kind("log") if i.source == "www-slow.log"]
+    assert "waiting on a call in doctrine/dbal" in slowlog.data["records"][0]["msg"]
+    d = investigate(load_bundle(tmp_path), "should we raise pm.max_children?")
+    assert d.category != Category.RESOURCE_EXHAUSTION, d.root_cause
+    (tmp_path / "www-slow.log").unlink()
+    d = investigate(load_bundle(tmp_path), "should we raise pm.max_children?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause

@@ -35,7 +35,7 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
             if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
                 continue
             first = min((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
-            waiting = kind == "pool" and _waits_on_calls(item, first)
+            waiting = kind == "pool" and (_waits_on_calls(item, first) or _workers_wait_in_calls(evidence, first))
             who = service_of(item) or item.object
             sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
             if kind == "poll":
@@ -98,3 +98,17 @@ def _waits_on_calls(item: EvidenceItem, pool_first: float | None) -> bool:
         and not APP_CAPACITY.search(msg)  # gunicorn's own "WORKER TIMEOUT" is the pool, not a call
     ]
     return len(stamps) >= CAPACITY_MIN and (pool_first is None or min(stamps) <= pool_first)
+
+
+def _workers_wait_in_calls(evidence: EvidenceSet, pool_first: float | None) -> bool:
+    """Whether a slow log (PHP-FPM's) shows the pool's workers stuck in a client library's call (a database, a
+    cache, an HTTP API), 3+ times, from before the pool filled up: they wait on that server, they do not work."""
+    stamps = [
+        r.get("ts")
+        for item in evidence.kind("log")
+        if (item.data.get("source") or {}).get("export") == "php-fpm-slowlog"
+        for r in item.data.get("records") or ()
+        if "waiting on a call in" in str(r.get("msg") or "")
+    ]
+    known = [t for t in stamps if isinstance(t, int | float)]
+    return len(stamps) >= CAPACITY_MIN and (pool_first is None or not known or min(known) <= pool_first + 60)
