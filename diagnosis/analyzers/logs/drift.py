@@ -42,6 +42,7 @@ _DEFAULTED = re.compile(
     r"(?P<n>\d+) more ['\"`]?(?P<col2>[A-Za-z_][\w.]*) (?:missing|empty|absent|not found)['\"`]? warnings?",
     re.I,
 )
+_DEFAULTED_HINTS = ("missing", "empty", "absent", "not found", "null", "MISSING", "EMPTY")
 DEFAULTED_MIN = 100  # rows loaded with a default for one column: the column is gone from the input, not a few gaps
 _RATIO = re.compile(r"\b(?:median |mean |avg |average )?(?:ratio|factor)[=: ]+(?P<r>\d+(?:\.\d+)?)", re.I)
 _HINTS = ("row", "record", "item", "value", "price", "arning", "column", "field", "attribute", "propert", "header",
@@ -111,7 +112,7 @@ def input_drift(evidence: EvidenceSet) -> list[Finding]:
                 r = _RATIO.search(rec.msg)
                 flagged[_key(rec, mentions)].append((rec, _count(m), float(r["r"]) if r else None))
             continue
-        if m := _DEFAULTED.search(rec.msg):
+        if any(w in rec.msg for w in _DEFAULTED_HINTS) and (m := _DEFAULTED.search(rec.msg)):
             defaulted[_key(rec, mentions)].append((rec, m["col"] or m["col2"], int(m["n"]) if m["n"] else 1))
         if m := _NEW_COLUMN.search(rec.msg):
             columns[_key(rec, mentions)].append((rec, m["col"], True))

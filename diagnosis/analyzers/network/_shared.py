@@ -71,11 +71,11 @@ def burst_over(recs: list[Rec]) -> bool:
     if not times:
         return False
     items = {id(r.item): r.item for r in recs}.values()
-    end = max(
-        (rec["ts"] for item in items for rec in item.data.get("records") or () if rec.get("ts") is not None),
-        default=times[-1],
-    )
-    return burst_ended(len(times), times[0], times[-1], end)
+    # a log's end is its last dated record: read from the end, not through every line (once per failing target)
+    ends = [next((rec["ts"] for rec in reversed(item.data.get("records") or ()) if rec.get("ts") is not None), None)
+            for item in items]  # fmt: skip
+    end = max((e for e in ends if e is not None), default=times[-1])
+    return burst_ended(len(times), times[0], times[-1], max(end, times[-1]))
 
 
 # a failure that has gone on at a low, even rate for this long is the background the incident happens against
