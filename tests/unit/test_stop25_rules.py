@@ -677,3 +677,16 @@ def test_php_fpm_workers_stuck_in_database_calls_are_not_the_pools_capacity(tmp_
     (tmp_path / "www-slow.log").unlink()
     d = investigate(load_bundle(tmp_path), "should we raise pm.max_children?")
     assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+
+
+def test_an_encoder_meeting_unseen_categories_again_and_again_is_bad_data(tmp_path: Path) -> None:
+    warning = (
+        "/opt/venv/lib/python3.11/site-packages/sklearn/preprocessing/_encoders.py:242: UserWarning: Found unknown "
+        "categories in columns [0] during transform. These unknown categories will be encoded as all zeros"
+    )
+    lines = [f"{fmt_ts(T0 + 60 * i)} WARN executor: {warning}" for i in range(6)]
+    lines += [f"{fmt_ts(T0 + 400 + i)} INFO executor: scored batch {i}" for i in range(20)]
+    (tmp_path / "executor.log").write_text("\n".join(lines) + "\n")
+    assert investigate(load_bundle(tmp_path), "why did flagged drop?").category == Category.DATA_QUALITY
+    (tmp_path / "executor.log").write_text("\n".join(lines[:2] + lines[6:]) + "\n")
+    assert investigate(load_bundle(tmp_path), "why did flagged drop?").category != Category.DATA_QUALITY

@@ -123,6 +123,7 @@ def input_drift(evidence: EvidenceSet) -> list[Finding]:
             flagged[_key(rec, mentions)].append((rec, _count(m), float(r["r"]) if r else None))
     everyone = [n for runs in flagged.values() for _, n, _ in runs]
     out: list[Finding] = [f for producer, lines in defaulted.items() if (f := _defaulted(producer, lines))]
+    out += _unseen_values(evidence)
     for producer, runs in flagged.items():
         jumps = []
         for rec, n, ratio in runs:
@@ -253,3 +254,59 @@ def _defaulted(producer: str, lines: list[tuple[Rec, str, int]]) -> Finding | No
             ),
         ],
     )
+
+
+# an encoder or a model meeting category values it was never fitted on (scikit-learn's OneHotEncoder with
+# handle_unknown="ignore", a label encoder, a feature store's validation): the producer changed the values
+_UNSEEN = re.compile(
+    r"Found unknown categories|unseen (?:labels?|categor\w+|values?)\b|previously unseen|"
+    r"unknown categor(?:y|ies) (?:found|encountered|in column)",
+    re.I,
+)
+UNSEEN_MIN = 3
+
+
+def _unseen_values(evidence: EvidenceSet) -> list[Finding]:
+    """Category values a fitted encoder or model never saw, met again and again in one consumer's run: the input's
+    values changed (a producer renamed them), so those rows are scored on zeros while the job succeeds."""
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        hits = [
+            Rec(item, r.get("ts"), str(r.get("msg") or ""), r.get("line"), r.get("level"))
+            for r in item.data.get("records") or ()
+            if "nknown categor" in str(r.get("msg") or "") or "nseen" in str(r.get("msg") or "")
+        ]
+        hits = [h for h in hits if _UNSEEN.search(h.msg)]
+        if len(hits) < UNSEEN_MIN:
+            continue
+        consumer = service_of(item) or item.object
+        first = min((h.ts for h in hits if h.ts is not None), default=None)
+        out.append(
+            Finding(
+                analyzer="input_drift",
+                domain=Domain.LOGS,
+                role="cause",
+                code="unseen_values",
+                category=Category.DATA_QUALITY,
+                title=f"{consumer} meets category values its encoder never saw ({len(hits)}x)",
+                mechanism=(
+                    f"{consumer} meets values of a categorical input that its fitted encoder or model never saw "
+                    f"('{hits[0].msg.strip()[:160]}' x{len(hits)}): the producer changed the values (renamed or new "
+                    "categories), so those rows are encoded as unknown (all zeros) and scored wrongly while the job "
+                    "succeeds."
+                ),
+                object=f"input of {consumer}",
+                score=0.75,
+                ts=first,
+                tags=[f"service:{consumer}"],
+                explains=["metric_shift", "metric_anomaly", "step_change", "throughput_drop", "alert:*"],
+                evidence=[ref_of(h) for h in hits[:2]],
+                actions=[
+                    Action(
+                        description="Compare the input's category values today with those the encoder was fitted on",
+                        command="SELECT <column>, count(*) FROM <input> WHERE <day> GROUP BY 1 ORDER BY 2 DESC",
+                    )
+                ],
+            )
+        )
+    return out
