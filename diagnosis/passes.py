@@ -201,7 +201,12 @@ def recovered_by_alerts(findings: list[Finding]) -> list[Finding]:
 def false_alarms(findings: list[Finding]) -> list[Finding]:
     """Alerts that a benign finding on the same object explains (it lists the alert in `explains`: a host memory
     alert that counts the page cache as used) are false alarms: benign, with the reason."""
-    explainers = [(f, entity_names(f)) for f in findings if f.role == BENIGN and f.explains]
+    # only a benign finding that names the alerts it explains (no wildcard): it has judged those very alerts
+    explainers = [
+        (f, entity_names(f))
+        for f in findings
+        if f.role == BENIGN and any(e.startswith("alert:") and not e.endswith("*") for e in f.explains)
+    ]
     if not explainers:
         return findings
     out: list[Finding] = []

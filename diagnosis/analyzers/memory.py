@@ -14,7 +14,7 @@ from diagnosis.series import points_of
 AVAILABLE_OVER_FREE = 4.0  # MemAvailable this many times MemFree: most of the "used" memory is reclaimable cache
 AVAILABLE_MIN_BYTES = 1 << 30
 SWAP_TAKEN = 0.1  # swap free falling by this share of its most: memory is really short (pages go to swap)
-_MEMORY_ALERT = re.compile(r"mem|ram\b", re.I)
+_MEMORY_ALERT = re.compile(r"memory|(?<![a-z])mem(?![a-z])|\bram\b", re.I)  # not Memcached
 
 
 def _instance(m: EvidenceItem) -> str | None:
