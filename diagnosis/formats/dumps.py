@@ -8,6 +8,9 @@ process: a `log` item with one record per finding, stamped with the dump's time.
 - Otherwise one record with the thread counts per state, so a dump of a healthy process says so.
 
 The item is the pod (`kubectl exec -n NS POD -- jcmd ...` pasted above the dump) or the file.
+
+Go goroutine dumps (pprof `debug=1` groups, `debug=2` or SIGQUIT dumps) and PHP-FPM's slow log are read the same
+way: a lock-ordering deadlock or a pile-up on one lock; where each slow PHP worker waited.
 """
 
 from __future__ import annotations

@@ -416,8 +416,8 @@ _DNS_FAILS = re.compile(
 )
 
 
-def _allows_dns(rule: dict) -> bool | None:
-    """Whether one egress rule lets a pod reach a DNS server on port 53 (None: a named port it cannot tell)."""
+def _allows_dns(rule: dict) -> bool:
+    """Whether one egress rule lets a pod reach a DNS server on port 53 (a named port counts when it names DNS)."""
     ports = rule.get("ports")
     if not ports:
         return True  # a rule without ports allows every port to its peers (and a rule without peers, to anyone)
@@ -447,7 +447,7 @@ def _dns_blocked(policies: list[EvidenceItem], namespace: str, labels: dict[str,
         if "Egress" not in types:
             continue
         selecting.append(p)
-        if any(_allows_dns(rule) is not False for rule in spec.get("egress") or ()):
+        if any(_allows_dns(rule) for rule in spec.get("egress") or ()):
             return None
     return selecting or None
 
