@@ -93,6 +93,17 @@ def burst_ended(count: int, first: float, last: float, log_end: float) -> bool:
     return quiet >= max(BURST_QUIET_S, lasted) and count / lasted * quiet >= BURST_EXPECTED
 
 
+def span_calls(item: EvidenceItem) -> Iterator[tuple[int, list[Any], list[Any]]]:
+    """(index of the parent, parent, child) for every span of a `trace/spans` item whose parent is in the same
+    trace (spans are [trace, id, parent, service, operation, duration_ms, ...])."""
+    spans = item.data.get("spans") or ()
+    ids = {(str(s[0]), str(s[1])): (i, s) for i, s in enumerate(spans)}
+    for s in spans:
+        hit = ids.get((str(s[0]), str(s[2]))) if s[2] else None
+        if hit is not None:
+            yield hit[0], hit[1], s
+
+
 def log_records(evidence: EvidenceSet) -> Iterator[Rec]:
     for item in evidence.kind("log"):
         for r in item.data.get("records") or ():

@@ -41,12 +41,16 @@ def clock_skew(evidence: EvidenceSet) -> list[Finding]:
         elif _STEP.search(rec.msg) or _SOURCE.search(rec.msg):
             daemon.append(rec)
     out: list[Finding] = []
+    # what the time daemons did is the same for every service refused as skewed: read it once
+    steps = [(r, _STEP.search(r.msg)) for r in daemon]
+    big = [(r, m) for r, m in steps if m and abs(float(m["by"] or m["ntpd"])) >= BIG_STEP_S]
+    sources = [(r, m) for r in daemon if (m := _SOURCE.search(r.msg))]
+    host = next((h for r, _ in big for h in [_host(r)] if h), "") or next(
+        (h for r in daemon for h in [_host(r)] if h), ""
+    )
     for who, recs in refused.items():
         if len(recs) < 2:
             continue
-        steps = [(r, _STEP.search(r.msg)) for r in daemon]
-        big = [(r, m) for r, m in steps if m and abs(float(m["by"] or m["ntpd"])) >= BIG_STEP_S]
-        sources = [(r, m) for r in daemon if (m := _SOURCE.search(r.msg))]
         refs: list[EvidenceRef] = [ref_of(recs[0])]
         why = ""
         if big:
@@ -60,9 +64,6 @@ def clock_skew(evidence: EvidenceSet) -> list[Finding]:
             source = m["name"] or m["addr"] or m["ntp"] or ""
             why += f", following time source {source}"
             refs.append(ref_of(r))
-        host = next((h for r, _ in big for h in [_host(r)] if h), "") or next(
-            (h for r in daemon for h in [_host(r)] if h), ""
-        )
         where = host or who
         out.append(
             Finding(

@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import pairwise
 
+from diagnosis.analyzers._common import span_calls
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.metrics import _kind
 from diagnosis.analyzers.regressions import same_workload
@@ -60,11 +61,8 @@ def _service(item: EvidenceItem) -> str | None:
 def _call_graph(evidence: EvidenceSet) -> dict[str, set[str]]:
     callees: dict[str, set[str]] = defaultdict(set)
     for item in evidence.kind("trace/spans"):
-        spans = item.data.get("spans") or ()
-        ids = {(str(s[0]), str(s[1])): s for s in spans}
-        for s in spans:
-            parent = ids.get((str(s[0]), str(s[2]))) if s[2] else None
-            if parent is not None and str(parent[3]) != str(s[3]):
+        for _, parent, s in span_calls(item):
+            if str(parent[3]) != str(s[3]):
                 callees[str(parent[3])].add(str(s[3]))
     return callees
 
@@ -198,15 +196,12 @@ def _network_share(evidence: EvidenceSet, service: str) -> tuple[float, Evidence
     client_ms = server_ms = 0.0
     ref: EvidenceRef | None = None
     for item in evidence.kind("trace/spans"):
-        spans = item.data.get("spans") or ()
-        ids = {(str(s[0]), str(s[1])): (i, s) for i, s in enumerate(spans)}
-        for s in spans:
-            parent = ids.get((str(s[0]), str(s[2]))) if s[2] else None
-            if parent is None or not same_workload(str(s[3]), service) or same_workload(str(parent[1][3]), service):
+        for i, parent, s in span_calls(item):
+            if not same_workload(str(s[3]), service) or same_workload(str(parent[3]), service):
                 continue
-            client_ms += float(parent[1][5])
+            client_ms += float(parent[5])
             server_ms += float(s[5])
-            ref = ref or EvidenceRef(item=item.id, field=f"spans.{parent[0]}.5", value=parent[1][5])
+            ref = ref or EvidenceRef(item=item.id, field=f"spans.{i}.5", value=parent[5])
     if ref is None or client_ms <= 0:
         return None
     return max(0.0, client_ms - server_ms) / client_ms, ref

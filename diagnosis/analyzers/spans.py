@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from diagnosis.analyzers._common import span_calls
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Category, Domain, EvidenceRef, Finding
@@ -30,12 +31,9 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
         # which service an operation calls, learnt where its server span was recorded: a call that timed out
         # before the callee answered (or ever saw it) has no child, and its time is still spent on the way there
         calls: dict[tuple[str, str], str] = {}
-        for spans in by_trace.values():
-            ids = {str(x[1]): x for x in spans}
-            for x in spans:
-                parent = ids.get(str(x[2])) if x[2] else None
-                if parent is not None and str(parent[3]) != str(x[3]):
-                    calls.setdefault((str(parent[3]), str(parent[4])), str(x[3]))
+        for _, parent, x in span_calls(item):
+            if str(parent[3]) != str(x[3]):
+                calls.setdefault((str(parent[3]), str(parent[4])), str(x[3]))
         for trace, spans in by_trace.items():
             traces.add(trace)
             ids = {str(s[1]): s for s in spans}
