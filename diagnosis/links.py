@@ -23,15 +23,20 @@ DEPLOY_EFFECT_WINDOW_S = 2 * 3600
 _SCOPE_TAGS = frozenset({"namespace", "ns", "cluster", "region", "zone", "az", "env", "environment", "account"})
 # tag values too generic to link two findings by themselves
 _GENERIC_NAMES = frozenset({"app", "main", "default", "container", "service", "", "-"})
-_POD_OF_DEPLOYMENT = re.compile(r"^(?P<base>.+?)-[a-z0-9]{6,10}-[a-z0-9]{5}$")
-_POD_OF_SET = re.compile(r"^(?P<base>.+?)-(?:[a-z0-9]{5}|\d+)$")
+# a Deployment's pod: <name>-<replicaset hash 5-10>-<pod suffix 5>; a StatefulSet's: <name>-<ordinal>
+# (Kubernetes draws generated suffixes from an alphabet without vowels, so "redis-cache" keeps its name)
+_SFX = "[bcdfghjklmnpqrstvwxz2-9]"
+_POD_DEPLOY = re.compile(rf"^(?P<base>.+?)-{_SFX}{{5,10}}-{_SFX}{{5}}$")
+# names written by hand (a runbook, a ticket) with any letters in the hashes: taken when a hash holds a digit
+_POD_DEPLOY_LOOSE = re.compile(r"^(?P<base>.+?)-(?=[a-z0-9]*\d)[a-z0-9]{6,10}-[a-z0-9]{5}$")
+_POD_SUFFIX = re.compile(rf"^(?P<base>.+?)-(?:{_SFX}{{5}}|\d+)$")
 _PORT = re.compile(r":\d+$")
 WORD = re.compile(r"[a-z0-9][a-z0-9_.\-]*[a-z0-9]|[a-z0-9]")
 
 
 def workload_of_pod(pod: str) -> str:
     """checkout-7d9f8b6c5-x2k4p -> checkout; db-0 -> db; a name with no pod suffix is itself."""
-    for rx in (_POD_OF_DEPLOYMENT, _POD_OF_SET):
+    for rx in (_POD_DEPLOY, _POD_DEPLOY_LOOSE, _POD_SUFFIX):
         m = rx.match(pod)
         if m:
             return m.group("base")

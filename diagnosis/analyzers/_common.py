@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnosis.evidence import EvidenceSet
+from diagnosis.links import workload_of_pod
 from diagnosis.model import EvidenceItem, EvidenceRef, Finding
 from diagnosis.timeline import evidence_now, fmt_ts
 
@@ -172,20 +173,6 @@ def first_and_last_refs(recs: list[Rec]) -> list[EvidenceRef]:
 
 
 # ---------------------------------------------------------------- objects
-
-# a Deployment's pod: <name>-<replicaset hash 5-10>-<pod suffix 5>; a StatefulSet's: <name>-<ordinal>
-# (Kubernetes draws generated suffixes from an alphabet without vowels, so "redis-cache" keeps its name)
-_SFX = "[bcdfghjklmnpqrstvwxz2-9]"
-_POD_DEPLOY = re.compile(rf"^(?P<base>.+?)-{_SFX}{{5,10}}-{_SFX}{{5}}$")
-_POD_SUFFIX = re.compile(rf"^(?P<base>.+?)-(?:{_SFX}{{5}}|\d+)$")
-
-
-def workload_of_pod(pod: str) -> str:
-    for rx in (_POD_DEPLOY, _POD_SUFFIX):
-        m = rx.match(pod)
-        if m:
-            return m.group("base")
-    return pod
 
 
 def service_of(item: EvidenceItem) -> str | None:

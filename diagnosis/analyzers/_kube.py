@@ -302,8 +302,7 @@ def crash_target(verdict: LogVerdict) -> str | None:
         [str(r.get("msg") or "") for r in reversed(records[max(0, at - 4) : at])] if at is not None else []
     )
     for text in window:
-        m = _TARGET.search(text)
-        if m and not re.fullmatch(r"\d{1,2}:\d{2}", m.group(0)):
+        if m := _TARGET.search(text):
             return m["host"].lower()
     return None
 

@@ -322,7 +322,6 @@ _ETHTOOL_CMD = re.compile(r"ethtool\s+(?:-S|--statistics)\s+(?P<dev>[\w.\-]+)")
 _IP_LINK = re.compile(r"^\d+: (?P<dev>[\w.\-@]+): <")
 _COUNTER = re.compile(r"^\s*(?P<name>[a-z][\w\[\].]*):\s+(?P<value>\d+)\s*$")
 _ERROR_COUNTER = re.compile(r"err|crc|frame|fifo|drop|missed|collision|carrier", re.I)
-_HOST_PROMPT = re.compile(r"^(?:[\w.\-]+@)(?P<host>[\w.\-]+):")
 
 
 def detect_nic(doc: Document) -> bool:
@@ -340,7 +339,7 @@ def parse_nic(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     ip_block: tuple[str, list[str]] | None = None  # (device, the column names of the RX/TX line just read)
     for raw in doc.lines():
         line = raw.rstrip()
-        if (p := _HOST_PROMPT.match(line.strip())) and not host:
+        if (p := _PROMPT_HOST.match(line)) and not host:
             host = p["host"]
         if (m := _ETHTOOL_CMD.search(line)) and _PROMPT.match(line.strip()):
             current, ip_block = m["dev"], None

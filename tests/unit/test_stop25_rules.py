@@ -253,8 +253,8 @@ def test_a_json_error_object_names_the_host_and_its_5xx() -> None:
     unavailable = '{"errorMessage":"Service Unavailable","code":503,"host":"api.sendgrid.com","path":"/v3/mail/send"}'
     assert (_call_failure(reset), _target(reset)) == ("reset", "api.sendgrid.com")
     assert (_call_failure(unavailable), _target(unavailable)) == ("http_5xx", "api.sendgrid.com")
-    # our own host in a logfmt field is not the host a JSON object says was called
-    assert _target('level=info host=stock-api-2 msg="ok"') == "stock-api-2"  # (the logfmt rule, unchanged)
+    # a dotless name in a JSON "host" field is not taken for a called host (a pod's own hostname)
+    assert _target('{"level":"error","host":"stock-api-2","msg":"socket hang up"}') is None
 
 
 def test_a_lock_wait_timeout_is_not_a_call_to_the_host_the_line_names() -> None:
