@@ -84,6 +84,12 @@ _DATASTORE_NAME = re.compile(r"postgres|pg|mysql|maria|redis|mongo|kafka|memcach
                              r"cassandra|\bdb\b|-db\b|database|sql", re.I)  # fmt: skip
 
 
+_LB_BACKEND_FAILED = re.compile(
+    r"\bstatusDetails=(?:backend_timeout|failed_to_connect_to_backend)\b|"
+    r"\berrorInfo=(?:OriginTimeout|OriginConnectionError|OriginConnectionAborted|OriginConnectionRefused)\b"
+)
+
+
 def _internal_upstream(f: Finding) -> tuple[str, str] | None:
     """(host, port) of the server a failing call went to, when it is one of ours inside the network that nothing
     names (a private address) or a member of our load balancer's pool, and not a datastore."""
@@ -101,6 +107,10 @@ def _internal_upstream(f: Finding) -> tuple[str, str] | None:
     # datastore or the network between could each be slow (one that answers 5xx says itself that it fails)
     if f.code == "upstream_timeout" and re.search(r"\.svc(?:\.cluster\.local)?$", host):
         return host, port
+    # the backend service of our own cloud load balancer, timing out or refusing it (GCP's statusDetails
+    # backend_timeout, failed_to_connect_to_backend): the service behind it is the one that fails
+    if any(isinstance(r.value, str) and _LB_BACKEND_FAILED.search(r.value) for r in f.evidence):
+        return host, port
     # a server of our own load balancer's pool ("Health check for server pay_gw/pay-gw-03 failed")
     pool_member = re.compile(rf"\bserver [\w.\-]+/{re.escape(host)}\b", re.I)
     if any(isinstance(r.value, str) and pool_member.search(r.value) for r in f.evidence):
@@ -110,9 +120,14 @@ def _internal_upstream(f: Finding) -> tuple[str, str] | None:
 
 # series labels that name the other end of a call, not the series' source
 _PEER_LABEL = re.compile(
-    r"\b(?:target|upstream|peer\w*|dest\w*|dst\w*|remote\w*|server_address|net_peer\w*|grpc_service|backend)"
+    r"\b(?:target|upstream|peer\w*|dest\w*|dst\w*|remote\w*|server_address|net_peer\w*|grpc_service|backend\w*)"
     r"=[^,}]*"
 )
+
+
+# an alert that fires on what the callers see (errors, 5xx, latency, availability), not on a cause (disk, memory)
+_SYMPTOM_ALERT = re.compile(r"5xx|errors?\b|error_?rate|latency|slow|availability|slo\b|burn|down\b|unhealthy|timeout",
+                            re.I)  # fmt: skip
 
 
 def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call: Finding) -> bool:
@@ -129,6 +144,8 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
     for f in findings:
         if f is call or f.code in _CALL_FAILURES or f.role == BENIGN:
             continue
+        if is_alert(f) and _SYMPTOM_ALERT.search(f.code):
+            continue  # an alert on its error rate or latency repeats what the callers see, and not why
         if any(n in entity_names(f) for n in names):
             return True
     return False

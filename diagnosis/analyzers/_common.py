@@ -412,7 +412,9 @@ CLOUD_5XX = re.compile(
     r"RequestTimeout\w*|ServiceException)\) when calling the \w+ operation|"
     r"Status Code: 5\d\d\b|StatusCode: 5\d\d\b|api error (?:ServiceUnavailable|InternalError|InternalFailure)|"
     # .NET (HttpClient, the Azure SDKs): "Response status code does not indicate success: ServiceUnavailable (503)"
-    r"status code does not indicate success: (?:\w+ \()?5\d\d\b",
+    r"status code does not indicate success: (?:\w+ \()?5\d\d\b|"
+    # Confluent's REST clients (schema registry, REST proxy): a server error's code is the HTTP status and two digits
+    r"RestClientException: .{0,80}error code: 5\d\d\d\d\b|Error while sending request to .{0,200}error code: 5\d{4}\b",
 )
 # the other side refuses more calls from us: a rate limit or quota at a provider (AWS throttling, DynamoDB
 # provisioned throughput, S3 SlowDown, HTTP 429, gRPC RESOURCE_EXHAUSTED): our share of its capacity ran out
@@ -498,8 +500,11 @@ AUTH_DENIED = re.compile(
     r"\b401\b[^\n]{0,24}Unauthori[sz]ed|Unauthori[sz]ed[^\n]{0,12}\b401\b|\b403\b[^\n]{0,24}Forbidden|"
     r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}40[13]\b|"
     r"is forbidden: User \"[^\"]+\" cannot|AccessDenied(?:Exception)?\b|not authorized to perform|"
-    + DB_DENIED.pattern
-    + "|"
+    # Google's client libraries ("google.api_core.exceptions.Forbidden: 403 POST ...") and IAM's own wording
+    # ("Access Denied: Table x: Permission bigquery.tables.updateData denied", "does not have storage.objects.get
+    # access"), a storage class or other setting refusing an operation is not this
+    r"\b(?:Forbidden|Unauthorized): 40[13]\b|Access Denied: |\bPermission '?[a-z]+\.[\w.]+'? denied|"
+    r"does not have '?[a-z]+\.[a-zA-Z]+\.[a-zA-Z]+'? (?:access|permission)|" + DB_DENIED.pattern + "|"
     r"UnrecognizedClientException|InvalidClientTokenId|SignatureDoesNotMatch|ExpiredToken(?:Exception)?\b|"
     r"PERMISSION_DENIED|UNAUTHENTICATED|code = (?:PermissionDenied|Unauthenticated)|"
     r"invalid[ _]api[ _]?key|invalid (?:access |bearer )?token|invalid_grant|invalid_client|jwt expired|"

@@ -158,6 +158,9 @@ def _mentions_container(ev: EvidenceItem, container: str) -> bool:
 WARM_UP_S = 120.0  # a readiness probe failing once this soon after its container started is the start-up
 
 
+STARTUP_S = 60.0  # readiness failures in a new pod's first minute are its start
+
+
 class PodReader:
     """The findings of one pod, from its status, its events and its logs."""
 
@@ -894,6 +897,10 @@ class PodReader:
                 why = f"its timeoutSeconds is {timeout}s and the application answers more slowly than that"
             else:
                 code, why = "probe_timeout", f"the application does not answer within {timeout}s"
+        if kind == "Readiness" and role == SYMPTOM and self._rollout_went_on(evs):
+            # unready in its first moments, then the rollout went on and retired the old pods: it became ready
+            code, category, score, role = "probe_blip", Category.HEALTHY, 0.2, BENIGN
+            why = f"it failed {count}x while the new pod started, and its rollout completed after ({msg[:120]})"
         few = count <= 2 and (kind == "Readiness" or count < int((probe or {}).get("failureThreshold") or 3))
         if few and role == SYMPTOM and not self._unready_now():
             # a readiness probe that failed once or twice (refused while the pod shut down on a scale-in, slow
@@ -923,6 +930,27 @@ class PodReader:
                 )
             ],
         )
+
+    def _rollout_went_on(self, evs: list[EvidenceItem]) -> bool:
+        """Whether every readiness failure came in the pod's first minute after its container started, and its
+        Deployment then scaled an old ReplicaSet down to 0: the rollout waited for this pod to be ready, and was."""
+        started = [
+            event_ts(e) for e in self.idx.events_for("Pod", self.ns, self.pod) if e.data.get("reason") == "Started"
+        ]
+        last = max((t for e in evs if (t := e.data.get("last_ts") or event_ts(e)) is not None), default=None)
+        first_start = min((t for t in started if t is not None), default=None)
+        if last is None or first_start is None or last - first_start > STARTUP_S:
+            return False
+        rs = re.sub(r"-[a-z0-9]{5}$", "", self.pod)
+        workload = re.sub(r"-[a-z0-9]{6,10}$", "", rs)
+        if workload == rs:
+            return False
+        for e in self.idx.events_for("Deployment", self.ns, workload):
+            msg = str(e.data.get("message") or "")
+            t = event_ts(e)
+            if t is not None and t >= last and re.search(r"Scaled down replica set \S+ to 0\b", msg) and rs not in msg:
+                return True
+        return False
 
     def _unready_now(self) -> bool:
         """Whether the pod's own status says it is not Ready now (an exported pod only)."""

@@ -882,12 +882,14 @@ def kubernetes_jobs(evidence: EvidenceSet) -> list[Finding]:
             continue
         has_pods = any(t.startswith("pod:") for t in tags)
         deadline = c.get("reason") == "DeadlineExceeded"
+        # with neither its pods nor their logs in the bundle, a failed Job only says that it failed, not why
+        unseen = not has_pods and not any(name in item.object for item in evidence.kind("log"))
         out.append(
             k8s_finding(
                 "kubernetes_jobs",
-                role=SYMPTOM if has_pods else CAUSE,
+                role=SYMPTOM if has_pods or unseen else CAUSE,
                 code="job_failed",
-                category=Category.UNKNOWN if has_pods or deadline else Category.CODE_DEFECT,
+                category=Category.UNKNOWN if has_pods or deadline or unseen else Category.CODE_DEFECT,
                 object=obj,
                 score=0.6 if has_pods else 0.45,
                 ts=ts,
@@ -960,6 +962,8 @@ def kubernetes_events(evidence: EvidenceSet) -> list[Finding]:
                         ],
                     )
                 )
+            elif _NO_EXPANSION.search(msg) or reason == "VolumeResizeFailed":
+                out.append(_expansion_refused(idx, e, msg, kind, ns, name, tags))
             elif reason in ("SyncLoadBalancerFailed", "FailedToCreateLoadBalancer", "LoadBalancerUpdateFailed"):
                 out.append(
                     k8s_finding(
@@ -985,6 +989,54 @@ def kubernetes_events(evidence: EvidenceSet) -> list[Finding]:
                     )
                 )
     return out
+
+
+# a volume grown (a PVC's or a volumeClaimTemplate's request raised) on a storage class that does not allow it:
+# the operator's ("storage class gp2-retain does not support volume expansion") or the API server's own words
+_NO_EXPANSION = re.compile(
+    r"storage ?class\W{0,3}(?P<sc>[\w.\-]+)?\)? does not support volume expansion|"
+    r"only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support "
+    r"resize|storageclass (?:\\?\"|')?(?P<sc2>[\w.\-]+)(?:\\?\"|')? does not (?:allow|support) (?:volume )?expansion",
+    re.I,
+)
+
+
+def _expansion_refused(
+    idx: KubeIndex, e: EvidenceItem, msg: str, kind: str, ns: str, name: str, tags: list[str]
+) -> Finding:
+    """A volume resize refused because its StorageClass lacks allowVolumeExpansion: the spec asks for what the
+    class cannot do, so the change never applies (a configuration error of the class or of the resize)."""
+    m = _NO_EXPANSION.search(msg)
+    sc = (m["sc"] or m["sc2"]) if m else None
+    where = f"StorageClass {sc}" if sc else "the volume's StorageClass"
+    return k8s_finding(
+        "kubernetes_events",
+        role=CAUSE,
+        code="volume_expansion_refused",
+        category=Category.CONFIGURATION_ERROR,
+        object=f"StorageClass/{sc}" if sc else f"{kind} {ns}/{name}",
+        score=0.75,
+        ts=event_ts(e),
+        tags=[*tags, *([f"storageclass:{sc}"] if sc else [])],
+        title=f"volume expansion refused for {kind} {ns}/{name}: {where} does not allow it",
+        mechanism=(
+            f"the volumes of {kind} {ns}/{name} were asked to grow, but {where} does not support volume expansion "
+            "(allowVolumeExpansion is not true), so the change cannot be applied and the rollout stays stuck: "
+            f"{msg[:180]}"
+        ),
+        explains=["errors", "log_errors", "rollout_stuck", "disk_*", "storage_*", "alert:*"],
+        evidence=[ref(e, "message", msg)],
+        actions=[
+            Action(
+                description=f"Check whether {where} allows expansion",
+                command=f"kubectl get storageclass {sc or '<class>'} -o jsonpath='{{.allowVolumeExpansion}}'",
+            ),
+            Action(
+                description="Move the volumes to a class that allows expansion, or revert the size request",
+                command=f"kubectl -n {ns} get pvc -o wide",
+            ),
+        ],
+    )
 
 
 def _refused_behind_target_port(evidence: EvidenceSet, svc: EvidenceItem, obj: str, tags: list[str]) -> list[Finding]:

@@ -170,7 +170,7 @@ def _pod_releases(evidence: EvidenceSet) -> list[Release]:
 # a process (re)started at a version: systemd "Started quote-pricer (5.2.0).", "Stopping x (5.1.4)...", Spring Boot
 # "Starting QuotePricerApplication v5.2.0 using Java 21", "starting orders-api version=5.2.0"
 _VERSION_LINE = re.compile(
-    r"\b(?P<verb>Started|Starting|Stopping|Stopped|starting|started|booting|Booting|Launching|launching)\s+"
+    r"\b(?P<verb>Started|Starting|Stopping|Stopped|starting|started|booting|Booting|Launching|launching)[\"']?\s+"
     r"(?P<name>[A-Za-z][\w.@\-]*)?[^\n]{0,40}?(?:\(|\bv|\bversion[\"']?[=: ]+[\"']?)"
     r"(?P<ver>v?\d+\.\d+\.\d+(?:[-+][\w.]+)?)\b"
 )
@@ -182,10 +182,15 @@ _DEPLOY_LINE = re.compile(
     # an artifact a deploy tool records: "invoicing-2.19.0.war sha256=... by deploy-bot"
     r"^(?P<name3>[a-z][\w\-]*?)-(?P<ver3>\d+\.\d+\.\d+)\.(?:war|jar|ear|tar\.gz|tgz|zip|rpm|deb|whl)\b.*\bby\b|"
     r"^(?P<name>[a-z][\w.\-]+) v?(?P<ver>\d+\.\d+\.\d+[\w.\-+]*) -> (?:hosts?|servers?|nodes?|prod|production)\b|"
+    # a deploy history's upgrade: "quotes 2.6.1 -> 2.7.0 qt-app-01,qt-app-02 by ci"
+    r"^(?P<name4>[a-z][\w.\-]+) v?\d+\.\d+\.\d+[\w.\-+]* -> v?(?P<ver4>\d+\.\d+\.\d+[\w.\-+]*)\b|"
     r"\b(?:[Dd]eployed|[Dd]eploying|[Rr]eleased|[Rr]olled out) (?P<name2>[a-z][\w.\-]+)(?: version | v|@| )"
     r"(?P<ver2>\d+\.\d+\.\d+[\w.\-+]*)"
 )
 
+_VERSION_FIELD = re.compile(
+    r"\b(?:version|app_version|service\.version)[\"']?[=:]\s*[\"']?(?P<ver>v?\d+\.\d+\.\d+[\w.\-+]*)"
+)
 _LAMBDA_START = re.compile(r"^START RequestId: \S+ Version: (?P<ver>\S+)")
 
 # Capistrano's revisions.log: "Branch main (at 4be91c2) deployed as release 20261104130214 by jenkins"
@@ -215,8 +220,8 @@ def _log_releases(evidence: EvidenceSet) -> list[Release]:
                 continue
             if (dep := _DEPLOY_LINE.search(msg)) and r.get("ts") is not None:
                 out.append(
-                    Release(float(r["ts"]), dep["name"] or dep["name2"] or dep["name3"],
-                            dep["ver"] or dep["ver2"] or dep["ver3"],
+                    Release(float(r["ts"]), dep["name"] or dep["name2"] or dep["name3"] or dep["name4"],
+                            dep["ver"] or dep["ver2"] or dep["ver3"] or dep["ver4"],
                             EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300]))
                 )  # fmt: skip
                 continue
@@ -229,6 +234,9 @@ def _log_releases(evidence: EvidenceSet) -> list[Release]:
                 last[workload] = lv["ver"]
                 continue
             if "tart" not in msg and "top" not in msg and "oot" not in msg and "aunch" not in msg:
+                if "version" in msg and (field := _VERSION_FIELD.search(msg)):
+                    # a structured line that names the version running ("request stats" version=3.13.2)
+                    last[(service_of(item) or item.object).removesuffix(".service")] = field["ver"]
                 continue
             m = _VERSION_LINE.search(msg)
             ts = r.get("ts")
@@ -448,6 +456,42 @@ def _fd_limit(series: list[_S], s: _S) -> float | None:
     return None
 
 
+# a runtime's collected heap (the JVM's, Node's, Go's, .NET's): its used bytes are a sawtooth between collections
+_GC_HEAP = re.compile(r"jvm_memory|heap|gc_heap|dotnet_gc|nodejs_heap|go_memstats_heap|old_gen|tenured", re.I)
+FLOOR_SAMPLES = 3  # samples per floor: a collection comes at least this often
+
+
+def _collected_heap(s: _S) -> bool:
+    return bool(_GC_HEAP.search(s.name)) or s.labels.get("area") == "heap"
+
+
+def _floor(points: list[Point]) -> list[Point]:
+    """The least of every FLOOR_SAMPLES consecutive samples, at the last one's time: a sawtooth's floor."""
+    return [
+        (points[i + FLOOR_SAMPLES - 1][0], min(v for _, v in points[i : i + FLOOR_SAMPLES]))
+        for i in range(0, len(points) - FLOOR_SAMPLES + 1, FLOOR_SAMPLES)
+    ]
+
+
+# the runtime's own classes (strings, arrays, collections' nodes) hold what the application's classes point at
+_RUNTIME_CLASS = re.compile(r"^(?:\[|java\.|javax\.|jdk\.|sun\.|com\.sun\.|kotlin\.|scala\.)")
+RETAINED_SHARE = 0.2  # an application class holding this much of the heap is what leaks
+
+
+def _retained(evidence: EvidenceSet) -> tuple[str, EvidenceRef] | None:
+    """The application class a heap histogram shows holding the most of the heap, when it holds a fair share."""
+    for item in evidence.kind("runtime/heap_histogram"):
+        total = float(item.data.get("total_bytes") or 0)
+        top = next((c for c in item.data.get("classes") or () if not _RUNTIME_CLASS.match(str(c["name"]))), None)
+        if top and total and top["bytes"] >= RETAINED_SHARE * total:
+            what = (
+                f"the heap histogram of {item.object.removeprefix('heap/')} holds {top['instances']:,} "
+                f"{top['name']} ({_mib(top['bytes'])}, {top['bytes'] / total:.0%} of the heap): what it keeps"
+            )
+            return what, EvidenceRef(item=item.id, field="classes.0", value=f"{top['name']} {top['bytes']}")
+    return None
+
+
 def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list[Finding]:
     """Memory, file descriptors or goroutines that grow without levelling off from a release on, at flat traffic:
     the new version leaks them."""
@@ -468,6 +512,12 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
             limit = None
         else:
             continue
+        if noun == "memory" and _collected_heap(s):
+            # a garbage-collected heap, sampled, is a sawtooth: what it holds on to is its floor after each
+            # collection, so read the floor (the least of every few samples)
+            s = _S(s.item, s.name, s.labels, _floor(s.points), s.workload)
+            if len(s.points) < 2 * MIN_POINTS:
+                continue
         lo, hi = s.points[0][0], s.points[-1][0]
         rel = (
             _release_for(rels, s.workload, lo, hi)
@@ -509,6 +559,9 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
         ]
         if traffic:
             refs.append(traffic[1])
+        retained = _retained(evidence) if noun == "memory" else None
+        if retained:
+            refs.append(retained[1])
         out.append(
             Finding(
                 analyzer="release_regressions",
@@ -523,7 +576,8 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                     f"~{unit(slope_h)}/h without levelling off{base}"
                     + (f", restarting {restarts}x and growing again" if restarts else "")
                     + (f", at the same traffic ({traffic[0]:.2f}x)" if traffic else "")
-                    + f"{to_full}: a {noun.removesuffix('s')} leak in {rel.version}; a bigger limit only delays it."
+                    + f"{to_full}: a {noun.removesuffix('s')} leak in {rel.version}; a bigger limit only delays it"
+                    + (f"; {retained[0]}." if retained else ".")
                 ),
                 object=f"{s.workload} {rel.version}",
                 score=0.8 if (traffic and before) else 0.65,
@@ -877,4 +931,86 @@ def release_regressions(evidence: EvidenceSet) -> list[Finding]:
         _leaks(evidence, series, rels)
         + _cpu_pinned(evidence, series, rels)
         + _db_query_regression(evidence, series, rels)
+        + _cache_misses(series, rels)
     )
+
+
+_HIT_RATIO = re.compile(r"hit_?(?:ratio|rate)|hits?_(?:ratio|percent|pct)", re.I)
+HIT_FALL = 0.5  # a hit ratio at half of what it was, or less, for good: the cache no longer serves
+RELEASE_LEAD_S = 900.0  # the ratio fell within this long after the release
+
+
+def _cache_misses(series: list[_S], rels: list[Release]) -> list[Finding]:
+    """A service's cache hit ratio that fell and stayed down right after its release, at the same traffic: the new
+    version misses what it caches (its keys or its use of the cache changed), so every lookup goes to the datastore
+    behind; the datastore's load and the cache's evictions follow from it."""
+    out: list[Finding] = []
+    for s in series:
+        if not s.workload or not _HIT_RATIO.search(s.name) or len(s.points) < 2 * MIN_POINTS:
+            continue
+        rel = _release_for(rels, s.workload, s.points[0][0], s.points[-1][0])
+        if rel is None:
+            continue
+        before = [v for t, v in s.points if t < rel.ts]
+        after = [v for t, v in s.points if t >= rel.ts + RELEASE_LEAD_S]
+        tail = [v for _, v in s.points[-max(MIN_POINTS, len(s.points) // 5) :]]
+        if len(before) < MIN_POINTS or len(after) < MIN_POINTS:
+            continue
+        was, now = median(before), median(after)
+        if was <= 0 or now > HIT_FALL * was or max(tail) > HIT_FALL * was:
+            continue
+        traffic = _traffic_ratio(series, s.workload, rel.ts)
+        if traffic is not None and not FLAT_TRAFFIC[0] <= traffic[0] <= FLAT_TRAFFIC[1]:
+            continue  # a new mix of requests, not the same ones missing
+        pct = (lambda v: f"{v:.1%}") if was <= 1.0 else (lambda v: f"{v:.1f}%")
+        refs = [rel.ref, EvidenceRef(item=s.item.id, field="points", value=f"{was:.3g} -> {now:.3g}")]
+        if traffic:
+            refs.append(traffic[1])
+        out.append(
+            Finding(
+                analyzer="release_regressions",
+                domain=Domain.METRICS,
+                role="cause",
+                code="cache_miss_regression",
+                category=Category.CODE_DEFECT,
+                title=f"{s.workload} {rel.version}: cache hit ratio fell from {pct(was)} to {pct(now)}",
+                mechanism=(
+                    f"since {s.workload} {rel.version} (released {fmt_ts(rel.ts)}) its cache hit ratio fell from "
+                    f"{pct(was)} to {pct(now)} and stayed there"
+                    + (f", at the same traffic ({traffic[0]:.2f}x)" if traffic else "")
+                    + f": {rel.version} no longer finds what it caches (the cache key it builds, or how it uses the "
+                    "cache, changed), so every lookup falls through to the datastore behind it; that datastore's "
+                    "load and the cache filling with single-use entries follow from it, and a bigger cache or "
+                    "database only hides it."
+                ),
+                object=f"{s.workload} {rel.version}",
+                score=0.8 if traffic else 0.65,
+                ts=rel.ts,
+                tags=[f"service:{s.workload}", f"version:{rel.version}", f"metric:{s.name}"],
+                explains=[
+                    "cpu_high",
+                    "saturation",
+                    "latency",
+                    "db_*",
+                    "slow_*",
+                    "errors",
+                    "shift_within_capacity",
+                    "memory_high",
+                    "evictions",
+                    "alert:*",
+                ],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description=f"Roll back {s.workload} to the version before {rel.version}",
+                        command=f"kubectl rollout undo deployment/{s.workload}",
+                        kind="write",
+                    ),
+                    Action(
+                        description="Compare the cache keys the new version writes with the old ones",
+                        command="redis-cli --scan --count 1000 | head -20",
+                    ),
+                ],
+            )
+        )
+    return out

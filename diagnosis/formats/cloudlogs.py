@@ -194,8 +194,8 @@ def _gcp_object(resource: Any, doc: Document) -> str:
         base = f"Pod/{labels['namespace_name']}/{labels['pod_name']}"
         return f"{base}/{container}" if container else base
     name = next(
-        (labels[k] for k in ("service_name", "function_name", "instance_id", "database_id", "cluster_name",
-                             "job_id", "module_id", "pod_name", "node_name") if labels.get(k)),
+        (labels[k] for k in ("service_name", "forwarding_rule_name", "function_name", "instance_id", "database_id",
+                             "cluster_name", "job_id", "module_id", "pod_name", "node_name") if labels.get(k)),
         None,
     )  # fmt: skip
     return f"gcp/{rtype}/{name}" if name else f"gcp/{rtype}"
@@ -203,15 +203,24 @@ def _gcp_object(resource: Any, doc: Document) -> str:
 
 def _gcp_text(e: dict[str, Any]) -> str:
     req = e.get("httpRequest")
-    if isinstance(req, dict) and not any(k in e for k in _GCP_PAYLOADS):
-        # a request log (Cloud Run, load balancer): the request as an access-log line
-        return (
+    payload = e.get("jsonPayload")
+    if isinstance(req, dict) and (
+        not any(k in e for k in _GCP_PAYLOADS) or (isinstance(payload, dict) and "statusDetails" in payload)
+    ):
+        # a request log (Cloud Run, load balancer): the request as an access-log line; a load balancer's entry adds
+        # why it answered so (statusDetails: backend_timeout, failed_to_connect_to_backend...) and the backend
+        line = (
             f'"{req.get("requestMethod", "GET")} {req.get("requestUrl", "/")} {req.get("protocol", "HTTP/1.1")}" '
             f"{req.get('status', '-')} {req.get('responseSize', '-')} latency={req.get('latency', '-')}"
         )
+        if isinstance(payload, dict) and payload.get("statusDetails"):
+            line += f" statusDetails={payload['statusDetails']}"
+            labels = (e.get("resource") or {}).get("labels") or {}
+            if isinstance(labels, dict) and labels.get("backend_service_name"):
+                line += f" upstream={labels['backend_service_name']}"
+        return line
     if isinstance(e.get("textPayload"), str):
         return str(e["textPayload"])
-    payload = e.get("jsonPayload")
     if isinstance(payload, dict):
         msg = next(
             (payload[k] for k in ("message", "msg", "log", "textPayload") if isinstance(payload.get(k), str)), ""
@@ -221,10 +230,35 @@ def _gcp_text(e: dict[str, Any]) -> str:
     if isinstance(proto, dict):  # audit logs: who called what, and the status it got
         status: dict[str, Any] = proto["status"] if isinstance(proto.get("status"), dict) else {}
         parts = [str(proto.get(k)) for k in ("methodName", "resourceName") if proto.get(k)]
+        who = (proto.get("authenticationInfo") or {}).get("principalEmail")
+        if who:
+            parts.append(f"by {who}")
+        deltas = [
+            f"{d.get('action')} {d.get('role')} for {d.get('member')}"
+            for d in _binding_deltas(proto)
+            if isinstance(d, dict) and d.get("action") and d.get("role") and d.get("member")
+        ]
+        if deltas:  # an IAM policy change: which roles it took from whom, and gave
+            parts.append("bindingDeltas: " + "; ".join(deltas))
         if status.get("message"):
             parts.append(f"status: {status['message']}")
         return " ".join(parts)
     return ""
+
+
+def _binding_deltas(proto: dict[str, Any]) -> list[Any]:
+    """An audit entry's IAM binding changes: serviceData.policyDelta (IAM's SetIamPolicy) or BigQuery's metadata
+    (datasetChange / tableChange)."""
+    found: list[Any] = []
+    for holder in (proto.get("serviceData"), proto.get("metadata")):
+        if not isinstance(holder, dict):
+            continue
+        for part in (holder.get("policyDelta"), holder.get("datasetChange"), holder.get("tableChange")):
+            if isinstance(part, dict) and isinstance(part.get("bindingDeltas"), list):
+                found += part["bindingDeltas"]
+            elif isinstance(part, dict) and isinstance(part.get("policyDelta"), dict):
+                found += part["policyDelta"].get("bindingDeltas") or []
+    return found
 
 
 @FORMATS.format("gcp-logs", shapes={"json"}, detect=detect_gcp_logs, order=30)

@@ -5,16 +5,22 @@
   object `datadog/<service>`, records in time order, `line` the entry's 1-based position in the response.
   The v1 list API (POST /api/v1/logs-queries/list: `logs` entries with `content`) is read the same way.
 - Monitors API v1 (GET /api/v1/monitor, a list; GET /api/v1/monitor/{id}, one) -> `datadog/monitor`.
+- Metrics queries: v1 (GET /api/v1/query: `series` of {metric, scope, pointlist [[ms, value]], unit}) and v2
+  (POST /api/v2/query/timeseries: `data.attributes` {series [{group_tags, unit}], times [ms], values [[...]]}) ->
+  one `metric` per series, named by the metric, labelled by its scope's tags, scaled by its unit to the family's
+  base unit (nanoseconds -> seconds, KiB -> bytes).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 from diagnosis.formats._time import parse_ts
-from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.formats.base import FORMATS, Document, ParseContext, metric_object
 from diagnosis.formats.logs import normalise_level, with_error_details
 from diagnosis.model import EvidenceItem
 
@@ -97,3 +103,87 @@ def parse_monitors(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             "modified_ts": modified,
         }
         yield ctx.item(doc.path, "datadog/monitor", f"monitor/{m['id']}", data, modified)
+
+
+# --- metrics queries ----------------------------------------------------------------------------------------------
+
+# a unit family's base unit, the one the analyzers read (a "time" series in seconds, "bytes" in bytes)
+_BASE_UNITS = {"time": "seconds", "bytes": "bytes", "percentage": "percent"}
+_QUERY_METRIC = re.compile(r"^(?:\w+:)?([\w.]+)\s*\{")
+
+
+def _tags(tags: Any) -> dict[str, str]:
+    """Datadog's "env:prod,host:acct-api-01" (a scope) or ["host:acct-api-01"] (tag_set, group_tags) as labels."""
+    items = tags.split(",") if isinstance(tags, str) else tags if isinstance(tags, list) else []
+    out: dict[str, str] = {}
+    for t in items:
+        key, sep, value = str(t).strip().partition(":")
+        if sep and key and value and key != "*":
+            out[key] = value
+    return out
+
+
+def _unit(unit: Any) -> tuple[str, float]:
+    """(base unit, factor to it) of a Datadog unit list ([numerator, denominator]); a rate keeps its numerator's."""
+    first = unit[0] if isinstance(unit, list) and unit else unit
+    if not isinstance(first, dict):
+        return "", 1.0
+    try:
+        factor = float(first.get("scale_factor") or 1.0)
+    except (TypeError, ValueError):
+        factor = 1.0
+    family = str(first.get("family") or "")
+    return _BASE_UNITS.get(family, str(first.get("name") or "")), factor
+
+
+def _metric_series(v: Any) -> list[tuple[str, dict[str, str], Any, list[list[Any]]]] | None:
+    """(name, labels, unit, [[ms, value]]) of each series of a v1 or v2 metrics query response, or None."""
+    if not isinstance(v, dict):
+        return None
+    series = v.get("series")
+    if (
+        isinstance(series, list)
+        and ("res_type" in v or "from_date" in v or series)
+        and all(isinstance(s, dict) and isinstance(s.get("pointlist"), list) for s in series)
+    ):
+        if not series and "from_date" not in v:
+            return None
+        return [
+            (str(s.get("metric") or s.get("display_name") or "metric"), _tags(s.get("scope")), s.get("unit"),
+             s["pointlist"])
+            for s in series
+        ]  # fmt: skip
+    attrs = (v.get("data") or {}).get("attributes") if isinstance(v.get("data"), dict) else None
+    if not (isinstance(attrs, dict) and isinstance(attrs.get("times"), list) and isinstance(attrs.get("series"), list)):
+        return None
+    values = attrs.get("values") if isinstance(attrs.get("values"), list) else []
+    queries = [q for q in (v.get("meta") or {}).get("queries") or [] if isinstance(q, dict)]
+    out = []
+    for n, s in enumerate(attrs["series"]):
+        if not isinstance(s, dict) or n >= len(values) or not isinstance(values[n], list):
+            continue
+        qi = s.get("query_index")
+        q = queries[qi] if isinstance(qi, int) and qi < len(queries) else {}
+        m = _QUERY_METRIC.match(str(q.get("query") or ""))
+        name = m.group(1) if m else str(q.get("name") or f"query{s.get('query_index', n)}")
+        points = list(zip(attrs["times"], values[n], strict=False))
+        out.append((name, _tags(s.get("group_tags")), s.get("unit"), points))
+    return out
+
+
+def detect_metrics(doc: Document) -> bool:
+    return _metric_series(doc.value) is not None
+
+
+@FORMATS.format("datadog-metrics", shapes={"json"}, detect=detect_metrics, order=30)
+def parse_metrics(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    for name, labels, unit, pointlist in _metric_series(doc.value) or []:
+        base, factor = _unit(unit)
+        points = sorted(
+            [float(p[0]) / 1000.0, float(p[1]) * factor]
+            for p in pointlist
+            if isinstance(p, list | tuple) and len(p) == 2 and isinstance(p[0], int | float)
+            and isinstance(p[1], int | float) and math.isfinite(p[1])
+        )  # fmt: skip
+        data = {"name": name, "labels": labels, "unit": base or None, "points": points, "source": "datadog"}
+        yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)

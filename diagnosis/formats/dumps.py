@@ -11,6 +11,9 @@ The item is the pod (`kubectl exec -n NS POD -- jcmd ...` pasted above the dump)
 
 Go goroutine dumps (pprof `debug=1` groups, `debug=2` or SIGQUIT dumps) and PHP-FPM's slow log are read the same
 way: a lock-ordering deadlock or a pile-up on one lock; where each slow PHP worker waited.
+
+A JVM class histogram (`jcmd <pid> GC.class_histogram`, `jmap -histo[:live]`) is a `runtime/heap_histogram`
+item: `{classes: [{name, instances, bytes}] (largest first), total_bytes, live}`, object `heap/<host or file>`.
 """
 
 from __future__ import annotations
@@ -244,3 +247,37 @@ def parse_fpm_slow(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         return
     data = {"records": records, "source": {"path": doc.path, "export": "php-fpm-slowlog"}, "truncated": False}
     yield ctx.item(doc.path, "log", doc.path, data, max((r["ts"] for r in records if r["ts"]), default=None))
+
+
+# --- JVM class histograms -----------------------------------------------------------------------------------------
+
+_HISTO_HEADER = re.compile(r"^\s*num\s+#instances\s+#bytes\s+class name", re.M)
+_HISTO_ROW = re.compile(r"^\s*\d+:\s+(?P<n>\d+)\s+(?P<bytes>\d+)\s+(?P<cls>\S+)")
+_HISTO_TOTAL = re.compile(r"^\s*Total\s+(?P<n>\d+)\s+(?P<bytes>\d+)", re.M)
+_HOST_PROMPT = re.compile(r"^\S*@(?P<host>[\w.\-]+)[:\s]", re.M)
+
+
+def detect_histogram(doc: Document) -> bool:
+    return bool(_HISTO_HEADER.search(doc.text[:20000]))
+
+
+@FORMATS.format("jvm-class-histogram", shapes={"text"}, detect=detect_histogram, order=17)
+def parse_histogram(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    classes = [
+        {"name": m["cls"], "instances": int(m["n"]), "bytes": int(m["bytes"])}
+        for line in doc.lines()
+        if (m := _HISTO_ROW.match(line))
+    ]
+    if not classes:
+        return
+    classes.sort(key=lambda c: -c["bytes"])
+    total = _HISTO_TOTAL.search(doc.text)
+    host = _HOST_PROMPT.search(doc.text)
+    data = {
+        "classes": classes,
+        "total_bytes": int(total["bytes"]) if total else sum(c["bytes"] for c in classes),
+        "live": ":live" in doc.text[:2000] or "GC.class_histogram" in doc.text[:2000],
+    }
+    stamp = _DUMP_TIME.search(doc.text)
+    ts = parse_ts(stamp.group(1)) if stamp else None
+    yield ctx.item(doc.path, "runtime/heap_histogram", f"heap/{host['host'] if host else doc.path}", data, ts)

@@ -396,6 +396,9 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
         level = JOURNAL_PRIORITY.get(str(obj["PRIORITY"]))
     msg_key = next((k for k in MSG_KEYS if isinstance(obj.get(k), str)), None)
     if msg_key is None:
+        access = _azure_access(obj)
+        if access is not None:
+            return ts, access[0], access[1]
         return ts, level, raw
     msg: str = obj[msg_key]
     if msg_key == "@mt":  # CLEF without a rendered message: fill the template's {Property} holes
@@ -416,6 +419,31 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
     if level in ("error", "fatal", "warn"):
         text = with_peer(text, obj)
     return ts, level, text.rstrip("\n")
+
+
+def _azure_access(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """(level, access-log line) of an Azure resource log's request record: Front Door / CDN access logs
+    (httpMethod, requestUri, httpStatusCode, errorInfo, originName) and Application Gateway's (requestUri,
+    httpStatus, serverRouted, serverStatus)."""
+    p = obj.get("properties")
+    if not isinstance(p, dict) or "category" not in obj:
+        return None
+    status = p.get("httpStatusCode") or p.get("httpStatus")
+    uri = p.get("requestUri") or p.get("requestQuery")
+    if status is None or uri is None:
+        return None
+    line = f'"{p.get("httpMethod", "GET")} {uri} HTTP/{str(p.get("httpVersion") or "1.1").removesuffix(".0")}" {status}'
+    line += f" {p.get('responseBytes', p.get('sentBytes', '-'))} latency={p.get('timeTaken', '-')}s"
+    error = p.get("errorInfo")
+    if error and error != "NoError":
+        line += f" errorInfo={error}"
+    upstream = p.get("originName") or p.get("serverRouted")
+    if upstream:
+        line += f" upstream={upstream}"
+    if p.get("serverStatus"):
+        line += f" upstream_status={p['serverStatus']}"
+    code = int(status) if str(status).isdigit() else 0
+    return ("error" if code >= 500 else "warn" if code >= 400 else "info"), line
 
 
 # fields a structured logger (OpenTelemetry semantic conventions, ECS, zap/logrus/pino habits) uses to name the

@@ -14,6 +14,7 @@ ENDED_LONG_AGO_S = 60 * 60
 # A background is errors present over most of a long log at a low, even rate: at most 2 a minute, spread over
 # at least 60% of a log that covers 30 minutes or more, with no 5-minute bucket above 3x the typical one.
 BACKGROUND_MIN_SPAN_S = 30 * 60
+BACKGROUND_MIN_COUNT = 4  # occurrences it takes to call a rate steady
 BACKGROUND_MAX_RATE_PER_MIN = 2.0
 BACKGROUND_COVERAGE = 0.6
 BACKGROUND_BURST_FACTOR = 3.0
@@ -108,11 +109,15 @@ _OFFSET = re.compile(
 )
 # An exception class named in a message; the network/database ones (timeouts, refusals) are claimed elsewhere.
 EXCEPTION = re.compile(
-    r"\b((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b(?!\s+(?:rate|count|budget)|[\"']\s*:)|"
+    # ("NoError", a status meaning that nothing failed, is no exception)
+    r"\b(?!No(?:Error|Exception)\b)((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))\b(?!\s+(?:rate|count|budget)|[\"']\s*:)|"
     r"\bpanic: |\bpanicked at\b|called `(?:Option|Result)::(?:unwrap|expect)\(\)` on|"
     r"\bnil pointer dereference|\bSIGSEGV\b|\bsegmentation fault|\bUnhandled(?: promise)? rejection|"
     r"\bunhandled exception|\buncaught exception|\bTraceback \(most recent call last\)|\bassertion failed|"
     r"Cannot read propert(?:y|ies) of (?:undefined|null)|is not a function|index out of range|"
+    # PHP's fatal errors: a method or function the code calls that does not exist (a rename half done)
+    r"Call to (?:undefined|private|protected) (?:method|function) [\w\\:]+\(\)|"
+    r"Call to a member function \w+\(\) on (?:null|bool|array|string|int)|"
     r"Java-level deadlock|all goroutines are asleep - deadlock|thread-pool starvation deadlock|"
     r"lock-ordering deadlock|goroutine pile-up on a lock",
     re.I,

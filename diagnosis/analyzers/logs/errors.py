@@ -32,6 +32,7 @@ from diagnosis.analyzers.logs._shared import (
     BACKGROUND_LATE_START,
     BACKGROUND_MAX_RATE_PER_MIN,
     BACKGROUND_MAX_SHARE,
+    BACKGROUND_MIN_COUNT,
     BACKGROUND_MIN_OTHERS,
     BACKGROUND_MIN_SPAN_S,
     BAD_DATA,
@@ -291,8 +292,8 @@ def _quiet_verdict(
     if log_first is None or log_last is None or tpl.first_ts is None:
         return None
     span = log_last - log_first
-    if span < BACKGROUND_MIN_SPAN_S:
-        return None
+    if span < BACKGROUND_MIN_SPAN_S or tpl.count < BACKGROUND_MIN_COUNT:
+        return None  # a steady rate takes a few occurrences to show: three lines over hours are three events
     coverage = (tpl.last_ts - tpl.first_ts) / span
     rate = tpl.count / max(span / 60.0, 1.0)
     if coverage < BACKGROUND_COVERAGE or rate > BACKGROUND_MAX_RATE_PER_MIN:
@@ -531,7 +532,7 @@ def _cause_of(
     )
     if first_exc is not tpl:
         return None
-    deploy = _deploy_before(deploys, who, tpl.first_ts)
+    deploy = _deploy_before(deploys, who, tpl.first_ts, sole=True)
     after = ""
     score = 0.6 if tpl.count >= SPORADIC else 0.45
     if deploy:
@@ -860,14 +861,19 @@ def _deploys(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]:
 
 
 def _deploy_before(
-    deploys: list[tuple[float, str, EvidenceRef]], who: str, first_ts: float | None
+    deploys: list[tuple[float, str, EvidenceRef]], who: str, first_ts: float | None, sole: bool = False
 ) -> tuple[float, str, EvidenceRef] | None:
+    """The newest deploy of `who` shortly before its errors began; with `sole`, also the bundle's only deploy
+    line when the log names no workload a deploy does (an application log called after its framework)."""
     if first_ts is None:
         return None
     best = None
+    lines = [d for d in deploys if d[1].startswith("the deploy of ")]
+    only = lines[0] if sole and len(lines) == 1 and not any(who in d[1] for d in deploys) else None
     for d in deploys:
         # a rollout reported complete may finish a minute or two after the new pods began failing
         named = who in d[1] or (workload_of_pod(who) != who and f" {workload_of_pod(who)} " in f" {d[1]} ")
+        named = named or d is only
         if named and -ROLLOUT_SLACK_S <= first_ts - d[0] <= DEPLOY_WINDOW_S and (best is None or d[0] > best[0]):
             best = d
     return best

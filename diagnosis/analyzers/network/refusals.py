@@ -70,6 +70,9 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
                 f"({'the credential ' + secret if secret else 'the API key, token or permissions'} it sends "
                 "is wrong, expired or lacks access)"
             )
+        revoked = _revoked(evidence, [*callers, target], first)
+        if revoked is not None:
+            what += f"; {revoked[0]}"
         out.append(
             Finding(
                 analyzer="access_denied",
@@ -92,7 +95,7 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
                     "crash_loop",
                     "pod_restarts",
                 ],
-                evidence=_refs(recs),
+                evidence=_refs(recs) + (_refs([revoked[1]]) if revoked is not None else []),
                 actions=[
                     Action(
                         description="Check who the caller authenticates as and what it may do",
@@ -106,6 +109,33 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# an audit log's IAM change that took a role from a principal ("bindingDeltas: REMOVE roles/x for serviceAccount:y")
+_REMOVED = re.compile(r"\bREMOVE (?P<role>\S+) for (?:\w+:)?(?P<member>[\w.\-]+)(?:@[\w.\-]+)?")
+_CHANGED_BY = re.compile(r"^(?P<method>\S+) (?P<resource>\S+) by (?:\w+:)?(?P<who>[\w.\-@]+)")
+
+
+def _revoked(evidence: EvidenceSet, names: list[str], first: float | None) -> tuple[str, Rec] | None:
+    """The IAM change that removed a role from the refused caller before its first refusal: what set it wrong."""
+    wanted = {n.lower() for n in names if n}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "REMOVE " not in msg:
+                continue
+            ts = r.get("ts")
+            if first is not None and isinstance(ts, int | float) and ts > first:
+                continue
+            for m in _REMOVED.finditer(msg):
+                if m["member"].lower() in wanted:
+                    by = _CHANGED_BY.match(msg)
+                    where = f" on {by['resource']} by {by['who']}" if by else ""
+                    return (
+                        f"the IAM policy change{where} removed {m['role']} from {m['member']} just before",
+                        Rec(item, ts, msg, r.get("line"), "info"),
+                    )
+    return None
 
 
 # ---------------------------------------------------------------- our own rate limiter refusing clients

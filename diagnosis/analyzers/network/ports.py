@@ -1,0 +1,117 @@
+"""A server that moved to another port: its callers' connections to the old one are refused while its own log
+says it now listens elsewhere (a changed listen address, a proxy or client left on the old port)."""
+
+from __future__ import annotations
+
+import re
+
+from diagnosis.analyzers._common import NET_REFUSED, Rec, service_of, signature_records, span_text, with_aliases
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.network._shared import MIN_FAILURES, _refs
+from diagnosis.analyzers.network.extraction import _target, _target_tags
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, Finding
+
+# a server announcing where it listens: "http server listening" addr=0.0.0.0:8081, "Listening on 0.0.0.0:8081",
+# "Tomcat started on port 8081", "Uvicorn running on http://0.0.0.0:8081"
+_LISTENING = re.compile(
+    r"(?:listening|started|running|serving|bound)\b[^\n]{0,60}?(?:\baddr(?:ess)?[=:]\s*\"?|\bon (?:port )?|://|"
+    r"\bport[=: ]\s*)(?:[\w.\-]*|\[[0-9a-f:]*\]):?(?P<port>\d{2,5})\b",
+    re.I,
+)
+_LOCAL = re.compile(r"^(?:127\.\d+\.\d+\.\d+|localhost|\[?::1\]?|0\.0\.0\.0)$")
+# a journal or syslog line's program: "geo-01 geocoder[61402]: ..."
+_PROGRAM = re.compile(r"^(?:\S+ )?(?P<name>[A-Za-z][\w.\-]*)\[\d+\]: ")
+MOVED_BEFORE_S = 600.0  # the server came up on its new port at most this long before the first refusal
+
+
+def _setting(evidence: EvidenceSet, ts: float, port: str) -> str | None:
+    """The setting that carries the new port ("LISTEN_ADDR=0.0.0.0:8081"), where the server logged its config
+    shortly before it listened."""
+    rx = re.compile(rf"\b(?!addr\b|address\b|port\b)[A-Za-z_][\w.]*\s*[=:]\s*\"?[\w.\-]*:{port}\b")
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            t = r.get("ts")
+            if isinstance(t, int | float) and ts - MOVED_BEFORE_S <= t <= ts:
+                m = rx.search(str(r.get("msg") or ""))
+                if m:
+                    return m.group(0)
+    return None
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def port_moved(evidence: EvidenceSet) -> list[Finding]:
+    """Connections to a local server's port refused from just after that server restarted listening on another
+    port: the server is up, the caller (a proxy's upstream, a client's URL) points at the old port. A
+    configuration error of one of the two, not a dependency that is down."""
+    refused: dict[tuple[str, str], list[Rec]] = {}
+    for rec in signature_records(evidence):
+        if not NET_REFUSED.search(rec.msg):
+            continue
+        target = _target(rec.msg) or ""
+        host, _, port = target.rpartition(":")
+        if port.isdigit() and _LOCAL.match(host):
+            refused.setdefault((host, port), []).append(rec)
+    if not refused:
+        return []
+    listens: list[tuple[float, str, Rec]] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            ts = r.get("ts")
+            if not isinstance(ts, int | float) or ("isten" not in msg and "tart" not in msg and "unning" not in msg):
+                continue
+            m = _LISTENING.search(msg)
+            if m and not NET_REFUSED.search(msg):
+                listens.append((float(ts), m["port"], Rec(item, ts, msg, r.get("line"), "info")))
+    out: list[Finding] = []
+    for (host, port), recs in refused.items():
+        if len(recs) < MIN_FAILURES:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        first = recs[0].ts
+        if first is None:
+            continue
+        # the last announcement before the refusals began: the server came back on another port
+        before = [x for x in listens if first - MOVED_BEFORE_S <= x[0] <= first + 60]
+        if not before:
+            continue
+        ts, new_port, said = max(before, key=lambda x: (x[0], _PROGRAM.search(x[2].msg) is not None))
+        if new_port == port or any(x[1] == port and ts < x[0] for x in listens):
+            continue
+        prog = _PROGRAM.search(said.msg)
+        server = prog["name"] if prog else service_of(said.item) or said.item.object
+        setting = _setting(evidence, ts, new_port)
+        callers = sorted({c for r in recs if (c := service_of(r.item))})
+        out.append(
+            Finding(
+                analyzer="port_moved",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="port_mismatch",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"{server} listens on port {new_port}, its callers still connect to {host}:{port}",
+                mechanism=(
+                    f"{server} restarted listening on port {new_port}"
+                    + (f" ({setting})" if setting else "")
+                    + f" ('{said.msg.strip()[:140]}'), but "
+                    f"{', '.join(callers) or 'its caller'} still connects to {host}:{port}, where nothing listens: "
+                    f"{len(recs)} connections refused {span_text(first, recs[-1].ts)}; the listen address and the "
+                    "caller's upstream disagree (a changed port on one side only)."
+                ),
+                object=f"{host}:{port}",
+                score=0.85,
+                ts=first,
+                tags=[*_target_tags(f"{host}:{port}"), f"service:{server}", *(f"service:{c}" for c in callers)],
+                explains=["connection_refused", "upstream_*", "errors", "http_5xx", "alert:*"],
+                evidence=_refs([said, *recs]),
+                actions=[
+                    Action(description="See which ports the server listens on", command="ss -ltnp"),
+                    Action(
+                        description=f"Point the caller at port {new_port}, or set the server back to {port}",
+                        command=f"grep -rn ':{port}' /etc/nginx/ /etc/{server}/",
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)

@@ -1,0 +1,391 @@
+"""Stop 26: cloud load balancers' request logs (GCP, Azure Front Door) name the backend that timed out; Confluent's
+server error codes; Datadog metrics queries; IAM roles removed before access was denied; storage classes that
+cannot grow a volume; a server that moved to another port; a collected heap's floor and its class histogram; a
+cache that stopped hitting after a release; a failed Job with nothing from its pods; planned work that moved a
+series."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from diagnosis.analyzers._common import Rec, group_templates
+from diagnosis.analyzers.logs._shared import EXCEPTION
+from diagnosis.analyzers.logs.errors import _quiet_verdict
+from diagnosis.analyzers.network.extraction import _call_failure
+from diagnosis.analyzers.regressions import release_regressions, releases
+from diagnosis.bundle import load_bundle
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+from diagnosis.timeline import fmt_ts
+from tests.unit._evidence_builders import T0, Builder, assert_refs_real, causes, series
+
+H = 3600.0
+MIB = 2**20
+
+
+# ---------------------------------------------------------------- cloud load balancers' request logs
+
+
+def _gcp_lb_entry(t: float, status: int, details: str, url: str = "https://shop.example/api/search?q=x") -> dict:
+    return {
+        "insertId": f"i{int(t)}",
+        "jsonPayload": {
+            "@type": "type.googleapis.com/google.cloud.loadbalancing.type.LoadBalancerLogEntry",
+            "statusDetails": details,
+        },
+        "httpRequest": {"requestMethod": "GET", "requestUrl": url, "status": status, "latency": "30.0s"},
+        "resource": {
+            "type": "http_load_balancer",
+            "labels": {"backend_service_name": "search-bes", "forwarding_rule_name": "shop-fr", "url_map_name": "m"},
+        },
+        "timestamp": fmt_ts(t),
+        "severity": "WARNING" if status >= 500 else "INFO",
+        "logName": "projects/p/logs/requests",
+    }
+
+
+def test_a_gcp_load_balancer_timing_out_on_its_own_backend_is_missing_evidence(tmp_path: Path) -> None:
+    entries = [
+        _gcp_lb_entry(T0 + 20 * i, 502, "backend_timeout") if i % 3 == 0 else _gcp_lb_entry(T0 + 20 * i, 200, "")
+        for i in range(60)
+    ]
+    (tmp_path / "lb.json").write_text(json.dumps(entries))
+    d = investigate(load_bundle(tmp_path), "search is timing out behind the load balancer, why?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    assert "search-bes" in d.root_cause and "shop.example" not in d.root_cause.split(" is ")[0]
+
+
+def _afd_line(t: float, status: int, error: str) -> str:
+    props = {
+        "httpMethod": "GET",
+        "httpVersion": "2.0.0",
+        "requestUri": "https://www.shop.example:443/cart",
+        "httpStatusCode": str(status),
+        "timeTaken": "30.0" if error == "OriginTimeout" else "0.2",
+        "errorInfo": error,
+        "originName": "app-storefront.azurewebsites.net:443",
+    }
+    return json.dumps({"time": fmt_ts(t), "category": "FrontDoorAccessLog", "properties": props})
+
+
+def test_front_door_access_logs_read_as_requests_and_nothing_from_the_origin_is_unknown(tmp_path: Path) -> None:
+    lines = [
+        _afd_line(T0 + 15 * i, 503, "OriginTimeout") if i % 3 == 0 else _afd_line(T0 + 15 * i, 200, "NoError")
+        for i in range(80)
+    ]
+    (tmp_path / "afd.jsonl").write_text("\n".join(lines) + "\n")
+    ev = load_bundle(tmp_path)
+    [log] = ev.kind("log")
+    first = log.data["records"][0]["msg"]
+    assert first.startswith('"GET https://www.shop.example:443/cart HTTP/2') and "upstream=app-storefront" in first
+    assert "NoError" not in " ".join(r["msg"] for r in log.data["records"])  # no error, nothing said
+    d = investigate(ev, "storefront is throwing 503s, why?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    assert "app-storefront" in d.root_cause
+
+
+def test_no_error_is_no_exception_and_a_php_call_to_an_undefined_method_is() -> None:
+    assert EXCEPTION.search('{"errorInfo":"NoError"}') is None
+    assert EXCEPTION.search("production.ERROR: Call to undefined method App\\Services\\Cart::applyCoupon() {}")
+
+
+# ---------------------------------------------------------------- Confluent's server errors
+
+
+def test_a_schema_registry_server_error_code_is_a_5xx_answer() -> None:
+    msg = (
+        "Error while sending request to http://schema-registry.data.svc:8081/schemas/ids/4127, retrying (1/3): "
+        "Unexpected error code; error code: 50005"
+    )
+    assert _call_failure(msg) == "http_5xx"
+    assert _call_failure("RestClientException: Schema not found; error code: 40403") is None
+
+
+# ---------------------------------------------------------------- Datadog metrics queries
+
+
+def test_datadog_v1_and_v2_metric_queries_become_series_in_base_units(tmp_path: Path) -> None:
+    ns = [{"family": "time", "scale_factor": 1e-9, "name": "nanosecond"}, None]
+    v1 = {
+        "status": "ok",
+        "res_type": "time_series",
+        "query": "max:runtime.node.event_loop.delay.max{service:api} by {host}",
+        "from_date": int(T0 * 1000),
+        "series": [
+            {
+                "metric": "runtime.node.event_loop.delay.max",
+                "scope": "host:api-01,service:api",
+                "unit": ns,
+                "pointlist": [[int((T0 + 60 * i) * 1000), 2e7 if i < 5 else 3e9] for i in range(10)],
+            }
+        ],
+    }
+    v2 = {
+        "data": {
+            "type": "timeseries_response",
+            "attributes": {
+                "series": [{"group_tags": ["host:api-02"], "query_index": 0, "unit": None}],
+                "times": [int((T0 + 60 * i) * 1000) for i in range(5)],
+                "values": [[1.0, 2.0, None, 4.0, 5.0]],
+            },
+        },
+        "meta": {"queries": [{"query": "avg:system.load.1{service:api} by {host}", "name": "a"}]},
+    }
+    (tmp_path / "q1.json").write_text(json.dumps(v1))
+    (tmp_path / "q2.json").write_text(json.dumps(v2))
+    ev = load_bundle(tmp_path)
+    by_name = {m.data["name"]: m for m in ev.kind("metric")}
+    delay = by_name["runtime.node.event_loop.delay.max"]
+    assert delay.data["labels"] == {"host": "api-01", "service": "api"} and delay.data["unit"] == "seconds"
+    assert delay.data["points"][-1] == [T0 + 540, 3.0]
+    load = by_name["system.load.1"]
+    assert load.data["labels"] == {"host": "api-02"} and [p[1] for p in load.data["points"]] == [1.0, 2.0, 4.0, 5.0]
+    assert not ev.ignored
+
+
+# ---------------------------------------------------------------- access denied after an IAM change
+
+
+def test_a_role_removed_from_the_caller_just_before_it_was_denied_is_named(tmp_path: Path) -> None:
+    audit = [
+        {
+            "protoPayload": {
+                "methodName": "google.iam.v1.IAMPolicy.SetIamPolicy",
+                "resourceName": "projects/p/datasets/events_raw",
+                "authenticationInfo": {"principalEmail": "serviceAccount:tf@ci.iam.gserviceaccount.com"},
+                "metadata": {
+                    "datasetChange": {
+                        "bindingDeltas": [
+                            {
+                                "action": "REMOVE",
+                                "role": "roles/bigquery.dataEditor",
+                                "member": "serviceAccount:events-loader@p.iam.gserviceaccount.com",
+                            }
+                        ]
+                    }
+                },
+            },
+            "resource": {"type": "bigquery_dataset", "labels": {"dataset_id": "events_raw"}},
+            "timestamp": fmt_ts(T0),
+            "severity": "NOTICE",
+            "logName": "projects/p/logs/cloudaudit.googleapis.com%2Factivity",
+        }
+    ]
+    (tmp_path / "audit.json").write_text(json.dumps(audit))
+    denied = (
+        "google.api_core.exceptions.Forbidden: 403 POST https://bigquery.googleapis.com/bigquery/v2/projects/p/jobs: "
+        "Access Denied: Table p:events_raw.page_events: Permission bigquery.tables.updateData denied"
+    )
+    lines = [f"{fmt_ts(T0 + 120 + 300 * i)} ERROR events_loader.main: batch failed: {denied}" for i in range(6)]
+    (tmp_path / "events-loader.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why are the event loads failing?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "roles/bigquery.dataEditor" in d.root_cause and "events-loader" in d.root_cause
+
+
+# ---------------------------------------------------------------- a volume its storage class cannot grow
+
+
+def test_a_volume_expansion_its_storage_class_refuses_is_a_configuration_error(tmp_path: Path) -> None:
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "logging.1", "namespace": "logging"},
+        "involvedObject": {"kind": "Elasticsearch", "name": "logging", "namespace": "logging"},
+        "type": "Warning",
+        "reason": "ReconciliationError",
+        "message": "Failed to apply spec change: handle volume expansion: claim logging-es-data/data "
+        "(storage class gp2-retain) does not support volume expansion",
+        "firstTimestamp": fmt_ts(T0),
+        "lastTimestamp": fmt_ts(T0 + 3000),
+        "count": 9,
+    }
+    (tmp_path / "events.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [event]}))
+    d = investigate(load_bundle(tmp_path), "why is the elasticsearch resize stuck?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "gp2-retain" in d.root_cause and "volume expansion" in d.root_cause
+
+
+def test_three_errors_over_hours_are_not_a_steady_background() -> None:
+    b = Builder()
+    recs = [(T0 + i * 500, "info", "reconcile ok") for i in range(20)]
+    recs += [(T0 + 900 + i * 4000, "error", "Reconciler error: cannot grow volume") for i in range(3)]
+    b.log("operator.log", sorted(recs))
+    [item] = b.set().kind("log")
+    errors = [r for r in item.data["records"] if r["level"] == "error"]
+    [tpl] = group_templates([_rec(item, r) for r in errors])
+    assert _quiet_verdict(tpl, T0, T0 + 9500, T0 + 9500, len(item.data["records"])) is None
+
+
+def _rec(item: Any, r: dict) -> Rec:
+    return Rec(item, r["ts"], r["msg"], r["line"], r["level"])
+
+
+# ---------------------------------------------------------------- a server that moved to another port
+
+
+def test_refusals_on_the_old_port_of_a_server_that_now_listens_elsewhere_are_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    journal = [
+        'Jul 08 09:12:39 geo-01 geocoder[28817]: level=INFO msg="http server closed" addr=127.0.0.1:8080',
+        'Jul 08 09:12:39 geo-01 geocoder[61402]: level=INFO msg="config loaded" LISTEN_ADDR=0.0.0.0:8081',
+        'Jul 08 09:12:41 geo-01 geocoder[61402]: level=INFO msg="http server listening" addr=0.0.0.0:8081',
+    ]
+    (tmp_path / "journal.txt").write_text("\n".join(journal) + "\n")
+    nginx = [
+        f"2025/07/08 09:{13 + i // 6:02d}:{(i % 6) * 10:02d} [error] 1023#1023: *{558800 + i} connect() failed "
+        "(111: Connection refused) while connecting to upstream, client: 10.1.1.9, server: geo, "
+        'request: "GET /v1/geocode HTTP/1.1", upstream: "http://127.0.0.1:8080/v1/geocode", host: "geo"'
+        for i in range(30)
+    ]
+    (tmp_path / "error.log").write_text("\n".join(nginx) + "\n")
+    d = investigate(load_bundle(tmp_path), "geocoder is down, did it crash?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "8081" in d.root_cause and "127.0.0.1:8080" in d.root_cause and "LISTEN_ADDR" in d.root_cause
+
+
+# ---------------------------------------------------------------- a collected heap's floor and what it keeps
+
+
+def _heap_bundle(tmp_path: Path) -> Builder:
+    b = Builder()
+    before = [(450 + (i % 3) * 150) * MIB for i in range(24)]  # a sawtooth between ~450 and ~750 MiB, level
+    after = []
+    for i in range(48):  # from the release: the floor climbs ~30 MiB/h under the same sawtooth
+        after.append((450 + 30 * 2 * i + (i % 3) * 150) * MIB)
+    b.metric("jvm_memory_used_bytes", series(T0, 2 * H, before + after), {"area": "heap", "job": "quotes"})
+    traffic = [100.0 + (i % 4) for i in range(72)]
+    b.metric("http_requests_per_second", series(T0, 2 * H, traffic), {"job": "quotes"})
+    b.log("deploys.txt", [(T0 + 48 * H, None, "quotes 2.6.1 -> 2.7.0 qt-app-01,qt-app-02 by ci (pipeline 9) ok")])
+    histogram = [
+        "quotes@qt-app-01:~$ jcmd 4242 GC.class_histogram | head",
+        " num     #instances         #bytes  class name (module)",
+        "-------------------------------------------------------",
+        "   1:       2261835      325704240  com.acme.quotes.QuoteAuditEntry",
+        "   2:       4611204      184448160  java.lang.String (java.base@21.0.4)",
+        "   3:       2283511      154079016  [B (java.base@21.0.4)",
+    ]
+    (tmp_path / "histo.txt").write_text("\n".join(histogram) + "\n")
+    for item in load_bundle(tmp_path).kind("runtime/heap_histogram"):
+        b._add(item.kind, item.object, item.data)
+    return b
+
+
+def test_a_collected_heap_whose_floor_climbs_after_a_release_leaks_and_names_the_class_it_keeps(
+    tmp_path: Path,
+) -> None:
+    b = _heap_bundle(tmp_path)
+    assert [r.version for r in releases(b.set())] == ["2.7.0"]
+    found = release_regressions(b.set())
+    [leak] = causes(found)
+    assert leak.code == "memory_leak" and leak.category == Category.CODE_DEFECT
+    assert "2.7.0" in leak.mechanism and "com.acme.quotes.QuoteAuditEntry" in leak.mechanism
+    assert_refs_real(b.set(), found)
+
+
+# ---------------------------------------------------------------- a cache that stopped hitting after a release
+
+
+def test_a_cache_hit_ratio_that_collapsed_after_a_release_at_flat_traffic_is_a_code_defect() -> None:
+    b = Builder()
+    ratio = [0.94 + (i % 3) * 0.003 for i in range(30)] + [0.003 + (i % 2) * 0.001 for i in range(30)]
+    b.metric("cache_hit_ratio", series(T0, 120, ratio), {"job": "product-api"})
+    b.metric("http_requests_per_second", series(T0, 120, [440.0 + (i % 5) for i in range(60)]), {"job": "product-api"})
+    journal = [
+        (T0 + 100, "info", 'product-api[2211]: ts=x level=info msg="request stats" version=3.13.2 rps=442'),
+        (T0 + 30 * 120 - 60, "info", 'product-api[8841]: ts=x level=info msg="starting" version=3.14.0 go=1.23'),
+    ]
+    b.log("unit/product-api", journal)
+    found = release_regressions(b.set())
+    [miss] = [f for f in causes(found) if f.code == "cache_miss_regression"]
+    assert miss.category == Category.CODE_DEFECT and "3.14.0" in miss.mechanism and "cache key" in miss.mechanism
+    assert_refs_real(b.set(), found)
+
+
+def test_a_cache_hit_ratio_that_recovered_is_no_regression() -> None:
+    b = Builder()
+    ratio = [0.94] * 30 + [0.3] * 10 + [0.93] * 20  # a cold cache after the restart, warm again
+    b.metric("cache_hit_ratio", series(T0, 120, ratio), {"job": "product-api"})
+    b.log("deploys.txt", [(T0 + 30 * 120 - 60, None, "product-api 3.13.2 -> 3.14.0 app-01 by ci ok")])
+    assert not [f for f in release_regressions(b.set()) if f.code == "cache_miss_regression"]
+
+
+# ---------------------------------------------------------------- a failed Job with nothing from its pods
+
+
+def test_a_failed_job_whose_pods_and_logs_are_gone_is_unknown(tmp_path: Path) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "ledger-export-29112600", "namespace": "finance", "creationTimestamp": fmt_ts(T0)},
+        "spec": {"backoffLimit": 2},
+        "status": {
+            "failed": 3,
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                    "lastTransitionTime": fmt_ts(T0 + 600),
+                }
+            ],
+        },
+    }
+    (tmp_path / "job.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [job]}))
+    d = investigate(load_bundle(tmp_path), "why did the ledger export fail?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+
+
+# ---------------------------------------------------------------- a new pod unready while it started
+
+
+def _event(kind: str, name: str, reason: str, t: float, msg: str, etype: str = "Normal", count: int = 1) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{int(t)}", "namespace": "finance"},
+        "involvedObject": {"kind": kind, "name": name, "namespace": "finance"},
+        "type": etype,
+        "reason": reason,
+        "message": msg,
+        "firstTimestamp": fmt_ts(t),
+        "lastTimestamp": fmt_ts(t),
+        "count": count,
+    }
+
+
+def _rollout_bundle(tmp_path: Path, retired: bool) -> None:
+    pod = "ap-portal-84d7f6c9b5-m2q9c"
+    events = [
+        _event("Deployment", "ap-portal", "ScalingReplicaSet", T0, "Scaled up replica set ap-portal-84d7f6c9b5 to 1"),
+        _event("Pod", pod, "Started", T0 + 5, "Started container ap-portal"),
+        _event(
+            "Pod",
+            pod,
+            "Unhealthy",
+            T0 + 11,
+            "Readiness probe failed: HTTP probe failed with statuscode: 503",
+            "Warning",
+            3,
+        ),
+    ]
+    if retired:
+        msg = "Scaled down replica set ap-portal-7b5c9d8e61 to 0 from 1"
+        events.append(_event("Deployment", "ap-portal", "ScalingReplicaSet", T0 + 30, msg))
+    (tmp_path / "events.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": events}))
+
+
+def test_readiness_failures_while_a_new_pod_started_and_the_rollout_completed_are_its_start(tmp_path: Path) -> None:
+    _rollout_bundle(tmp_path, retired=True)
+    d = investigate(load_bundle(tmp_path), "is ap-portal ok after the deploy?")
+    assert d.category == Category.HEALTHY, d.root_cause
+
+
+def test_readiness_failures_of_a_new_pod_whose_rollout_stalled_are_not_its_start(tmp_path: Path) -> None:
+    _rollout_bundle(tmp_path, retired=False)
+    d = investigate(load_bundle(tmp_path), "is ap-portal ok after the deploy?")
+    assert d.category != Category.HEALTHY, d.root_cause
