@@ -37,6 +37,7 @@ ANALYZER_MODULES = (
     "routing",
     "balancers",
     "runtime",
+    "profiles",
     "secrets",
     "spans",
     "logs",

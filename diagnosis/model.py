@@ -28,6 +28,7 @@ Evidence kinds and the shape of `data` (the normalised form every parser and liv
 | `host/process` | `process/<pattern>` | live process_check: `{pattern, running, pids, ...}` |
 | `http/probe` | the URL (redacted) | live http_probe: `{url, status, latency_ms, error, tls_days_left}` |
 | `redis/info` | `redis/<host:port>` | live redis_info data |
+| `runtime/cpu_profile` | `profile/<host or file>` | a CPU profile: `{tool, samples, frames: [{name, share, callers}], command}` |
 | `runtime/heap_histogram` | `heap/<host or file>` | a JVM class histogram: `{classes: [{name, instances, bytes}], total_bytes, live}` |
 
 An item's `ts` is when the evidence was taken (or the newest point in it); `source` names the file or tool it came from.

@@ -182,12 +182,15 @@ _DEPLOY_LINE = re.compile(
     # an artifact a deploy tool records: "invoicing-2.19.0.war sha256=... by deploy-bot"
     r"^(?P<name3>[a-z][\w\-]*?)-(?P<ver3>\d+\.\d+\.\d+)\.(?:war|jar|ear|tar\.gz|tgz|zip|rpm|deb|whl)\b.*\bby\b|"
     r"^(?P<name>[a-z][\w.\-]+) v?(?P<ver>\d+\.\d+\.\d+[\w.\-+]*) -> (?:hosts?|servers?|nodes?|prod|production)\b|"
+    # an application's own deploy record, named by the file it is in: "4.8.0 deployed by ci (pipeline 89117) ok"
+    r"^v?(?P<ver5>\d+\.\d+\.\d+[\w.\-+]*) (?:deployed|released|installed)\b|"
     # a deploy history's upgrade: "quotes 2.6.1 -> 2.7.0 qt-app-01,qt-app-02 by ci"
     r"^(?P<name4>[a-z][\w.\-]+) v?\d+\.\d+\.\d+[\w.\-+]* -> v?(?P<ver4>\d+\.\d+\.\d+[\w.\-+]*)\b|"
     r"\b(?:[Dd]eployed|[Dd]eploying|[Rr]eleased|[Rr]olled out) (?P<name2>[a-z][\w.\-]+)(?: version | v|@| )"
     r"(?P<ver2>\d+\.\d+\.\d+[\w.\-+]*)"
 )
 
+_APP_PATH = re.compile(r"/(?:srv|opt|var/www|home|apps?)/(?P<app>[\w.\-]+)/")
 _VERSION_FIELD = re.compile(
     r"\b(?:version|app_version|service\.version)[\"']?[=:]\s*[\"']?(?P<ver>v?\d+\.\d+\.\d+[\w.\-+]*)"
 )
@@ -219,9 +222,13 @@ def _log_releases(evidence: EvidenceSet) -> list[Release]:
                 newest = rel if newest is None or rel.ts > newest.ts else newest
                 continue
             if (dep := _DEPLOY_LINE.search(msg)) and r.get("ts") is not None:
+                named = dep["name"] or dep["name2"] or dep["name3"] or dep["name4"]
+                if not named:  # a version alone: the application whose file it is (`cat /srv/app/DEPLOYS`)
+                    app = _APP_PATH.search(str((item.data.get("source") or {}).get("command") or ""))
+                    named = app["app"] if app else service_of(item) or item.object
                 out.append(
-                    Release(float(r["ts"]), dep["name"] or dep["name2"] or dep["name3"] or dep["name4"],
-                            dep["ver"] or dep["ver2"] or dep["ver3"] or dep["ver4"],
+                    Release(float(r["ts"]), named,
+                            dep["ver"] or dep["ver2"] or dep["ver3"] or dep["ver4"] or dep["ver5"],
                             EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300]))
                 )  # fmt: skip
                 continue

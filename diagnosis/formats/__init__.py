@@ -10,7 +10,8 @@ health), changes (change records: a planned change's window, state and work note
 logstores (Loki and Elasticsearch/OpenSearch query results, Splunk search results), traces (Jaeger, OTLP/JSON and
 Zipkin spans, read as each service's log, and OTLP/JSON logs), paging (PagerDuty and Opsgenie incidents, read as
 alerts), pipelines (dbt run results), datadog, docker (`docker inspect` and `docker ps`), dumps (JVM thread dumps,
-Go goroutine dumps), postgres (also pasted from psql), mysql (lock waits and transactions pasted from the mysql
+Go goroutine dumps, JVM class histograms), profiles (CPU profiles: node --prof-process, pprof -top, perf
+report), postgres (also pasted from psql), mysql (lock waits and transactions pasted from the mysql
 client, read as PostgreSQL's sessions and locks), health (status pages, AWS Health, search cluster health),
 hosttext (df, redis INFO, resolv.conf, iostat, ping, ethtool), cassandra (nodetool status, keyspace replication),
 and logs (the catch-all for text and JSON-lines logs, offered last; then dated events in JSON of no known shape
@@ -42,6 +43,7 @@ from diagnosis.formats import (
     paging,
     pipelines,
     postgres,
+    profiles,
     prometheus,
     traces,
 )
@@ -90,6 +92,7 @@ __all__ = [
     "paging",
     "pipelines",
     "postgres",
+    "profiles",
     "prometheus",
     "sniff",
     "traces",

@@ -389,3 +389,67 @@ def test_readiness_failures_of_a_new_pod_whose_rollout_stalled_are_not_its_start
     _rollout_bundle(tmp_path, retired=False)
     d = investigate(load_bundle(tmp_path), "is ap-portal ok after the deploy?")
     assert d.category != Category.HEALTHY, d.root_cause
+
+
+# ---------------------------------------------------------------- CPU profiles
+
+
+_NODE_PROFILE = """$ node --prof-process /tmp/isolate-0x1-4121-v8.log | head -40
+Statistical profiling result from /tmp/isolate-0x1-4121-v8.log, (30917 ticks, 58 unaccounted, 0 excluded).
+
+ [Shared libraries]:
+   ticks  total  nonlib   name
+    611    2.0%          /usr/bin/node
+
+ [JavaScript]:
+   ticks  total  nonlib   name
+  28071   90.8%   93.1%  RegExp: ^([a-z0-9_.+-]+)*@([a-z0-9-]+\\.)+[a-z]{2,}$
+    212    0.7%    0.7%  JS: *serialize /srv/accounts-api/node_modules/fast-json-stringify/index.js:219:22
+
+ [C++]:
+   ticks  total  nonlib   name
+    801    2.6%    2.7%  epoll_pwait
+
+ [Bottom up (heavy) profile]:
+   ticks parent  name
+  28071   90.8%  RegExp: ^([a-z0-9_.+-]+)*@([a-z0-9-]+\\.)+[a-z]{2,}$
+  28071  100.0%    JS: *validateEmail /srv/accounts-api/dist/signup/validate.js:14:23
+  28071  100.0%      JS: ^signupHandler /srv/accounts-api/dist/signup/routes.js:41:31
+"""
+
+
+def test_a_node_profile_whose_ticks_sit_in_one_regex_is_a_code_defect_of_the_release(tmp_path: Path) -> None:
+    (tmp_path / "profile.txt").write_text(_NODE_PROFILE)
+    (tmp_path / "deploys.txt").write_text(
+        "$ cat /srv/accounts-api/DEPLOYS\n2025-05-22T14:03:55Z 4.7.3 deployed by ci ok\n"
+        "2025-05-27T10:12:40Z 4.8.0 deployed by ci ok\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why is accounts-api slow?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "validateEmail" in d.root_cause and "4.8.0" in d.root_cause and "accounts-api" in d.root_cause
+
+
+def test_a_go_profile_spent_in_the_garbage_collector_is_memory_pressure(tmp_path: Path) -> None:
+    (tmp_path / "top.txt").write_text(
+        "Showing nodes accounting for 28.41s, 94.70% of 30s total\n"
+        "      flat  flat%   sum%        cum   cum%\n"
+        "    16.20s 54.00% 54.00%     17.10s 57.00%  runtime.scanobject\n"
+        "     4.10s 13.67% 67.67%      9.80s 32.67%  runtime.mallocgc\n"
+        "     1.20s  4.00% 71.67%      1.20s  4.00%  main.(*Cache).Get\n"
+    )
+    ev = load_bundle(tmp_path)
+    [profile] = ev.kind("runtime/cpu_profile")
+    assert profile.data["frames"][0]["name"] == "runtime.scanobject" and profile.data["frames"][0]["share"] == 0.54
+    d = investigate(ev, "why is the API burning CPU?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+
+
+def test_a_perf_report_spread_over_many_frames_names_no_hotspot(tmp_path: Path) -> None:
+    rows = "\n".join(f"    {9 - i}.00%  java  libjvm.so  [.] Frame{i}" for i in range(8))
+    (tmp_path / "perf.txt").write_text(
+        f"# Samples: 40K of event 'cpu-clock'\n#\n# Overhead  Command  Shared Object  Symbol\n{rows}\n"
+    )
+    ev = load_bundle(tmp_path)
+    [profile] = ev.kind("runtime/cpu_profile")
+    assert len(profile.data["frames"]) == 8
+    assert investigate(ev, "is the JVM ok?").category != Category.CODE_DEFECT
