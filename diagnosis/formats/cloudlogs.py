@@ -17,6 +17,7 @@ Each message is read by the log line parser too, so a JSON or levelled text mess
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -163,6 +164,68 @@ def parse_insights(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             _record(parser, n, parse_ts(r.get("@timestamp")), None, msg)
         )
     yield from _emit(doc, ctx, groups, "cloudwatch-insights")
+
+
+# --- AWS CloudTrail -------------------------------------------------------------------------------------------
+
+
+def _trail_events(v: Any) -> list[dict[str, Any]] | None:
+    """`aws cloudtrail lookup-events` (`Events` with EventName, EventTime, CloudTrailEvent) or a trail's log file
+    (`Records` with eventName, eventTime, eventSource)."""
+    if not isinstance(v, dict):
+        return None
+    events = v.get("Events")
+    if isinstance(events, list) and events and all(isinstance(e, dict) and "EventName" in e for e in events):
+        out = []
+        for e in events:
+            raw = e.get("CloudTrailEvent")
+            try:
+                inner = json.loads(raw) if isinstance(raw, str) else {}
+            except ValueError:
+                inner = {}
+            out.append(inner | {k: v for k, v in e.items() if k != "CloudTrailEvent"})
+        return out
+    records = v.get("Records")
+    if isinstance(records, list) and records and all(
+        isinstance(r, dict) and "eventName" in r and "eventSource" in r for r in records
+    ):
+        return records
+    return None
+
+
+def _trail_text(e: dict[str, Any]) -> str:
+    who = e.get("Username") or ((e.get("userIdentity") or {}).get("arn") if isinstance(e.get("userIdentity"), dict)
+                                else None)  # fmt: skip
+    resources = [str(r.get("ResourceName")) for r in e.get("Resources") or () if isinstance(r, dict)]
+    params = e.get("requestParameters")
+    if not resources and isinstance(params, dict):
+        resources = [str(v) for k, v in params.items() if isinstance(v, str) and k.lower().endswith(("name", "url",
+                     "arn", "id"))][:2]  # fmt: skip
+    text = f"{e.get('eventName') or e.get('EventName')} {' '.join(resources)}".strip()
+    if who:
+        text += f" by {who}"
+    if isinstance(params, dict) and params:
+        text += f" requestParameters={json.dumps(params, sort_keys=True)[:600]}"
+    if e.get("errorCode"):
+        text += f" errorCode={e['errorCode']} {e.get('errorMessage') or ''}".rstrip()
+    return text
+
+
+@FORMATS.format("cloudtrail", shapes={"json"}, detect=lambda d: _trail_events(d.value) is not None, order=29)
+def parse_cloudtrail(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `log` per event source (`cloudtrail/sqs.amazonaws.com`): who called what on which resource, with the
+    request's parameters and the error it got; read-only calls that succeeded are left out (they change nothing)."""
+    parser = LineParser()
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for n, e in enumerate(_trail_events(doc.value) or [], 1):
+        read_only = str(e.get("ReadOnly", e.get("readOnly", ""))).lower() == "true"
+        if read_only and not e.get("errorCode"):
+            continue
+        ts = parse_ts(e.get("EventTime") or e.get("eventTime"))
+        level = "error" if e.get("errorCode") else "info"
+        source = str(e.get("EventSource") or e.get("eventSource") or "aws")
+        groups[f"cloudtrail/{source}"].append(_record(parser, n, ts, level, _trail_text(e)))
+    yield from _emit(doc, ctx, groups, "cloudtrail")
 
 
 # --- Google Cloud Logging -------------------------------------------------------------------------------------

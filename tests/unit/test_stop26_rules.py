@@ -453,3 +453,61 @@ def test_a_perf_report_spread_over_many_frames_names_no_hotspot(tmp_path: Path) 
     [profile] = ev.kind("runtime/cpu_profile")
     assert len(profile.data["frames"]) == 8
     assert investigate(ev, "is the JVM ok?").category != Category.CODE_DEFECT
+
+
+# ---------------------------------------------------------------- CloudTrail: the policy change before the refusals
+
+
+def test_refusals_after_a_cloudtrail_policy_change_on_that_queue_name_the_change(tmp_path: Path) -> None:
+    trail = {
+        "Events": [
+            {
+                "EventName": "SetQueueAttributes",
+                "EventTime": fmt_ts(T0 - 60),
+                "EventSource": "sqs.amazonaws.com",
+                "Username": "GitHubActions-88213",
+                "ReadOnly": "false",
+                "Resources": [{"ResourceName": "https://sqs.eu-west-1.amazonaws.com/4182/fulfilment-intake"}],
+                "CloudTrailEvent": json.dumps({"requestParameters": {"attributes": {"Policy": "{...}"}}}),
+            },
+            {
+                "EventName": "GetQueueAttributes",
+                "EventTime": fmt_ts(T0),
+                "EventSource": "sqs.amazonaws.com",
+                "ReadOnly": "true",
+            },
+        ]
+    }
+    (tmp_path / "trail.json").write_text(json.dumps(trail))
+    failures = {
+        "events": [
+            {
+                "logStreamName": "s1",
+                "timestamp": int((T0 + 10 * i) * 1000),
+                "message": json.dumps(
+                    {
+                        "delivery": {
+                            "destination": "arn:aws:sqs:eu-west-1:4182:fulfilment-intake",
+                            "providerResponse": '{"ErrorCode":"AccessDenied","ErrorMessage":"Access to the resource '
+                            'https://sqs.eu-west-1.amazonaws.com/4182/fulfilment-intake is denied."}',
+                            "statusCode": 403,
+                        },
+                        "status": "FAILURE",
+                    }
+                ),
+            }
+            for i in range(10)
+        ]
+    }
+    (tmp_path / "sns-failures.json").write_text(json.dumps(failures))
+    # the delivery-failure series goes on long after the exported failures: they did not stop
+    failed = [[T0 + 300 * i, "5"] for i in range(12)]
+    prom = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "sns_notifications_failed", "topic": "order-events"}, "values": failed}]}}  # fmt: skip
+    (tmp_path / "failed.json").write_text(json.dumps(prom))
+    ev = load_bundle(tmp_path)
+    [trail_log] = [i for i in ev.kind("log") if i.object == "cloudtrail/sqs.amazonaws.com"]
+    assert [r["msg"].split()[0] for r in trail_log.data["records"]] == ["SetQueueAttributes"]  # reads left out
+    d = investigate(ev, "why are order events not reaching fulfilment?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "SetQueueAttributes on fulfilment-intake by GitHubActions-88213" in d.root_cause

@@ -16,6 +16,7 @@ from diagnosis.analyzers._common import (
     with_aliases,
 )
 from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.logs._shared import ENDED_LONG_AGO_S
 from diagnosis.analyzers.network._shared import MIN_FAILURES, STOPPED_AFTER_S, _refs
 from diagnosis.analyzers.network.extraction import _target, _target_tags
 from diagnosis.evidence import EvidenceSet
@@ -45,7 +46,18 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
             continue
         recs.sort(key=lambda r: r.ts or 0)
         first, last = recs[0].ts, recs[-1].ts
-        stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        # over when their own log went on without them; a log that ends with them (an export of the failures
+        # only) says nothing of after, unless that was long ago
+        log_end = max(
+            (t for r in recs for x in r.item.data.get("records") or () if isinstance(t := x.get("ts"), int | float)),
+            default=last,
+        )
+        stopped = (
+            now is not None
+            and last is not None
+            and now - last >= STOPPED_AFTER_S
+            and ((log_end or last) - last >= STOPPED_AFTER_S or now - last >= ENDED_LONG_AGO_S)
+        )
         callers = sorted({c for r in recs if (c := service_of(r.item))})
         m = _RBAC.search(recs[-1].msg)
         sample = " ".join(recs[-1].msg.split())
@@ -71,6 +83,7 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
                 "is wrong, expired or lacks access)"
             )
         revoked = _revoked(evidence, [*callers, target], first)
+        revoked = revoked or _policy_changed(evidence, recs, first)
         if revoked is not None:
             what += f"; {revoked[0]}"
         out.append(
@@ -136,6 +149,37 @@ def _revoked(evidence: EvidenceSet, names: list[str], first: float | None) -> tu
                         Rec(item, ts, msg, r.get("line"), "info"),
                     )
     return None
+
+
+# an audit log's call that rewrites who may do what on a resource (CloudTrail, Cloud Audit Logs)
+_POLICY_CALL = re.compile(
+    r"^(?P<call>Set\w*(?:Policy|Attributes)|Put\w*Policy|Update\w*Policy|(?:Attach|Detach|Delete)\w*Policy|"
+    r"SetIamPolicy|Add\w*Permission|Remove\w*Permission|\S*\.SetIamPolicy)\s+(?P<res>\S+)"
+)
+POLICY_BEFORE_S = 2 * 3600  # a policy change this long before the first refusal may be what refused it
+
+
+def _policy_changed(evidence: EvidenceSet, recs: list[Rec], first: float | None) -> tuple[str, Rec] | None:
+    """The newest policy change, shortly before the first refusal, on a resource the refusals name (the queue,
+    bucket or topic in their messages): the change that now refuses the caller."""
+    if first is None:
+        return None
+    denied = " ".join(r.msg for r in recs[:20])
+    best: tuple[float, str, Rec] | None = None
+    for item in evidence.kind("log"):
+        if not item.object.startswith(("cloudtrail/", "gcp/")) and "audit" not in item.object:
+            continue
+        for r in item.data.get("records") or ():
+            ts, msg = r.get("ts"), str(r.get("msg") or "")
+            m = _POLICY_CALL.match(msg)
+            if not m or not isinstance(ts, int | float) or not 0 <= first - ts <= POLICY_BEFORE_S:
+                continue
+            name = re.split(r"[/:]", m["res"].rstrip("/"))[-1]
+            if len(name) >= 4 and name in denied and (best is None or ts > best[0]):
+                by = re.search(r" by (\S+)", msg)
+                what = f"{m['call']} on {name}{' by ' + by.group(1) if by else ''} changed its policy just before"
+                best = (float(ts), what, Rec(item, ts, msg, r.get("line"), "info"))
+    return (best[1], best[2]) if best else None
 
 
 # ---------------------------------------------------------------- our own rate limiter refusing clients
