@@ -186,8 +186,10 @@ def _trail_events(v: Any) -> list[dict[str, Any]] | None:
             out.append(inner | {k: v for k, v in e.items() if k != "CloudTrailEvent"})
         return out
     records = v.get("Records")
-    if isinstance(records, list) and records and all(
-        isinstance(r, dict) and "eventName" in r and "eventSource" in r for r in records
+    if (
+        isinstance(records, list)
+        and records
+        and all(isinstance(r, dict) and "eventName" in r and "eventSource" in r for r in records)
     ):
         return records
     return None

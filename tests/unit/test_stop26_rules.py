@@ -511,3 +511,26 @@ def test_refusals_after_a_cloudtrail_policy_change_on_that_queue_name_the_change
     d = investigate(ev, "why are order events not reaching fulfilment?")
     assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
     assert "SetQueueAttributes on fulfilment-intake by GitHubActions-88213" in d.root_cause
+
+
+# ---------------------------------------------------------------- an input whose header changed
+
+
+def test_a_loader_whose_newest_input_has_another_header_got_a_new_layout(tmp_path: Path) -> None:
+    lines = []
+    for day, header in ((0, "region_code,rate,valid_from"), (1, "region_code,rate,valid_from"),
+                        (2, "region_code,rate_pct,valid_from,source_ref")):  # fmt: skip
+        t = T0 + day * 86400
+        lines.append(f"{fmt_ts(t)} import_tax_rates: reading tax_rates_{day}.csv")
+        lines.append(f"{fmt_ts(t + 2)} import_tax_rates: header: {header}")
+        lines.append(f"{fmt_ts(t + 5)} import_tax_rates: loaded 412 rows")
+    (tmp_path / "taxsync.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why are the tax amounts wrong since this morning?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "rate_pct" in d.root_cause and "source_ref" in d.root_cause
+
+
+def test_a_loader_reading_the_same_header_every_day_is_no_layout_change(tmp_path: Path) -> None:
+    lines = [f"{fmt_ts(T0 + day * 86400)} import_tax_rates: header: region_code,rate,valid_from" for day in range(4)]
+    (tmp_path / "taxsync.log").write_text("\n".join(lines) + "\n")
+    assert investigate(load_bundle(tmp_path), "are the tax imports ok?").category == Category.HEALTHY

@@ -15,10 +15,18 @@ ran out); `_shared` holds the thresholds and expressions they all read.
 from __future__ import annotations
 
 from diagnosis.analyzers.logs.capacity import app_capacity
-from diagnosis.analyzers.logs.drift import input_drift
+from diagnosis.analyzers.logs.drift import input_drift, input_layout_changed
 from diagnosis.analyzers.logs.empty import empty_input
 from diagnosis.analyzers.logs.errors import log_errors
 from diagnosis.analyzers.logs.leaks import runtime_leaks
 from diagnosis.analyzers.logs.settings import host_not_allowed
 
-__all__ = ["app_capacity", "empty_input", "host_not_allowed", "input_drift", "log_errors", "runtime_leaks"]
+__all__ = [
+    "app_capacity",
+    "empty_input",
+    "host_not_allowed",
+    "input_drift",
+    "input_layout_changed",
+    "log_errors",
+    "runtime_leaks",
+]

@@ -310,3 +310,87 @@ def _unseen_values(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
+
+
+# a loader printing the header (columns) of the input it reads: "header: region_code,rate,valid_from"
+_HEADER = re.compile(
+    r"\b(?:header|columns|fields|schema)\s*[:=]\s*\[?(?P<cols>[\"']?[A-Za-z_][\w.\"' ]*(?:\s*[,;|\t]\s*[\"']?[A-Za-z_]"
+    r"[\w.\"' ]*){2,})",
+    re.I,
+)
+HEADER_RUNS = 2  # earlier runs that read the same header: the layout it had
+
+
+def _columns(text: str) -> tuple[str, ...]:
+    return tuple(c.strip(" \"'[]") for c in re.split(r"\s*[,;|\t]\s*", text.strip()) if c.strip(" \"'[]"))
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def input_layout_changed(evidence: EvidenceSet) -> list[Finding]:
+    """A loader that logs the header of each input it reads, whose newest header differs from the one its earlier
+    runs read: the producer changed the input's layout (a renamed, added or dropped column), so a positional load
+    puts values in the wrong columns or units while nothing fails."""
+    runs: dict[tuple[str, str], list[tuple[Rec, tuple[str, ...]]]] = defaultdict(list)
+    for rec in records_with(evidence, ("eader", "olumns", "ields", "chema")):
+        m = _HEADER.search(rec.msg)
+        if m and rec.ts is not None:
+            runs[(rec.item.id, rec.msg[: m.start()].strip()[-60:])].append((rec, _columns(m["cols"])))
+    out: list[Finding] = []
+    for seen in runs.values():
+        seen.sort(key=lambda x: x[0].ts or 0.0)
+        *earlier, (rec, newest) = seen
+        if len(earlier) < HEADER_RUNS or len({cols for _, cols in earlier}) != 1 or earlier[-1][1] == newest:
+            continue
+        old = earlier[-1][1]
+        added = [c for c in newest if c not in old]
+        gone = [c for c in old if c not in newest]
+        consumer = service_of(rec.item) or rec.item.object
+        change = (
+            "; ".join(
+                part
+                for part in (
+                    f"new column(s) {', '.join(added)}" if added else "",
+                    f"no longer {', '.join(gone)}" if gone else "",
+                )
+                if part
+            )
+            or f"columns reordered ({', '.join(newest)})"
+        )
+        out.append(
+            Finding(
+                analyzer="input_drift",
+                domain=Domain.LOGS,
+                role="cause",
+                code="input_layout_changed",
+                category=Category.DATA_QUALITY,
+                title=f"the input of {consumer} changed its layout: {change}",
+                mechanism=(
+                    f"{consumer} read the header ({', '.join(old)}) on {len(earlier)} earlier runs and "
+                    f"({', '.join(newest)}) at {fmt_ts(rec.ts)}: {change}. The producer changed the input's layout "
+                    "(a renamed column may carry other units), so a load by position or by the old names writes "
+                    "wrong values while the job succeeds."
+                ),
+                object=f"input of {consumer}",
+                score=0.75,
+                ts=rec.ts,
+                tags=[f"service:{consumer}", *(f"column:{c}" for c in added + gone)],
+                explains=[
+                    "metric_shift",
+                    "metric_anomaly",
+                    "step_change",
+                    "errors",
+                    "exception",
+                    "http_5xx",
+                    "bad_data",
+                    "alert:*",
+                ],
+                evidence=[ref_of(earlier[-1][0]), ref_of(rec)],
+                actions=[
+                    Action(
+                        description="Compare the newest input file's header and values with the previous one's",
+                        command="head -3 <previous input> <newest input>",
+                    )
+                ],
+            )
+        )
+    return with_aliases(out)
