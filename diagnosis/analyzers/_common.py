@@ -614,7 +614,10 @@ HOST_HW = re.compile(
     r"lost tx completions is above the threshold|Detected Hardware Unit Hang|\bTX timeout detected|"
     r"mlx5_core .*(?:health compromised|CQE error|cmd_work_handler.*timeout)|ixgbe .*Reset adapter|"
     # a link that drops (counted: one drop is a cable pulled or a switch reboot, several a failing optic or port)
-    r"\bNIC Link is Down\b|link status definitely down for interface",
+    r"\bNIC Link is Down\b|link status definitely down for interface|"
+    # a baseboard management controller's fault (ipmitool sel): power supplies, uncorrectable memory, a CPU's IERR
+    r"ipmi: .*(?:Power Supply AC lost|Failure detected|Redundancy Lost|Insufficient Resources|Uncorrectable|IERR|"
+    r"Drive Fault|Non-recoverable) \| Asserted",
     re.I,
 )
 # a physical or virtualisation host that stopped (vSphere HA, Proxmox/corosync fencing, Hyper-V and Nova
@@ -765,6 +768,7 @@ _TRIGGERS = (
     "hardware error",
     "machine check",
     "edac",
+    "ipmi: ",
     "memory failure",
     "kernel panic",
     "nmi",

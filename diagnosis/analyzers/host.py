@@ -446,6 +446,7 @@ _HW_PARTS = (
             re.I,
         ),
     ),
+    ("power supply", re.compile(r"Power Supply|\bPSU\b|AC lost", re.I)),
     ("memory", re.compile(r"\bEDAC\b|\bECC\b|memory (?:read|write|scrub) error|Memory failure|\bDIMM", re.I)),
     ("CPU/memory (machine check)", re.compile(r"Machine check|mce:", re.I)),
     ("disk", re.compile(r"I/O error|\bnvme|EXT4-fs|XFS|SCSI|medium error|offline device", re.I)),
@@ -550,6 +551,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
         part = _hardware_part(recs)
         machine = _host_of(recs[0]) or _host_of_file(recs[0].item)
         panic = any("kernel panic" in r.msg.lower() for r in recs)
+        bmc = any("ipmi: " in r.msg for r in recs)  # the machine's own controller (ipmitool sel), not the kernel
         out.append(
             Finding(
                 analyzer="host",
@@ -557,11 +559,12 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 role="cause",
                 code="host_hardware_error",
                 category=Category.INFRASTRUCTURE,
-                title=f"kernel reports {part} errors{f' on {dev}' if dev != '?' else ''} ({len(recs)}x)"
-                + (" and panicked" if panic else ""),
+                title=f"{'the BMC' if bmc else 'kernel'} reports {part} errors{f' on {dev}' if dev != '?' else ''} "
+                f"({len(recs)}x)" + (" and panicked" if panic else ""),
                 mechanism=(
-                    f"the kernel{f' of {machine}' if machine else ''} logged "
-                    f"'{recs[0].msg.strip()[:160]}' {len(recs)}x "
+                    f"{'the baseboard management controller' if bmc else 'the kernel'}"
+                    f"{f' of {machine}' if machine else ''} logged "
+                    f"'{recs[-1].msg.strip()[:160]}' {len(recs)}x "
                     f"{span_text(recs[0].ts, recs[-1].ts)}: "
                     + (
                         "failing hardware or a hung device under the workload"

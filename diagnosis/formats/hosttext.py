@@ -466,3 +466,53 @@ def parse_top_or_free(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem
     host = _PROMPT_HOST.search(doc.text[:400])
     name = host["host"] if host else doc.path
     yield ctx.item(doc.path, "host/snapshot", f"host/{name}", data, None)
+
+
+# --- `ipmitool sel elist`: the baseboard management controller's event log --------------------------------------
+
+_SEL_ROW = re.compile(
+    r"^\s*[0-9a-fA-F]+\s*\|\s*(?P<date>\d\d/\d\d/\d{4})\s*\|\s*(?P<time>\d\d:\d\d:\d\d)\s*\|\s*(?P<sensor>[^|]+?)\s*\|"
+    r"\s*(?P<event>[^|]+?)\s*\|\s*(?P<state>Asserted|Deasserted)\s*$"
+)
+_SEL_HOST = re.compile(r"\s-H\s+(?P<host>[\w.\-]+)")
+# events that are a fault of the machine (a power supply, memory, a CPU, a drive, heat), not routine
+_SEL_FAULT = re.compile(
+    r"Failure detected|AC lost|Redundancy Lost|Insufficient Resources|Uncorrectable|IERR|Machine Check|"
+    r"Drive Fault|Predictive Failure|(?<!Non-)Critical going high|Non-recoverable|Power off|power down",
+    re.I,
+)
+
+
+def detect_sel(doc: Document) -> bool:
+    return sum(1 for line in itertools.islice(doc.lines(), 200) if _SEL_ROW.match(line)) >= 2
+
+
+@FORMATS.format("ipmi-sel", shapes={"text"}, detect=detect_sel, order=20)
+def parse_sel(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `log` item per machine (`ipmi/<host>`, the BMC's name without -ipmi/-bmc): each SEL entry a record at its
+    time, a fault that was asserted an error."""
+    import calendar
+    import time
+
+    m = _SEL_HOST.search(doc.command or "") or _SEL_HOST.search(doc.text[:2000])
+    host = re.sub(r"[-.](?:ipmi|bmc|ilo|idrac|mgmt)\b.*$", "", m["host"]) if m else doc.stem
+    records = []
+    for n, line in enumerate(doc.lines(), 1):
+        row = _SEL_ROW.match(line)
+        if not row:
+            continue
+        ts = float(calendar.timegm(time.strptime(f"{row['date']} {row['time']}", "%m/%d/%Y %H:%M:%S")))
+        fault = row["state"] == "Asserted" and _SEL_FAULT.search(row["event"]) is not None
+        records.append({
+            "ts": ts,
+            "level": "error" if fault else "info",
+            "msg": f"{host} ipmi: {row['sensor']} | {row['event']} | {row['state']}",
+            "line": n,
+        })  # fmt: skip
+    if records:
+        data = {
+            "records": records,
+            "source": {"path": doc.path, "export": "ipmi-sel", "host": host},
+            "truncated": False,
+        }
+        yield ctx.item(doc.path, "log", f"ipmi/{host}", data, records[-1]["ts"])

@@ -534,3 +534,64 @@ def test_a_loader_reading_the_same_header_every_day_is_no_layout_change(tmp_path
     lines = [f"{fmt_ts(T0 + day * 86400)} import_tax_rates: header: region_code,rate,valid_from" for day in range(4)]
     (tmp_path / "taxsync.log").write_text("\n".join(lines) + "\n")
     assert investigate(load_bundle(tmp_path), "are the tax imports ok?").category == Category.HEALTHY
+
+
+# ---------------------------------------------------------------- machines, secrets and protocols
+
+
+def test_a_bmc_event_log_that_lost_the_power_supplies_is_an_infrastructure_cause(tmp_path: Path) -> None:
+    (tmp_path / "sel.txt").write_text(
+        "ops@jump:~$ ipmitool -I lanplus -H db-b2-ipmi.dc2.internal -U admin -E sel elist | tail\n"
+        " 1a6 | 05/19/2024 | 22:03:15 | Temperature #0x30 | Upper Non-critical going high | Asserted\n"
+        " 1a8 | 09/14/2024 | 03:10:09 | Power Supply #0x63 | Failure detected () | Asserted\n"
+        " 1ab | 09/14/2024 | 03:11:47 | Power Supply #0x62 | Power Supply AC lost | Asserted\n"
+        " 1ad | 09/14/2024 | 03:11:47 | System ACPI Power State #0x81 | S4/S5: soft-off | Asserted\n"
+    )
+    ev = load_bundle(tmp_path)
+    [sel] = ev.kind("log")
+    assert sel.object == "ipmi/db-b2" and [r["level"] for r in sel.data["records"]] == [
+        "info",
+        "error",
+        "error",
+        "info",
+    ]
+    d = investigate(ev, "why did the database go away?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "db-b2" in d.root_cause and "power supply" in d.root_cause
+
+
+def test_webhooks_whose_signature_does_not_verify_are_a_signing_secret_configuration_error(tmp_path: Path) -> None:
+    lines = [
+        f'{{"time":"{fmt_ts(T0 + 30 * i)}","level":"error","msg":"webhook signature verification failed: '
+        'StripeSignatureVerificationError: No signatures found matching the expected signature for payload"}'
+        for i in range(20)
+    ]
+    (tmp_path / "billing-hooks.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why are stripe webhooks failing?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "signing secret" in d.root_cause
+
+
+def test_grpc_calls_to_an_http1_port_are_a_protocol_mismatch(tmp_path: Path) -> None:
+    lines = [
+        f"{fmt_ts(T0 + 60 * i)}\twarn\tgrpc@v1.72.0/clientconn.go:1409\t[core] grpc: addrConn.createTransport failed "
+        'to connect to {Addr: "tempo-distributor.tracing.svc:4318", ServerName: "tempo-distributor.tracing.svc:4318",'
+        ' }. Err: connection error: desc = "error reading server preface: http2: frame too large"'
+        for i in range(12)
+    ]
+    (tmp_path / "otel-gateway.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "is tempo down?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "tempo-distributor.tracing.svc:4318" in d.root_cause
+
+
+def test_sparse_read_only_refusals_every_half_hour_are_still_going_on(tmp_path: Path) -> None:
+    lines = [
+        f"{fmt_ts(T0 + 1800 * i)} ERROR [ledger.api] POST /v1/entries failed: psycopg2.errors.ReadOnlySqlTransaction: "
+        "cannot execute INSERT in a read-only transaction"
+        for i in range(8)
+    ]
+    lines.append(f"{fmt_ts(T0 + 1800 * 7 + 2400)} INFO [ledger.api] GET /v1/entries 200")
+    (tmp_path / "ledger-api.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why do ledger writes fail?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause

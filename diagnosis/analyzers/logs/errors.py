@@ -495,6 +495,8 @@ def _cause_of(
         )
     if KILLED_FROM_OUTSIDE.search(msg):
         return _killed(item, tpl, who, tags)
+    if _SIGNATURE_MISMATCH.search(msg) and tpl.count >= SPORADIC:
+        return _signature_mismatch(item, tpl, who, tags)
     if MISSING_RESOURCE.search(msg):
         return None  # the thing it asked for is not there (a table, a bucket key): not a bug in its code
     exc = EXCEPTION.search(msg)
@@ -698,6 +700,46 @@ def _killed(item: EvidenceItem, tpl: Template, who: str, tags: list[str]) -> Fin
         tags=tags,
         evidence=[ref_of(tpl.sample)],
         needs=[need],
+    )
+
+
+# a webhook or signed request whose signature does not verify against the secret we hold (Stripe, GitHub, Slack,
+# Svix, Shopify, Twilio): every delivery fails the same way when the signing secret was rotated on one side only
+_SIGNATURE_MISMATCH = re.compile(
+    r"No signatures found matching the expected signature|SignatureVerification(?:Error|Exception)|"
+    r"(?:webhook|hmac|request|payload|message) signature (?:verification )?(?:failed|mismatch|does not match|invalid)|"
+    r"invalid (?:webhook |request )?signature|X-Hub-Signature(?:-256)? (?:mismatch|does not match)",
+    re.I,
+)
+
+
+def _signature_mismatch(item: EvidenceItem, tpl: Template, who: str, tags: list[str]) -> Finding:
+    assert tpl.sample is not None
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="cause",
+        code="signature_mismatch",
+        category=Category.CONFIGURATION_ERROR,
+        title=f"{who} rejects signed requests: their signature does not verify ({tpl.count}x)",
+        mechanism=(
+            f"{who} rejects every signed delivery because the signature does not match the signing secret it "
+            f"verifies with: '{_short(tpl.sample.msg)}' x{tpl.count} {span_text(tpl.first_ts, tpl.last_ts)}; the "
+            "secret was rotated at the sender and not in our configuration (or the reverse), or the wrong "
+            "environment's secret is deployed."
+        ),
+        object=f"signing secret of {who}",
+        score=0.8,
+        ts=tpl.first_ts,
+        tags=tags,
+        explains=["errors", "exception", "http_4xx", "http_5xx", "alert:*", "metric_shift"],
+        evidence=[ref_of(tpl.sample)],
+        actions=[
+            Action(
+                description="Compare the signing secret the sender uses now with the one this service loads",
+                command=f"kubectl get secret -l app={who} -o yaml   # and the provider's webhook endpoint settings",
+            )
+        ],
     )
 
 

@@ -3,6 +3,7 @@ and a setting the application says is missing."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -281,9 +282,12 @@ def writes_to_read_only(evidence: EvidenceSet) -> list[Finding]:
                     reader = f"{m.group(0)} in {cm.object} key {key}"
     out: list[Finding] = []
     for who, (item, recs) in hits.items():
-        stamps = [r["ts"] for r in recs if isinstance(r.get("ts"), int | float)]
+        stamps = sorted(r["ts"] for r in recs if isinstance(r.get("ts"), int | float))
         first, last = min(stamps, default=None), max(stamps, default=None)
-        if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
+        # over when quiet for 15 minutes, or for three of its usual gaps when it comes every half hour or so
+        gaps = sorted(b - a for a, b in itertools.pairwise(stamps))
+        quiet = max(STOPPED_AFTER_S, 3 * gaps[len(gaps) // 2]) if gaps else STOPPED_AFTER_S
+        if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= quiet):
             continue
         sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
         where = f" ({reader}: a reader endpoint)" if reader else ""

@@ -1,5 +1,6 @@
-"""A server that moved to another port: its callers' connections to the old one are refused while its own log
-says it now listens elsewhere (a changed listen address, a proxy or client left on the old port)."""
+"""Callers pointed at the wrong port: a server that moved to another port (its callers' connections to the old one
+are refused while its own log says it now listens elsewhere), and a client speaking another protocol than the port
+it calls (gRPC to an HTTP/1 port, plain text to a TLS port, TLS to a plain one)."""
 
 from __future__ import annotations
 
@@ -111,6 +112,72 @@ def port_moved(evidence: EvidenceSet) -> list[Finding]:
                         description=f"Point the caller at port {new_port}, or set the server back to {port}",
                         command=f"grep -rn ':{port}' /etc/nginx/ /etc/{server}/",
                     ),
+                ],
+            )
+        )
+    return with_aliases(out)
+
+
+# the client and the port it calls speak different protocols: gRPC/HTTP2 reading an HTTP/1 answer ("error reading
+# server preface: http2: frame too large"), TLS to a plain port ("first record does not look like a TLS handshake",
+# OpenSSL's "wrong version number"), plain HTTP to a TLS port ("malformed HTTP response \x15\x03")
+_PROTOCOL_MISMATCH = re.compile(
+    r"error reading server preface|http2: frame too large|first record does not look like a TLS handshake|"
+    r"SSL routines:[^\n]{0,60}wrong version number|\bwrong version number\b|malformed HTTP response \"\\x15|"
+    r"server gave HTTP response to HTTPS client|HTTP/1\.x transport connection broken",
+    re.I,
+)
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def protocol_mismatch(evidence: EvidenceSet) -> list[Finding]:
+    """Calls to one address failing because the client speaks another protocol than the port answers with: the
+    port (or the TLS setting) in the client's configuration is wrong, whatever the server's health."""
+    groups: dict[str, list[Rec]] = {}
+    for rec in signature_records(evidence):
+        if (
+            "preface" not in rec.msg
+            and "ersion number" not in rec.msg
+            and "TLS" not in rec.msg
+            and "HTTP" not in (rec.msg)
+        ):
+            continue
+        if _PROTOCOL_MISMATCH.search(rec.msg):
+            groups.setdefault(_target(rec.msg) or service_of(rec.item) or rec.item.object, []).append(rec)
+    out: list[Finding] = []
+    for target, recs in groups.items():
+        if len(recs) < MIN_FAILURES:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        hit = _PROTOCOL_MISMATCH.search(recs[-1].msg)
+        said = hit.group(0) if hit else "protocol mismatch"
+        callers = sorted({c for r in recs if (c := service_of(r.item))})
+        port = target.rpartition(":")[2] if re.search(r":\d+$", target) else ""
+        out.append(
+            Finding(
+                analyzer="protocol_mismatch",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="protocol_mismatch",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"{', '.join(callers) or 'a client'} speaks another protocol than {target} ({len(recs)}x)",
+                mechanism=(
+                    f"{', '.join(callers) or 'the client'} calls {target} with a protocol that port does not speak "
+                    f"('{said}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}): the client is configured with "
+                    f"the wrong port{f' ({port})' if port else ''} or TLS setting (gRPC sent to an HTTP/1 port, TLS "
+                    "to a plain one), so every call fails while the server itself is healthy."
+                ),
+                object=target,
+                score=0.85,
+                ts=recs[0].ts,
+                tags=[*_target_tags(target), *(f"service:{c}" for c in callers)],
+                explains=["connection_refused", "upstream_*", "errors", "exception", "metric_shift", "alert:*"],
+                evidence=_refs(recs),
+                actions=[
+                    Action(
+                        description=f"Check which protocol and port {target} serves and which the client uses",
+                        command=f"grep -rn ':{port or '<port>'}' <client configuration>",
+                    )
                 ],
             )
         )
