@@ -598,7 +598,9 @@ HOST_FDS = re.compile(r"Too many open files|EMFILE|ENFILE|file-max limit", re.I)
 HOST_DISK = re.compile(
     r"No space left on device|ENOSPC|disk quota exceeded|filesystem full|"
     # Windows: ERROR_DISK_FULL (0x70) as .NET and Win32 word it
-    r"There is not enough space on the disk|ERROR_DISK_FULL|0x80070070",
+    r"There is not enough space on the disk|ERROR_DISK_FULL|0x80070070|"
+    # Windows' srv event 2013
+    r"The [A-Z]: disk is at or near capacity",
     re.I,
 )
 HOST_HW = re.compile(
@@ -859,6 +861,7 @@ _TRIGGERS = (
     "maximum bytes exceeded",
     "maximum messages exceeded",
     "not enough space",
+    "near capacity",
     "disk_full",
     "0x80070070",
 )

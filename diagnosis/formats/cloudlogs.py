@@ -450,3 +450,74 @@ def parse_windows_events(doc: Document, ctx: ParseContext) -> Iterator[EvidenceI
         obj = f"windows/{e['MachineName']}" if e.get("MachineName") else doc.path
         groups[obj].append(_record(parser, n, parse_ts(e.get("TimeCreated")), level, text))
     yield from _emit(doc, ctx, groups, "windows-events")
+
+
+# --- Windows event log as PowerShell prints it (`Get-WinEvent | Format-Table` / `Format-List`) --------------------
+
+_WIN_TABLE_HEAD = re.compile(r"^\s*TimeCreated\s+.*\bMessage\s*$")
+_WIN_STAMP = r"(?P<d>\d{1,2})[./](?P<m>\d{1,2})[./](?P<y>\d{4}) (?P<t>\d{1,2}:\d\d:\d\d)(?: ?(?P<ampm>[AP]M))?"
+_WIN_ROW = re.compile(
+    rf"^{_WIN_STAMP}\s+(?P<id>\d+)\s+(?P<prov>\S+(?: \S+)*?)\s+(?P<lvl>Critical|Error|Warning|Information|Verbose)\s+"
+    r"(?P<msg>.*)$"
+)
+_WIN_FIELD = re.compile(r"^(?P<key>TimeCreated|Id|ProviderName|LevelDisplayName|Message|MachineName)\s*:\s?(?P<v>.*)$")
+
+
+def _win_ts(m: re.Match[str]) -> float | None:
+    """Day first with dots (16.11.2026), month first with slashes (11/16/2026) and AM/PM, as Windows prints them."""
+    day, month = (int(m["d"]), int(m["m"])) if "." in m.group(0)[:6] else (int(m["m"]), int(m["d"]))
+    hh, mm, ss = (int(x) for x in m["t"].split(":"))
+    if m["ampm"] == "PM" and hh < 12:
+        hh += 12
+    elif m["ampm"] == "AM" and hh == 12:
+        hh = 0
+    try:
+        return parse_ts(f"{int(m['y']):04d}-{month:02d}-{day:02d}T{hh:02d}:{mm:02d}:{ss:02d}Z")
+    except ValueError:
+        return None
+
+
+def detect_winevent_text(doc: Document) -> bool:
+    head = doc.text[:4000]
+    return ("Get-WinEvent" in head or "TimeCreated" in head) and (
+        any(_WIN_TABLE_HEAD.match(line) for line in head.splitlines())
+        or bool(re.search(r"^TimeCreated\s*: \d", head, re.M))
+    )
+
+
+@FORMATS.format("windows-events-text", shapes={"text"}, detect=detect_winevent_text, order=19)
+def parse_winevent_text(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    parser = LineParser()
+    records: list[Record] = []
+    current: dict[str, Any] | None = None  # the Format-List record being read
+    last_key = ""
+
+    def flush() -> None:
+        if current and current.get("ts") is not None:
+            level = normalise_level(current.get("LevelDisplayName"))
+            text = f"{current.get('ProviderName') or 'event'}[{current.get('Id', '')}]: {current.get('Message', '')}"
+            records.append(_record(parser, current["line"], current["ts"], level, text.strip()))
+
+    for n, line in enumerate(doc.lines(), 1):
+        row = _WIN_ROW.match(line)
+        if row:
+            text = f"{row['prov']}[{row['id']}]: {row['msg']}"
+            records.append(_record(parser, n, _win_ts(row), normalise_level(row["lvl"]), text))
+            continue
+        field = _WIN_FIELD.match(line)
+        if field:
+            if field["key"] == "TimeCreated":
+                flush()
+                stamp = re.match(_WIN_STAMP, field["v"].strip())
+                current = {"ts": _win_ts(stamp) if stamp else None, "line": n}
+            elif current is not None:
+                current[field["key"]] = field["v"].strip()
+            last_key = field["key"]
+            continue
+        if current is not None and last_key == "Message" and line.startswith(" ") and line.strip():
+            current["Message"] = f"{current.get('Message', '')} {line.strip()}"
+        elif records and line.startswith(" ") and line.strip() and not current:  # a wrapped table row
+            records[-1]["msg"] += " " + line.strip()
+    flush()
+    if records:
+        yield from _emit(doc, ctx, {f"windows/{doc.stem}": records}, "windows-events-text")

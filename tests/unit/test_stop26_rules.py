@@ -595,3 +595,41 @@ def test_sparse_read_only_refusals_every_half_hour_are_still_going_on(tmp_path: 
     (tmp_path / "ledger-api.log").write_text("\n".join(lines) + "\n")
     d = investigate(load_bundle(tmp_path), "why do ledger writes fail?")
     assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+
+
+# ---------------------------------------------------------------- Windows events, dead letters, rejected files
+
+
+def test_get_winevent_tables_and_lists_are_read_and_a_disk_near_capacity_is_full(tmp_path: Path) -> None:
+    (tmp_path / "events.txt").write_text(
+        "PS C:\\> Get-WinEvent -FilterHashtable @{LogName='System'} | Format-Table TimeCreated,Id,ProviderName,"
+        "LevelDisplayName,Message -AutoSize -Wrap\n\n"
+        "TimeCreated         Id   ProviderName LevelDisplayName Message\n"
+        "-----------         --   ------------ ---------------- -------\n"
+        "16.11.2026 08:12:40 2013 srv          Warning          The C: disk is at or near capacity.  You may need "
+        "to delete some files.\n"
+        "16.11.2026 07:12:39 2013 srv          Warning          The C: disk is at or near capacity.  You may need "
+        "to delete some files.\n"
+        "16.11.2026 06:12:39 2013 srv          Warning          The C: disk is at or near capacity.  You may need "
+        "to delete some files.\n\n"
+        "PS C:\\> Get-WinEvent -FilterHashtable @{LogName='Application'; Id=1309} -MaxEvents 1 | Format-List\n\n"
+        "TimeCreated      : 16.11.2026 08:30:58\n"
+        "Id               : 1309\n"
+        "LevelDisplayName : Warning\n"
+        "Message          : Event code: 3005\n"
+        "                   Exception message: There is not enough space on the disk.\n"
+    )
+    ev = load_bundle(tmp_path)
+    stamps = sorted(r["ts"] for i in ev.kind("log") for r in i.data["records"])
+    assert fmt_ts(stamps[0]) == "2026-11-16 06:12:39Z" and len(stamps) == 4
+    d = investigate(ev, "why does the portal fail?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+
+
+def test_messages_dead_lettered_after_their_delivery_count_are_no_bad_data() -> None:
+    from diagnosis.analyzers.logs._shared import BAD_DATA
+
+    assert not BAD_DATA.search("Message for ORD-1 reached MaxDeliveryCount (10) and will be moved to the dead-letter")
+    assert BAD_DATA.search("record 42 sent to DLQ: invalid schema")
+    assert BAD_DATA.search("IncorrectTokenCountException: Incorrect number of tokens found in record: expected 13")
+    assert BAD_DATA.search("400 Error while reading data, error message: CSV table encountered too many errors")

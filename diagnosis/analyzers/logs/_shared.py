@@ -54,10 +54,15 @@ BAD_DATA = re.compile(
     r"poison(?:ed)? (?:message|pill|record)|"
     # rejected rows and dead-lettered records, column counts, NaN, corrupt input, failed data checks
     r"rejected \d+ (?:rows|records|messages|documents|lines|events)|(?:rows|records|messages|events) rejected|"
-    r"(?:sent|routed|moved|published|written|forwarded) to (?:the )?(?:dead[- ]?letter|DLQ|DLT)|"
+    # (a message dead-lettered because its delivery count ran out failed every try: why is in those tries' errors)
+    r"(?<!will be )(?:sent|routed|moved|published|written|forwarded) to (?:the )?(?:dead[- ]?letter|DLQ|DLT)"
+    r"(?![^\n]{0,80}(?:MaxDeliveryCount|max(?:imum)? ?delivery|maxReceiveCount|retries exhausted))|"
     r"expected \d+ (?:columns|fields),? (?:but )?(?:got|found|saw) \d+|wrong number of (?:columns|fields)|"
     # CSV readers on a file with another delimiter or column count (Rust csv, Go encoding/csv, a header check)
     r"found record with \d+ fields?, but the previous record has \d+|wrong number of fields|"
+    # Spring Batch's flat-file reader; BigQuery and other warehouses giving up on a load's rows
+    r"Incorrect number of tokens found in record|IncorrectTokenCountException|FlatFileParseException|"
+    r"(?:CSV|JSON|Avro|Parquet) table encountered too many errors|Too many (?:values|columns|fields) in (?:row|line)|"
     r"\bheader has \d+ (?:column|field)s?(?:\(s\))?,? (?:but )?expected \d+|"
     # a batch refused as a whole because too much of it failed validation
     r"reject(?:ed|ion) (?:share|ratio|rate) (?:of )?[\d.]+ ?% (?:is )?(?:above|over|exceeds)|"
