@@ -158,6 +158,11 @@ def _mentions_container(ev: EvidenceItem, container: str) -> bool:
 WARM_UP_S = 120.0  # a readiness probe failing once this soon after its container started is the start-up
 
 
+# the taints a node autoscaler puts on nodes it is about to remove (Karpenter's consolidation, cluster-autoscaler)
+_DISRUPTING = re.compile(
+    r"karpenter\.sh/disrupt\w*|ToBeDeletedByClusterAutoscaler|DeletionCandidateOfClusterAutoscaler|"
+    r"karpenter\.sh/disruption"
+)
 STARTUP_S = 60.0  # readiness failures in a new pod's first minute are its start
 
 
@@ -1053,6 +1058,15 @@ class PodReader:
                     return int(m.group(1))
         return None
 
+    def _scheduled_after(self, ts: float | None) -> bool:
+        """Whether the pod was scheduled after the given time (a Scheduled event, or its status says it runs)."""
+        for e in self.idx.events_for("Pod", self.ns, self.pod):
+            t = event_ts(e)
+            if e.data.get("reason") == "Scheduled" and (ts is None or (t is not None and t >= ts)):
+                return True
+        status = (self.item.data.get("status") or {}) if self.item is not None else {}
+        return status.get("phase") in ("Running", "Succeeded")
+
     def _started_late(self) -> bool:
         """Whether the application's logs show it still starting when the probe gave up: a slow start."""
         for item in self.logs:
@@ -1069,6 +1083,8 @@ class PodReader:
             reason = str(ev.data.get("reason") or "")
             msg = str(ev.data.get("message") or "")
             refs = [ref(ev, "message", msg)]
+            if reason == "FailedScheduling" and _DISRUPTING.search(msg) and self._scheduled_after(event_ts(ev)):
+                continue  # nodes being consolidated or scaled in, then a new node took it: the autoscaler's work
             if reason == "FailedScheduling" and not (
                 {
                     "insufficient_resources",

@@ -850,6 +850,26 @@ def kubernetes_jobs(evidence: EvidenceSet) -> list[Finding]:
                     evidence=[ref(job, f"status.conditions.{i}.type", "Complete")],
                 )
             )
+            owner = next((o for o in meta(job).get("ownerReferences") or () if isinstance(o, dict)), {})
+            started = parse_ts((job.data.get("status") or {}).get("startTime"))
+            if owner.get("kind") == "CronJob" and started is not None and idx.recent(started, 6 * RECENT_S):
+                # a scheduled run that completed: the load it put on what it calls is planned work
+                out.append(
+                    k8s_finding(
+                        "kubernetes_jobs",
+                        role=BENIGN,
+                        code="planned_work",  # the code reasoning reads as planned work (changes.py)
+                        category=Category.HEALTHY,
+                        object=f"CronJob {ns}/{owner.get('name')}",
+                        ts=started,
+                        tags=workload_tags(ns, str(owner.get("name")), meta(job).get("labels")),
+                        title=f"scheduled run {ns}/{name} of CronJob {owner.get('name')} started at {fmt_ts(started)} "
+                        "and completed",
+                        mechanism=f"planned work at {fmt_ts(started)}: the scheduled Job {name} of CronJob "
+                        f"{owner.get('name')} ran and completed; what it sent or loaded is its own work",
+                        evidence=[ref(job, "status.startTime", (job.data.get("status") or {}).get("startTime"))],
+                    )
+                )
             continue
         if not failed or failed[1].get("status") != "True":
             continue

@@ -633,3 +633,95 @@ def test_messages_dead_lettered_after_their_delivery_count_are_no_bad_data() -> 
     assert BAD_DATA.search("record 42 sent to DLQ: invalid schema")
     assert BAD_DATA.search("IncorrectTokenCountException: Incorrect number of tokens found in record: expected 13")
     assert BAD_DATA.search("400 Error while reading data, error message: CSV table encountered too many errors")
+
+
+# ---------------------------------------------------------------- the autoscaler's and the scheduler's own work
+
+
+def _pod_event(pod: str, reason: str, t: float, msg: str, etype: str = "Normal") -> dict:
+    ev = _event("Pod", pod, reason, t, msg, etype)
+    ev["metadata"]["namespace"] = ev["involvedObject"]["namespace"] = "search"
+    return ev
+
+
+def test_failed_scheduling_on_nodes_being_consolidated_then_scheduled_is_the_autoscalers_work(tmp_path: Path) -> None:
+    pod = "search-api-6b8c9d7f5d-h4m2c"
+    msg = "0/4 nodes are available: 3 node(s) had untolerated taint {karpenter.sh/disrupted: }. preemption: 0/4 nodes"
+    events = [
+        _pod_event(pod, "FailedScheduling", T0, msg, "Warning"),
+        _pod_event(pod, "Scheduled", T0 + 40, f"Successfully assigned search/{pod} to ip-10-0-1-9"),
+    ]
+    (tmp_path / "events.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": events}))
+    assert investigate(load_bundle(tmp_path), "is search ok?").category == Category.HEALTHY
+
+
+def test_failed_scheduling_on_a_disruption_taint_never_scheduled_is_still_a_finding(tmp_path: Path) -> None:
+    pod = "search-api-6b8c9d7f5d-h4m2c"
+    msg = "0/4 nodes are available: 3 node(s) had untolerated taint {karpenter.sh/disrupted: }. preemption: 0/4 nodes"
+    events = [_pod_event(pod, "FailedScheduling", T0, msg, "Warning")]
+    (tmp_path / "events.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": events}))
+    assert investigate(load_bundle(tmp_path), "is search ok?").category != Category.HEALTHY
+
+
+def test_an_ingress_timing_out_on_a_pod_address_with_nothing_from_the_pod_is_missing_evidence(tmp_path: Path) -> None:
+    lines = [
+        f"{fmt_ts(T0 + 20 * i)[:19].replace('-', '/').replace('T', ' ')} [error] 47#47: *56{i:05d} upstream timed out "
+        "(110: Operation timed out) while reading response header from upstream, client: 10.0.0.9, server: "
+        'reports.example, request: "GET /api/r HTTP/1.1", upstream: "http://10.42.3.17:8080/api/r", host: "reports"'
+        for i in range(30)
+    ]
+    (tmp_path / "ingress-error.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "is the ingress controller overloaded?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    assert "10.42.3.17" in d.root_cause
+
+
+def _sweep_bundle(tmp_path: Path, with_job: bool) -> None:
+    sends = [[T0 + 60 * i, "5" if i < 60 else "120"] for i in range(130)]
+    prom = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "push_send_errors:rate5m", "campaign": "all"}, "values": sends}]}}  # fmt: skip
+    (tmp_path / "rejected.json").write_text(json.dumps(prom))
+    alert = {
+        "version": "4",
+        "status": "resolved",
+        "receiver": "oncall",
+        "groupKey": "{}:{alertname=PushRejectionsHigh}",
+        "alerts": [
+            {
+                "status": "resolved",
+                "labels": {"alertname": "PushRejectionsHigh", "severity": "page"},
+                "annotations": {"summary": "push rejections above 50/s"},
+                "startsAt": fmt_ts(T0 + 3900),
+                "endsAt": fmt_ts(T0 + 6300),
+            }
+        ],
+    }
+    (tmp_path / "alert.json").write_text(json.dumps(alert))
+    if with_job:
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "token-sweep-28816020",
+                "namespace": "mobile",
+                "ownerReferences": [{"kind": "CronJob", "name": "token-sweep"}],
+            },
+            "status": {
+                "startTime": fmt_ts(T0 + 3590),
+                "succeeded": 1,
+                "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": fmt_ts(T0 + 6100)}],
+            },
+        }
+        (tmp_path / "jobs.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [job]}))
+
+
+def test_a_series_that_moved_while_a_scheduled_job_ran_and_whose_alert_resolved_is_planned_work(
+    tmp_path: Path,
+) -> None:
+    _sweep_bundle(tmp_path, with_job=True)
+    assert investigate(load_bundle(tmp_path), "did APNs break?").category == Category.HEALTHY
+
+
+def test_the_same_series_and_alert_without_a_scheduled_run_is_not_called_healthy(tmp_path: Path) -> None:
+    _sweep_bundle(tmp_path, with_job=False)
+    assert investigate(load_bundle(tmp_path), "did APNs break?").category != Category.HEALTHY
