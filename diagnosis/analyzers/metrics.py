@@ -396,6 +396,15 @@ _OUTCOME_LABELS = frozenset({"responsetype", "result", "outcome", "status", "res
 _FAILED_OUTCOME = re.compile(r"error|fail|denied|unauthori[sz]ed|forbidden|throttl|timeout|reject", re.I)
 
 
+# a share of something that is not a capacity (approvals, cache hits, defaults, conversions): near 1 is no limit
+_USAGE_WORDS = re.compile(r"us(?:e|ed|age)|util|busy|full|fill|capacity|saturat|load|occup|consum|alloc", re.I)
+
+
+def _business_ratio(s: _Series, name: str) -> bool:
+    """A `*_ratio` series of no resource kind whose name says nothing of use (approve_ratio, cache_hit_ratio)."""
+    return s.kind == "other" and bool(re.search(r"_ratio$", name, re.I)) and not _USAGE_WORDS.search(name)
+
+
 def _kind(name: str, labels: dict[str, str]) -> str:
     if labels.get("resource") in ("cpu", "memory"):
         return labels["resource"]
@@ -469,7 +478,10 @@ def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
     elif paired and not free_like:
         limit = paired[0]
         limit_ref = EvidenceRef(item=paired[1].item.id, field=f"points.{len(paired[1].points) - 1}", value=limit)
-    elif _PERCENT.search(name) or str(s.item.data.get("unit") or "").lower() in ("percent", "%"):
+    elif (_PERCENT.search(name) and not _business_ratio(s, name)) or str(s.item.data.get("unit") or "").lower() in (
+        "percent",
+        "%",
+    ):
         top = max(v for _, v in pts)
         limit = 1.0 if top <= 1.0 and re.search(r"ratio", name, re.I) else 100.0
     elif _host_cpu_fraction(s, pts):

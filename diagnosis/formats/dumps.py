@@ -70,6 +70,36 @@ def _object(doc: Document) -> tuple[str, dict[str, Any]]:
     return doc.path, {"command": command} if command else {}
 
 
+# a RUNNABLE thread's top frame inside a map that was modified by several threads without synchronisation: the
+# tree bin or the bucket chain became a cycle, and every thread that reads it loops forever
+_MAP_LOOP = re.compile(
+    r"^\s+at (java\.util\.(?:HashMap(?:\$TreeNode)?|TreeMap|WeakHashMap|IdentityHashMap)\.(?:find|getTreeNode|"
+    r"balanceInsertion|balanceDeletion|putTreeVal|treeifyBin|treeify|getNode|getEntry|put|get|rotateLeft|rotateRight|"
+    r"fixAfterInsertion|fixAfterDeletion))\(",
+    re.M,
+)
+SPINNING_MIN_THREADS = 3
+
+
+def _spinning(threads: list[tuple[str, str]]) -> str | None:
+    """A record when 3+ RUNNABLE threads sit in a non-thread-safe map's lookup or insert: an infinite loop."""
+    hits: dict[str, list[str]] = defaultdict(list)
+    for _, block in threads:
+        state = _STATE.search(block)
+        top = _MAP_LOOP.search(block)
+        if state and state["state"] == "RUNNABLE" and top and block.find(top.group(0)) < block.find("\tat ") + 200:
+            hits[top.group(1).split(".")[-2].split("$")[0]].append(block)
+    for cls, blocks in hits.items():
+        if len(blocks) >= SPINNING_MIN_THREADS:
+            frame = _APP_FRAME.search(blocks[0])
+            return (
+                f"infinite loop: {len(blocks)} RUNNABLE threads spin inside java.util.{cls}"
+                + (f", called from {frame.group(1)}" if frame else "")
+                + f": a {cls} shared by threads without synchronisation was corrupted into a cycle (a race)"
+            )
+    return None
+
+
 @FORMATS.format("jvm-thread-dump", shapes={"text"}, detect=detect, order=17)
 def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     text = doc.text
@@ -101,6 +131,9 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 f"{wait.group(0)[3:]} for tasks queued to the same pool"
                 + (f", called from {frame.group(1)}" if frame else ""),
             )
+    spinning = _spinning(threads)
+    if spinning:
+        add("error", spinning)
     states = Counter(s["state"] for _, b in threads if (s := _STATE.search(b)))
     add("info", f"thread dump: {len(threads)} threads, " + ", ".join(f"{n} {s}" for s, n in states.most_common()))
     obj, source = _object(doc)

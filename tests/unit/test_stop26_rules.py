@@ -725,3 +725,33 @@ def test_a_series_that_moved_while_a_scheduled_job_ran_and_whose_alert_resolved_
 def test_the_same_series_and_alert_without_a_scheduled_run_is_not_called_healthy(tmp_path: Path) -> None:
     _sweep_bundle(tmp_path, with_job=False)
     assert investigate(load_bundle(tmp_path), "did APNs break?").category != Category.HEALTHY
+
+
+# ---------------------------------------------------------------- threads looping in a corrupted map; business ratios
+
+
+def test_runnable_threads_spinning_in_a_hashmap_are_an_infinite_loop(tmp_path: Path) -> None:
+    block = (
+        '"http-nio-8080-exec-{n}" #4{n} daemon prio=5 os_prio=0 cpu=812345.12ms elapsed=9000.1s tid=0x00007f{n:04d} '
+        "nid=0x{n:x} runnable  [0x00007f]\n"
+        "   java.lang.Thread.State: RUNNABLE\n"
+        "\tat java.util.HashMap$TreeNode.find(java.base@17.0.12/HashMap.java:1967)\n"
+        "\tat java.util.HashMap$TreeNode.getTreeNode(java.base@17.0.12/HashMap.java:1979)\n"
+        "\tat java.util.HashMap.getNode(java.base@17.0.12/HashMap.java:572)\n"
+        "\tat com.acme.quote.pricing.RateCardCache.get(RateCardCache.java:61)\n\n"
+    )
+    dump = "2026-09-08 15:18:02\nFull thread dump OpenJDK 64-Bit Server VM (17.0.12+7 mixed mode):\n\n" + "".join(
+        block.format(n=n) for n in range(5)
+    )
+    (tmp_path / "jstack.txt").write_text(dump)
+    d = investigate(load_bundle(tmp_path), "why is quote-engine pinned at 100% CPU?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "HashMap" in d.root_cause and "RateCardCache" in d.root_cause
+
+
+def test_an_approval_ratio_near_one_is_no_saturated_resource() -> None:
+    b = Builder()
+    b.metric("approve_ratio", series(T0, 300, [0.90 + 0.001 * i for i in range(60)]), {"service": "fraud"})
+    from diagnosis.analyzers.metrics import metric_series
+
+    assert not [f for f in metric_series(b.set()) if f.code in ("saturation", "trend_to_exhaustion")]

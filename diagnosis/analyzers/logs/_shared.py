@@ -124,7 +124,7 @@ EXCEPTION = re.compile(
     r"Call to (?:undefined|private|protected) (?:method|function) [\w\\:]+\(\)|"
     r"Call to a member function \w+\(\) on (?:null|bool|array|string|int)|"
     r"Java-level deadlock|all goroutines are asleep - deadlock|thread-pool starvation deadlock|"
-    r"lock-ordering deadlock|goroutine pile-up on a lock",
+    r"lock-ordering deadlock|goroutine pile-up on a lock|infinite loop: \d+ RUNNABLE threads spin",
     re.I,
 )
 # Exceptions a client raises when the other side failed (the server answered 5xx, refused, timed out): the
