@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 # one module per domain; a module not on this branch yet is skipped, any other import failure is a real error
 ANALYZER_MODULES = (
     "kubernetes",
+    "certmanager",
     "alerts",
     "changes",
     "database",

@@ -755,3 +755,65 @@ def test_an_approval_ratio_near_one_is_no_saturated_resource() -> None:
     from diagnosis.analyzers.metrics import metric_series
 
     assert not [f for f in metric_series(b.set()) if f.code in ("saturation", "trend_to_exhaustion")]
+
+
+# ---------------------------------------------------------------- certificates cert-manager cannot renew; tombstones
+
+
+def _cert_bundle(tmp_path: Path, challenge_reason: str | None) -> None:
+    cert = {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": "shop-tls", "namespace": "storefront"},
+        "spec": {"secretName": "shop-tls"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "Expired",
+                    "message": "Certificate expired on Sat, 14 Mar 2026 07:12:09 UTC",
+                    "lastTransitionTime": fmt_ts(T0),
+                }
+            ],
+            "failedIssuanceAttempts": 6 if challenge_reason else None,
+        },
+    }
+    items: list[dict] = [cert]
+    if challenge_reason:
+        items.append(
+            {
+                "apiVersion": "acme.cert-manager.io/v1",
+                "kind": "Challenge",
+                "metadata": {"name": "shop-tls-7-310546", "namespace": "storefront"},
+                "status": {"presented": False, "processing": True, "reason": challenge_reason, "state": "pending"},
+            }
+        )
+    (tmp_path / "certs.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+
+
+def test_an_expired_certificate_whose_dns01_challenge_fails_is_a_solver_configuration_error(tmp_path: Path) -> None:
+    _cert_bundle(tmp_path, "Error presenting challenge: Found no Zones for domain _acme-challenge.shop.example.io.")
+    d = investigate(load_bundle(tmp_path), "why is the shop certificate expired?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "storefront/shop-tls" in d.root_cause and "Found no Zones" in d.root_cause
+
+
+def test_a_certificate_not_ready_with_no_failing_challenge_nor_attempts_is_no_renewal_failure(tmp_path: Path) -> None:
+    _cert_bundle(tmp_path, None)
+    from diagnosis.analyzers.certmanager import certificate_not_renewed
+
+    assert certificate_not_renewed(load_bundle(tmp_path)) == []
+
+
+def test_reads_aborted_on_tombstones_of_one_table_are_a_data_model_defect(tmp_path: Path) -> None:
+    lines = [
+        f"ERROR [ReadStage-{i}] {fmt_ts(T0 + 60 * i)[:19].replace('T', ' ')},540 ReadCommand.java:557 - Scanned over "
+        f"100001 tombstones during query 'SELECT * FROM timeline.feed_by_user WHERE user_id = u{i} LIMIT 500' "
+        "(last scanned row token was 1); query aborted"
+        for i in range(5)
+    ]
+    (tmp_path / "system.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why do feed reads fail, do we need bigger cassandra nodes?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "timeline.feed_by_user" in d.root_cause and "tombstone" in d.root_cause

@@ -27,7 +27,7 @@ from diagnosis.analyzers._common import now_of, with_aliases
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.database._shared import DB_INTERPRETED, Context, is_db_metric
 from diagnosis.analyzers.database.capacity import _cpu, _quota_full, _storage
-from diagnosis.analyzers.database.cassandra import _keyspaces
+from diagnosis.analyzers.database.cassandra import _keyspaces, _tombstones
 from diagnosis.analyzers.database.events import _log_symptoms, _rds_events, _unreachable
 from diagnosis.analyzers.database.io import _burst_balance, _cpu_credits, _io_storms, _replica_lag
 from diagnosis.analyzers.database.keyvalue import _redis
@@ -73,6 +73,7 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     out += _log_symptoms(ctx)
     out += _redis(ctx)
     out += _keyspaces(ctx)
+    out += _tombstones(ctx)
     out += _app_pools(ctx)
     return with_aliases(out)
 

@@ -82,3 +82,72 @@ def _keyspaces(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+# reads that scan more tombstones than the server allows (aborted) or warns about
+_TOMBSTONES = re.compile(
+    r"Scanned over (?P<n>\d+) tombstones (?:during query|in) '?(?:SELECT .*? FROM )?(?P<t>[\w.]+)|"
+    r"Read \d+ live rows and (?P<n2>\d+) tombstone cells for query SELECT .*? FROM (?P<t2>[\w.]+)|"
+    r"TombstoneOverwhelmingException|TOMBSTONE_OVERWHELMING",
+    re.I,
+)
+TOMBSTONE_ABORTS = 3  # aborted reads (or warnings) that make it the cause
+
+
+def _tombstones(ctx: Context) -> list[Finding]:
+    """Reads of one table aborted (or slowed) by the tombstones they scan: the application deletes, overwrites with
+    nulls or re-inserts rows of that table far more than it reads them, so each read walks dead cells until the
+    server gives up. A data-model or code defect (often a release that changed how it writes), not node capacity."""
+    hits: dict[str, list] = {}
+    for r in log_records(ctx.evidence):
+        if "tombstone" not in r.msg.lower() and "TOMBSTONE" not in r.msg:
+            continue
+        m = _TOMBSTONES.search(r.msg)
+        if m:
+            table = m["t"] or m["t2"] or "?"
+            hits.setdefault(table, []).append(r)
+    out: list[Finding] = []
+    for table, recs in hits.items():
+        aborted = [r for r in recs if "Scanned over" in r.msg or "Overwhelming" in r.msg or "OVERWHELMING" in r.msg]
+        if len(aborted) < TOMBSTONE_ABORTS and len(recs) < 2 * TOMBSTONE_ABORTS:
+            continue
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="cause",
+                code="tombstone_overwhelming",
+                category=Category.CODE_DEFECT,
+                title=f"reads of {table} scan too many tombstones ({len(aborted)} aborted, {len(recs)} in all)",
+                mechanism=(
+                    f"reads of {table} walk through tens of thousands of tombstones ('{recs[0].msg.strip()[:160]}'); "
+                    f"{len(aborted)} were aborted at the tombstone limit: the application deletes, nulls or re-inserts "
+                    "that table's rows far more than it reads them (a write pattern or data model that leaves dead "
+                    "cells until gc_grace_seconds passes), so its reads fail whatever the nodes' capacity."
+                ),
+                object=f"table {table}",
+                score=0.8 if len(aborted) >= TOMBSTONE_ABORTS else 0.6,
+                ts=min((r.ts for r in recs if r.ts is not None), default=None),
+                tags=[f"table:{table}", *{f"service:{s}" for r in recs if (s := service_of(r.item))}],
+                explains=[
+                    "errors",
+                    "exception",
+                    "latency",
+                    "db_errors",
+                    "upstream_*",
+                    "metric_shift",
+                    "alert:*",
+                    "gc_pause",
+                    "log_errors",
+                ],
+                evidence=[ref_of(r) for r in recs[:3]],
+                actions=[
+                    Action(description="Tombstones per read of the table", command=f"nodetool tablestats {table}"),
+                    Action(
+                        description="Find the write path that deletes or nulls those rows (a recent release?)",
+                        command="git log -p -S 'DELETE FROM' -- <service>",
+                    ),
+                ],
+            )
+        )
+    return out
