@@ -413,6 +413,43 @@ def _first_start(evidence: EvidenceSet, workload: str, start: float, end: float)
     return None
 
 
+# an application announcing its version as it starts: "quoting 4.2.0 (build ..., commit 3c9e1d4) started"
+_STARTED_AT_VERSION = re.compile(
+    r"\b(?P<name>[a-z][\w.\-]*) v?(?P<ver>\d+\.\d+\.\d+(?:[-+][\w.]+)?)\b(?: \([^)]{0,120}\))? (?:started|is up)\b"
+)
+
+
+def service_of_item(item: EvidenceItem | None) -> str | None:
+    from diagnosis.analyzers._common import service_of
+
+    return service_of(item) if item is not None and item.kind == "log" else None
+
+
+def _sole_start(evidence: EvidenceSet, rels: list[Release], start: float, end: float) -> Release | None:
+    """When the series' workload names no release (a JMX job, an exporter's name): the bundle's only release or
+    versioned start inside the series' span, whichever workload it names."""
+    from diagnosis.analyzers._common import service_of
+
+    found: dict[tuple[str, str], Release] = {}
+    for r in rels:
+        if start < r.ts <= end:
+            found.setdefault((r.workload, r.version), r)
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg, ts = str(r.get("msg") or ""), r.get("ts")
+            if ts is None or not start < ts <= end or ("tart" not in msg and "is up" not in msg):
+                continue
+            m = _STARTED_AT_VERSION.search(msg) or _VERSION_LINE.search(msg)
+            if m and ("verb" not in m.groupdict() or m["verb"].lower().startswith("start")):
+                name = m["name"] or service_of(item) or item.object
+                found.setdefault(
+                    (name, m["ver"]),
+                    Release(float(ts), name, m["ver"], EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])),
+                )
+    versions = {(w.lower(), v) for w, v in found}
+    return next(iter(found.values())) if len(versions) == 1 else None
+
+
 def _pods_started(evidence: EvidenceSet, workload: str, start: float, end: float) -> Release | None:
     """When no release is in sight: the creation of the workload's newest pods, inside the series' span, at the
     version their image carries (the series shows how the workload behaved before them)."""
@@ -530,6 +567,7 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
             _release_for(rels, s.workload, lo, hi)
             or _pods_started(evidence, s.workload, lo, hi)
             or _first_start(evidence, s.workload, lo, hi)
+            or _sole_start(evidence, rels, lo, hi)
         )
         if rel is None:
             continue
@@ -569,6 +607,15 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
         retained = _retained(evidence) if noun == "memory" else None
         if retained:
             refs.append(retained[1])
+        # a release found under another name (the application inside a JMX job's Tomcat) names the leak, and the
+        # log it was read from is the same process's
+        name = s.workload if same_workload(rel.workload, s.workload) else rel.workload
+        released_in = evidence.get(rel.ref.item)
+        also = (
+            [f"service:{s.workload}", *([f"service:{w}"] if (w := service_of_item(released_in)) else [])]
+            if name != s.workload
+            else []
+        )
         out.append(
             Finding(
                 analyzer="release_regressions",
@@ -576,9 +623,9 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                 role="cause",
                 code=code,
                 category=Category.CODE_DEFECT,
-                title=f"{s.workload} {rel.version} leaks {noun} (+{unit(slope_h)}/h without levelling off)",
+                title=f"{name} {rel.version} leaks {noun} (+{unit(slope_h)}/h without levelling off)",
                 mechanism=(
-                    f"since {s.workload} {rel.version} (released {fmt_ts(rel.ts)}) its {noun} "
+                    f"since {name} {rel.version} (released {fmt_ts(rel.ts)}) its {noun} "
                     f"{'grows' if noun == 'memory' else 'grow'} "
                     f"~{unit(slope_h)}/h without levelling off{base}"
                     + (f", restarting {restarts}x and growing again" if restarts else "")
@@ -586,10 +633,10 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                     + f"{to_full}: a {noun.removesuffix('s')} leak in {rel.version}; a bigger limit only delays it"
                     + (f"; {retained[0]}." if retained else ".")
                 ),
-                object=f"{s.workload} {rel.version}",
+                object=f"{name} {rel.version}",
                 score=0.8 if (traffic and before) else 0.65,
                 ts=rel.ts,
-                tags=[f"service:{s.workload}", f"version:{rel.version}", f"metric:{s.name}"]
+                tags=[f"service:{name}", f"version:{rel.version}", f"metric:{s.name}", *also]
                 + ([f"host:{s.labels['instance'].rsplit(':', 1)[0]}"] if s.labels.get("instance") else [])
                 # the descriptors a process ran out of, whichever log says so, are the ones it leaks
                 + (["resource:file-descriptors"] if code == "fd_leak" else []),

@@ -817,3 +817,48 @@ def test_reads_aborted_on_tombstones_of_one_table_are_a_data_model_defect(tmp_pa
     d = investigate(load_bundle(tmp_path), "why do feed reads fail, do we need bigger cassandra nodes?")
     assert d.category == Category.CODE_DEFECT, d.root_cause
     assert "timeline.feed_by_user" in d.root_cause and "tombstone" in d.root_cause
+
+
+# ---------------------------------------------------------------- ignored columns, full transaction logs, sole releases
+
+
+def test_columns_a_loader_ignored_and_the_field_then_null_downstream_are_a_layout_change(tmp_path: Path) -> None:
+    (tmp_path / "importer.log").write_text(
+        f"{fmt_ts(T0)} WARNING catalog_importer.schema: nordhaus: unexpected columns ignored: "
+        "['unit_price', 'vat_rate']\n"
+        f"{fmt_ts(T0 + 5)} INFO catalog_importer.load: nordhaus: 4873 rows read, 4873 upserted, 0 rejected\n"
+    )
+    lines = [
+        f"{fmt_ts(T0 + 60 * (i + 1))} ERROR strawberry.execution: Cannot return null for non-nullable field "
+        "Product.price."
+        for i in range(6)
+    ]
+    (tmp_path / "catalog-subgraph.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why does the catalog return errors for some products?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "nordhaus" in d.root_cause and "unit_price" in d.root_cause
+
+
+def test_a_full_sql_server_transaction_log_is_resource_exhaustion_naming_the_database(tmp_path: Path) -> None:
+    lines = [
+        f"{fmt_ts(T0 + 60 * i)} ERROR ErpService: System.Data.SqlClient.SqlException (0x80131904): The transaction "
+        "log for database 'ERP_Prod' is full due to 'LOG_BACKUP'."
+        for i in range(4)
+    ]
+    (tmp_path / "app.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why do goods receipts fail?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+    assert "ERP_Prod" in d.root_cause and "LOG_BACKUP" in d.root_cause
+
+
+def test_a_heap_leak_under_a_jmx_job_takes_the_bundles_only_versioned_start() -> None:
+    b = Builder()
+    before = [(1300 + (i % 3) * 40) * MIB for i in range(24)]
+    after = [(1300 + 90 * i + (i % 3) * 40) * MIB for i in range(30)]
+    b.metric("jvm_memory_used_bytes", series(T0, H, before + after), {"area": "heap", "job": "tomcat-jmx"})
+    b.metric("req_rate", series(T0, H, [50.0 + (i % 4) for i in range(54)]), {"job": "tomcat-jmx"})
+    b.log(
+        "catalina.out", [(T0 + 24 * H - 30, "info", "StartupListener quoting 4.2.0 (build x, commit 3c9e1d4) started")]
+    )
+    [leak] = [f for f in causes(release_regressions(b.set())) if f.code == "memory_leak"]
+    assert "quoting 4.2.0" in leak.mechanism and "service:catalina" in leak.tags

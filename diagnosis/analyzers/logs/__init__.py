@@ -15,7 +15,7 @@ ran out); `_shared` holds the thresholds and expressions they all read.
 from __future__ import annotations
 
 from diagnosis.analyzers.logs.capacity import app_capacity
-from diagnosis.analyzers.logs.drift import input_drift, input_layout_changed
+from diagnosis.analyzers.logs.drift import ignored_columns_nulled, input_drift, input_layout_changed
 from diagnosis.analyzers.logs.empty import empty_input
 from diagnosis.analyzers.logs.errors import log_errors
 from diagnosis.analyzers.logs.leaks import runtime_leaks
@@ -25,6 +25,7 @@ __all__ = [
     "app_capacity",
     "empty_input",
     "host_not_allowed",
+    "ignored_columns_nulled",
     "input_drift",
     "input_layout_changed",
     "log_errors",

@@ -394,3 +394,78 @@ def input_layout_changed(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# a consumer that ignores columns it does not know (the list it logs), and values that are then missing downstream
+_IGNORED_COLUMNS = re.compile(
+    r"(?:(?P<who>[\w\-]+): )?(?:unexpected|unknown|unrecognized|unmapped|extra) (?:columns?|fields?)(?: ignored)?:? "
+    r"\[?(?P<cols>[\"'`]?[A-Za-z_][\w.]*[\"'`]?(?:,\s*[\"'`]?[A-Za-z_][\w.]*[\"'`]?)*)\]?",
+    re.I,
+)
+_NULL_FIELD = re.compile(
+    r"Cannot return null for non-nullable field (?:\w+\.)?(?P<f1>\w+)|null value in column \"(?P<f2>\w+)\"|"
+    r"NOT NULL constraint failed: \w+\.(?P<f3>\w+)|Column '(?P<f4>\w+)' cannot be null|"
+    r"\b(?P<f5>[a-z_]+) (?:is|was) (?:null|None|missing) for\b",
+)
+NULLED_MIN = 3
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def ignored_columns_nulled(evidence: EvidenceSet) -> list[Finding]:
+    """A producer's input whose columns the consumer ignored as unknown (a renamed `price` -> `unit_price`), after
+    which the field they should have filled is missing where it is read (GraphQL "Cannot return null for
+    non-nullable field Product.price", NOT NULL violations): the input's layout changed at the producer."""
+    ignored: list[tuple[Rec, str, list[str]]] = []
+    nulls: dict[str, list[Rec]] = defaultdict(list)
+    for rec in records_with(evidence, ("olumn", "ield", "null", "None")):
+        m = _IGNORED_COLUMNS.search(rec.msg)
+        if m:
+            cols = [c.strip(" \"'`") for c in m["cols"].split(",") if c.strip(" \"'`")]
+            ignored.append((rec, m["who"] or service_of(rec.item) or rec.item.object, cols))
+            continue
+        n = _NULL_FIELD.search(rec.msg)
+        if n:
+            field = next(g for g in n.groups() if g)
+            nulls[field.lower()].append(rec)
+    out: list[Finding] = []
+    for rec, producer, cols in ignored:
+        for field, recs in nulls.items():
+            related = [c for c in cols if field == c.lower() or field in c.lower().split("_")]
+            after = [r for r in recs if r.ts is None or rec.ts is None or r.ts >= rec.ts]
+            if not related or len(after) < NULLED_MIN:
+                continue
+            out.append(
+                Finding(
+                    analyzer="input_drift",
+                    domain=Domain.LOGS,
+                    role="cause",
+                    code="input_columns_ignored",
+                    category=Category.DATA_QUALITY,
+                    title=f"input from {producer} changed: column(s) {', '.join(related)} ignored, {field} missing",
+                    mechanism=(
+                        f"the input from {producer} arrived with columns the loader does not know and ignored "
+                        f"({', '.join(cols)}: '{rec.msg.strip()[:140]}'), so {field} was loaded empty: "
+                        f"'{' '.join(after[0].msg.split())[:140]}' x{len(after)} since; the producer renamed or "
+                        "reshaped its columns, and the rows it sent are wrong while the load succeeded."
+                    ),
+                    object=f"input from {producer}",
+                    score=0.8,
+                    ts=rec.ts,
+                    tags=[
+                        f"producer:{producer}",
+                        *(f"column:{c}" for c in related),
+                        f"field:{field}",
+                        *{f"service:{s}" for r in after if (s := service_of(r.item))},
+                    ],
+                    explains=["errors", "exception", "http_5xx", "alert:*", "metric_shift", "log_errors"],
+                    evidence=[ref_of(rec), ref_of(after[0])],
+                    actions=[
+                        Action(
+                            description=f"Compare {producer}'s newest header with the columns the loader maps",
+                            command=f"head -1 <newest {producer} file>",
+                        )
+                    ],
+                )
+            )
+            break
+    return with_aliases(out)

@@ -498,6 +498,8 @@ def _cause_of(
         return _killed(item, tpl, who, tags)
     if _SIGNATURE_MISMATCH.search(msg) and tpl.count >= SPORADIC:
         return _signature_mismatch(item, tpl, who, tags)
+    if (full := _DB_LOG_FULL.search(msg)) is not None:
+        return _db_log_full(item, tpl, who, tags, full)
     if MISSING_RESOURCE.search(msg):
         return None  # the thing it asked for is not there (a table, a bucket key): not a bug in its code
     exc = EXCEPTION.search(msg)
@@ -739,6 +741,47 @@ def _signature_mismatch(item: EvidenceItem, tpl: Template, who: str, tags: list[
             Action(
                 description="Compare the signing secret the sender uses now with the one this service loads",
                 command=f"kubectl get secret -l app={who} -o yaml   # and the provider's webhook endpoint settings",
+            )
+        ],
+    )
+
+
+# SQL Server's error 9002: a database's transaction log full, and what keeps it from being truncated
+_DB_LOG_FULL = re.compile(r"The transaction log for database '(?P<db>[^']+)' is full(?: due to '(?P<why>\w+)')?")
+_LOG_REUSE_WAIT = {
+    "LOG_BACKUP": "log backups are not running or failing, so the log cannot be truncated",
+    "ACTIVE_TRANSACTION": "a long open transaction keeps the log from being truncated",
+    "REPLICATION": "replication has not read the log, so it cannot be truncated",
+    "AVAILABILITY_REPLICA": "an availability-group replica has not received the log",
+    "ACTIVE_BACKUP_OR_RESTORE": "a backup or restore holds the log",
+}
+
+
+def _db_log_full(item: EvidenceItem, tpl: Template, who: str, tags: list[str], m: re.Match[str]) -> Finding:
+    assert tpl.sample is not None
+    why = _LOG_REUSE_WAIT.get(m["why"] or "", "the log grew until its file or disk was full")
+    return Finding(
+        analyzer="log_errors",
+        domain=Domain.LOGS,
+        role="cause",
+        code="db_log_full",
+        category=Category.RESOURCE_EXHAUSTION,
+        title=f"the transaction log of database {m['db']} is full" + (f" ({m['why']})" if m["why"] else ""),
+        mechanism=(
+            f"the transaction log of database {m['db']} is full ({m['why'] or 'no reason given'}): {why}, so every "
+            f"write fails: '{_short(tpl.sample.msg)}' x{tpl.count} {span_text(tpl.first_ts, tpl.last_ts)}."
+        ),
+        object=f"transaction log of {m['db']}",
+        score=0.85,
+        ts=tpl.first_ts,
+        tags=[*tags, f"database:{m['db']}"],
+        explains=["errors", "exception", "http_5xx", "db_errors", "disk_full", "alert:*"],
+        evidence=[ref_of(tpl.sample)],
+        actions=[
+            Action(
+                description="Why the log cannot be truncated, and how full it is",
+                command=f"SELECT name, log_reuse_wait_desc FROM sys.databases WHERE name = '{m['db']}'; "
+                "DBCC SQLPERF(LOGSPACE);",
             )
         ],
     )
