@@ -124,7 +124,7 @@ def _internal_upstream(f: Finding) -> tuple[str, str] | None:
 
 # series labels that name the other end of a call, not the series' source
 _PEER_LABEL = re.compile(
-    r"\b(?:target|upstream|peer\w*|dest\w*|dst\w*|remote\w*|server_address|net_peer\w*|grpc_service|backend\w*)"
+    r"\b(?:target|upstream|peer\w*|dest\w*|dst\w*|remote\w*|server_address|net_peer\w*|grpc_service|backend\w*|subgraph\w*)"
     r"=[^,}]*"
 )
 

@@ -509,6 +509,8 @@ AUTH_DENIED = re.compile(
     r"PERMISSION_DENIED|UNAUTHENTICATED|code = (?:PermissionDenied|Unauthenticated)|"
     r"invalid[ _]api[ _]?key|invalid (?:access |bearer )?token|invalid_grant|invalid_client|jwt expired|"
     r"token (?:has )?expired|authentication failed for|bad credentials|"
+    # Vault's Kubernetes auth refusing a ServiceAccount its role is not bound to
+    r"service account (?:name|namespace) not authorized|"
     # a client that cannot get its own credential (GCP Workload Identity, a metadata server refusing it)
     r"Received 40[13]\W{0,3}Unable to generate access token|unable to (?:generate|fetch|obtain) (?:an )?access token",
     re.I,

@@ -862,3 +862,41 @@ def test_a_heap_leak_under_a_jmx_job_takes_the_bundles_only_versioned_start() ->
     )
     [leak] = [f for f in causes(release_regressions(b.set())) if f.code == "memory_leak"]
     assert "quoting 4.2.0" in leak.mechanism and "service:catalina" in leak.tags
+
+
+# ---------------------------------------------------------------- mesh routes, Vault roles, Rust tracing targets
+
+
+def test_envoy_503_nc_is_a_route_to_a_cluster_that_does_not_exist(tmp_path: Path) -> None:
+    lines = [
+        f'[{fmt_ts(T0 + 9 * i).replace(" ", "T")}] "GET /v1/prices HTTP/1.1" 503 NC cluster_not_found - "-" 0 0 0 - '
+        f'"-" "frontend/5.12.0" "0cc61f87-{i:04d}" "pricing.shop.svc.cluster.local:8080" "-" - - 10.96.48.211:8080 '
+        "10.64.5.19:53578 - -"
+        for i in range(6)
+    ]
+    (tmp_path / "istio-proxy.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "did pricing 2.8.0 break?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "pricing.shop.svc.cluster.local:8080" in d.root_cause and "DestinationRule" in d.root_cause
+
+
+def test_vault_refusing_a_service_account_its_role_is_not_bound_to_is_a_configuration_error(tmp_path: Path) -> None:
+    lines = [
+        f'{fmt_ts(T0 + 30 * i)} [ERROR] agent.auth.handler: error authenticating: error="Error making API request. '
+        "URL: PUT https://vault.vault.svc:8200/v1/auth/kubernetes/login Code: 403. Errors: * service account name "
+        'not authorized" backoff=30s'
+        for i in range(8)
+    ]
+    (tmp_path / "vault-agent-init.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "is vault sealed again?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+
+
+def test_a_rust_tracing_target_is_not_the_host_a_call_went_to() -> None:
+    from diagnosis.analyzers.network.extraction import _target
+
+    msg = (
+        "Fetch error: HTTP fetch failed from 'inventory': request timed out target=apollo_router::query_planner::fetch "
+        "http.url=http://inventory.commerce.svc.cluster.local:4001/graphql"
+    )
+    assert _target(msg) == "inventory.commerce.svc.cluster.local:4001"

@@ -57,7 +57,7 @@ from diagnosis.analyzers.network.flows import rejected_flows
 from diagnosis.analyzers.network.interface import interface_errors
 from diagnosis.analyzers.network.loss import packet_loss
 from diagnosis.analyzers.network.policy import egress_blocks_dns, policy_drops
-from diagnosis.analyzers.network.ports import port_moved, protocol_mismatch
+from diagnosis.analyzers.network.ports import port_moved, protocol_mismatch, route_to_missing_cluster
 from diagnosis.analyzers.network.probes import _access_log_5xx, _probe_findings
 from diagnosis.analyzers.network.refusals import access_denied, own_rate_limits
 from diagnosis.analyzers.network.tls import _tls_findings, incomplete_chain
@@ -180,5 +180,6 @@ __all__ = [
     "port_moved",
     "protocol_mismatch",
     "rejected_flows",
+    "route_to_missing_cluster",
     "vrrp_split_brain",
 ]

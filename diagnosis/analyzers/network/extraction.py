@@ -410,6 +410,8 @@ def _target(msg: str) -> str | None:
                 continue
             if _SOURCE_FILE.search(name) or (":" in name and m.start(1) > 0 and msg[m.start(1) - 1] in "._"):
                 continue  # a source file's line (_http_client.js:661), or the tail of a longer word
+            if msg[m.end(1) : m.end(1) + 2] == "::" or name.endswith(":"):
+                continue  # a Rust module path (tracing's target=apollo_router::query_planner), not a host
             before = msg[max(0, m.start() - 120) : m.start(1)]
             if _DOC_LINK.search(before[-24:]) or _DOC_ARTICLE.search(before):
                 continue  # "(see https://curl.haxx.se/libcurl/...)": a documentation link, not the call

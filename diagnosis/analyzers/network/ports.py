@@ -182,3 +182,62 @@ def protocol_mismatch(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# Envoy's access log: the route names a cluster (a subset) that does not exist ("503 NC cluster_not_found")
+_NO_CLUSTER = re.compile(r"\" (?P<code>\d{3}) NC\b|\bcluster_not_found\b|response_flags=NC\b|\"response_flags\":\"NC\"")
+_AUTHORITY = re.compile(r"\"(?P<host>[A-Za-z0-9][\w.\-]*(?::\d+)?)\" \"[^\"]*\" [\d.:\-]+ [\d.:\-]+ (?P<up>\S+)")
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def route_to_missing_cluster(evidence: EvidenceSet) -> list[Finding]:
+    """A mesh proxy answering 503 NC (no cluster): its route sends requests to a cluster that is not defined (a
+    VirtualService subset its DestinationRule does not declare, a route to a removed Service), a configuration
+    error of the routing, whatever the pods behind it."""
+    groups: dict[str, list[Rec]] = {}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if " NC" not in msg and "cluster_not_found" not in msg and 'NC"' not in msg:
+                continue
+            if _NO_CLUSTER.search(msg):
+                host = next((m.group(1) for m in re.finditer(r"\"([a-z0-9][\w.\-]*\.[a-z][\w.\-]*(?::\d+)?)\"", msg)
+                             if not m.group(1)[0].isdigit()), None)  # fmt: skip
+                groups.setdefault(host or service_of(item) or item.object, []).append(
+                    Rec(item, r.get("ts"), msg, r.get("line"), "error")
+                )
+    out: list[Finding] = []
+    for host, recs in groups.items():
+        if len(recs) < MIN_FAILURES:
+            continue
+        recs.sort(key=lambda r: r.ts or 0)
+        out.append(
+            Finding(
+                analyzer="route_to_missing_cluster",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="route_cluster_missing",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"requests to {host} routed to a cluster that does not exist (503 NC, {len(recs)}x)",
+                mechanism=(
+                    f"the proxy answers 503 NC (cluster_not_found) for {len(recs)} requests to {host} "
+                    f"{span_text(recs[0].ts, recs[-1].ts)}: its route sends them to a cluster the mesh does not "
+                    "define (a VirtualService subset missing from its DestinationRule, or a route to a removed "
+                    "Service), so that share of the traffic fails before any pod sees it."
+                ),
+                object=f"route to {host}",
+                score=0.85,
+                ts=recs[0].ts,
+                tags=[*_target_tags(host), *{f"service:{s}" for r in recs if (s := service_of(r.item))}],
+                explains=["http_5xx", "upstream_*", "errors", "alert:*", "metric_shift"],
+                evidence=_refs(recs),
+                actions=[
+                    Action(description="Check the routes and subsets", command="istioctl analyze -A"),
+                    Action(
+                        description=f"Compare the VirtualService's subsets for {host} with its DestinationRule",
+                        command="kubectl get virtualservice,destinationrule -A -o yaml",
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)
