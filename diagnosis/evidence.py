@@ -20,8 +20,19 @@ class EvidenceSet:
         self.ignored: list[dict[str, str]] = []  # {path, reason}
         self.errors: list[dict[str, str]] = []  # {path, error}
         self._derived: dict[str, Any] = {}
+        # "now" for the analyzers when set (a past failure read as of its end); else the newest time in the evidence
+        self.as_of: float | None = None
         for item in items:
             self.add(item)
+
+    def at(self, ts: float) -> EvidenceSet:
+        """The evidence as it stood at `ts`: a new set (its own derived values) whose "now" is `ts`, its logs' records
+        and its series' points cut at `ts` (what came later is not known then)."""
+        copy = EvidenceSet(_cut(item, ts) for item in self)
+        copy.ignored = list(self.ignored)
+        copy.errors = list(self.errors)
+        copy.as_of = ts
+        return copy
 
     def add(self, item: EvidenceItem) -> None:
         if item.id in self._items:
@@ -87,3 +98,14 @@ def resolve(data: Any, path: str) -> Any:
         else:
             return _MISSING
     return cur
+
+
+def _cut(item: EvidenceItem, ts: float) -> EvidenceItem:
+    """The item as of `ts`: a log's records and a series' points up to then (records without a time are kept)."""
+    if item.kind == "log" and item.data.get("records"):
+        records = [r for r in item.data["records"] if not isinstance(r.get("ts"), int | float) or r["ts"] <= ts]
+        return item.model_copy(update={"data": {**item.data, "records": records}})
+    if item.kind == "metric" and item.data.get("points"):
+        points = [p for p in item.data["points"] if not isinstance(p[0], int | float) or p[0] <= ts]
+        return item.model_copy(update={"data": {**item.data, "points": points}})
+    return item

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 
 from diagnosis.analyzers.base import ANALYZERS, Analyzer
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Diagnosis, Domain, Finding
+from diagnosis.model import Category, Diagnosis, Domain, Finding
 from diagnosis.reasoning import reason
+from diagnosis.timeline import evidence_now, fmt_ts
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +88,50 @@ def conclude(findings: list[Finding], evidence: EvidenceSet, question: str | Non
     return reason(findings, evidence, question)
 
 
-def investigate(evidence: EvidenceSet, question: str | None = None) -> Diagnosis:
-    """All domains' analyzers, then the conclusion."""
+def _analyze(evidence: EvidenceSet, question: str | None) -> Diagnosis:
     findings: list[Finding] = []
     for domain in Domain:
         findings.extend(analyze_domain(domain, evidence))
     return conclude(findings, evidence, question)
+
+
+# an operator asking what caused a failure that is over: "what caused the outage at 03:47?", "why did X go down
+# last night?", "threw 502s for 15 min and recovered - was it the database?"
+_PAST_FAILURE = re.compile(
+    r"\bwhat caused\b|\bwhy did\b|\broot cause\b|\bpost-?mortem\b|\bRCA\b|\bwhat happened\b|"
+    r"\brecovered (?:on its own|by itself)\b[^?]*\bwas it\b",
+    re.I,
+)
+
+
+def _failure_end(evidence: EvidenceSet, findings: list[Finding]) -> float | None:
+    """When the failure that is over last showed: the newest log record that a stopped failure's finding cites."""
+    newest: float | None = None
+    for f in findings:
+        if not f.code.endswith("_stopped"):
+            continue
+        for ref in f.evidence:
+            item = evidence.get(ref.item)
+            if item is None or item.kind != "log" or ref.line is None:
+                continue
+            for r in item.data.get("records") or ():
+                ts = r.get("ts")
+                if r.get("line") == ref.line and isinstance(ts, int | float):
+                    newest = ts if newest is None or ts > newest else newest
+    return newest
+
+
+def investigate(evidence: EvidenceSet, question: str | None = None) -> Diagnosis:
+    """All domains' analyzers, then the conclusion. Asked what caused a failure that is over, the evidence is read
+    again as of that failure's end: "nothing is failing now" answers another question."""
+    d = _analyze(evidence, question)
+    if d.category != Category.HEALTHY or not question or not _PAST_FAILURE.search(question):
+        return d
+    end = _failure_end(evidence, d.findings)
+    if end is not None and end < (evidence_now(evidence) or end):
+        past = _analyze(evidence.at(end + 60.0), question)
+        if past.category != Category.HEALTHY:
+            past.root_cause = f"(a failure that is over: read as of its end, {fmt_ts(end)}) {past.root_cause}"
+            past.text = f"_Read as of {fmt_ts(end)}, when the failure asked about last showed._\n\n{past.text}"
+            return past
+    return d

@@ -63,7 +63,10 @@ def _pod_times(data: dict[str, Any]) -> list[Any]:
 
 
 def evidence_now(evidence: EvidenceSet) -> float | None:
-    """The newest timestamp in the evidence (None when nothing in it carries a time). Cached per set and size."""
+    """The newest timestamp in the evidence (None when nothing in it carries a time), or the time the set is read
+    as of (`EvidenceSet.at`). Cached per set and size."""
+    if getattr(evidence, "as_of", None) is not None:
+        return evidence.as_of
     cached = _NOW_CACHE.get(evidence)
     if cached is not None and cached[0] == len(evidence):
         return cached[1]

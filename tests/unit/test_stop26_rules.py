@@ -900,3 +900,39 @@ def test_a_rust_tracing_target_is_not_the_host_a_call_went_to() -> None:
         "http.url=http://inventory.commerce.svc.cluster.local:4001/graphql"
     )
     assert _target(msg) == "inventory.commerce.svc.cluster.local:4001"
+
+
+# ---------------------------------------------------------------- a failure that is over, asked about
+
+
+def _recovered_bundle(tmp_path: Path) -> None:
+    lines = [
+        f"{fmt_ts(T0 + 20 * i)[:19].replace('-', '/').replace('T', ' ')} [error] 1204#1204: *89{i:04d} upstream timed "
+        "out (110: Connection timed out) while reading response header from upstream, client: 10.1.1.9, server: "
+        'members, request: "GET / HTTP/1.1", upstream: "http://unix:/run/gunicorn/members.sock:/", host: "members"'
+        for i in range(40)
+    ]
+    later = fmt_ts(T0 + 4 * 3600)[:19].replace("-", "/").replace("T", " ")
+    lines.append(f'{later} [error] 1203#1203: *9017 open() "/srv/members/static/favicon.png" failed (2: No such file)')
+    (tmp_path / "nginx-error.log").write_text("\n".join(lines) + "\n")
+
+
+def test_asked_what_caused_a_failure_that_is_over_the_bundle_is_read_as_of_its_end(tmp_path: Path) -> None:
+    _recovered_bundle(tmp_path)
+    ev = load_bundle(tmp_path)
+    assert investigate(ev, "is the members site ok now?").category == Category.HEALTHY
+    d = investigate(ev, "what caused the members 504s at 3am? it recovered by itself")
+    assert d.category != Category.HEALTHY, d.root_cause
+    assert "read as of its end" in d.root_cause
+
+
+def test_evidence_read_as_of_a_time_cuts_what_came_later() -> None:
+    b = Builder()
+    b.log("app.log", [(T0, "error", "boom"), (T0 + 600, "info", "fine")])
+    b.metric("x", series(T0, 60, [1.0] * 20))
+    cut = b.set().at(T0 + 300)
+    assert [r["ts"] for r in cut.kind("log")[0].data["records"]] == [T0]
+    assert len(cut.kind("metric")[0].data["points"]) == 6
+    from diagnosis.timeline import evidence_now
+
+    assert evidence_now(cut) == T0 + 300 and evidence_now(b.set()) == T0 + 1140
