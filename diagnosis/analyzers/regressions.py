@@ -450,16 +450,20 @@ def _sole_start(evidence: EvidenceSet, rels: list[Release], start: float, end: f
     return next(iter(found.values())) if len(versions) == 1 else None
 
 
+POD_SERIES_LAG_S = 3600.0
+
+
 def _pods_started(evidence: EvidenceSet, workload: str, start: float, end: float) -> Release | None:
     """When no release is in sight: the creation of the workload's newest pods, inside the series' span, at the
     version their image carries (the series shows how the workload behaved before them)."""
     best: tuple[float, EvidenceItem] | None = None
     for pod in evidence.kind("k8s/Pod"):
         meta = pod.data.get("metadata") or {}
-        ts = parse_ts(meta.get("creationTimestamp"))
+        ts = parse_ts(meta.get("creationTimestamp")) or parse_ts((pod.data.get("status") or {}).get("startTime"))
         if (
             ts is None
-            or not start < ts <= end
+            # a pod's own series starts when it does: its creation a few minutes before the first point counts
+            or not start - POD_SERIES_LAG_S < ts <= end
             or not same_workload(workload_of_pod(str(meta.get("name") or "")), workload)
         ):
             continue
@@ -472,8 +476,9 @@ def _pods_started(evidence: EvidenceSet, workload: str, start: float, end: float
     if not images or not re.search(r"\d", _tag(images[0])):
         return None
     created = (pod.data.get("metadata") or {}).get("creationTimestamp")
-    return Release(ts, workload, _tag(images[0]), EvidenceRef(item=pod.id, field="metadata.creationTimestamp",
-                                                              value=created))  # fmt: skip
+    field = "metadata.creationTimestamp" if created else "status.startTime"
+    value = created or (pod.data.get("status") or {}).get("startTime")
+    return Release(ts, workload, _tag(images[0]), EvidenceRef(item=pod.id, field=field, value=value))
 
 
 _GOROUTINES = re.compile(r"go_goroutines|goroutines", re.I)

@@ -936,3 +936,17 @@ def test_evidence_read_as_of_a_time_cuts_what_came_later() -> None:
     from diagnosis.timeline import evidence_now
 
     assert evidence_now(cut) == T0 + 300 and evidence_now(b.set()) == T0 + 1140
+
+
+def test_goroutines_of_new_pods_that_grow_take_the_pods_start_as_their_release() -> None:
+    b = Builder()
+    pod = {
+        "metadata": {"name": "order-events-7c4f9d8b6-5jqxm", "namespace": "orders"},
+        "spec": {"containers": [{"name": "order-events", "image": "ghcr.io/acme/order-events:v2.14.0"}]},
+        "status": {"startTime": fmt_ts(T0 - 1800)},
+    }
+    b.raw("k8s/Pod", "Pod/orders/order-events-7c4f9d8b6-5jqxm", pod)
+    values = [200 + 60 * k for k in range(12)] * 3  # grows, is killed, grows again
+    b.metric("go_goroutines", series(T0, 600, values), {"pod": "order-events-7c4f9d8b6-5jqxm", "job": "order-events"})
+    [leak] = [f for f in causes(release_regressions(b.set())) if f.code == "goroutine_leak"]
+    assert "v2.14.0" in leak.mechanism
