@@ -950,3 +950,32 @@ def test_goroutines_of_new_pods_that_grow_take_the_pods_start_as_their_release()
     b.metric("go_goroutines", series(T0, 600, values), {"pod": "order-events-7c4f9d8b6-5jqxm", "job": "order-events"})
     [leak] = [f for f in causes(release_regressions(b.set())) if f.code == "goroutine_leak"]
     assert "v2.14.0" in leak.mechanism
+
+
+# ---------------------------------------------------------------- files rejected with every delivery
+
+
+def test_a_partners_files_rejected_at_each_delivery_are_bad_data_still_going_on(tmp_path: Path) -> None:
+    lines = []
+    for h in (6, 8, 10, 12):
+        t = T0 + h * 3600
+        lines.append(
+            f"{fmt_ts(t)[:19].replace('T', ' ')},343 ERROR [x12-worker-1] c.n.edi.x12.InterchangeReader - Interchange "
+            f"rejected: /srv/edi/inbound/kestrel/KESTREL_810_{h:02d}05.edi: invalid interchange header, segment tag "
+            "'\u00ef\u00bb\u00bfISA' is not ISA/UNA/UNB"
+        )
+        lines.append(
+            f"{fmt_ts(t + 600)[:19].replace('T', ' ')},100 INFO  [x12-worker-2] ISA control 0001 sender ORMOND"
+        )
+    (tmp_path / "translator.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why are kestrel invoices not coming through?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "KESTREL_810_" in d.root_cause
+
+
+def test_an_offset_into_a_file_is_no_consumers_stuck_position() -> None:
+    from diagnosis.analyzers.logs.data import _stuck_offset
+
+    b = Builder()
+    b.log("t.log", [(T0 + i, "error", "X12ParseException: Unrecognised envelope at offset 0") for i in range(5)])
+    assert _stuck_offset(b.set().kind("log")[0]) == ""

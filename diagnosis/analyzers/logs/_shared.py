@@ -60,6 +60,10 @@ BAD_DATA = re.compile(
     r"expected \d+ (?:columns|fields),? (?:but )?(?:got|found|saw) \d+|wrong number of (?:columns|fields)|"
     # CSV readers on a file with another delimiter or column count (Rust csv, Go encoding/csv, a header check)
     r"found record with \d+ fields?, but the previous record has \d+|wrong number of fields|"
+    # a file that starts with a byte-order mark (read as Latin-1: "ï»¿"), EDI envelopes (X12, EDIFACT) and HL7
+    # messages a translator cannot read
+    r"\u00ef\u00bb\u00bf|\ufeff|byte[- ]order mark|\bBOM\b|invalid interchange header|Unrecognis?z?ed envelope|"
+    r"X12ParseException|EdifactParseException|EncodingNotSupportedException|HL7Exception|"
     # Spring Batch's flat-file reader; BigQuery and other warehouses giving up on a load's rows
     r"Incorrect number of tokens found in record|IncorrectTokenCountException|FlatFileParseException|"
     r"(?:CSV|JSON|Avro|Parquet) table encountered too many errors|Too many (?:values|columns|fields) in (?:row|line)|"

@@ -18,12 +18,18 @@ def _data_error_name(msg: str) -> str:
     return phrase.group(0) if phrase else "bad input"
 
 
+_STREAM_WORDS = re.compile(r"partition|topic|consumer|kafka|kinesis|shard|stream|\w+-\d+@\d+", re.I)
+
+
 def _stuck_offset(item: EvidenceItem) -> str:
     """A consumer that keeps re-reading one record (a poison message): the offset (and partition) its log names
     at least 3 times, as ", re-reading offset N of partition P (a poison message)"; else ""."""
     counts: dict[tuple[str, str], int] = {}
     for r in item.data.get("records") or ():
-        for m in _OFFSET.finditer(str(r.get("msg") or "")):
+        msg = str(r.get("msg") or "")
+        if not _STREAM_WORDS.search(msg):
+            continue  # an offset into a file or a buffer ("envelope at offset 0"), not a consumer's position
+        for m in _OFFSET.finditer(msg):
             off = m["off"] or m["off2"]
             key = (off, m["part"] or m["topic"] or "")
             counts[key] = counts.get(key, 0) + 1
@@ -38,7 +44,7 @@ def _stuck_offset(item: EvidenceItem) -> str:
 
 # a file name, not a namespace (System.Xml.XmlException) that happens to end in a data format's name
 _DATA_FILE = re.compile(
-    r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat)(?:\.gz)?)\b(?!\.\w)", re.I
+    r"([\w.\-]+\.(?:csv|tsv|jsonl?|ndjson|xml|parquet|avro|orc|xlsx?|dat|edi|x12|hl7)(?:\.gz)?)\b(?!\.\w)", re.I
 )
 INPUT_WINDOW_S = 300.0  # the input a job picked up shortly before it failed on it
 

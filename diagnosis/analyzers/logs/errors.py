@@ -50,6 +50,7 @@ from diagnosis.analyzers.logs._shared import (
     STOPPED_AFTER_S,
 )
 from diagnosis.analyzers.logs.data import (
+    _DATA_FILE,
     _around,
     _bad_field,
     _data_error_name,
@@ -260,11 +261,17 @@ def _gave_up_at(item: EvidenceItem) -> float | None:
 
 
 def _recurring_death(tpl: Template, now: float) -> bool:
-    """A process killed or crashed again and again (fatal, or a kill from outside) whose last death is more recent
-    than three of its mean gaps: the next one may simply not have come yet."""
+    """A process killed or crashed again and again (fatal, or a kill from outside), or bad input rejected again and
+    again, whose last occurrence is more recent than three of its mean gaps: the next one may simply not have come
+    yet."""
     if tpl.count < 3 or tpl.first_ts is None or tpl.last_ts is None or tpl.sample is None:
         return False
-    if tpl.sample.level != "fatal" and not KILLED_FROM_OUTSIDE.search(tpl.sample.msg):
+    # also bad input rejected with every delivery of a file or batch: the next delivery has not come yet
+    if (
+        tpl.sample.level != "fatal"
+        and not KILLED_FROM_OUTSIDE.search(tpl.sample.msg)
+        and not (BAD_DATA.search(tpl.sample.msg) and _DATA_FILE.search(tpl.sample.msg))
+    ):
         return False
     return now - tpl.last_ts < RECURRING_QUIET * (tpl.last_ts - tpl.first_ts) / (tpl.count - 1)
 
