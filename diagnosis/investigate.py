@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+from typing import Any
 
 from diagnosis.analyzers.base import ANALYZERS, Analyzer
 from diagnosis.evidence import EvidenceSet
@@ -99,7 +100,8 @@ def _analyze(evidence: EvidenceSet, question: str | None) -> Diagnosis:
 # last night?", "threw 502s for 15 min and recovered - was it the database?"
 _PAST_FAILURE = re.compile(
     r"\bwhat caused\b|\bwhy did\b|\broot cause\b|\bpost-?mortem\b|\bRCA\b|\bwhat happened\b|"
-    r"\brecovered (?:on its own|by itself)\b[^?]*\bwas it\b",
+    r"\bincident (?:doc|report|review|write-?up|timeline)\b|"
+    r"\b(?:recovered|fixed|resolved|cleared|went away)(?: itself| on its own| by itself)?\b[^?]*\bwas (?:it|that)\b",
     re.I,
 )
 
@@ -108,17 +110,32 @@ def _failure_end(evidence: EvidenceSet, findings: list[Finding]) -> float | None
     """When the failure that is over last showed: the newest log record that a stopped failure's finding cites."""
     newest: float | None = None
     for f in findings:
-        if not f.code.endswith("_stopped"):
+        if not f.code.endswith(("_stopped", "_recovered")):
             continue
         for ref in f.evidence:
             item = evidence.get(ref.item)
-            if item is None or item.kind != "log" or ref.line is None:
+            if item is None:
                 continue
-            for r in item.data.get("records") or ():
-                ts = r.get("ts")
-                if r.get("line") == ref.line and isinstance(ts, int | float):
+            stamps: list[Any] = []
+            if item.kind == "log" and ref.line is not None:
+                stamps = [r.get("ts") for r in item.data.get("records") or () if r.get("line") == ref.line]
+            elif item.kind == "metric":
+                # a series that spiked and came back: the failure lasted while it stood above its usual level
+                stamps = [_spike_end(item.data.get("points") or ())]
+            for ts in stamps:
+                if isinstance(ts, int | float):
                     newest = ts if newest is None or ts > newest else newest
     return newest
+
+
+def _spike_end(points: Any) -> float | None:
+    """The last point of a series that stands well above its median (the end of its spike)."""
+    values = sorted(float(p[1]) for p in points if isinstance(p, list | tuple) and len(p) == 2)
+    if len(values) < 4:
+        return None
+    typical = values[len(values) // 2]
+    high = [float(p[0]) for p in points if float(p[1]) > 2 * typical + 1e-9]
+    return max(high) if high else None
 
 
 def investigate(evidence: EvidenceSet, question: str | None = None) -> Diagnosis:

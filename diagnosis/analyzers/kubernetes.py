@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnosis.analyzers._common import workload_of_pod
+from diagnosis.analyzers._common import object_tags, service_of, workload_of_pod
 from diagnosis.analyzers._kube import (
     RECENT_S,
     KubeIndex,
@@ -488,6 +488,7 @@ def kubernetes_services(evidence: EvidenceSet) -> list[Finding]:
             ready_addrs = sum(len(s.get("addresses") or ()) for s in ep.data.get("subsets") or ())
         obj = f"Service {ns}/{name}"
         tags = [f"service:{name}", f"namespace:{ns}"]
+        out += _refused_on_an_undeclared_port(evidence, svc, obj, tags)
         sel = ",".join(f"{k}={v}" for k, v in selector.items())
         if ready_addrs == 0 or (ep is None and pods and not matching):
             if pods and not matching:
@@ -1057,6 +1058,76 @@ def _expansion_refused(
             ),
         ],
     )
+
+
+def _refused_on_an_undeclared_port(
+    evidence: EvidenceSet, svc: EvidenceItem, obj: str, tags: list[str]
+) -> list[Finding]:
+    """Callers refused on a port the Service does not expose (its ClusterIP or name with another port): the caller's
+    port setting is wrong (a PostgreSQL port for a MariaDB Service), not the server down."""
+    spec = svc.data.get("spec") or {}
+    ns, name = ns_name(svc)
+    ip = str(spec.get("clusterIP") or "")
+    ports = {p.get("port") for p in spec.get("ports") or () if isinstance(p, dict)}
+    if not ports:
+        return []
+    hosts = [h for h in (ip, f"{name}.{ns}.svc", f"{name}.{ns}", name) if h and h != "None"]
+    wrong = re.compile(rf"(?<![\w.\-])(?:{'|'.join(re.escape(h) for h in hosts)})(?:\.cluster\.local)?:(\d{{2,5}})\b")
+    hits: list[tuple[EvidenceItem, dict[str, Any], int]] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "refused" not in msg.lower():
+                continue
+            m = wrong.search(msg)
+            if m and int(m.group(1)) not in ports:
+                hits.append((item, r, int(m.group(1))))
+    if len(hits) < 3:
+        return []
+    item, rec, port = hits[0]
+    serves = ", ".join(str(p) for p in sorted(p for p in ports if isinstance(p, int)))
+    return [
+        k8s_finding(
+            "kubernetes_services",
+            role=CAUSE,
+            code="wrong_port_for_service",
+            category=Category.CONFIGURATION_ERROR,
+            object=f"{obj} port {port}",
+            score=0.85,
+            tags=[
+                *tags,
+                *([f"upstream:{ip}", f"instance:{ip}"] if ip else []),
+                *{t for it, _, _ in hits for t in object_tags(it, service_of(it))},
+            ],
+            title=f"callers connect to {obj} on port {port}, which it does not expose (it serves {serves})",
+            mechanism=(
+                f"{len(hits)} connections to {obj} on port {port} are refused: the Service exposes {serves}, not "
+                f"{port}, so the callers' port setting is wrong (an environment variable or URL with another "
+                f"database's or version's port), not the server down: '{str(rec.get('msg'))[:160]}'"
+            ),
+            explains=[
+                "connection_refused",
+                "crash_dependency",
+                "crash_loop",
+                "errors",
+                "log_errors",
+                "exception",
+                "probe_*",
+                "upstream_*",
+                "alert:*",
+            ],
+            evidence=[
+                ref(svc, "spec.ports", sorted(p for p in ports if isinstance(p, int))),
+                EvidenceRef(item=item.id, line=rec.get("line"), value=str(rec.get("msg"))[:200]),
+            ],
+            actions=[
+                Action(
+                    description=f"Find the port the callers are configured with for {name}",
+                    command=f"kubectl -n {ns} get deploy -o yaml | grep -n -i -E 'port|{name}'",
+                )
+            ],
+        )
+    ]
 
 
 def _refused_behind_target_port(evidence: EvidenceSet, svc: EvidenceItem, obj: str, tags: list[str]) -> list[Finding]:

@@ -561,17 +561,18 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
             limit = None
         else:
             continue
+        workload = s.workload
         if noun == "memory" and _collected_heap(s):
             # a garbage-collected heap, sampled, is a sawtooth: what it holds on to is its floor after each
             # collection, so read the floor (the least of every few samples)
-            s = _S(s.item, s.name, s.labels, _floor(s.points), s.workload)
+            s = _S(s.item, s.name, s.labels, _floor(s.points), workload)
             if len(s.points) < 2 * MIN_POINTS:
                 continue
         lo, hi = s.points[0][0], s.points[-1][0]
         rel = (
-            _release_for(rels, s.workload, lo, hi)
-            or _pods_started(evidence, s.workload, lo, hi)
-            or _first_start(evidence, s.workload, lo, hi)
+            _release_for(rels, workload, lo, hi)
+            or _pods_started(evidence, workload, lo, hi)
+            or _first_start(evidence, workload, lo, hi)
             or _sole_start(evidence, rels, lo, hi)
         )
         if rel is None:
@@ -586,12 +587,12 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
         lives = sorted(g[-1][0] - g[0][0] for g in _segments(after)[:-1])
         if len(lives) >= 2 and lives[len(lives) // 2] < REFILL_S:
             continue  # back at its limit minutes after each restart: a working set bigger than the limit, no leak
-        traffic = _traffic_ratio(series, s.workload, rel.ts) if before else None
+        traffic = _traffic_ratio(series, workload, rel.ts) if before else None
         if traffic is not None and not FLAT_TRAFFIC[0] <= traffic[0] <= FLAT_TRAFFIC[1]:
             continue  # the load changed with it: capacity, not a leak
         trend = linear_trend(segs[-1])
         slope_h = (trend.slope * 3600) if trend else 0.0
-        limit = limit if noun != "memory" else _limit(evidence, s.workload, "memory")
+        limit = limit if noun != "memory" else _limit(evidence, workload, "memory")
         to_full = ""
         if limit and trend and trend.slope > 0:
             left = max(0.0, limit - segs[-1][-1][1])
@@ -601,7 +602,7 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                 else f"; it has reached its limit of {unit(limit)}"
             )
         restarts = len(_segments(after)) - 1
-        seen.add(s.workload)
+        seen.add(workload)
         base = f" (flat at ~{unit(median([v for _, v in before]))} before)" if len(before) >= MIN_POINTS else ""
         refs = [
             rel.ref,
@@ -614,11 +615,11 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
             refs.append(retained[1])
         # a release found under another name (the application inside a JMX job's Tomcat) names the leak, and the
         # log it was read from is the same process's
-        name = s.workload if same_workload(rel.workload, s.workload) else rel.workload
+        name = workload if same_workload(rel.workload, workload) else rel.workload
         released_in = evidence.get(rel.ref.item)
         also = (
-            [f"service:{s.workload}", *([f"service:{w}"] if (w := service_of_item(released_in)) else [])]
-            if name != s.workload
+            [f"service:{workload}", *([f"service:{w}"] if (w := service_of_item(released_in)) else [])]
+            if name != workload
             else []
         )
         out.append(
@@ -663,17 +664,17 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                 evidence=refs,
                 actions=[
                     Action(
-                        description=f"Roll back {s.workload} to the version before {rel.version}",
-                        command=f"kubectl rollout undo deployment/{s.workload}",
+                        description=f"Roll back {workload} to the version before {rel.version}",
+                        command=f"kubectl rollout undo deployment/{workload}",
                         kind="write",
                     ),
                     Action(
                         description="Take two heap profiles an hour apart and diff them"
                         if noun == "memory"
                         else "List what the descriptors are (deleted files, sockets) and what opens them",
-                        command=f"kubectl exec deploy/{s.workload} -- <heap dump / pprof heap>"
+                        command=f"kubectl exec deploy/{workload} -- <heap dump / pprof heap>"
                         if noun == "memory"
-                        else f"ls -l /proc/$(pgrep -f {s.workload} | head -1)/fd | awk '{{print $NF}}' | sort "
+                        else f"ls -l /proc/$(pgrep -f {workload} | head -1)/fd | awk '{{print $NF}}' | sort "
                         "| uniq -c | sort -rn | head",
                     ),
                 ],

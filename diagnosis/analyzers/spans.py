@@ -10,7 +10,7 @@ from collections import defaultdict
 from diagnosis.analyzers._common import span_calls
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Category, Domain, EvidenceRef, Finding
+from diagnosis.model import Category, Domain, EvidenceItem, EvidenceRef, Finding
 
 HOTSPOT_SHARE = 0.5  # of all own time in the traces
 HOTSPOT_LEAD = 3.0  # and this many times the next service's
@@ -62,6 +62,27 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
     share = top_ms / total
     if top.startswith("network from "):
         caller, callee = top.removeprefix("network from ").split(" to ", 1)
+        injected = _injected_delay(evidence, callee)
+        if injected is not None:
+            # a chaos experiment delays the calls to it on purpose: what it adds is the experiment, not a fault
+            return [
+                Finding(
+                    analyzer="trace_hotspots",
+                    domain=Domain.NETWORK,
+                    role="benign",
+                    code="injected_delay",
+                    category=Category.HEALTHY,
+                    title=f"the delay between {caller} and {callee} is injected by {injected.object}",
+                    mechanism=(
+                        f"{share:.0%} of the traced requests' own time lies between {caller} and {callee}, where "
+                        f"{injected.object} injects a network delay on purpose (a chaos experiment)"
+                    ),
+                    object=f"calls from {caller} to {callee}",
+                    score=0.2,
+                    tags=[f"service:{caller}", f"upstream:{callee}"],
+                    evidence=[refs[top], EvidenceRef(item=injected.id, field="spec.action", value="delay")],
+                )
+            ]
         return [
             Finding(
                 analyzer="trace_hotspots",
@@ -105,3 +126,19 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
             needs=[f"{top}'s own CPU against its limit, memory and GC, its logs, and the spans of what it calls"],
         )
     ]
+
+
+def _injected_delay(evidence: EvidenceSet, service: str) -> EvidenceItem | None:
+    """A Chaos Mesh NetworkChaos (or Litmus network chaos) delaying the traffic of `service` (by its app label or
+    name), not recovered."""
+    for item in evidence.kind("k8s/NetworkChaos"):
+        spec = item.data.get("spec") or {}
+        if str(spec.get("action") or "") not in ("delay", "loss", "bandwidth", "corrupt", "duplicate"):
+            continue
+        labels = (spec.get("selector") or {}).get("labelSelectors") or {}
+        named = {str(v) for v in labels.values()} | {str((item.data.get("metadata") or {}).get("name") or "")}
+        conds = (item.data.get("status") or {}).get("conditions") or ()
+        recovered = any(c.get("type") == "AllRecovered" and c.get("status") == "True" for c in conds)
+        if not recovered and any(service == n or n.startswith(f"{service}-") for n in named):
+            return item
+    return None

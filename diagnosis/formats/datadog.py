@@ -136,7 +136,7 @@ def _unit(unit: Any) -> tuple[str, float]:
     return _BASE_UNITS.get(family, str(first.get("name") or "")), factor
 
 
-def _metric_series(v: Any) -> list[tuple[str, dict[str, str], Any, list[list[Any]]]] | None:
+def _metric_series(v: Any) -> list[tuple[str, dict[str, str], Any, list[Any]]] | None:
     """(name, labels, unit, [[ms, value]]) of each series of a v1 or v2 metrics query response, or None."""
     if not isinstance(v, dict):
         return None
@@ -156,9 +156,9 @@ def _metric_series(v: Any) -> list[tuple[str, dict[str, str], Any, list[list[Any
     attrs = (v.get("data") or {}).get("attributes") if isinstance(v.get("data"), dict) else None
     if not (isinstance(attrs, dict) and isinstance(attrs.get("times"), list) and isinstance(attrs.get("series"), list)):
         return None
-    values = attrs.get("values") if isinstance(attrs.get("values"), list) else []
+    values: list[Any] = attrs["values"] if isinstance(attrs.get("values"), list) else []
     queries = [q for q in (v.get("meta") or {}).get("queries") or [] if isinstance(q, dict)]
-    out = []
+    out: list[tuple[str, dict[str, str], Any, list[Any]]] = []
     for n, s in enumerate(attrs["series"]):
         if not isinstance(s, dict) or n >= len(values) or not isinstance(values[n], list):
             continue

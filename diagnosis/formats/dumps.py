@@ -296,19 +296,19 @@ def detect_histogram(doc: Document) -> bool:
 
 @FORMATS.format("jvm-class-histogram", shapes={"text"}, detect=detect_histogram, order=17)
 def parse_histogram(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
-    classes = [
+    classes: list[dict[str, Any]] = [
         {"name": m["cls"], "instances": int(m["n"]), "bytes": int(m["bytes"])}
         for line in doc.lines()
         if (m := _HISTO_ROW.match(line))
     ]
     if not classes:
         return
-    classes.sort(key=lambda c: -c["bytes"])
+    classes.sort(key=lambda c: -int(c["bytes"]))
     total = _HISTO_TOTAL.search(doc.text)
     host = _HOST_PROMPT.search(doc.text)
     data = {
         "classes": classes,
-        "total_bytes": int(total["bytes"]) if total else sum(c["bytes"] for c in classes),
+        "total_bytes": int(total["bytes"]) if total else sum(int(c["bytes"]) for c in classes),
         "live": ":live" in doc.text[:2000] or "GC.class_histogram" in doc.text[:2000],
     }
     stamp = _DUMP_TIME.search(doc.text)

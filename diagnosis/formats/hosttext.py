@@ -515,4 +515,5 @@ def parse_sel(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             "source": {"path": doc.path, "export": "ipmi-sel", "host": host},
             "truncated": False,
         }
-        yield ctx.item(doc.path, "log", f"ipmi/{host}", data, records[-1]["ts"])
+        last = records[-1]["ts"]
+        yield ctx.item(doc.path, "log", f"ipmi/{host}", data, last if isinstance(last, float) else None)

@@ -489,10 +489,13 @@ def _with_mongo_attrs(msg: str, attr: dict[str, Any]) -> str:
 def with_peer(msg: str, obj: dict[str, Any]) -> str:
     """`msg` with the fields that name the called peer (PEER_KEYS) appended as `key=value`."""
     extra = []
-    for k in PEER_KEYS:
-        v = _dotted(obj, k)
-        if isinstance(v, str) and v and len(v) <= 300 and v not in msg:
-            extra.append(f"{k}={v}")
+    # the record's own fields, then those of the error object it carries (pino's err.url, an axios error's config)
+    nested = [obj[k] for k in ("err", "error", "exception") if isinstance(obj.get(k), dict)]
+    for source in (obj, *nested):
+        for k in PEER_KEYS:
+            v = _dotted(source, k)
+            if isinstance(v, str) and v and len(v) <= 300 and v not in msg and f"{k}={v}" not in extra:
+                extra.append(f"{k}={v}")
     return f"{msg.rstrip()} {' '.join(extra[:3])}" if extra else msg
 
 

@@ -979,3 +979,70 @@ def test_an_offset_into_a_file_is_no_consumers_stuck_position() -> None:
     b = Builder()
     b.log("t.log", [(T0 + i, "error", "X12ParseException: Unrecognised envelope at offset 0") for i in range(5)])
     assert _stuck_offset(b.set().kind("log")[0]) == ""
+
+
+# ---------------------------------------------------------------- wrong ports for a Service, errors' urls, chaos delays
+
+
+def test_refusals_on_a_port_the_service_does_not_expose_are_the_callers_port_setting(tmp_path: Path) -> None:
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "teastore-db", "namespace": "teastore"},
+        "spec": {"clusterIP": "10.0.148.203", "selector": {"app": "teastore-db"}, "ports": [{"port": 3306}]},
+    }
+    (tmp_path / "svc.json").write_text(json.dumps(svc))
+    lines = [
+        f"{fmt_ts(T0 + 20 * i)} WARNING Database not reachable (Connection refused: teastore-db:5432)" for i in range(5)
+    ]
+    (tmp_path / "persistence.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "is the DB down?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "5432" in d.root_cause and "3306" in d.root_cause
+
+
+def test_a_pino_error_objects_url_names_the_upstream_that_answered_5xx(tmp_path: Path) -> None:
+    lines = [
+        json.dumps(
+            {
+                "level": 50,
+                "time": int((T0 + 30 * i) * 1000),
+                "err": {
+                    "type": "FraudApiUnavailableError",
+                    "message": "fraud-api answered 503 Service Unavailable",
+                    "url": "https://fraud-api.risk.svc.example.internal/v2/score",
+                },
+                "msg": "fraud screening failed, rejecting checkout",
+            }
+        )
+        for i in range(12)
+    ]
+    (tmp_path / "checkout.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why are checkouts failing?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert "fraud-api" in d.root_cause
+
+
+def test_a_delay_a_network_chaos_injects_is_the_experiment_not_a_network_fault() -> None:
+    from diagnosis.analyzers.spans import _injected_delay
+
+    b = Builder()
+    chaos = {
+        "metadata": {"name": "shipping-quote-latency-150ms", "namespace": "shop"},
+        "spec": {"action": "delay", "selector": {"labelSelectors": {"app": "shipping-quote"}}},
+        "status": {"conditions": [{"type": "AllRecovered", "status": "False"}]},
+    }
+    b.raw("k8s/NetworkChaos", "NetworkChaos/shop/shipping-quote-latency-150ms", chaos)
+    assert _injected_delay(b.set(), "shipping-quote") is not None
+    assert _injected_delay(b.set(), "cart") is None
+
+
+def test_a_metric_spike_that_recovered_asked_about_for_the_incident_doc_is_read_as_of_its_end() -> None:
+    from diagnosis.investigate import _PAST_FAILURE, _spike_end
+
+    q = "p95 went to 4s between 14:05 and 14:45, then it fixed itself. was that the flag? need it for the incident doc"
+    assert _PAST_FAILURE.search(q)
+    assert not _PAST_FAILURE.search("is checkout ok now?")
+    points = [[T0 + 60 * i, 0.1] for i in range(30)] + [[T0 + 1800 + 60 * i, 0.9] for i in range(10)]
+    points += [[T0 + 2400 + 60 * i, 0.1] for i in range(10)]
+    assert _spike_end(points) == T0 + 2340
