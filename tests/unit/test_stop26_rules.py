@@ -1046,3 +1046,24 @@ def test_a_metric_spike_that_recovered_asked_about_for_the_incident_doc_is_read_
     points = [[T0 + 60 * i, 0.1] for i in range(30)] + [[T0 + 1800 + 60 * i, 0.9] for i in range(10)]
     points += [[T0 + 2400 + 60 * i, 0.1] for i in range(10)]
     assert _spike_end(points) == T0 + 2340
+
+
+def test_many_records_rejected_for_their_content_from_one_source_are_bad_data(tmp_path: Path) -> None:
+    lines = [
+        f"{fmt_ts(T0 + i)[:19].replace('T', ' ')}.204 WARN  [batch-7] c.b.payhub.mt.Mt103Validator - Record {16400 + i} "
+        f"(src=LNS, e2e=LNS{i}) rejected: field :59: line 2 contains characters outside SWIFT X character set: '&'"
+        for i in range(14)
+    ]
+    lines += [f"{fmt_ts(T0 + 20 + i)[:19].replace('T', ' ')}.100 INFO  [batch-7] payout {i} sent" for i in range(30)]
+    (tmp_path / "payhub.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why did 200 payouts not go out?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "LNS" in d.root_cause
+
+
+def test_a_few_rejected_records_are_no_bad_batch() -> None:
+    from diagnosis.analyzers.logs.drift import rejected_records
+
+    b = Builder()
+    b.log("p.log", [(T0 + i, "warn", f"Record {i} (src=LNS) rejected: invalid amount") for i in range(3)])
+    assert rejected_records(b.set()) == []

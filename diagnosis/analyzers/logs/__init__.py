@@ -15,7 +15,7 @@ ran out); `_shared` holds the thresholds and expressions they all read.
 from __future__ import annotations
 
 from diagnosis.analyzers.logs.capacity import app_capacity
-from diagnosis.analyzers.logs.drift import ignored_columns_nulled, input_drift, input_layout_changed
+from diagnosis.analyzers.logs.drift import ignored_columns_nulled, input_drift, input_layout_changed, rejected_records
 from diagnosis.analyzers.logs.empty import empty_input
 from diagnosis.analyzers.logs.errors import log_errors
 from diagnosis.analyzers.logs.leaks import runtime_leaks
@@ -29,5 +29,6 @@ __all__ = [
     "input_drift",
     "input_layout_changed",
     "log_errors",
+    "rejected_records",
     "runtime_leaks",
 ]

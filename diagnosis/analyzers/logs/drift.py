@@ -7,9 +7,9 @@ producer's own earlier runs or the other producers'.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 
-from diagnosis.analyzers._common import Rec, fmt_ts, records_with, ref_of, service_of, with_aliases
+from diagnosis.analyzers._common import Rec, claimed_elsewhere, fmt_ts, records_with, ref_of, service_of, with_aliases
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.logs.data import _DATA_FILE, _input_file, _producer_named
 from diagnosis.evidence import EvidenceSet
@@ -468,4 +468,73 @@ def ignored_columns_nulled(evidence: EvidenceSet) -> list[Finding]:
                 )
             )
             break
+    return with_aliases(out)
+
+
+# records a validator rejected one by one, with why: "Record 16410 (src=LNS, ...) rejected: field :59: line 2
+# contains characters outside SWIFT X character set", "row 218 rejected: invalid amount"
+_REJECTED = re.compile(
+    r"\b(?:record|row|line|message|item|payment|order|event|document|entry)s? [\w\-#:.]+(?: \([^)]{0,160}\))? "
+    r"(?:was |were |is )?(?:rejected|refused|discarded|skipped|quarantined)\b[:,]?\s*(?P<why>.{5,200})",
+    re.I,
+)
+_SOURCE_FIELD = re.compile(r"\b(?:src|source|source_system|producer|partner|supplier|sender|vendor)[=:]\s*([\w.\-]+)")
+REJECTED_MIN = 10  # rejected records that are a bad batch, not a stray row
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def rejected_records(evidence: EvidenceSet) -> list[Finding]:
+    """Many records rejected by a validator for what they contain (characters outside a character set, invalid
+    values, missing fields), mostly from one source: that source sends bad data."""
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        hits: list[tuple[Rec, str]] = []
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "eject" not in msg and "efuse" not in msg and "iscard" not in msg and "uarantin" not in msg:
+                continue
+            m = _REJECTED.search(msg)
+            if m and not claimed_elsewhere(msg):
+                hits.append((Rec(item, r.get("ts"), msg, r.get("line"), str(r.get("level") or "")), m["why"]))
+        if len(hits) < REJECTED_MIN:
+            continue
+        sources = Counter(s.group(1) for rec, _ in hits if (s := _SOURCE_FIELD.search(rec.msg)))
+        source, n = sources.most_common(1)[0] if sources else (None, 0)
+        why = re.sub(r"\d+", "<n>", hits[0][1])[:120]
+        consumer = service_of(item) or item.object
+        from_one = source is not None and n >= 0.8 * len(hits)
+        out.append(
+            Finding(
+                analyzer="input_drift",
+                domain=Domain.LOGS,
+                role="cause",
+                code="records_rejected",
+                category=Category.DATA_QUALITY,
+                title=f"{consumer} rejected {len(hits)} records"
+                + (f", {n} of them from {source}" if from_one else "")
+                + f" ({why})",
+                mechanism=(
+                    f"{consumer} rejected {len(hits)} records for what they contain ('{hits[0][0].msg.strip()[:160]}')"
+                    + (
+                        f"; {n} of {len(hits)} came from {source}: that source sends data the validator does not "
+                        "accept (a new source or a changed format)"
+                        if from_one
+                        else ": the input carries values the validator does not accept"
+                    )
+                    + "."
+                ),
+                object=f"input from {source}" if from_one else f"input of {consumer}",
+                score=0.75 if from_one else 0.6,
+                ts=min((h.ts for h, _ in hits if h.ts is not None), default=None),
+                tags=[f"service:{consumer}", *([f"producer:{source}"] if source else [])],
+                explains=["errors", "metric_shift", "alert:*", "job_failed", "step_change"],
+                evidence=[ref_of(hits[0][0]), ref_of(hits[-1][0])],
+                actions=[
+                    Action(
+                        description="Count the rejected records by source and reason",
+                        command=f"grep -c rejected <{item.object}>",
+                    )
+                ],
+            )
+        )
     return with_aliases(out)
