@@ -1050,8 +1050,9 @@ def test_a_metric_spike_that_recovered_asked_about_for_the_incident_doc_is_read_
 
 def test_many_records_rejected_for_their_content_from_one_source_are_bad_data(tmp_path: Path) -> None:
     lines = [
-        f"{fmt_ts(T0 + i)[:19].replace('T', ' ')}.204 WARN  [batch-7] c.b.payhub.mt.Mt103Validator - Record {16400 + i} "
-        f"(src=LNS, e2e=LNS{i}) rejected: field :59: line 2 contains characters outside SWIFT X character set: '&'"
+        f"{fmt_ts(T0 + i)[:19].replace('T', ' ')}.204 WARN  [batch-7] c.b.payhub.mt.Mt103Validator - Record "
+        f"{16400 + i} (src=LNS, e2e=LNS{i}) rejected: field :59: line 2 contains characters outside SWIFT X "
+        "character set: '&'"
         for i in range(14)
     ]
     lines += [f"{fmt_ts(T0 + 20 + i)[:19].replace('T', ' ')}.100 INFO  [batch-7] payout {i} sent" for i in range(30)]
