@@ -30,6 +30,7 @@ ANALYZER_MODULES = (
     "disk_io",
     "clock",
     "sandbox",
+    "schedules",
     "memory",
     "containers",
     "metrics",

@@ -1068,3 +1068,35 @@ def test_a_few_rejected_records_are_no_bad_batch() -> None:
     b = Builder()
     b.log("p.log", [(T0 + i, "warn", f"Record {i} (src=LNS) rejected: invalid amount") for i in range(3)])
     assert rejected_records(b.set()) == []
+
+
+# ---------------------------------------------------------------- a cron job that stopped running
+
+
+def _cron_log(tmp_path: Path, days_run: int) -> None:
+    lines = []
+    for day in range(5):
+        t = T0 + day * 86400
+        if day < days_run:
+            lines.append(f"{fmt_ts(t)} batch01 CRON[{100 + day}]: (settlement) CMD (/opt/settlement/bin/run-export.sh)")
+        lines.append(
+            f"{fmt_ts(t + 2700)} batch01 CRON[{200 + day}]: (root) CMD (command -v debian-sa1 && debian-sa1 1 1)"
+        )
+        if day == days_run - 1:
+            lines.append(f"{fmt_ts(t + 40000)} batch01 cron[612]: (*system*settlement_export) DELETE "
+                         "(/etc/cron.d/settlement_export)")  # fmt: skip
+    (tmp_path / "cron.txt").write_text("\n".join(lines) + "\n")
+
+
+def test_a_daily_cron_job_that_stopped_while_cron_went_on_lost_its_schedule(tmp_path: Path) -> None:
+    _cron_log(tmp_path, days_run=3)
+    d = investigate(load_bundle(tmp_path), "why did the clearing get no settlement files since the 18th?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "/etc/cron.d/settlement_export" in d.root_cause
+
+
+def test_a_daily_cron_job_that_still_runs_is_no_lost_schedule(tmp_path: Path) -> None:
+    _cron_log(tmp_path, days_run=5)
+    from diagnosis.analyzers.schedules import schedule_stopped
+
+    assert schedule_stopped(load_bundle(tmp_path)) == []
