@@ -332,13 +332,13 @@ def _resolved_during_planned_work(seen: list[Finding], benign: list[Finding]) ->
 
 
 def _alerts_of_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
-    """Whether every unexplained signal is an alert, or a series that stepped with it, that began with planned work
-    (from two hours before its newest announcement, which may be its end, to six hours after): what the work's
-    traffic (a scan, a replay, a scheduled sweep) moved, the monitoring paged on (and may have resolved), and
+    """Whether every unexplained signal is an alert, or a series or error count that moved with it, that began with
+    planned work (from two hours before its newest announcement, which may be its end, to six hours after): what the
+    work's traffic (a scan, a replay, a scheduled sweep) moved, the monitoring paged on (and may have resolved), and
     nothing else fails."""
     return (
         any(is_alert(f) for f in seen + [b for b in benign if b.code != PLANNED_WORK])
-        and all(is_alert(f) or f.domain == Domain.METRICS for f in seen)
+        and all(is_alert(f) or f.domain == Domain.METRICS or f.code == "errors" for f in seen)
         and _during_planned_work(seen, benign)
     )
 

@@ -62,6 +62,13 @@ def _pod_times(data: dict[str, Any]) -> list[Any]:
     return out
 
 
+_FORECAST = re.compile(
+    r"\b(?:status|state)[=:\s]+[\"']?(?:scheduled|planned|pending|approved|upcoming|not started)\b|"
+    r"[,;|]\s*(?:scheduled|planned|pending|approved|upcoming)\s*$",
+    re.I,
+)
+
+
 def evidence_now(evidence: EvidenceSet) -> float | None:
     """The newest timestamp in the evidence (None when nothing in it carries a time), or the time the set is read
     as of (`EvidenceSet.at`). Cached per set and size."""
@@ -79,13 +86,15 @@ def evidence_now(evidence: EvidenceSet) -> float | None:
             newest = ts
 
     for item in evidence:
-        see(item.ts)
         d = item.data
         kind = item.kind
+        if kind != "log":
+            see(item.ts)
         if kind == "log":
             recs = d.get("records") or ()
             if recs:
-                see(recs[-1].get("ts"))
+                # a change calendar's row for work still to come is a forecast, not an observation
+                see(next((r.get("ts") for r in reversed(recs) if not _FORECAST.search(str(r.get("msg") or ""))), None))
                 see(recs[0].get("ts"))
         elif kind == "metric":
             pts = d.get("points") or ()

@@ -10,6 +10,7 @@ import re
 
 from diagnosis.analyzers._common import Rec, ref_of, service_of
 from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.network.extraction import _target_tags
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 
@@ -95,3 +96,81 @@ def sandbox_read_only(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
+
+
+# systemd failing to start a unit on its own settings, before the program runs: an EnvironmentFile that is gone,
+# an ExecStart binary or WorkingDirectory missing, a User that does not exist, a namespace it cannot set up
+_UNIT_SETUP = re.compile(
+    r"(?P<unit>[\w@.\-]+\.service): (?P<what>Failed to load environment files|Failed at step \w+ spawning|"
+    r"Failed to (?:execute|locate executable|set up mount namespacing|determine user credentials|"
+    r"change directory)[^:]*|Main process exited, code=exited, status=(?:203/EXEC|200/CHDIR|217/USER|"
+    r"226/NAMESPACE|209/STDOUT|243/CREDENTIALS))"
+)
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"log"})
+def unit_setup_failed(evidence: EvidenceSet) -> list[Finding]:
+    """A systemd unit that cannot start because of its own settings (what systemd says before the program runs):
+    the unit's configuration points at something that is not there, so the service is down and its callers are
+    refused, whatever the program's health."""
+    hits: dict[str, list[tuple[Rec, str]]] = {}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if ".service: " not in msg:
+                continue
+            m = _UNIT_SETUP.search(msg)
+            if m:
+                hits.setdefault(m["unit"], []).append((Rec(item, r.get("ts"), msg, r.get("line"), "error"), m["what"]))
+    out: list[Finding] = []
+    local = _loopback_refused(evidence) if hits else []
+    for unit, recs in hits.items():
+        name = unit.removesuffix(".service")
+        what = recs[0][1]
+        out.append(
+            Finding(
+                analyzer="unit_setup_failed",
+                domain=Domain.HOST,
+                role="cause",
+                code="unit_setup_failed",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"systemd cannot start {unit}: {what} ({len(recs)}x)",
+                mechanism=(
+                    f"systemd cannot start {unit}: '{recs[0][0].msg.strip()[:160]}' {len(recs)}x: the unit's own "
+                    "settings (EnvironmentFile=, ExecStart=, WorkingDirectory=, User=) point at something that is not "
+                    f"there, so {name} never runs and whatever calls it is refused."
+                ),
+                object=f"unit {unit}",
+                score=0.85,
+                ts=min((r.ts for r, _ in recs if r.ts is not None), default=None),
+                # the one local port callers are refused on is the one this unit would have served
+                tags=[f"service:{name}", f"unit:{unit}", *(_target_tags(local[0]) if len(local) == 1 else [])],
+                explains=[
+                    "connection_refused",
+                    "upstream_*",
+                    "process_down",
+                    "errors",
+                    "http_5xx",
+                    "alert:*",
+                    "probe_*",
+                ],
+                evidence=[ref_of(recs[0][0]), ref_of(recs[-1][0])],
+                actions=[
+                    Action(description="The unit as systemd reads it", command=f"systemctl cat {unit}"),
+                    Action(description="Why it fails", command=f"journalctl -u {unit} -n 50 --no-pager"),
+                ],
+            )
+        )
+    return out
+
+
+def _loopback_refused(evidence: EvidenceSet) -> list[str]:
+    """The distinct loopback addresses (127.0.0.1:8087, localhost:...) that callers' connections are refused on."""
+    from diagnosis.analyzers._common import NET_REFUSED, signature_records
+    from diagnosis.analyzers.network.extraction import _target
+
+    found: set[str] = set()
+    for rec in signature_records(evidence):
+        if NET_REFUSED.search(rec.msg) and (t := _target(rec.msg)) and t.split(":")[0] in ("127.0.0.1", "localhost"):
+            found.add(t)
+    return sorted(found)

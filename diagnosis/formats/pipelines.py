@@ -90,12 +90,32 @@ def _ge_observed(result: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-@FORMATS.format("great-expectations", shapes={"json"}, detect=lambda d: _is_ge_validation(d.value), order=30)
+def _ge_validations(v: Any) -> list[dict[str, Any]] | None:
+    """The validations a document holds: itself (a validation result), or each `validation_result` of a
+    checkpoint's result (`run_results`, keyed by validation result identifiers)."""
+    if _is_ge_validation(v):
+        return [v]
+    runs = v.get("run_results") if isinstance(v, dict) else None
+    if isinstance(runs, dict):
+        found = [r["validation_result"] for r in runs.values() if isinstance(r, dict) and isinstance(
+            r.get("validation_result"), dict)]  # fmt: skip
+        if found and all(_is_ge_validation(f) for f in found):
+            run = v.get("run_id") if isinstance(v.get("run_id"), dict) else {}
+            return [f if (f.get("meta") or {}).get("run_id") else {**f, "meta": {**(f.get("meta") or {}),
+                    "run_id": run}} for f in found]  # fmt: skip
+    return None
+
+
+@FORMATS.format("great-expectations", shapes={"json"}, detect=lambda d: _ge_validations(d.value) is not None, order=30)
 def parse_ge(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
-    """A Great Expectations validation (a checkpoint's result, `validation_result.json`): one record per
-    expectation, a failed one at error level in the words of a failed data check ("expectation
-    expect_column_values_to_be_unique failed on conversion_id: 48211 unexpected (50%)")."""
-    v = doc.value
+    """A Great Expectations validation (`validation_result.json`) or a checkpoint's result (each of its
+    validation results): one record per expectation, a failed one at error level in the words of a failed data
+    check ("expectation expect_column_values_to_be_unique failed on conversion_id: 48211 unexpected (50%)")."""
+    for v in _ge_validations(doc.value) or []:
+        yield from _ge_validation(doc, ctx, v)
+
+
+def _ge_validation(doc: Document, ctx: ParseContext, v: dict[str, Any]) -> Iterator[EvidenceItem]:
     meta: dict[str, Any] = v["meta"] if isinstance(v.get("meta"), dict) else {}
     run: dict[str, Any] = meta["run_id"] if isinstance(meta.get("run_id"), dict) else {}
     when = parse_ts(run.get("run_time")) or parse_ts(meta.get("validation_time"))

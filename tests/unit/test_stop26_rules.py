@@ -1100,3 +1100,80 @@ def test_a_daily_cron_job_that_still_runs_is_no_lost_schedule(tmp_path: Path) ->
     from diagnosis.analyzers.schedules import schedule_stopped
 
     assert schedule_stopped(load_bundle(tmp_path)) == []
+
+
+# ---------------------------------------------------------------- checkpoints, units, calendars, firewalls, HAProxy
+
+
+def test_a_great_expectations_checkpoint_result_is_read_as_its_validations(tmp_path: Path) -> None:
+    result = {
+        "run_id": {"run_name": "catalog_ingest", "run_time": fmt_ts(T0)},
+        "run_results": {
+            "ValidationResultIdentifier::x": {
+                "validation_result": {
+                    "success": False,
+                    "results": [
+                        {
+                            "success": False,
+                            "expectation_config": {
+                                "expectation_type": "expect_column_values_to_match_regex",
+                                "kwargs": {"column": "gtin", "regex": "^[0-9]{13}$"},
+                            },
+                            "result": {"unexpected_count": 47960, "unexpected_percent": 99.5},
+                        }
+                    ],
+                    "meta": {"active_batch_definition": {"data_asset_name": "brightline_products"}},
+                }
+            }
+        },
+    }
+    (tmp_path / "gx.json").write_text(json.dumps(result))
+    d = investigate(load_bundle(tmp_path), "why did the brightline load stop?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "gtin" in d.root_cause
+
+
+def test_a_unit_systemd_cannot_start_on_its_settings_is_why_its_local_port_refuses(tmp_path: Path) -> None:
+    journal = [
+        f"May 07 14:0{i}:12 pdf-01 systemd[1]: invoice-renderer.service: Failed to load environment files: No such "
+        "file or directory"
+        for i in range(3)
+    ]
+    (tmp_path / "journal.txt").write_text("\n".join(journal) + "\n")
+    nginx = [
+        f"2024/05/07 14:0{i // 6}:{(i % 6) * 10:02d} [error] 811#811: *9{i:04d} connect() failed (111: Connection "
+        'refused) while connecting to upstream, client: 10.60.2.31, server: pdf, request: "POST /render HTTP/1.1", '
+        'upstream: "http://127.0.0.1:8087/render", host: "pdf"'
+        for i in range(18)
+    ]
+    (tmp_path / "error.log").write_text("\n".join(nginx) + "\n")
+    d = investigate(load_bundle(tmp_path), "is nginx broken?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "invoice-renderer" in d.root_cause
+
+
+def test_a_change_calendars_scheduled_work_does_not_move_now() -> None:
+    from diagnosis.timeline import evidence_now
+
+    b = Builder()
+    b.log("app.log", [(T0, "info", "ok"), (T0 + 600, "error", "boom")])
+    b.log("calendar.csv", [(T0 - 86400, None, "db upgrade (status=completed)"),
+                           (T0 + 7 * 86400, None, "haproxy upgrade (status=scheduled)")])  # fmt: skip
+    assert evidence_now(b.set()) == T0 + 600
+
+
+def test_a_framework_firewall_refusing_a_request_is_no_code_defect() -> None:
+    from diagnosis.analyzers.logs.errors import _FIREWALLED
+
+    assert _FIREWALLED.search("org.springframework.security.web.firewall.RequestRejectedException: The request was")
+
+
+def test_haproxy_http_log_lines_carry_their_status() -> None:
+    from diagnosis.analyzers.network.extraction import _ACCESS_STATUS
+
+    line = (
+        "lb01 haproxy[1822]: 203.0.113.47:42876 [14/Jan/2025:10:04:06.173] fe_https~ be_search_api/search-01 "
+        '0/191/1/-1/5192 504 198 - - sH-- 441/403/127/39/0 0/13 "GET /api/search?q=x HTTP/1.1"'
+    )
+    m = _ACCESS_STATUS.search(line)
+    assert m is not None and next(g for g in m.groups() if g) == "504"

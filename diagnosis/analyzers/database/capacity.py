@@ -316,7 +316,7 @@ def _gib(b: float) -> str:
 _QUOTA_FULL = re.compile(
     r"mvcc: database space exceeded|exceeded backend quota|alarm[\"':= ]+NOSPACE|NOSPACE alarm|"
     r"flood[- ]stage disk watermark|index read-only / allow delete|FORBIDDEN/12/index read-only|"
-    r"over your (?:space|storage) quota|pool '?[\w.\-]+'? (?:is )?full|OSD_FULL|\bfull osd\b",
+    r"over your (?:space|storage) quota|(?<!Connection )pool '?[\w.\-]+'? (?:is )?full|OSD_FULL|\bfull osd\b",
     re.I,
 )
 _QUOTA_HINTS = ("space exceeded", "quota", "NOSPACE", "watermark", "read-only", "full", "FULL")

@@ -353,6 +353,11 @@ _REMOTE_REJECTED = re.compile(
     r"\bstripe\.\S*InvalidRequestError|\(ValidationException\)|\bValidationException: |\b400 Client Error\b|"
     r"\bBadRequestError\b|\bstatus code (?:400|422)\b|\b422 Unprocessable"
 )
+# a web framework's own firewall refusing a request (Spring Security's StrictHttpFirewall, a scanner's probes)
+_FIREWALLED = re.compile(
+    r"RequestRejectedException|The request was rejected because the URL contained a potentially malicious String|"
+    r"SuspiciousOperation|DisallowedHost|InvalidURLError",
+)
 # a runtime killing a request that ran past its time limit (PHP's max_execution_time, Ruby's Timeout): a symptom
 _TOO_SLOW = re.compile(r"Maximum execution time of \d+ seconds? exceeded|execution expired|Timeout::Error", re.I)
 # an orchestrator's exception that only reports the failure of a job it started elsewhere (Airflow's operators for
@@ -520,6 +525,8 @@ def _cause_of(
         return None  # an API refusing the values we sent (an amount of 0): the data or what built it, not yet a bug
     if _TOO_SLOW.search(msg):
         return None  # a request killed for taking too long: slowness from elsewhere (a database, a cache), no bug
+    if _FIREWALLED.search(msg):
+        return None  # the framework's firewall refusing a malformed or malicious request: it works as it should
     # the class that was thrown, wherever the message names it ("An unhandled exception ...: System.Invalid...")
     named = next((m.group(1) for m in EXCEPTION.finditer(msg) if m.group(1)), None)
     exc_name = _python_raised(msg) or named or exc.group(0).strip()

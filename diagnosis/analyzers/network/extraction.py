@@ -157,7 +157,9 @@ _CALLER = re.compile(
 )
 _RESOLVER = re.compile(r"\bon ((?:\d{1,3}\.){3}\d{1,3}):53\b")
 _ACCESS_STATUS = re.compile(
-    r"\"\s*[A-Z]+ \S+ HTTP/[\d.]+\"\s+(\d{3})\b|\bstatus[\"'=:\s]+(\d{3})\b|\bcode[=:](\d{3})\b"
+    r"\"\s*[A-Z]+ \S+ HTTP/[\d.]+\"\s+(\d{3})\b|\bstatus[\"'=:\s]+(\d{3})\b|\bcode[=:](\d{3})\b|"
+    # HAProxy's HTTP log: the timers TR/Tw/Tc/Tr/Ta, then the status
+    r"\s(?:-?\d+/){4}\+?-?\d+ (\d{3})\s"
 )
 _OUTBOUND = re.compile(r"upstream|backend|dependency|calling|call to|request to|from|://|\"host\"\s*:\s*\"", re.I)
 _DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
