@@ -511,6 +511,10 @@ AUTH_DENIED = re.compile(
     r"token (?:has )?expired|authentication failed for|bad credentials|"
     # Vault's Kubernetes auth refusing a ServiceAccount its role is not bound to
     r"service account (?:name|namespace) not authorized|"
+    # a service refusing tokens it cannot verify: the key id is missing from the key set it fetched (a JWKS URL of
+    # another environment, a rotated key)
+    r"kid \\?\"?[\w.\-]+\\?\"? not found in (?:the )?key ?set|jwt (?:verification|validation) failed|"
+    r"unable to find (?:a )?(?:matching )?(?:signing )?key for kid|"
     # a client that cannot get its own credential (GCP Workload Identity, a metadata server refusing it)
     r"Received 40[13]\W{0,3}Unable to generate access token|unable to (?:generate|fetch|obtain) (?:an )?access token",
     re.I,
@@ -721,6 +725,9 @@ _TRIGGERS = (
     "unauthori",
     "forbidden",
     "denied",
+    "jwt",
+    "key set",
+    "keyset",
     "unauthenticated",
     "api key",
     "api_key",

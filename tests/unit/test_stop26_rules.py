@@ -1177,3 +1177,25 @@ def test_haproxy_http_log_lines_carry_their_status() -> None:
     )
     m = _ACCESS_STATUS.search(line)
     assert m is not None and next(g for g in m.groups() if g) == "504"
+
+
+def test_tokens_whose_key_id_is_missing_from_the_fetched_key_set_are_a_jwks_configuration_error(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        json.dumps(
+            {
+                "level": "warn",
+                "ts": fmt_ts(T0 + 30 * i),
+                "logger": "auth",
+                "msg": "jwt verification failed",
+                "error": 'kid "prod-2025-02" not found in key set fetched from '
+                "https://auth.staging.example.io/.well-known/jwks.json",
+            }
+        )
+        for i in range(10)
+    ]
+    (tmp_path / "tenant-api.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "is the identity provider down? everyone gets 401")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "auth.staging.example.io" in d.root_cause and "prod-2025-02" in d.root_cause

@@ -70,6 +70,12 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
                 f"{m['user']} is not allowed to {m['verb']} {m['res']} (Kubernetes RBAC: the API server answers "
                 "forbidden); its Role/ClusterRole or binding lacks that permission"
             )
+        elif jwks := _KEY_SET_MISS.search(sample):
+            what = (
+                f"{', '.join(callers) or 'the service'} rejects the tokens it is sent: their key id {jwks['kid']} is "
+                f"not in the key set it fetches{' from ' + jwks['url'] if jwks['url'] else ''} (a JWKS URL of another "
+                "environment in its settings, or an issuer key it does not know)"
+            )
         elif db:
             what = (
                 f"the database refuses the commands of {', '.join(callers) or target} ({db.group(0)}): the database "
@@ -124,6 +130,9 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
     return with_aliases(out)
 
 
+_KEY_SET_MISS = re.compile(
+    r"kid \\?\"?(?P<kid>[\w.\-]+)\\?\"? not found in (?:the )?key ?set(?: fetched from (?P<url>\S+))?", re.I
+)
 # an audit log's IAM change that took a role from a principal ("bindingDeltas: REMOVE roles/x for serviceAccount:y")
 _REMOVED = re.compile(r"\bREMOVE (?P<role>\S+) for (?:\w+:)?(?P<member>[\w.\-]+)(?:@[\w.\-]+)?")
 _CHANGED_BY = re.compile(r"^(?P<method>\S+) (?P<resource>\S+) by (?:\w+:)?(?P<who>[\w.\-@]+)")
