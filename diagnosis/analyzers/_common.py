@@ -509,6 +509,8 @@ AUTH_DENIED = re.compile(
     r"PERMISSION_DENIED|UNAUTHENTICATED|code = (?:PermissionDenied|Unauthenticated)|"
     r"invalid[ _]api[ _]?key|invalid (?:access |bearer )?token|invalid_grant|invalid_client|jwt expired|"
     r"token (?:has )?expired|authentication failed for|bad credentials|"
+    # a partner refusing calls from an address it does not allow (our egress IP changed)
+    r"not on the allow-?list|IP_NOT_ALLOWED|not (?:allow|white)listed|origin [\d.]+ is not allowed|"
     # Vault's Kubernetes auth refusing a ServiceAccount its role is not bound to
     r"service account (?:name|namespace) not authorized|"
     # a service refusing tokens it cannot verify: the key id is missing from the key set it fetched (a JWKS URL of
@@ -725,6 +727,8 @@ _TRIGGERS = (
     "unauthori",
     "forbidden",
     "denied",
+    "allowlist",
+    "allow-list",
     "jwt",
     "key set",
     "keyset",

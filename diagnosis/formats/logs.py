@@ -84,7 +84,11 @@ MSG_KEYS = ("msg", "message", "log", "@m", "@mt", "event", "text", "error", "err
 # python-json-logger `exc_info`, logstash `stack_trace`. The message alone ("request failed") hides the cause.
 ERROR_KEYS = (
     "error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause", "@x",
+    # the answer a failed call got, as a structured logger keeps it
+    "response_body", "response_error",
 )  # fmt: skip
+# the HTTP status a failed call got, kept beside the message as `status=403`
+_STATUS_KEYS = ("http_status", "status_code", "response_status", "http.status_code", "statusCode")
 _ERROR_SUBKEYS = (
     "type", "kind", "name", "class", "code", "codeName", "message", "msg", "errmsg", "reason", "stack_trace", "stack",
     "stacktrace",
@@ -418,6 +422,9 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
         text = _with_mongo_attrs(text, obj["attr"])
     if level in ("error", "fatal", "warn"):
         text = with_peer(text, obj)
+        status = next((obj[k] for k in _STATUS_KEYS if isinstance(obj.get(k), int) and 400 <= obj[k] < 600), None)
+        if status is not None and f"status={status}" not in text:
+            text = f"{text.rstrip()} status={status}"
     return ts, level, text.rstrip("\n")
 
 

@@ -1199,3 +1199,28 @@ def test_tokens_whose_key_id_is_missing_from_the_fetched_key_set_are_a_jwks_conf
     d = investigate(load_bundle(tmp_path), "is the identity provider down? everyone gets 401")
     assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
     assert "auth.staging.example.io" in d.root_cause and "prod-2025-02" in d.root_cause
+
+
+def test_a_partner_refusing_our_origin_address_is_an_allowlist_configuration_error(tmp_path: Path) -> None:
+    lines = [
+        json.dumps(
+            {
+                "event": "partner rejected payout",
+                "level": "error",
+                "timestamp": fmt_ts(T0 + 60 * i),
+                "http_status": 403,
+                "response_body": {
+                    "error": "forbidden",
+                    "code": "IP_NOT_ALLOWED",
+                    "message": "Request origin 3.121.87.214 is not on the allowlist",
+                },  # fmt: skip
+            }
+        )
+        for i in range(8)
+    ]
+    (tmp_path / "payout-worker.jsonl").write_text("\n".join(lines) + "\n")
+    ev = load_bundle(tmp_path)
+    assert "status=403" in ev.kind("log")[0].data["records"][0]["msg"]
+    d = investigate(ev, "is northbank down?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "3.121.87.214" in d.root_cause and "allowlist" in d.root_cause

@@ -70,6 +70,15 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
                 f"{m['user']} is not allowed to {m['verb']} {m['res']} (Kubernetes RBAC: the API server answers "
                 "forbidden); its Role/ClusterRole or binding lacks that permission"
             )
+        elif _NOT_ALLOWED_ORIGIN.search(sample):
+            ip = _ORIGIN_IP.search(sample)
+            origin = ip.group(1) if ip else "address"
+            what = (
+                f"{'the partner' if target in callers else target} refuses the calls of "
+                f"{', '.join(callers) or 'its caller'} because their origin {origin} is not on its allowlist: our "
+                "egress address changed (a NAT gateway or elastic IP replaced, traffic moved to another egress) or "
+                "the partner's allowlist was edited"
+            )
         elif jwks := _KEY_SET_MISS.search(sample):
             what = (
                 f"{', '.join(callers) or 'the service'} rejects the tokens it is sent: their key id {jwks['kid']} is "
@@ -130,6 +139,8 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
     return with_aliases(out)
 
 
+_NOT_ALLOWED_ORIGIN = re.compile(r"not (?:on the allow-?list|(?:allow|white)listed|allowed)|IP_NOT_ALLOWED", re.I)
+_ORIGIN_IP = re.compile(r"\b(\d{1,3}(?:\.\d{1,3}){3})\b[^\n]{0,40}?not (?:on|allow|white)", re.I)
 _KEY_SET_MISS = re.compile(
     r"kid \\?\"?(?P<kid>[\w.\-]+)\\?\"? not found in (?:the )?key ?set(?: fetched from (?P<url>\S+))?", re.I
 )
