@@ -1213,7 +1213,7 @@ def test_a_partner_refusing_our_origin_address_is_an_allowlist_configuration_err
                     "error": "forbidden",
                     "code": "IP_NOT_ALLOWED",
                     "message": "Request origin 3.121.87.214 is not on the allowlist",
-                },  # fmt: skip
+                },
             }
         )
         for i in range(8)
