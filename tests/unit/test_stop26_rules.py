@@ -1224,3 +1224,57 @@ def test_a_partner_refusing_our_origin_address_is_an_allowlist_configuration_err
     d = investigate(ev, "is northbank down?")
     assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
     assert "3.121.87.214" in d.root_cause and "allowlist" in d.root_cause
+
+
+# ---------------------------------------------------------------- NetworkPolicy across namespaces
+
+
+_NS_GATEWAY = {"matchLabels": {"kubernetes.io/metadata.name": "gateway"}}
+
+
+def _netpol_bundle(tmp_path: Path, gateway_labels: dict[str, str]) -> None:
+    policies = [
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "default-deny-ingress", "namespace": "ledger"},
+         "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "allow-from-gateway", "namespace": "ledger"},
+         "spec": {"podSelector": {"matchLabels": {"app": "ledger"}}, "policyTypes": ["Ingress"],
+                  "ingress": [{"from": [{"namespaceSelector": _NS_GATEWAY,
+                                         "podSelector": {"matchLabels": {"app": "api-gateway"}}}]}]}},
+    ]  # fmt: skip
+    pods = [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "api-gateway-6d9f7c8b54-q7wxz", "namespace": "gateway", "labels": gateway_labels},
+         "status": {"phase": "Running"}},
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "ledger-7f5b9d6c48-hx2tn", "namespace": "ledger", "labels": {"app": "ledger"}},
+         "status": {"phase": "Running"}},
+    ]  # fmt: skip
+    (tmp_path / "netpol.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": policies}))
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    logs = tmp_path / "logs" / "gateway"
+    logs.mkdir(parents=True)
+    lines = [
+        f'{fmt_ts(T0 + 30 * i)} level=error msg="upstream request failed" '
+        'upstream=ledger.ledger.svc.cluster.local:8080 error="dial tcp 10.96.4.7:8080: i/o timeout"'
+        for i in range(10)
+    ]
+    (logs / "api-gateway-6d9f7c8b54-q7wxz.log").write_text("\n".join(lines) + "\n")
+
+
+def test_an_ingress_policy_that_no_longer_selects_the_callers_relabelled_pods_drops_them(tmp_path: Path) -> None:
+    _netpol_bundle(tmp_path, {"app.kubernetes.io/name": "api-gateway"})
+    d = investigate(load_bundle(tmp_path), "is ledger down?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "allow-from-gateway" in d.root_cause
+
+
+def test_an_ingress_policy_that_admits_the_callers_pods_is_not_blamed() -> None:
+    from diagnosis.analyzers.network.policy import _admits
+
+    spec = {"ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateway"}},
+                                   "podSelector": {"matchLabels": {"app": "api-gateway"}}}]}]}  # fmt: skip
+    assert _admits(spec, {"app": "api-gateway"}, "gateway", "ledger") is True
+    assert _admits(spec, {"app.kubernetes.io/name": "api-gateway"}, "gateway", "ledger") is False
+    assert _admits(spec, {"app": "api-gateway"}, "other", "ledger") is False

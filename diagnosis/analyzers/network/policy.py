@@ -249,9 +249,13 @@ def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
     return True
 
 
-def _admits(policy: dict, labels: dict[str, str]) -> bool | None:
-    """Whether a policy's ingress rules admit a pod of the same namespace with these labels (None: a rule the
-    labels cannot decide, an address block or another namespace's pods)."""
+def _admits(
+    policy: dict, labels: dict[str, str], client_ns: str | None = None, server_ns: str | None = None
+) -> bool | None:
+    """Whether a policy's ingress rules admit a pod with these labels, of the server's own namespace or of
+    `client_ns` (None: a rule the labels cannot decide: an address block, a namespace selected by labels other than
+    its name)."""
+    same = client_ns is None or client_ns == server_ns
     for rule in policy.get("ingress") or ():
         peers = rule.get("from")
         if not peers:
@@ -260,8 +264,19 @@ def _admits(policy: dict, labels: dict[str, str]) -> bool | None:
             if "ipBlock" in peer:
                 return None
             if "namespaceSelector" in peer:
-                continue  # other namespaces' pods (or the namespace's own, unknowable without its labels)
-            if _selects(peer.get("podSelector"), labels):
+                ns_sel = peer.get("namespaceSelector") or {}
+                keys = set(ns_sel.get("matchLabels") or {}) | {
+                    e.get("key") for e in ns_sel.get("matchExpressions") or ()
+                }
+                if client_ns is None or (keys and keys != {"kubernetes.io/metadata.name"}):
+                    continue  # a namespace chosen by labels we do not have: undecided for this client
+                # every namespace carries its name as kubernetes.io/metadata.name (Kubernetes 1.21+)
+                if _selects(ns_sel, {"kubernetes.io/metadata.name": client_ns}) and (
+                    "podSelector" not in peer or _selects(peer.get("podSelector"), labels)
+                ):
+                    return True
+                continue
+            if same and _selects(peer.get("podSelector"), labels):
                 return True
     return False
 
@@ -313,17 +328,17 @@ def policy_excludes_client(evidence: EvidenceSet) -> list[Finding]:
         if failure is None or not labels:
             continue
         for (sns, server), server_pods in workloads.items():
-            if sns != ns or server == client:
+            if (sns, server) == (ns, client):
                 continue
             slabels = (server_pods[0].data.get("metadata") or {}).get("labels") or {}
             selecting = [
                 p
                 for p in policies
-                if (p.data.get("metadata") or {}).get("namespace", ns) == ns
+                if (p.data.get("metadata") or {}).get("namespace", sns) == sns
                 and "Ingress" in ((p.data.get("spec") or {}).get("policyTypes") or ["Ingress"])
                 and _selects((p.data.get("spec") or {}).get("podSelector"), slabels)
             ]
-            verdicts = [_admits(p.data.get("spec") or {}, labels) for p in selecting]
+            verdicts = [_admits(p.data.get("spec") or {}, labels, ns, sns) for p in selecting]
             if not selecting or any(v is not False for v in verdicts):
                 continue
             mention = next(
@@ -336,7 +351,7 @@ def policy_excludes_client(evidence: EvidenceSet) -> list[Finding]:
             policy = max(
                 selecting,
                 key=lambda p: sum(
-                    "podSelector" in peer and "namespaceSelector" not in peer
+                    "podSelector" in peer
                     for r in (p.data.get("spec") or {}).get("ingress") or ()
                     for peer in r.get("from") or ()
                 ),
@@ -351,14 +366,14 @@ def policy_excludes_client(evidence: EvidenceSet) -> list[Finding]:
                     role="cause",
                     code="network_policy_excludes",
                     category=Category.CONFIGURATION_ERROR,
-                    title=f"NetworkPolicy {ns}/{pname} admits no traffic from {client} to {server}",
+                    title=f"NetworkPolicy {sns}/{pname} admits no traffic from {client} to {server}",
                     mechanism=(
-                        f"NetworkPolicy {ns}/{pname} selects {server}'s pods and its ingress rules admit none of "
+                        f"NetworkPolicy {sns}/{pname} selects {server}'s pods and its ingress rules admit none of "
                         f"{client}'s pods (labels {shown})"
                         f", and no other policy selecting {server} does: {client}'s connections to {server} are "
                         f"dropped, which it reports as '{said}'"
                     ),
-                    object=f"NetworkPolicy {ns}/{pname}",
+                    object=f"NetworkPolicy {sns}/{pname}",
                     score=0.85,
                     tags=[
                         f"policy:{pname}",
