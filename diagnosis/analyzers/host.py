@@ -545,13 +545,16 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 actions=_disk_actions(mount if mount != "?" else "/", "space"),
             )
         )
+    failures_end = _last_failure(evidence) if hw else None
     for dev, recs in hw.items():
-        if _stale(recs, now) or (len(recs) < LINK_FLAPS and all(_LINK_DOWN.search(r.msg) for r in recs)):
+        # an old hardware error is over, unless what failed on that machine failed after it (a job it killed)
+        stale = _stale(recs, now) and _stale(recs, failures_end)
+        if stale or (len(recs) < LINK_FLAPS and all(_LINK_DOWN.search(r.msg) for r in recs)):
             continue
         part = _hardware_part(recs)
-        machine = _host_of(recs[0]) or _host_of_file(recs[0].item)
+        machine = next((h for r in reversed(recs) if (h := _host_of(r))), None) or _host_of_file(recs[0].item)
         panic = any("kernel panic" in r.msg.lower() for r in recs)
-        bmc = any("ipmi: " in r.msg for r in recs)  # the machine's own controller (ipmitool sel), not the kernel
+        bmc = "ipmi: " in recs[-1].msg  # the line shown is from the machine's own controller (ipmitool sel)
         out.append(
             Finding(
                 analyzer="host",
@@ -620,6 +623,17 @@ def node_pod_tags(evidence: EvidenceSet, host: str | None) -> list[str]:
             if ip:
                 tags.append(f"instance:{ip}")
     return tags
+
+
+def _last_failure(evidence: EvidenceSet) -> float | None:
+    """The newest error-level log record of the bundle: when what failed last failed."""
+    newest: float | None = None
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            ts = r.get("ts")
+            if isinstance(ts, int | float) and str(r.get("level") or "") in ("error", "fatal", "critical", "crit"):
+                newest = ts if newest is None or ts > newest else newest
+    return newest
 
 
 def _stale(recs: list[Rec], now: float | None) -> bool:

@@ -1278,3 +1278,20 @@ def test_an_ingress_policy_that_admits_the_callers_pods_is_not_blamed() -> None:
     assert _admits(spec, {"app": "api-gateway"}, "gateway", "ledger") is True
     assert _admits(spec, {"app.kubernetes.io/name": "api-gateway"}, "gateway", "ledger") is False
     assert _admits(spec, {"app": "api-gateway"}, "other", "ledger") is False
+
+
+def test_an_old_memory_error_on_a_worker_whose_job_failed_after_it_is_still_the_cause(tmp_path: Path) -> None:
+    kernel = [
+        f"{fmt_ts(T0 + 60 * i)} hdp-wrk-23 kernel: EDAC MC1: 1 UE memory read error on CPU_SrcID#1_DIMM_B2 (channel:1)"
+        for i in range(3)
+    ]
+    (tmp_path / "console.txt").write_text("\n".join(kernel) + "\n")
+    job = [
+        f"{fmt_ts(T0 + 2 * 3600)} ERROR - airflow.exceptions.AirflowException: Cannot execute: spark-submit --master "
+        "yarn /opt/jobs/claims.py. Error code is: 1.",
+    ]
+    (tmp_path / "airflow.log").write_text("\n".join(job) + "\n")
+    rm = [f"{fmt_ts(T0 + 3 * 3600 + 60 * i)} INFO resourcemanager: node hdp-wrk-09 heartbeat" for i in range(3)]
+    (tmp_path / "rm.log").write_text("\n".join(rm) + "\n")
+    d = investigate(load_bundle(tmp_path), "why did daily_claims_agg fail last night?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause

@@ -367,7 +367,8 @@ _CHILD_FAILED = re.compile(
     r"[^\n]{0,160}?\b(?:failed|FAILED|terminated|TERMINATED)|Job failed with message \[|"
     r"(?:Databricks|Glue|EMR) (?:run|job|step) (?:\S+ )?(?:failed|terminated)|"
     # the command an operator ran failed: its own output (above) says why
-    r"AirflowException: Bash command failed|Command exited with (?:return code|status) [1-9]",
+    r"AirflowException: Bash command failed|Command exited with (?:return code|status) [1-9]|"
+    r"AirflowException: Cannot execute: spark-submit",
 )
 
 
