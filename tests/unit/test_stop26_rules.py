@@ -1282,7 +1282,7 @@ def test_an_ingress_policy_that_admits_the_callers_pods_is_not_blamed() -> None:
 
 def test_an_old_memory_error_on_a_worker_whose_job_failed_after_it_is_still_the_cause(tmp_path: Path) -> None:
     kernel = [
-        f"{fmt_ts(T0 + 60 * i)} hdp-wrk-23 kernel: EDAC MC1: 1 UE memory read error on CPU_SrcID#1_DIMM_B2 (channel:1)"
+        f"{fmt_ts(T0 + 5400 + 60 * i)} hdp-wrk-23 kernel: EDAC MC1: 1 UE memory read error on CPU_SrcID#1_DIMM_B2"
         for i in range(3)
     ]
     (tmp_path / "console.txt").write_text("\n".join(kernel) + "\n")
