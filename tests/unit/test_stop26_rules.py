@@ -1295,3 +1295,18 @@ def test_an_old_memory_error_on_a_worker_whose_job_failed_after_it_is_still_the_
     (tmp_path / "rm.log").write_text("\n".join(rm) + "\n")
     d = investigate(load_bundle(tmp_path), "why did daily_claims_agg fail last night?")
     assert d.category == Category.INFRASTRUCTURE, d.root_cause
+
+
+def test_a_bundle_mostly_unread_that_shows_nothing_failing_is_not_called_healthy(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text(f"{fmt_ts(T0)} INFO batch CLMB200 started\n{fmt_ts(T0 + 60)} INFO step done\n")
+    for name in ("runs.txt", "db2diag-excerpt.txt", "handover.txt"):
+        (tmp_path / name).write_text("CLMB200 took 4h07 instead of 1h10\nsee attached\n")
+    d = investigate(load_bundle(tmp_path), "why did CLMB200 run so long last night?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    assert "no format read here" in d.root_cause
+
+
+def test_a_bundle_read_whole_that_shows_nothing_failing_stays_healthy(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text(f"{fmt_ts(T0)} INFO batch started\n{fmt_ts(T0 + 60)} INFO step done\n")
+    (tmp_path / "notes.md").write_text("all good\n")
+    assert investigate(load_bundle(tmp_path), "is the batch ok?").category == Category.HEALTHY
