@@ -103,10 +103,6 @@ def _internal_upstream(f: Finding) -> tuple[str, str] | None:
     named = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
     if _PRIVATE_ADDRESS.match(host) and all(_PRIVATE_ADDRESS.match(n.split(":")[0]) for n in named):
         return host, port
-    # a pod address that a proxy's calls only time out on (an ingress's upstream, named after its Service): the
-    # pod, its node or the network between could each be slow, as for a Service's cluster name below
-    if f.code == "upstream_timeout" and _PRIVATE_ADDRESS.match(host):
-        return host, port
     # a Service of our own cluster, addressed by its cluster DNS name, whose calls only time out: the service, its
     # datastore or the network between could each be slow (one that answers 5xx says itself that it fails)
     if f.code == "upstream_timeout" and re.search(r"\.svc(?:\.cluster\.local)?$", host):

@@ -663,19 +663,6 @@ def test_failed_scheduling_on_a_disruption_taint_never_scheduled_is_still_a_find
     assert investigate(load_bundle(tmp_path), "is search ok?").category != Category.HEALTHY
 
 
-def test_an_ingress_timing_out_on_a_pod_address_with_nothing_from_the_pod_is_missing_evidence(tmp_path: Path) -> None:
-    lines = [
-        f"{fmt_ts(T0 + 20 * i)[:19].replace('-', '/').replace('T', ' ')} [error] 47#47: *56{i:05d} upstream timed out "
-        "(110: Operation timed out) while reading response header from upstream, client: 10.0.0.9, server: "
-        'reports.example, request: "GET /api/r HTTP/1.1", upstream: "http://10.42.3.17:8080/api/r", host: "reports"'
-        for i in range(30)
-    ]
-    (tmp_path / "ingress-error.log").write_text("\n".join(lines) + "\n")
-    d = investigate(load_bundle(tmp_path), "is the ingress controller overloaded?")
-    assert d.category == Category.UNKNOWN, d.root_cause
-    assert "10.42.3.17" in d.root_cause
-
-
 def _sweep_bundle(tmp_path: Path, with_job: bool) -> None:
     sends = [[T0 + 60 * i, "5" if i < 60 else "120"] for i in range(130)]
     prom = {"status": "success", "data": {"resultType": "matrix", "result": [
