@@ -110,19 +110,17 @@ _PAST_FAILURE = re.compile(
 UNREAD_MIN = 3  # files in no known format that, outnumbering the files read, leave "healthy" unproven
 
 
-def _mostly_unread(evidence: EvidenceSet) -> bool:
-    """Whether more of the bundle's files went unread (no known format) than were read: what was read shows nothing
-    failing, but most of what the operator handed over was not looked at."""
-    read = len({item.source for item in evidence})
-    return len(evidence.ignored) >= UNREAD_MIN and len(evidence.ignored) > read
-
-
 def _unread(d: Diagnosis, evidence: EvidenceSet) -> Diagnosis:
+    """A healthy answer made unknown when more of the bundle's files went unread (no known format) than were read:
+    what was read shows nothing failing, but most of what the operator handed over was not looked at."""
+    read = len({item.source for item in evidence})
+    if len(evidence.ignored) < UNREAD_MIN or len(evidence.ignored) <= read:
+        return d
     paths = ", ".join(e.get("path", "?") for e in evidence.ignored[:5])
     d.category = Category.UNKNOWN
     d.confidence = min(d.confidence, 0.3)
     d.root_cause = (
-        f"Nothing failing shows in the {len({i.source for i in evidence})} file(s) read, but "
+        f"Nothing failing shows in the {read} file(s) read, but "
         f"{len(evidence.ignored)} of the bundle's files are in no format read here ({paths}): the failure may be in "
         "them, so this is not a healthy answer."
     )
@@ -167,8 +165,9 @@ def investigate(evidence: EvidenceSet, question: str | None = None) -> Diagnosis
     """All domains' analyzers, then the conclusion. Asked what caused a failure that is over, the evidence is read
     again as of that failure's end: "nothing is failing now" answers another question."""
     d = _analyze(evidence, question)
-    if d.category == Category.HEALTHY and _mostly_unread(evidence):
-        return _unread(d, evidence)
+    if d.category != Category.HEALTHY:
+        return d
+    d = _unread(d, evidence)
     if d.category != Category.HEALTHY or not question or not _PAST_FAILURE.search(question):
         return d
     end = _failure_end(evidence, d.findings)

@@ -72,7 +72,7 @@ _FORECAST = re.compile(
 def evidence_now(evidence: EvidenceSet) -> float | None:
     """The newest timestamp in the evidence (None when nothing in it carries a time), or the time the set is read
     as of (`EvidenceSet.at`). Cached per set and size."""
-    if getattr(evidence, "as_of", None) is not None:
+    if evidence.as_of is not None:
         return evidence.as_of
     cached = _NOW_CACHE.get(evidence)
     if cached is not None and cached[0] == len(evidence):

@@ -9,15 +9,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from diagnosis.analyzers._kube import meta, ref
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Action, Category, Domain, Finding
+from diagnosis.model import Action, Category, Domain, EvidenceItem, Finding
 from diagnosis.timeline import parse_ts
 
 
-def _ready(item: object) -> dict | None:
-    status = getattr(item, "data", {}).get("status") or {}
+def _ready(item: EvidenceItem) -> dict[str, Any] | None:
+    status = item.data.get("status") or {}
     return next((c for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "Ready"), None)
 
 

@@ -1060,6 +1060,19 @@ def _expansion_refused(
     )
 
 
+def _refused_lines(evidence: EvidenceSet) -> list[tuple[EvidenceItem, dict[str, Any]]]:
+    """The log records that say a connection was refused, read once for every Service the bundle holds."""
+    return evidence.derived(
+        "refused_lines",
+        lambda ev: [
+            (item, r)
+            for item in ev.kind("log")
+            for r in item.data.get("records") or ()
+            if "refused" in str(r.get("msg") or "").lower()
+        ],
+    )
+
+
 def _refused_on_an_undeclared_port(
     evidence: EvidenceSet, svc: EvidenceItem, obj: str, tags: list[str]
 ) -> list[Finding]:
@@ -1074,14 +1087,10 @@ def _refused_on_an_undeclared_port(
     hosts = [h for h in (ip, f"{name}.{ns}.svc", f"{name}.{ns}", name) if h and h != "None"]
     wrong = re.compile(rf"(?<![\w.\-])(?:{'|'.join(re.escape(h) for h in hosts)})(?:\.cluster\.local)?:(\d{{2,5}})\b")
     hits: list[tuple[EvidenceItem, dict[str, Any], int]] = []
-    for item in evidence.kind("log"):
-        for r in item.data.get("records") or ():
-            msg = str(r.get("msg") or "")
-            if "refused" not in msg.lower():
-                continue
-            m = wrong.search(msg)
-            if m and int(m.group(1)) not in ports:
-                hits.append((item, r, int(m.group(1))))
+    for item, r in _refused_lines(evidence):
+        m = wrong.search(str(r.get("msg") or ""))
+        if m and int(m.group(1)) not in ports:
+            hits.append((item, r, int(m.group(1))))
     if len(hits) < 3:
         return []
     item, rec, port = hits[0]
@@ -1144,13 +1153,7 @@ def _refused_behind_target_port(evidence: EvidenceSet, svc: EvidenceItem, obj: s
             continue
         needles = [f"{h}:{front}" for h in (ip, name, f"{name}.{ns}") if h and h != "None"]
         hit = next(
-            (
-                (item, r)
-                for item in evidence.kind("log")
-                for r in item.data.get("records") or ()
-                if "refused" in str(r.get("msg") or "") and any(n in str(r.get("msg")) for n in needles)
-            ),
-            None,
+            ((item, r) for item, r in _refused_lines(evidence) if any(n in str(r.get("msg")) for n in needles)), None
         )
         if hit is None:
             continue

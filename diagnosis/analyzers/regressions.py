@@ -13,7 +13,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from diagnosis.analyzers._common import workload_of_pod
+from diagnosis.analyzers._common import service_of, workload_of_pod
 from diagnosis.analyzers._kube_pods import quantity
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -205,8 +205,6 @@ def _log_releases(evidence: EvidenceSet) -> list[Release]:
     """Releases outside Kubernetes: the first start at a version after the same process ran another version (or
     was stopped at it), from systemd and application start lines; Capistrano's revisions.log, whose newest line
     is the release running now."""
-    from diagnosis.analyzers._common import service_of
-
     out: list[Release] = []
     for item in evidence.kind("log"):
         last: dict[str, str] = {}
@@ -397,8 +395,6 @@ REFILL_S = 1800  # a container that reaches its limit again this soon after each
 def _first_start(evidence: EvidenceSet, workload: str, start: float, end: float) -> Release | None:
     """When no release is in sight: the workload's first start at a version (systemd, its own start line) inside
     the series' span, the series showing how it behaved before."""
-    from diagnosis.analyzers._common import service_of
-
     for item in evidence.kind("log"):
         if not same_workload((service_of(item) or item.object).removesuffix(".service"), workload):
             continue
@@ -419,33 +415,32 @@ _STARTED_AT_VERSION = re.compile(
 )
 
 
-def service_of_item(item: EvidenceItem | None) -> str | None:
-    from diagnosis.analyzers._common import service_of
-
-    return service_of(item) if item is not None and item.kind == "log" else None
+def _versioned_starts(evidence: EvidenceSet) -> list[Release]:
+    """Every start line that names a version ("quoting 4.2.0 (build ...) started", "Started x v1.2.3"), read once."""
+    out: list[Release] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg, ts = str(r.get("msg") or ""), r.get("ts")
+            if ts is None or ("tart" not in msg and "is up" not in msg):
+                continue
+            if m := _STARTED_AT_VERSION.search(msg):
+                name = m["name"]
+            elif (v := _VERSION_LINE.search(msg)) and v["verb"].lower().startswith("start"):
+                m, name = v, v["name"]
+            else:
+                continue
+            ref = EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])
+            out.append(Release(float(ts), name or service_of(item) or item.object, m["ver"], ref))
+    return out
 
 
 def _sole_start(evidence: EvidenceSet, rels: list[Release], start: float, end: float) -> Release | None:
     """When the series' workload names no release (a JMX job, an exporter's name): the bundle's only release or
     versioned start inside the series' span, whichever workload it names."""
-    from diagnosis.analyzers._common import service_of
-
     found: dict[tuple[str, str], Release] = {}
-    for r in rels:
+    for r in [*rels, *evidence.derived("versioned_starts", _versioned_starts)]:
         if start < r.ts <= end:
             found.setdefault((r.workload, r.version), r)
-    for item in evidence.kind("log"):
-        for r in item.data.get("records") or ():
-            msg, ts = str(r.get("msg") or ""), r.get("ts")
-            if ts is None or not start < ts <= end or ("tart" not in msg and "is up" not in msg):
-                continue
-            m = _STARTED_AT_VERSION.search(msg) or _VERSION_LINE.search(msg)
-            if m and ("verb" not in m.groupdict() or m["verb"].lower().startswith("start")):
-                name = m["name"] or service_of(item) or item.object
-                found.setdefault(
-                    (name, m["ver"]),
-                    Release(float(ts), name, m["ver"], EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300])),
-                )
     versions = {(w.lower(), v) for w, v in found}
     return next(iter(found.values())) if len(versions) == 1 else None
 
@@ -618,7 +613,14 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
         name = workload if same_workload(rel.workload, workload) else rel.workload
         released_in = evidence.get(rel.ref.item)
         also = (
-            [f"service:{workload}", *([f"service:{w}"] if (w := service_of_item(released_in)) else [])]
+            [
+                f"service:{workload}",
+                *(
+                    [f"service:{w}"]
+                    if released_in is not None and released_in.kind == "log" and (w := service_of(released_in))
+                    else []
+                ),
+            ]
             if name != workload
             else []
         )

@@ -2,7 +2,8 @@
 file system read-only for the unit except the paths in `ReadWritePaths=` (and its State/Cache/Logs/Runtime
 directories); `ProtectSystem=full` makes /usr, /boot and /etc read-only; `ProtectHome=yes` hides /home. A unit whose
 process fails with "Read-only file system" on a path the sandbox leaves read-only is the unit's configuration error
-(a hardening drop-in that forgot a path), not a disk mounted read-only nor a bug."""
+(a hardening drop-in that forgot a path), not a disk mounted read-only nor a bug. Likewise a unit systemd cannot
+start on its own settings (an EnvironmentFile, ExecStart or WorkingDirectory that is not there): `unit_setup_failed`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 from diagnosis.analyzers._common import Rec, ref_of, service_of
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.network.extraction import _target_tags
+from diagnosis.analyzers.network.ports import loopback_refusals
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 
@@ -123,7 +125,7 @@ def unit_setup_failed(evidence: EvidenceSet) -> list[Finding]:
             if m:
                 hits.setdefault(m["unit"], []).append((Rec(item, r.get("ts"), msg, r.get("line"), "error"), m["what"]))
     out: list[Finding] = []
-    local = _loopback_refused(evidence) if hits else []
+    local = [f"{host}:{port}" for host, port in loopback_refusals(evidence)] if hits else []
     for unit, recs in hits.items():
         name = unit.removesuffix(".service")
         what = recs[0][1]
@@ -162,15 +164,3 @@ def unit_setup_failed(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
-
-
-def _loopback_refused(evidence: EvidenceSet) -> list[str]:
-    """The distinct loopback addresses (127.0.0.1:8087, localhost:...) that callers' connections are refused on."""
-    from diagnosis.analyzers._common import NET_REFUSED, signature_records
-    from diagnosis.analyzers.network.extraction import _target
-
-    found: set[str] = set()
-    for rec in signature_records(evidence):
-        if NET_REFUSED.search(rec.msg) and (t := _target(rec.msg)) and t.split(":")[0] in ("127.0.0.1", "localhost"):
-            found.add(t)
-    return sorted(found)

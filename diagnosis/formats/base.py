@@ -288,6 +288,17 @@ def metric_object(name: str, labels: dict[str, str]) -> str:
     return f"metric/{name}{{{inner}}}"
 
 
+# the host a terminal session ran on: its prompt ("ops@db-01:~$", "[root@db-1 ~]#") or an `ssh host` it typed
+PROMPT_HOST = re.compile(r"^\s*\[?[\w.\-]+@(?P<host>[\w.\-]+)[\]:\s]", re.M)
+_SSH_TO = re.compile(r"^\S*\$ ssh (?P<host>[\w.\-]+)\s*$", re.M)
+
+
+def prompt_host(text: str) -> str | None:
+    """The host a pasted terminal session ran on, from its prompt or the `ssh host` it opened with."""
+    m = PROMPT_HOST.search(text) or _SSH_TO.search(text)
+    return m["host"] if m else None
+
+
 # A shell (or psql) prompt that starts a command's output in a saved terminal session: "$ df -h",
 # "ops@bastion:~$ kubectl get pods", "[root@db-1 ~]# journalctl -u postgresql", "PS C:\\> Get-WinEvent",
 # "PS /home/ops> az ...", "shop=> SELECT ...". A bare "# " or "> " (comments, quotes) counts only before a known

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from diagnosis.formats._time import parse_ts
-from diagnosis.formats.base import FORMATS, TERMINAL_PROMPT, Document, ParseContext
+from diagnosis.formats.base import FORMATS, TERMINAL_PROMPT, Document, ParseContext, prompt_host
 from diagnosis.model import EvidenceItem
 
 _HEADER = re.compile(r'^"(?P<name>[^"]+)"(?: #\d+)?.*?(?:prio=\d+|tid=0x)', re.M)
@@ -287,7 +287,6 @@ def parse_fpm_slow(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
 _HISTO_HEADER = re.compile(r"^\s*num\s+#instances\s+#bytes\s+class name", re.M)
 _HISTO_ROW = re.compile(r"^\s*\d+:\s+(?P<n>\d+)\s+(?P<bytes>\d+)\s+(?P<cls>\S+)")
 _HISTO_TOTAL = re.compile(r"^\s*Total\s+(?P<n>\d+)\s+(?P<bytes>\d+)", re.M)
-_HOST_PROMPT = re.compile(r"^\S*@(?P<host>[\w.\-]+)[:\s]", re.M)
 
 
 def detect_histogram(doc: Document) -> bool:
@@ -305,7 +304,7 @@ def parse_histogram(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         return
     classes.sort(key=lambda c: -int(c["bytes"]))
     total = _HISTO_TOTAL.search(doc.text)
-    host = _HOST_PROMPT.search(doc.text)
+    host = prompt_host(doc.text)
     data = {
         "classes": classes,
         "total_bytes": int(total["bytes"]) if total else sum(int(c["bytes"]) for c in classes),
@@ -313,4 +312,4 @@ def parse_histogram(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     }
     stamp = _DUMP_TIME.search(doc.text)
     ts = parse_ts(stamp.group(1)) if stamp else None
-    yield ctx.item(doc.path, "runtime/heap_histogram", f"heap/{host['host'] if host else doc.path}", data, ts)
+    yield ctx.item(doc.path, "runtime/heap_histogram", f"heap/{host or doc.path}", data, ts)

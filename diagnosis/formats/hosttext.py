@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.formats._time import parse_ts
+from diagnosis.formats.base import FORMATS, PROMPT_HOST, Document, ParseContext
 from diagnosis.model import EvidenceItem
 
 _DF_HEADER = re.compile(r"^Filesystem\s+(?:Type\s+)?(?P<cols>.*?)\s+Mounted on\s*$", re.I)
@@ -94,7 +95,6 @@ _IOTOP_ROW = re.compile(
 )
 _RATE_KB = {"": 1 / 1024, "K": 1.0, "M": 1024.0, "G": 1024.0**2, "T": 1024.0**3}  # iotop: B/s, K/s, M/s
 # the host a pasted command ran on, from its prompt: "ops@tt-worker-2:~$ iostat -x"
-_PROMPT_HOST = re.compile(r"^\s*\[?[\w.\-]+@(?P<host>[\w.\-]+)[\]:\s]", re.M)
 
 
 def detect_iostat(doc: Document) -> bool:
@@ -186,7 +186,7 @@ def _pidstat_io(lines: list[str]) -> list[dict[str, Any]]:
 @FORMATS.format("iostat", shapes={"text"}, detect=detect_iostat, order=20)
 def parse_iostat(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     lines = list(doc.lines())
-    host = _SYSSTAT_HOST.search(doc.text) or _PROMPT_HOST.search(doc.text[:2048])
+    host = _SYSSTAT_HOST.search(doc.text) or PROMPT_HOST.search(doc.text[:2048])
     data: dict[str, Any] = {"source": "iostat"}
     devices = _iostat_devices(lines)
     if devices:
@@ -339,7 +339,7 @@ def parse_nic(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     ip_block: tuple[str, list[str]] | None = None  # (device, the column names of the RX/TX line just read)
     for raw in doc.lines():
         line = raw.rstrip()
-        if (p := _PROMPT_HOST.match(line)) and not host:
+        if (p := PROMPT_HOST.match(line)) and not host:
             host = p["host"]
         if (m := _ETHTOOL_CMD.search(line)) and _PROMPT.match(line.strip()):
             current, ip_block = m["dev"], None
@@ -463,7 +463,7 @@ def parse_top_or_free(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem
             data["top"] = top
     if "mem_percent" not in data:
         return
-    host = _PROMPT_HOST.search(doc.text[:400])
+    host = PROMPT_HOST.search(doc.text[:400])
     name = host["host"] if host else doc.path
     yield ctx.item(doc.path, "host/snapshot", f"host/{name}", data, None)
 
@@ -491,9 +491,6 @@ def detect_sel(doc: Document) -> bool:
 def parse_sel(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     """One `log` item per machine (`ipmi/<host>`, the BMC's name without -ipmi/-bmc): each SEL entry a record at its
     time, a fault that was asserted an error."""
-    import calendar
-    import time
-
     m = _SEL_HOST.search(doc.command or "") or _SEL_HOST.search(doc.text[:2000])
     host = re.sub(r"[-.](?:ipmi|bmc|ilo|idrac|mgmt)\b.*$", "", m["host"]) if m else doc.stem
     records = []
@@ -501,7 +498,8 @@ def parse_sel(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         row = _SEL_ROW.match(line)
         if not row:
             continue
-        ts = float(calendar.timegm(time.strptime(f"{row['date']} {row['time']}", "%m/%d/%Y %H:%M:%S")))
+        month, day, year = row["date"].split("/")
+        ts = parse_ts(f"{year}-{month}-{day}T{row['time']}Z")
         fault = row["state"] == "Asserted" and _SEL_FAULT.search(row["event"]) is not None
         records.append({
             "ts": ts,

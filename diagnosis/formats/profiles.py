@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.formats.base import FORMATS, Document, ParseContext, prompt_host
 from diagnosis.model import EvidenceItem
 
 _NODE_HEAD = re.compile(r"^Statistical profiling result from .*\((?P<ticks>\d+) ticks", re.M)
@@ -24,7 +24,6 @@ _PPROF_HEAD = re.compile(r"^\s*flat\s+flat%\s+sum%\s+cum\s+cum%\s*$", re.M)
 _PPROF_ROW = re.compile(r"^\s*[\d.]+\w*\s+(?P<flat>[\d.]+)%\s+[\d.]+%\s+[\d.]+\w*\s+[\d.]+%\s+(?P<name>\S.*?)\s*$")
 _PERF_HEAD = re.compile(r"^#\s*Overhead\s+Command\s+Shared Object\s+Symbol", re.M)
 _PERF_ROW = re.compile(r"^\s*(?P<share>[\d.]+)%\s+(?P<comm>\S+)\s+(?P<dso>\S+)\s+\[[.k]\]\s+(?P<name>\S.*?)\s*$")
-_HOST = re.compile(r"^\S*@(?P<host>[\w.\-]+)[:\s]|^\$ ssh (?P<ssh>[\w.\-]+)\s*$", re.M)
 # node's table sections whose entries are frames; Summary and the bottom-up profile are not
 _NODE_FRAMES = {"JavaScript", "C++", "Shared libraries", "C++ entry points"}
 
@@ -91,7 +90,6 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     if not frames:
         return
     frames.sort(key=lambda f: -f["share"])
-    host = _HOST.search(doc.text) or (_HOST.search(doc.command) if doc.command else None)
-    name = (host["host"] or host["ssh"]) if host else doc.path
+    name = prompt_host(doc.text) or doc.path
     data = {"tool": tool, "samples": samples, "frames": frames[:50], "command": doc.command or ""}
     yield ctx.item(doc.path, "runtime/cpu_profile", f"profile/{name}", data)

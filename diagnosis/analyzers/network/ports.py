@@ -40,19 +40,24 @@ def _setting(evidence: EvidenceSet, ts: float, port: str) -> str | None:
     return None
 
 
+def loopback_refusals(evidence: EvidenceSet) -> dict[tuple[str, str], list[Rec]]:
+    """Connections to a server on this machine (127.0.0.1, localhost) refused, by (host, port)."""
+    refused: dict[tuple[str, str], list[Rec]] = {}
+    for rec in signature_records(evidence):
+        if not NET_REFUSED.search(rec.msg):
+            continue
+        host, _, port = (_target(rec.msg) or "").rpartition(":")
+        if port.isdigit() and _LOCAL.match(host):
+            refused.setdefault((host, port), []).append(rec)
+    return refused
+
+
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
 def port_moved(evidence: EvidenceSet) -> list[Finding]:
     """Connections to a local server's port refused from just after that server restarted listening on another
     port: the server is up, the caller (a proxy's upstream, a client's URL) points at the old port. A
     configuration error of one of the two, not a dependency that is down."""
-    refused: dict[tuple[str, str], list[Rec]] = {}
-    for rec in signature_records(evidence):
-        if not NET_REFUSED.search(rec.msg):
-            continue
-        target = _target(rec.msg) or ""
-        host, _, port = target.rpartition(":")
-        if port.isdigit() and _LOCAL.match(host):
-            refused.setdefault((host, port), []).append(rec)
+    refused = loopback_refusals(evidence)
     if not refused:
         return []
     listens: list[tuple[float, str, Rec]] = []
