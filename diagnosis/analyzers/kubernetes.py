@@ -984,7 +984,7 @@ def kubernetes_events(evidence: EvidenceSet) -> list[Finding]:
                     )
                 )
             elif _NO_EXPANSION.search(msg) or reason == "VolumeResizeFailed":
-                out.append(_expansion_refused(idx, e, msg, kind, ns, name, tags))
+                out.append(_expansion_refused(e, msg, kind, ns, name, tags))
             elif reason in ("SyncLoadBalancerFailed", "FailedToCreateLoadBalancer", "LoadBalancerUpdateFailed"):
                 out.append(
                     k8s_finding(
@@ -1022,9 +1022,7 @@ _NO_EXPANSION = re.compile(
 )
 
 
-def _expansion_refused(
-    idx: KubeIndex, e: EvidenceItem, msg: str, kind: str, ns: str, name: str, tags: list[str]
-) -> Finding:
+def _expansion_refused(e: EvidenceItem, msg: str, kind: str, ns: str, name: str, tags: list[str]) -> Finding:
     """A volume resize refused because its StorageClass lacks allowVolumeExpansion: the spec asks for what the
     class cannot do, so the change never applies (a configuration error of the class or of the resize)."""
     m = _NO_EXPANSION.search(msg)

@@ -48,8 +48,9 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
         first, last = recs[0].ts, recs[-1].ts
         # over when their own log went on without them; a log that ends with them (an export of the failures
         # only) says nothing of after, unless that was long ago
+        logs = {r.item.id: r.item for r in recs}.values()  # each log once, however many refusals it holds
         log_end = max(
-            (t for r in recs for x in r.item.data.get("records") or () if isinstance(t := x.get("ts"), int | float)),
+            (t for item in logs for x in item.data.get("records") or () if isinstance(t := x.get("ts"), int | float)),
             default=last,
         )
         stopped = (
