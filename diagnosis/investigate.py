@@ -44,6 +44,7 @@ ANALYZER_MODULES = (
     "runtime",
     "profiles",
     "secrets",
+    "tables",
     "spans",
     "logs",
 )
@@ -113,15 +114,18 @@ UNREAD_MIN = 3  # files in no known format that, outnumbering the files read, le
 def _unread(d: Diagnosis, evidence: EvidenceSet) -> Diagnosis:
     """A healthy answer made unknown when more of the bundle's files went unread (no known format) than were read:
     what was read shows nothing failing, but most of what the operator handed over was not looked at."""
-    read = len({item.source for item in evidence})
-    if len(evidence.ignored) < UNREAD_MIN or len(evidence.ignored) <= read:
+    # pasted query results are read, but only for breaks in their data: with none, they prove nothing healthy
+    read = {item.source for item in evidence if item.kind != "table"}
+    tables_only = sorted({item.source for item in evidence.kind("table")} - read)
+    unread = [e.get("path", "?") for e in evidence.ignored] + tables_only
+    if len(unread) < UNREAD_MIN or len(unread) <= len(read):
         return d
-    paths = ", ".join(e.get("path", "?") for e in evidence.ignored[:5])
+    paths = ", ".join(unread[:5])
     d.category = Category.UNKNOWN
     d.confidence = min(d.confidence, 0.3)
     d.root_cause = (
-        f"Nothing failing shows in the {read} file(s) read, but "
-        f"{len(evidence.ignored)} of the bundle's files are in no format read here ({paths}): the failure may be in "
+        f"Nothing failing shows in the {len(read)} file(s) read, but "
+        f"{len(unread)} of the bundle's files are in no format read here ({paths}): the failure may be in "
         "them, so this is not a healthy answer."
     )
     d.missing = [*d.missing, f"the failure in a readable export: {paths}"]

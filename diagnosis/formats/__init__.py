@@ -11,10 +11,11 @@ logstores (Loki and Elasticsearch/OpenSearch query results, Splunk search result
 Zipkin spans, read as each service's log, and OTLP/JSON logs), paging (PagerDuty and Opsgenie incidents, read as
 alerts), pipelines (dbt run results), datadog, docker (`docker inspect` and `docker ps`), dumps (JVM thread dumps,
 Go goroutine dumps, JVM class histograms), profiles (CPU profiles: node --prof-process, pprof -top, perf
-report), postgres (also pasted from psql), mysql (lock waits and transactions pasted from the mysql
-client, read as PostgreSQL's sessions and locks), health (status pages, AWS Health, search cluster health),
-hosttext (df, redis INFO, resolv.conf, iostat, ping, ethtool), cassandra (nodetool status, keyspace replication),
-and logs (the catch-all for text and JSON-lines logs, offered last; then dated events in JSON of no known shape
+report), postgres (also pasted from psql), tables (any other query result pasted from a SQL client, and CSV
+heads), mysql (lock waits and transactions pasted from the mysql client, read as PostgreSQL's sessions and
+locks), health (status pages, AWS Health, search cluster health), hosttext (df, redis INFO, resolv.conf, iostat,
+ping, ethtool), cassandra (nodetool status, keyspace replication), and logs (the catch-all for text and JSON-lines
+logs, offered last; then dated events in JSON of no known shape
 (jsonevents), then untimed error lines).
 """
 
@@ -45,6 +46,7 @@ from diagnosis.formats import (
     postgres,
     profiles,
     prometheus,
+    tables,
     traces,
 )
 from diagnosis.formats.base import (
@@ -95,5 +97,6 @@ __all__ = [
     "profiles",
     "prometheus",
     "sniff",
+    "tables",
     "traces",
 ]
