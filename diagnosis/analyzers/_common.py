@@ -424,7 +424,8 @@ RATE_LIMITED = Guarded(
         r"ProvisionedThroughputExceededException|RequestLimitExceeded|\(SlowDown\)|api error SlowDown|"
         r"\b429\b[^\n]{0,30}Too Many Requests|Too Many Requests[^\n]{0,30}\b429\b|"
         r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}429\b|RESOURCE_EXHAUSTED|"
-        r"code = ResourceExhausted|rate limit(?:ed| exceeded)|quota exceeded|RateLimitError|LimitExceededException|"
+        r"code = ResourceExhausted|rate limit(?:ed| exceeded)|(?<!Memory )(?<!disk )quota exceeded|RateLimitError|"
+        r"LimitExceededException|"
         # a broker or store refusing writes at an account or stream limit (NATS JetStream, Kafka quotas)
         r"resource limits exceeded for account|maximum (?:bytes|messages) exceeded|insufficient storage resources",
         re.I,
@@ -608,7 +609,9 @@ HOST_DISK = re.compile(
     # Windows: ERROR_DISK_FULL (0x70) as .NET and Win32 word it
     r"There is not enough space on the disk|ERROR_DISK_FULL|0x80070070|"
     # Windows' srv event 2013
-    r"The [A-Z]: disk is at or near capacity",
+    r"The [A-Z]: disk is at or near capacity|"
+    # IBM MQ formatting a log extent on a full file system (AMQ6708E)
+    r"disk full condition was encountered",
     re.I,
 )
 HOST_HW = re.compile(
@@ -875,6 +878,7 @@ _TRIGGERS = (
     "maximum messages exceeded",
     "not enough space",
     "near capacity",
+    "disk full condition",
     "disk_full",
     "0x80070070",
 )

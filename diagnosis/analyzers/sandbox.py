@@ -15,6 +15,7 @@ from diagnosis.analyzers.network.extraction import _target_tags
 from diagnosis.analyzers.network.ports import loopback_refusals
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.timeline import evidence_now
 
 _EROFS = re.compile(r"Read-only file system|\bEROFS\b", re.I)
 _PATH = re.compile(r"['\"`(]?(?P<path>/(?:var|srv|opt|etc|usr|home|data|mnt|run)/[\w./@\-]+)")
@@ -160,6 +161,72 @@ def unit_setup_failed(evidence: EvidenceSet) -> list[Finding]:
                 actions=[
                     Action(description="The unit as systemd reads it", command=f"systemctl cat {unit}"),
                     Action(description="Why it fails", command=f"journalctl -u {unit} -n 50 --no-pager"),
+                ],
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- SELinux denials (Linux audit records)
+
+_SELINUX_DENIED = re.compile(
+    r"^SELinux denied (?P<perm>.+?) to (?P<comm>\S+) \((?P<src>[\w.]+)\) on (?P<path>\S+) labelled (?P<label>[\w.]+)"
+    r".*permissive=0"
+)
+SELINUX_QUIET_S = 6 * 3600  # denials that stopped this long before "now" are an old story
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"log"})
+def selinux_denied(evidence: EvidenceSet) -> list[Finding]:
+    """A process SELinux keeps from files or ports its policy does not give it: files moved or created where they
+    took a label the process's domain may not read (default_t, user_home_t after a move or a new volume), or a port
+    the policy does not know. Ordinary permissions look right, so it reads as a mystery 403 or EACCES; it is the
+    host's configuration (the files' labels), fixed with semanage fcontext and restorecon."""
+    groups: dict[tuple[str, str, str], list[Rec]] = {}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            m = _SELINUX_DENIED.match(str(r.get("msg") or ""))
+            if m:
+                rec = Rec(item, r.get("ts"), str(r.get("msg")), r.get("line"), "error")
+                groups.setdefault((m["comm"], m["src"], m["label"]), []).append(rec)
+    now = evidence_now(evidence)
+    out: list[Finding] = []
+    for (comm, src, label), recs in groups.items():
+        last = max((r.ts for r in recs if r.ts is not None), default=None)
+        if now is not None and last is not None and now - last > SELINUX_QUIET_S:
+            continue
+        m = _SELINUX_DENIED.match(recs[0].msg)
+        assert m is not None
+        path = m["path"]
+        folder = path.rsplit("/", 1)[0] if "/" in path else path
+        out.append(
+            Finding(
+                analyzer="selinux_denied",
+                domain=Domain.HOST,
+                role="cause",
+                code="selinux_denied",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"SELinux denies {comm} ({src}) {m['perm']} on files labelled {label} ({len(recs)}x)",
+                mechanism=(
+                    f"SELinux (enforcing) denies {comm}, running as {src}, {m['perm']} on {path} and the like, "
+                    f"whose label is {label} ({len(recs)} denials in the audit records): the files sit where they "
+                    f"took a label {src} may not read (moved or created on a new volume without the file context), "
+                    "so requests for them fail with permission errors while ordinary permissions look right."
+                ),
+                object=f"SELinux label of {folder}",
+                score=0.85,
+                ts=recs[0].ts,
+                tags=[f"service:{comm}", f"process:{comm}", f"path:{folder}"],
+                explains=["errors", "http_4xx", "http_5xx", "exception", "metric_shift", "alert:*"],
+                evidence=[ref_of(r) for r in recs[:3]],
+                actions=[
+                    Action(description="The files' labels next to a path that works", command=f"ls -Z {folder}"),
+                    Action(
+                        description=f"Give the path the file context {comm} may read, then relabel it",
+                        command=f"semanage fcontext -a -t httpd_sys_content_t '{folder}(/.*)?' && restorecon -Rv "
+                        f"{folder}",
+                        kind="write",
+                    ),
                 ],
             )
         )

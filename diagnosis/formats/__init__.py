@@ -13,10 +13,10 @@ alerts), pipelines (dbt run results), datadog, docker (`docker inspect` and `doc
 Go goroutine dumps, JVM class histograms), profiles (CPU profiles: node --prof-process, pprof -top, perf
 report), postgres (also pasted from psql), tables (any other query result pasted from a SQL client, and CSV
 heads), mysql (lock waits and transactions pasted from the mysql client, read as PostgreSQL's sessions and
-locks), health (status pages, AWS Health, search cluster health), hosttext (df, redis INFO, resolv.conf, iostat,
-ping, ethtool), cassandra (nodetool status, keyspace replication), and logs (the catch-all for text and JSON-lines
-logs, offered last; then dated events in JSON of no known shape
-(jsonevents), then untimed error lines).
+locks), health (status pages, AWS Health, search cluster health), hostlogs (Linux audit records, IBM MQ error
+logs), hosttext (df, redis INFO, resolv.conf, iostat, ping, ethtool), cassandra (nodetool status, keyspace
+replication), and logs (the catch-all for text and JSON-lines logs, offered last; then dated events in JSON of no
+known shape (jsonevents), then untimed error lines).
 """
 
 from diagnosis.formats import (
@@ -33,6 +33,7 @@ from diagnosis.formats import (
     dumps,
     gcp,
     health,
+    hostlogs,
     hosttext,
     jsonevents,
     kubernetes,
@@ -83,6 +84,7 @@ __all__ = [
     "dumps",
     "gcp",
     "health",
+    "hostlogs",
     "hosttext",
     "jsonevents",
     "kubernetes",

@@ -47,7 +47,10 @@ STARVED_MIN_THREADS = 4
 
 def detect(doc: Document) -> bool:
     head = doc.text[:4000]
-    return "Full thread dump" in head and bool(_HEADER.search(doc.text))
+    if "Full thread dump" in head:
+        return bool(_HEADER.search(doc.text))
+    # a dump cut down to some threads (`jcmd <pid> Thread.print | grep -A 14 worker`): their headers and states
+    return head.count("java.lang.Thread.State:") >= 2 and len(_HEADER.findall(doc.text[:200_000])) >= 2
 
 
 def _threads(text: str) -> list[tuple[str, str]]:

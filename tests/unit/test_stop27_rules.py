@@ -121,3 +121,95 @@ def test_a_csv_head_of_no_other_shape_is_a_table_and_pasted_tables_alone_do_not_
     assert sorted(i.kind for i in ev) == ["table", "table", "table"] and not ev.ignored
     d = investigate(ev, "is the events pipeline ok?")
     assert d.category == Category.UNKNOWN, d.root_cause
+
+
+# ---------------------------------------------------------------- stop 27, dev23: formats and rules
+
+
+def test_prepared_statements_lost_between_server_connections_are_the_poolers_mode(tmp_path: Path) -> None:
+    lines = [
+        f"2025-03-04 14:{10 + i:02d}:00.000 ERROR 1 --- [nio-8080-exec-{i}] o.h.e.j.s.SqlExceptionHelper : "
+        f'ERROR: prepared statement "S_{i}" does not exist'
+        for i in range(6)
+    ]
+    (tmp_path / "api.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why is invoicing-api returning 500s?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "pool_mode" in d.root_cause and "transaction" in d.root_cause
+
+
+AUDIT = """type=PATH msg=audit(11/07/2024 09:04:12.556:5531) : item=0 name=/srv/media/a/hero.webp obj=unconfined_u:object_r:default_t:s0
+type=SYSCALL msg=audit(11/07/2024 09:04:12.556:5531) : arch=x86_64 syscall=openat success=no exit=EACCES(Permission denied) comm=nginx
+type=AVC msg=audit(11/07/2024 09:04:12.556:5531) : avc:  denied  { read } for  pid=2211 comm=nginx name=hero.webp scontext=system_u:system_r:httpd_t:s0 tcontext=unconfined_u:object_r:default_t:s0 tclass=file permissive=0
+type=AVC msg=audit(1730970300.120:5540): avc:  denied  { read } for  pid=2212 comm="nginx" name="b.webp" scontext=system_u:system_r:httpd_t:s0 tcontext=unconfined_u:object_r:default_t:s0 tclass=file permissive=0
+"""  # noqa: E501
+
+
+def test_selinux_denials_in_audit_records_are_the_files_labels(tmp_path: Path) -> None:
+    (tmp_path / "ausearch.txt").write_text(AUDIT)
+    ev = load_bundle(tmp_path)
+    (item,) = ev.kind("log")
+    assert item.data["records"][0]["msg"].startswith("SELinux denied read to nginx (httpd_t) on /srv/media/a/hero.webp")
+    d = investigate(ev, "images return 403 but permissions look fine, why?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "SELinux" in d.root_cause and "default_t" in d.root_cause
+
+
+def test_permissive_selinux_denials_are_not_a_cause(tmp_path: Path) -> None:
+    (tmp_path / "ausearch.txt").write_text(AUDIT.replace("permissive=0", "permissive=1"))
+    d = investigate(load_bundle(tmp_path), "images return 403, why?")
+    assert "SELinux" not in d.root_cause
+
+
+def test_ibm_mq_error_log_entries_are_records_with_their_utc_time_and_severity(tmp_path: Path) -> None:
+    (tmp_path / "AMQERR01.LOG").write_text(
+        "----- amqlcelp.c : 1210 ------------------------------------------------------\n"
+        "11/05/2024 10:21:14 AM - Process(123.1) User(mqm) Program(amqzmuc0)\n"
+        "                    Host(aixmq01) Installation(Installation1)\n"
+        "                    VRMF(9.3.0.10) QMgr(QMORD01)\n"
+        "                    Time(2024-11-05T09:21:14.118Z)\n\n"
+        "AMQ6708E: A disk full condition was encountered when formatting a new log file in location\n"
+        "'/var/mqm/log/QMORD01/active/'.\n\nEXPLANATION:\nThe queue manager attempted to format a new log file.\n"
+    )
+    (item,) = load_bundle(tmp_path).kind("log")
+    (rec,) = item.data["records"]
+    assert item.object == "mq/QMORD01" and rec["level"] == "error"
+    assert rec["msg"].startswith("AMQ6708E: A disk full condition") and "/var/mqm/log/QMORD01/active/" in rec["msg"]
+    assert rec["ts"] == 1730798474.118
+
+
+def test_a_thread_dump_cut_down_to_some_threads_is_still_a_thread_dump(tmp_path: Path) -> None:
+    frames = (
+        "\tat java.util.HashMap$TreeNode.balanceInsertion(HashMap.java:2330)\n"
+        "\tat java.util.HashMap.put(HashMap.java:610)\n\tat com.example.FieldCache.get(FieldCache.java:58)\n"
+    )
+    dump = "".join(
+        f'"worker-{i}" #4{i} prio=5 os_prio=0 cpu=553140.11ms tid=0x00007f3c9c0a180{i} nid={i} runnable\n'
+        f"   java.lang.Thread.State: RUNNABLE\n{frames}\n"
+        for i in range(4)
+    )
+    (tmp_path / "td.txt").write_text("[ops@idx01 ~]$ jcmd 41877 Thread.print | grep -A 14 worker\n" + dump)
+    ev = load_bundle(tmp_path)
+    assert not ev.ignored, ev.ignored
+    d = investigate(ev, "the indexer is pegged at 400% CPU, more cores?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "HashMap" in d.root_cause
+
+
+def test_a_file_in_another_character_set_than_the_reader_expects_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "task.log").write_text(
+        "[2024-09-11T04:10:02.101+0000] {taskinstance.py:441} ERROR - Task failed with exception\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/airflow/dags/load.py", line 41, in load_catalog\n'
+        "duckdb.duckdb.InvalidInputException: Invalid Input Error: Error in file "
+        '"/data/in/catalog_20240911.csv" at line 2: Invalid unicode (byte sequence mismatch) detected.\n'
+    )
+    d = investigate(load_bundle(tmp_path), "why is load_catalog failing since this morning?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+
+
+def test_a_memory_quota_is_not_a_rate_limit() -> None:
+    from diagnosis.analyzers._common import RATE_LIMITED
+
+    assert not RATE_LIMITED.search("heroku[web.1]: Error R14 (Memory quota exceeded)")
+    assert RATE_LIMITED.search("googleapi: Error 403: Quota exceeded for quota metric 'Queries'")

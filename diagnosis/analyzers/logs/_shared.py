@@ -75,6 +75,9 @@ BAD_DATA = re.compile(
     r"corrupt(?:ed)? (?:record|row|message|input|gzip|parquet|avro|csv)|"
     # a file that arrived cut short or damaged (gzip -t, a warehouse's COPY, a reader hitting its end early)
     r"invalid data encountered|unexpected end of (?:file|stream|data|input)|not in gzip format|"
+    # a file in another character set than the reader's (DuckDB, Rust, Python, Go)
+    r"invalid unicode|byte sequence mismatch|(?:file|input|stream) (?:is|was) not utf-?8(?: encoded)?|"
+    r"did not contain valid UTF-?8|invalid continuation byte|invalid start byte|"
     # a validator naming the field and the value it refused: invalid amount "12,50": expected ...
     r"invalid [a-z_]{2,30} [\"'][^\"']{0,60}[\"']: expected|"
     r"premature end of (?:file|data|stream)|truncated (?:file|gzip|archive|input)|crc (?:check failed|mismatch)|"

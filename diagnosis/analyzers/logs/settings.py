@@ -326,6 +326,69 @@ def writes_to_read_only(evidence: EvidenceSet) -> list[Finding]:
     return with_aliases(out)
 
 
+# ---------------------------------------------------------------- prepared statements behind a transaction pooler
+
+# server-side prepared statements a client made on one server connection and used on another (pgjdbc's "S_1",
+# psycopg's, asyncpg's "__asyncpg_stmt_1__", Npgsql's): the pooler between them hands out server connections per
+# transaction
+PREPARED_LOST = re.compile(r"prepared statement \"?[\w$]+\"? (?:does not exist|already exists)", re.I)
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def prepared_statements_pooled(evidence: EvidenceSet) -> list[Finding]:
+    """Clients whose prepared statements vanish or collide on the server: a connection pooler in transaction mode
+    (PgBouncer pool_mode = transaction, RDS Proxy, Odyssey) hands each transaction another server connection, and
+    the driver's server-side prepared statements live on the connection that made them."""
+    hits: list[tuple[EvidenceItem, dict[str, Any]]] = []
+    for item in evidence.kind("log"):
+        hits.extend((item, r) for r in item.data.get("records") or () if PREPARED_LOST.search(str(r.get("msg") or "")))
+    if len(hits) < CAPACITY_MIN:
+        return []
+    stamps = sorted(r["ts"] for _, r in hits if isinstance(r.get("ts"), int | float))
+    first, last = min(stamps, default=None), max(stamps, default=None)
+    now = now_of(evidence)
+    if now is not None and last is not None and now - last >= STOPPED_AFTER_S:
+        return []
+    item, rec = hits[0]
+    who = sorted({service_of(i) or i.object for i, _ in hits})
+    sample = " ".join(str(rec.get("msg") or "").split())[:200]
+    return [
+        Finding(
+            analyzer="prepared_statements_pooled",
+            domain=Domain.LOGS,
+            role="cause",
+            code="prepared_statements_pooled",
+            category=Category.CONFIGURATION_ERROR,
+            title=f"prepared statements lost between server connections ({len(hits)}x): a transaction-mode pooler",
+            mechanism=(
+                f"{', '.join(who[:3])} log '{sample}' x{len(hits)} {span_text(first, last)}: the driver's server-side "
+                "prepared statement was made on one server connection and used on another, which is what a "
+                "connection pooler in transaction mode does (PgBouncer pool_mode = transaction, RDS Proxy): the "
+                "pooler's mode does not fit a client that prepares statements."
+            ),
+            object="connection pooler mode (pool_mode)",
+            score=0.82,
+            ts=first,
+            tags=[*object_tags(item, service_of(item)), "pooler:pgbouncer"],
+            explains=["errors", "exception", "http_5xx", "db_errors", "metric_shift", "alert:*"],
+            evidence=[_record_refs(i, [r])[0] for i, r in hits[:6]],
+            actions=[
+                Action(
+                    description="The pooler's mode and when it changed",
+                    command="psql -p 6432 pgbouncer -c 'SHOW CONFIG;' | grep pool_mode",
+                ),
+                Action(
+                    description="Put pool_mode back to session for this database (or turn off server-side "
+                    "prepared statements in the driver: prepareThreshold=0), then reload the pooler",
+                    command="sed -i 's/^pool_mode = transaction/pool_mode = session/' /etc/pgbouncer/pgbouncer.ini "
+                    "&& systemctl reload pgbouncer",
+                    kind="write",
+                ),
+            ],
+        )
+    ]
+
+
 # ---------------------------------------------------------------- a server refusing to start on its configuration
 
 # what servers print when their own configuration stops them at start-up
