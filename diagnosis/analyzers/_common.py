@@ -630,7 +630,11 @@ HOST_HW = re.compile(
     r"\bNIC Link is Down\b|link status definitely down for interface|"
     # a baseboard management controller's fault (ipmitool sel): power supplies, uncorrectable memory, a CPU's IERR
     r"ipmi: .*(?:Power Supply AC lost|Failure detected|Redundancy Lost|Insufficient Resources|Uncorrectable|IERR|"
-    r"Drive Fault|Non-recoverable) \| Asserted",
+    r"Drive Fault|Non-recoverable) \| Asserted|"
+    # storage reached over SAN paths: the last path of a multipath device failed (Solaris MPxIO, dm-multipath), and
+    # Oracle ASM failing the I/O it submitted
+    r"multipath status: failed|remaining active paths: 0|All paths? (?:to \S+ )?(?:are |have )?(?:down|failed)|"
+    r"ORA-15081: failed to submit an I/O operation",
     re.I,
 )
 # a physical or virtualisation host that stopped (vSphere HA, Proxmox/corosync fencing, Hyper-V and Nova
@@ -784,6 +788,10 @@ _TRIGGERS = (
     "read-only",
     "blocked for more than",
     "hardware error",
+    "multipath status: failed",
+    "remaining active paths: 0",
+    "all paths",
+    "ora-15081",
     "machine check",
     "edac",
     "ipmi: ",

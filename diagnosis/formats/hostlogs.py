@@ -62,7 +62,8 @@ def parse_audit(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         if "AVC" in parts or "USER_AVC" in parts:
             fields, body, n = parts.get("AVC") or parts["USER_AVC"]
             avc = _AVC.search(body)
-            path = (parts.get("PATH") or ({}, "", 0))[0].get("name") or fields.get("name", "?")
+            path_fields: dict[str, str] = parts["PATH"][0] if "PATH" in parts else {}
+            path = path_fields.get("name") or fields.get("name", "?")
             who = fields.get("comm", "?")
             src = _selinux_type(fields.get("scontext", ""))
             msg = (

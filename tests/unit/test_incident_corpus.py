@@ -20,17 +20,18 @@ def test_the_dev_split_is_diagnosed_right_without_a_forbidden_category() -> None
     report = evaluate(DEV, _investigate_bundle, workers=os.cpu_count() or 1)
     overall = report["overall"]
     wrong = [(r["name"], r["expected"], r["got"]) for r in report["results"] if not r["passed"]]
-    assert overall["scenarios"] >= 512
+    assert overall["scenarios"] >= 536
     assert overall["errors"] == 0, [r for r in report["results"] if r["error"]]
-    # the floor is where the rules stand (488/512, keyword recall 0.685, two forbidden categories: dev10-08, a join
+    # the floor is where the rules stand (509/536, keyword recall 0.678, two forbidden categories: dev10-08, a join
     # bug read as its memory kills; dev22-07, a file delivered twice under a new name that nothing in the logs
     # flags). Before any rule saw them the dev4-* scenarios went in at 14/24, the dev5-* at 6/12, the dev6-* at
     # 13/24, the dev7-* at 8/24, the dev8-* at 8/16, the dev9-* at 13/24, the dev10-* at 8/24, the dev11-* at 6/24,
     # the dev12-* at 12/24, the dev13-* at 8/24, the dev14-* at 13/24, the dev15-* at 12/24, the dev16-* at 9/24,
     # the dev17-* at 17/24, the dev18-* at 8/24, the dev19-* at 5/16, the dev20-* at 10/16, the dev21-* at 6/16 and
-    # the dev22-* at 3/8 (their keywords are harder: recall fell from 0.716 as they came in): like the held-out
+    # the dev22-* at 3/8 and the dev23-* at 11/24 (their keywords are harder: recall fell from 0.716 as they came in;
+    # accuracy from 0.953 as dev23-* came in at 11/24, of which 16 pass now): like the held-out
     # split (bench/investigations.py), they say the rules do not generalise as well as dev suggests. A change that
     # loses ground fails here.
     assert overall["forbidden"] <= 2, wrong
-    assert overall["accuracy"] >= 0.95, wrong
-    assert overall["keyword_recall"] >= 0.68
+    assert overall["accuracy"] >= 0.945, wrong
+    assert overall["keyword_recall"] >= 0.675

@@ -213,3 +213,28 @@ def test_a_memory_quota_is_not_a_rate_limit() -> None:
 
     assert not RATE_LIMITED.search("heroku[web.1]: Error R14 (Memory quota exceeded)")
     assert RATE_LIMITED.search("googleapi: Error 403: Quota exceeded for quota metric 'Queries'")
+
+
+def test_the_last_san_path_of_a_multipath_disk_failing_is_infrastructure(tmp_path: Path) -> None:
+    (tmp_path / "messages.txt").write_text(
+        "Jun  3 14:21:07 erpdb01 qlc: [ID 630585 kern.info] NOTICE: Qlogic qlc(1): Link OFFLINE\n"
+        + "".join(
+            f"Jun  3 14:21:27 erpdb01 genunix: [ID 408114 kern.info] /scsi_vhci/disk@g6005076{i} (sd1{i}) "
+            f"multipath status: failed: path {i} fp1/disk@w500507680c11a2b4,{i} is offline\n"
+            for i in range(4)
+        )
+    )
+    d = investigate(load_bundle(tmp_path), "why has the ERP database been down since 14:21?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "multipath status: failed" in d.root_cause
+
+
+def test_a_heroku_router_timeout_names_no_dependency() -> None:
+    from diagnosis.analyzers.network.extraction import _call_failure
+
+    line = 'heroku[router]: at=error code=H12 desc="Request timeout" method=GET path="/v2/p" host=api.shop.com'
+    assert _call_failure(line) is None
+    assert (
+        _call_failure("upstream timed out (110: Connection timed out) while reading, upstream: http://pay:80")
+        == "timeout"
+    )

@@ -369,8 +369,13 @@ _LOCK_WAIT = re.compile(
 )
 
 
+# a platform router's line about a request to our own app (Heroku's H12 "Request timeout": the dyno did not
+# answer in 30 s): its host= is the app's own domain, not a service the app called
+_OWN_ROUTER = re.compile(r"heroku\[router\]: at=(?:error|info)")
+
+
 def _call_failure(msg: str) -> str | None:
-    if _LOCK_WAIT.search(msg):
+    if _LOCK_WAIT.search(msg) or _OWN_ROUTER.search(msg):
         return None
     if RATE_LIMITED.search(msg):
         return "rate_limited"
