@@ -165,19 +165,34 @@ def _spike_end(points: Any) -> float | None:
     return max(high) if high else None
 
 
+def _named_when_over(now: Diagnosis, past: Diagnosis) -> bool:
+    """Whether the cause read as of a failure's end is one that reads as stopped now (a dependency that failed and
+    came back), not a symptom that only reads as a cause once its later context is cut away."""
+    stopped = {
+        (f.code.removesuffix("_stopped").removesuffix("_recovered"), f.object)
+        for f in now.findings
+        if f.code.endswith(("_stopped", "_recovered"))
+    }
+    return past.category != Category.UNKNOWN and any(
+        f.role == "cause" and f.category == past.category and (f.code, f.object) in stopped for f in past.findings
+    )
+
+
 def investigate(evidence: EvidenceSet, question: str | None = None) -> Diagnosis:
     """All domains' analyzers, then the conclusion. Asked what caused a failure that is over, the evidence is read
-    again as of that failure's end: "nothing is failing now" answers another question."""
+    again as of that failure's end: "nothing is failing now" (or "only symptoms are left") answers another
+    question."""
     d = _analyze(evidence, question)
-    if d.category != Category.HEALTHY:
+    if d.category not in (Category.HEALTHY, Category.UNKNOWN):
         return d
-    d = _unread(d, evidence)
-    if d.category != Category.HEALTHY or not question or not _PAST_FAILURE.search(question):
+    if d.category == Category.HEALTHY:
+        d = _unread(d, evidence)
+    if d.category not in (Category.HEALTHY, Category.UNKNOWN) or not question or not _PAST_FAILURE.search(question):
         return d
     end = _failure_end(evidence, d.findings)
     if end is not None and end < (evidence_now(evidence) or end):
         past = _analyze(evidence.at(end + 60.0), question)
-        if past.category != Category.HEALTHY:
+        if past.category != Category.HEALTHY and (d.category == Category.HEALTHY or _named_when_over(d, past)):
             past.root_cause = f"(a failure that is over: read as of its end, {fmt_ts(end)}) {past.root_cause}"
             past.text = f"_Read as of {fmt_ts(end)}, when the failure asked about last showed._\n\n{past.text}"
             return past

@@ -9,6 +9,7 @@ from diagnosis.bundle import load_bundle
 from diagnosis.formats.tables import result_tables
 from diagnosis.investigate import investigate
 from diagnosis.model import Category
+from diagnosis.timeline import fmt_ts
 
 BQ = """analyst@cloudshell:~ (prod)$ bq query --use_legacy_sql=false --format=pretty '
 SELECT table_name, partition_id, total_rows FROM `prod.crm.INFORMATION_SCHEMA.PARTITIONS`
@@ -238,3 +239,31 @@ def test_a_heroku_router_timeout_names_no_dependency() -> None:
         _call_failure("upstream timed out (110: Connection timed out) while reading, upstream: http://pay:80")
         == "timeout"
     )
+
+
+def test_a_post_mortem_of_a_dependency_that_failed_and_came_back_names_it(tmp_path: Path) -> None:
+    t0 = 1720490400.0  # 2024-07-09 02:00:00Z
+    lines = []
+    for i in range(97):  # errors 02:10-02:40, the log goes on quietly to 02:48
+        t = t0 + 30 * i
+        stamp = fmt_ts(t).replace("T", " ").removesuffix("Z")
+        if 20 <= i < 80:
+            lines.append(
+                f"{stamp},100 ERROR [gw.providers.psp] req=r{i} authorize failed: upstream status=503 "
+                f'body={{"error":"service_unavailable"}} attempt=3/3'
+                if i % 2
+                else f"{stamp},100 ERROR [gw.providers.psp] req=r{i} authorize failed: "
+                "requests.exceptions.ReadTimeout: "
+                "HTTPSConnectionPool(host='api.psp.example', port=443): Read timed out. (read timeout=8)"
+            )
+        else:
+            lines.append(f"{stamp},100 INFO [gw.api.charges] req=r{i} charge authorized psp=psp ms=240")
+    (tmp_path / "web.stdout.log").write_text("\n".join(lines) + "\n")
+    (tmp_path / "events.txt").write_text(
+        "2024-07-09 02:11:21    WARN    Environment health has transitioned from Ok to Warning.\n"
+        "2024-07-09 02:43:29    INFO    Environment health has transitioned from Warning to Ok.\n"
+        "2024-07-09 03:02:44    INFO    Removed instance [i-0c93e8b2d41fa7760] from your environment.\n"
+    )
+    d = investigate(load_bundle(tmp_path), "post-mortem: why did payments-gw go Severe between 02:10 and 02:40?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert "api.psp.example" in d.root_cause and "read as of its end" in d.root_cause
