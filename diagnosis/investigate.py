@@ -114,10 +114,8 @@ UNREAD_MIN = 3  # files in no known format that, outnumbering the files read, le
 def _unread(d: Diagnosis, evidence: EvidenceSet) -> Diagnosis:
     """A healthy answer made unknown when more of the bundle's files went unread (no known format) than were read:
     what was read shows nothing failing, but most of what the operator handed over was not looked at."""
-    # pasted query results are read, but only for breaks in their data: with none, they prove nothing healthy
-    read = {item.source for item in evidence if item.kind != "table"}
-    tables_only = sorted({item.source for item in evidence.kind("table")} - read)
-    unread = [e.get("path", "?") for e in evidence.ignored] + tables_only
+    read = {item.source for item in evidence}
+    unread = [e.get("path", "?") for e in evidence.ignored]
     if len(unread) < UNREAD_MIN or len(unread) <= len(read):
         return d
     paths = ", ".join(unread[:5])

@@ -129,12 +129,18 @@ def _breaks(item: EvidenceItem) -> list[dict[str, Any]]:
             continue
         for col in measures:
             values = [_num(r.get(col, "")) for r in members]
+            shifted = False
             for i, v in enumerate(values):
                 if v is None:
                     continue
                 others = [o for j, o in enumerate(values) if j != i and o is not None]
                 earlier = [o for o in values[:i] if o is not None]
                 usual = _broke(v, earlier, others, col)
+                if usual is None and not shifted and len(earlier) >= 2:
+                    # a level that moved and stayed: judged against the steady rows before it alone
+                    usual = _broke(v, earlier, earlier, col)
+                    shifted = usual is not None
+                    others = earlier if shifted else others
                 if usual is not None:
                     at = rows.index(members[i])
                     found.append(_break(key, col, v, usual, others, members[i].get(date, ""), at))

@@ -114,14 +114,14 @@ def test_a_fault_count_one_key_holds_by_the_hundred_is_a_data_fault(tmp_path: Pa
     assert "SKY" in d.root_cause and "UNPARSED_EVENT_TIME" in d.root_cause
 
 
-def test_a_csv_head_of_no_other_shape_is_a_table_and_pasted_tables_alone_do_not_prove_health(tmp_path: Path) -> None:
+def test_a_csv_head_of_no_other_shape_is_a_table_and_steady_tables_are_no_fault(tmp_path: Path) -> None:
     (tmp_path / "rates.csv").write_text("currency,rate,source\nUSD,1.05,ECB\nGBP,0.83,ECB\nCHF,0.93,ECB\n")
     (tmp_path / "a.txt").write_text(DUCKDB)
     (tmp_path / "b.txt").write_text(DUCKDB.replace("events", "clicks"))
     ev = load_bundle(tmp_path)
     assert sorted(i.kind for i in ev) == ["table", "table", "table"] and not ev.ignored
     d = investigate(ev, "is the events pipeline ok?")
-    assert d.category == Category.UNKNOWN, d.root_cause
+    assert d.category == Category.HEALTHY, d.root_cause
 
 
 # ---------------------------------------------------------------- stop 27, dev23: formats and rules
@@ -267,3 +267,16 @@ def test_a_post_mortem_of_a_dependency_that_failed_and_came_back_names_it(tmp_pa
     d = investigate(load_bundle(tmp_path), "post-mortem: why did payments-gw go Severe between 02:10 and 02:40?")
     assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
     assert "api.psp.example" in d.root_cause and "read as of its end" in d.root_cause
+
+
+def test_a_level_that_fell_a_hundredfold_and_stayed_is_a_data_fault(tmp_path: Path) -> None:
+    gross = [411872.31, 426104.77, 338215.40, 331907.12, 418220.64, 209883.52, 4237.18, 4171.96]
+    rows = "\n".join(f"| 2024-03-{7 + i:02d}  |   18214 | {g:>11.2f} |" for i, g in enumerate(gross))
+    (tmp_path / "revenue.txt").write_text(
+        "SELECT charge_date, COUNT(*) AS charges, SUM(gross_amount_usd) AS gross_usd FROM FCT_CHARGES GROUP BY 1;\n"
+        "+-------------+---------+-------------+\n| CHARGE_DATE | CHARGES |   GROSS_USD |\n"
+        f"|-------------+---------+-------------|\n{rows}\n+-------------+---------+-------------+\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why does revenue show 1% of normal while charge counts are normal?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "GROSS_USD" in d.root_cause and "2024-03-13" in d.root_cause
