@@ -280,3 +280,20 @@ def test_a_level_that_fell_a_hundredfold_and_stayed_is_a_data_fault(tmp_path: Pa
     d = investigate(load_bundle(tmp_path), "why does revenue show 1% of normal while charge counts are normal?")
     assert d.category == Category.DATA_QUALITY, d.root_cause
     assert "GROSS_USD" in d.root_cause and "2024-03-13" in d.root_cause
+
+
+def test_an_identity_provider_refusing_a_clients_redirect_uri_is_the_clients_configuration(tmp_path: Path) -> None:
+    lines = [
+        f'2025-02-12 02:{10 + i:02d}:13,560 WARN  [org.keycloak.events] (executor-thread-30) type="LOGIN_ERROR", '
+        f'realmName="customers", clientId="portal-web", userId="null", error="invalid_redirect_uri", '
+        f'redirect_uri="https://www.example.com/login/callback"'
+        for i in range(8)
+    ]
+    (tmp_path / "keycloak.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why can't customers log in to the portal?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "portal-web" in d.root_cause and "invalid_redirect_uri" in d.root_cause
+    wrong_password = [line.replace("invalid_redirect_uri", "invalid_user_credentials") for line in lines]
+    (tmp_path / "keycloak.log").write_text("\n".join(wrong_password) + "\n")
+    d = investigate(load_bundle(tmp_path), "why can't customers log in to the portal?")
+    assert "redirect" not in d.root_cause

@@ -389,6 +389,84 @@ def prepared_statements_pooled(evidence: EvidenceSet) -> list[Finding]:
     ]
 
 
+# ---------------------------------------------------------------- an identity provider refusing a client's settings
+
+# an OAuth/OIDC provider refusing a login for the client's registration, not the user's credentials: Keycloak's
+# error="invalid_redirect_uri", Google's and Auth0's redirect_uri_mismatch, Entra ID's AADSTS50011 (reply URL) and
+# AADSTS700016 (unknown application), Okta's "The 'redirect_uri' parameter must be a Login redirect URI"
+OAUTH_CLIENT_REFUSED = re.compile(
+    r"error=\"?(?P<kc>invalid_redirect_uri|client_not_found|invalid_client_credentials|unauthorized_client)\b|"
+    r"\b(?P<std>redirect_uri_mismatch)\b|\b(?P<aad>AADSTS(?:50011|700016|7000215|500113))\b|"
+    r"'redirect_uri' parameter must be (?:a|an) (?:Login|allowed) redirect URI",
+    re.I,
+)
+_CLIENT_ID = re.compile(r"\bclient(?:_?id|Id)[\"']?\s*[=:]\s*[\"']?(?P<client>[\w.\-]+)")
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def oauth_client_refused(evidence: EvidenceSet) -> list[Finding]:
+    """Logins an identity provider refuses for the client's registration (a redirect URI it does not list, a client
+    it does not know, a secret it does not accept): the client's settings at the provider or in the application
+    changed, so every login of that client fails while the provider itself is up."""
+    hits: dict[str, list[tuple[EvidenceItem, dict[str, Any], str]]] = {}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "redirect" not in msg.lower() and "client" not in msg.lower() and "AADSTS" not in msg:
+                continue
+            m = OAUTH_CLIENT_REFUSED.search(msg)
+            if m:
+                c = _CLIENT_ID.search(msg)
+                reason = next((g for g in m.groups() if g), None) or "redirect_uri not registered"
+                hits.setdefault(c["client"] if c else "?", []).append((item, r, reason))
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for client, recs in hits.items():
+        if len(recs) < CAPACITY_MIN:
+            continue
+        stamps = sorted(r["ts"] for _, r, _ in recs if isinstance(r.get("ts"), int | float))
+        first, last = min(stamps, default=None), max(stamps, default=None)
+        stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        reason = max({x for _, _, x in recs}, key=lambda x: sum(1 for _, _, y in recs if y == x))
+        item, rec, _ = recs[0]
+        who = f"client {client}" if client != "?" else "an OAuth client"
+        out.append(
+            Finding(
+                analyzer="oauth_client_refused",
+                domain=Domain.LOGS,
+                role="benign" if stopped else "cause",
+                code="oauth_client_refused_stopped" if stopped else "oauth_client_refused",
+                category=Category.HEALTHY if stopped else Category.CONFIGURATION_ERROR,
+                title=f"the identity provider refuses logins of {who}: {reason} ({len(recs)}x)"
+                + (" (stopped)" if stopped else ""),
+                mechanism=(
+                    f"the identity provider refused {len(recs)} logins of {who} with {reason} "
+                    f"{span_text(first, last)}: the client's registration (its redirect URIs, client id or secret) "
+                    "no longer matches what the application sends, so its logins fail while the provider is up "
+                    f"('{' '.join(str(rec.get('msg') or '').split())[:180]}')."
+                ),
+                object=f"OAuth {who}",
+                score=0.2 if stopped else 0.8,
+                ts=first,
+                tags=[*object_tags(item, service_of(item)), f"client:{client}"],
+                explains=["errors", "http_4xx", "http_5xx", "metric_shift", "step_change", "alert:*"],
+                evidence=[_record_refs(i, [r])[0] for i, r, _ in recs[:4]],
+                actions=[
+                    Action(
+                        description=f"The redirect URIs and settings registered for {who}, and their last change",
+                        command=f"kcadm.sh get clients -r <realm> -q clientId={client} --fields redirectUris",
+                    ),
+                    Action(
+                        description=f"Restore {who}'s registration (add the redirect URI the application sends)",
+                        command=f"kcadm.sh update clients/<id> -r <realm> -s 'redirectUris=[...]'  # {client}",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
 # ---------------------------------------------------------------- a server refusing to start on its configuration
 
 # what servers print when their own configuration stops them at start-up
