@@ -469,6 +469,8 @@ PEER_KEYS = (
     "remote_addr",
     "dependency",
     "url.full",
+    "redis.host",
+    "db.host",
     "http.url",
     "url",
     "endpoint",
@@ -520,6 +522,19 @@ def _error_text(value: Any, depth: int = 0) -> str:
         return value.strip()
     if isinstance(value, dict):
         parts = [str(value[k]).strip() for k in _ERROR_SUBKEYS if isinstance(value.get(k), str | int) and value[k]]
+        # the HTTP status an SDK's error carries (Stripe's and axios' statusCode), said before the stack: a 5xx is
+        # the server's failure, not the caller's
+        status = next(
+            (value[k] for k in ("statusCode", "status_code", "httpStatus") if isinstance(value.get(k), int)), None
+        )
+        if status is not None and status >= 400:
+            stack = next((n for n, k in enumerate(_ERROR_SUBKEYS) if k.startswith("stack")), len(_ERROR_SUBKEYS))
+            head = [
+                str(value[k]).strip()
+                for k in _ERROR_SUBKEYS[:stack]
+                if isinstance(value.get(k), str | int) and value[k]
+            ]
+            parts = [*head, f"status {status}", *parts[len(head) :]]
         text = ": ".join(dict.fromkeys(p for p in parts if p))
         cause = value.get("caused_by") or value.get("cause")  # Elasticsearch, and chained error objects
         if isinstance(cause, dict) and depth < 3:

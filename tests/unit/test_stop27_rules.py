@@ -297,3 +297,32 @@ def test_an_identity_provider_refusing_a_clients_redirect_uri_is_the_clients_con
     (tmp_path / "keycloak.log").write_text("\n".join(wrong_password) + "\n")
     d = investigate(load_bundle(tmp_path), "why can't customers log in to the portal?")
     assert "redirect" not in d.root_cause
+
+
+def test_an_sdk_error_carrying_a_5xx_status_is_the_vendors_failure(tmp_path: Path) -> None:
+    import json
+
+    recs = []
+    for i in range(12):
+        err = {
+            "type": "StripeAPIError",
+            "message": "An unknown error occurred",
+            "stack": "StripeAPIError: An unknown error occurred\n    at generateV1Error (/app/node_modules/stripe/cjs/"
+            "Error.js:10:20)\n    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
+            "statusCode": 500,
+        }
+        recs.append({"level": 50, "time": 1726585838000 + 20000 * i, "msg": "stripe paymentIntents.create failed",
+                     "err": err})  # fmt: skip
+    (tmp_path / "checkout.log").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    d = investigate(load_bundle(tmp_path), "checkout confirm returns 502s, what broke?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert d.root_cause.startswith("Stripe is failing") and "task_queues" not in d.root_cause
+
+
+def test_call_targets_from_a_vendor_sdk_error_and_a_failed_exchange() -> None:
+    from diagnosis.analyzers.network.extraction import _target
+
+    assert _target("token exchange with auth0 failed: AxiosError: timeout of 5000ms exceeded") == "auth0"
+    assert _target("payment failed: TwilioRestException: HTTP 503 error") == "Twilio"
+    assert _target("failed: HttpClientError: boom") is None
+    assert _target("at process.processTicksAndRejections (node:internal/process/task_queues:95:5)") is None

@@ -147,6 +147,14 @@ _TARGET_PATTERNS = [
     # a gRPC full method names the service called: "/inventory.v1.Inventory/Reserve" -> inventory.v1.Inventory
     re.compile(r"(?:^|[\s\[\"'=(])/((?:[a-z_][\w]*\.)+[A-Z]\w*)/[A-Z]\w*"),
     re.compile(r"\bgrpc\.service[=:]\s*\"?((?:[a-z_][\w]*\.)*[A-Z]\w*)"),
+    # "token exchange with auth0 failed", "sync with ledger failed"
+    re.compile(rf"\b(?:exchange|call|request|session|handshake|sync|communication) with ({_NAME}) failed", re.I),
+    # last: a vendor SDK's error class names the vendor (StripeAPIError, TwilioRestException, StripeConnectionError)
+    re.compile(
+        r"\b(?!(?:Http|Rest|Web|Api|Service|Client|Net|Socket|Connection|Grpc|Rpc|Remote|Request|Response|Base|"
+        r"Internal|Unknown|Generic|Transport|Timeout|Read|Write|Io|Url|Json|Xml)(?=[A-Z]))([A-Z][a-z]{2,})"
+        r"(?:API|Api|Rest|Connection|Service)\w*(?:Error|Exception)\b"
+    ),
 ]
 # the caller, when the message names it before the upstream ("ERROR orders-api upstream payments-api ...")
 _CALLER = re.compile(
@@ -374,6 +382,9 @@ _LOCK_WAIT = re.compile(
 _OWN_ROUTER = re.compile(r"heroku\[router\]: at=(?:error|info)")
 
 
+_SDK_5XX = re.compile(r"[A-Z]\w*(?:Error|Exception)\b[^\n]{0,300}: status 5\d\d\b")
+
+
 def _call_failure(msg: str) -> str | None:
     if _LOCK_WAIT.search(msg) or _OWN_ROUTER.search(msg):
         return None
@@ -396,8 +407,9 @@ def _call_failure(msg: str) -> str | None:
         return None if _OWN_DEADLINE.search(msg) else "timeout"
     if NET_RESET.search(msg):
         return "reset"
-    # a 5xx the service received from a call it made: the message names the call (a URL, "upstream", "calling")
-    if UPSTREAM_5XX.search(msg) and _OUTBOUND.search(msg):
+    # a 5xx the service received from a call it made: the message names the call (a URL, "upstream", "calling"),
+    # or a client SDK's error carries the server's status ("StripeAPIError: ... (status 500)")
+    if (UPSTREAM_5XX.search(msg) and _OUTBOUND.search(msg)) or _SDK_5XX.search(msg):
         return "http_5xx"
     return None
 
@@ -419,6 +431,8 @@ def _target(msg: str) -> str | None:
                 continue  # a source file's line (_http_client.js:661), or the tail of a longer word
             if msg[m.end(1) : m.end(1) + 2] == "::" or name.endswith(":"):
                 continue  # a Rust module path (tracing's target=apollo_router::query_planner), not a host
+            if ":" in name and re.match(r":\d", msg[m.end(1) : m.end(1) + 2]):
+                continue  # a stack frame's file:line:column (node:internal/process/task_queues:95:5)
             before = msg[max(0, m.start() - 120) : m.start(1)]
             if _DOC_LINK.search(before[-24:]) or _DOC_ARTICLE.search(before):
                 continue  # "(see https://curl.haxx.se/libcurl/...)": a documentation link, not the call
