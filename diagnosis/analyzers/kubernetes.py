@@ -525,6 +525,23 @@ def kubernetes_services(evidence: EvidenceSet) -> list[Finding]:
                         ],
                     )
                 )
+            elif matching and (unnamed := _undeclared_named_ports(spec, matching)):
+                # a named targetPort no selected pod declares: the endpoints controller finds no port to send to,
+                # so the Service has no endpoints although its pods may all be Ready
+                i, target, declared_names = unnamed[0]
+                out.append(
+                    _target_port_finding(
+                        svc,
+                        i,
+                        score=0.8,
+                        tags=tags + [f"pod:{ns}/{p}" for p, _ in matching[:10]],
+                        title=f"{obj} targetPort '{target}' is a port name none of its pods declares",
+                        mechanism=f"{obj} sends traffic to the named targetPort '{target}', but its "
+                        f"{len(matching)} pods name their ports {', '.join(declared_names) or '(none)'}: with no "
+                        "port of that name the Service gets no endpoints, so requests to it fail although the pods "
+                        "themselves may be ready",
+                    )
+                )
             elif matching:
                 out.append(
                     k8s_finding(
@@ -1170,6 +1187,29 @@ def _refused_behind_target_port(evidence: EvidenceSet, svc: EvidenceItem, obj: s
             )
         )
     return out
+
+
+def _undeclared_named_ports(
+    spec: dict[str, Any], matching: list[tuple[str, EvidenceItem]]
+) -> list[tuple[int, str, list[str]]]:
+    """The Service's named targetPorts (index, name) that no selected pod's containers declare, with the names they
+    do declare."""
+    names = sorted(
+        {
+            str(port.get("name"))
+            for _, p in matching
+            for c in (p.data.get("spec") or {}).get("containers") or ()
+            for port in c.get("ports") or ()
+            if port.get("name")
+        }
+    )
+    if not any((p.data.get("spec") or {}).get("containers") for _, p in matching):
+        return []  # the pods' specs are not in the bundle: nothing says what they declare
+    return [
+        (i, target, names)
+        for i, port in enumerate(spec.get("ports") or ())
+        if isinstance(target := port.get("targetPort"), str) and not target.isdigit() and target not in names
+    ]
 
 
 def _target_port_finding(

@@ -326,3 +326,52 @@ def test_call_targets_from_a_vendor_sdk_error_and_a_failed_exchange() -> None:
     assert _target("payment failed: TwilioRestException: HTTP 503 error") == "Twilio"
     assert _target("failed: HttpClientError: boom") is None
     assert _target("at process.processTicksAndRejections (node:internal/process/task_queues:95:5)") is None
+
+
+def test_a_named_target_port_no_pod_declares_is_the_services_configuration(tmp_path: Path) -> None:
+    import json
+
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ledger-api", "namespace": "ledger"},
+           "spec": {"selector": {"app": "ledger-api"}, "ports": [{"port": 8080, "targetPort": "http"}]}}  # fmt: skip
+    ep = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "ledger-api", "namespace": "ledger"},
+          "subsets": []}  # fmt: skip
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"ledger-api-84f6b9c7d5-{s}",
+                "namespace": "ledger",
+                "labels": {"app": "ledger-api"},
+                "creationTimestamp": "2025-05-06T09:58:10Z",
+            },
+            "spec": {"containers": [{"name": "ledger-api", "ports": [{"name": "http-api", "containerPort": 8080}]}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for s in ("a1b2c", "d3e4f")
+    ]
+    (tmp_path / "objects.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [svc, ep, *pods]}))
+    d = investigate(load_bundle(tmp_path), "ledger API returns 503 since the release, pods look fine - what is wrong?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "'http'" in d.root_cause and "http-api" in d.root_cause
+
+
+def test_a_failover_wrapped_in_the_instances_own_patch_events_is_planned(tmp_path: Path) -> None:
+    import json
+
+    def ev(t: str, msg: str, cats: list[str]) -> dict:
+        return {"SourceIdentifier": "billing-pg", "SourceType": "db-instance", "Message": msg, "EventCategories": cats,
+                "Date": t, "SourceArn": "arn:aws:rds:eu-west-1:1:db:billing-pg"}  # fmt: skip
+
+    events = [
+        ev("2024-03-12T03:01:02Z", "Applying off-line patches to DB instance", ["maintenance"]),
+        ev("2024-03-12T03:03:58Z", "Multi-AZ instance failover started.", ["failover"]),
+        ev("2024-03-12T03:04:52Z", "Multi-AZ instance failover completed.", ["failover"]),
+        ev("2024-03-12T03:09:40Z", "Finished applying off-line patches to DB instance", ["maintenance"]),
+    ]
+    (tmp_path / "rds-events.json").write_text(json.dumps({"Events": events}))
+    d = investigate(load_bundle(tmp_path), "billing paged for DB connection errors at 03:04 - is billing still broken?")
+    assert d.category == Category.HEALTHY, d.root_cause
+    (tmp_path / "rds-events.json").write_text(json.dumps({"Events": events[1:3]}))
+    d = investigate(load_bundle(tmp_path), "billing paged for DB connection errors at 03:04 - is billing still broken?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause

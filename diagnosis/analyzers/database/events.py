@@ -79,6 +79,26 @@ def _unreachable(ctx: Context) -> list[Finding]:
 # ---------------------------------------------------------------- RDS events
 
 
+MAINTENANCE_AROUND_S = 1800.0  # a maintenance event of the same instance this close to a failover explains it
+
+
+def _maintenance_around(ctx: Context, src: str, failover: list[EvidenceItem]) -> bool:
+    """Whether the instance's own events around the failover say it was maintenance: RDS wraps a patch's failover in
+    "Applying off-line patches" and "Finished applying off-line patches" (category maintenance)."""
+    stamps = [t for e in failover if (t := _ev_ts(e)) is not None]
+    if not stamps:
+        return False
+    lo, hi = min(stamps) - MAINTENANCE_AROUND_S, max(stamps) + MAINTENANCE_AROUND_S
+    for e in ctx.events:
+        t = _ev_ts(e)
+        if e in failover or t is None or not lo <= t <= hi or str(e.data.get("source_id") or e.object) != src:
+            continue
+        cats = str(e.data.get("categories") or "").lower()
+        if "maintenance" in cats or _PLANNED_FAILOVER.search(str(e.data.get("message") or "")):
+            return True
+    return False
+
+
 def _rds_events(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     failovers = [
@@ -99,9 +119,10 @@ def _rds_events(ctx: Context) -> list[Finding]:
         for src, evs in by_src.items():
             evs.sort(key=lambda e: _ev_ts(e) or 0)
             msgs = "; ".join(f"{fmt_ts(_ev_ts(e))} '{e.data.get('message')}'" for e in evs[:4])
-            if any(_PLANNED_FAILOVER.search(str(e.data.get("message") or "")) for e in evs) and any(
-                _FAILOVER_DONE.search(str(e.data.get("message") or "")) for e in evs
-            ):
+            if (
+                any(_PLANNED_FAILOVER.search(str(e.data.get("message") or "")) for e in evs)
+                or _maintenance_around(ctx, src, evs)
+            ) and any(_FAILOVER_DONE.search(str(e.data.get("message") or "")) for e in evs):
                 out.append(
                     Finding(
                         analyzer="database",
