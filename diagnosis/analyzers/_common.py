@@ -462,7 +462,7 @@ KAFKA_BROKER_ERR = re.compile(
 NAMES_HTTP_UPSTREAM = re.compile(r"\b(?:https?|grpcs?)://|\broute: |\bfor https?\b", re.I)
 DNS_NXDOMAIN = re.compile(
     r"no such host|NXDOMAIN|Name or service not known|nodename nor servname|could not resolve host|"
-    r"UnknownHostException|ENOTFOUND|could not translate host name|Unknown host|failed to resolve|"
+    r"UnknownHostException|\bENOTFOUND\b|could not translate host name|Unknown host|failed to resolve|"
     # "could not resolve placeholder" (Spring) is not DNS: the generic phrasings count only before a dotted name
     r"(?:could not|cannot|unable to|failed to) resolve (?:host(?:name)?:?\s*)?[\"']?[A-Za-z0-9\-]+\.[A-Za-z0-9.\-]+",
     re.I,

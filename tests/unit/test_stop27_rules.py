@@ -375,3 +375,10 @@ def test_a_failover_wrapped_in_the_instances_own_patch_events_is_planned(tmp_pat
     (tmp_path / "rds-events.json").write_text(json.dumps({"Events": events[1:3]}))
     d = investigate(load_bundle(tmp_path), "billing paged for DB connection errors at 03:04 - is billing still broken?")
     assert d.category == Category.INFRASTRUCTURE, d.root_cause
+
+
+def test_a_spring_page_not_found_is_no_dns_failure() -> None:
+    from diagnosis.analyzers._common import DNS_NXDOMAIN
+
+    assert not DNS_NXDOMAIN.search("WARN o.s.web.servlet.PageNotFound : No mapping for GET /favicon.ico")
+    assert DNS_NXDOMAIN.search("Error: getaddrinfo ENOTFOUND payments.internal")
