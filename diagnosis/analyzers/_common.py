@@ -649,7 +649,10 @@ HOST_LOST = re.compile(
     r"node '(?P<h7>[\w.\-]+)': state changed from '\w+' => '(?:fence|unknown)'|"
     r"\bnode (?P<h8>[\w.\-]+) (?:state )?is now (?:lost|dead)\b|"
     r"marking allocations lost: node=(?P<h9>[\w.\-]+)|"
-    r"EventMemberFailed: (?P<h10>[\w.\-]+)|memberlist: (?:Marking|Suspect) (?P<h11>[\w.\-]+) (?:as|has) failed",
+    r"EventMemberFailed: (?P<h10>[\w.\-]+)|"
+    # Compute Engine stopping a VM because its physical host failed
+    r"compute\.instances\.hostError (?P<h12>[\w.\-]+)|"
+    r"memberlist: (?:Marking|Suspect) (?P<h11>[\w.\-]+) (?:as|has) failed",
     re.I,
 )
 # a process-, kernel- or broker-level limit that ran out (each is a finite capacity, like memory or descriptors):
@@ -806,6 +809,7 @@ _TRIGGERS = (
     "scsi error",
     "offline device",
     "not responding",
+    "hosterror",
     "host failure",
     "failed host",
     "host connection lost",

@@ -382,3 +382,47 @@ def test_a_spring_page_not_found_is_no_dns_failure() -> None:
 
     assert not DNS_NXDOMAIN.search("WARN o.s.web.servlet.PageNotFound : No mapping for GET /favicon.ico")
     assert DNS_NXDOMAIN.search("Error: getaddrinfo ENOTFOUND payments.internal")
+
+
+def test_uploads_nginx_refuses_as_too_large_are_its_body_size_limit(tmp_path: Path) -> None:
+    lines = [
+        f"2025/04/08 09:{40 + i:02d}:38 [error] 2283#2281: *8845{i} client intended to send too large body: "
+        f'{1581464 + i * 100000} bytes, client: 192.0.2.7, server: docs.example.com, request: "POST /api/v1/documents '
+        'HTTP/1.1", host: "docs.example.com"'
+        for i in range(5)
+    ]
+    (tmp_path / "error.log").write_text("\n".join(lines) + "\n")
+    d = investigate(
+        load_bundle(tmp_path), "customers can't upload documents larger than 1 MB since this morning - why?"
+    )
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "client_max_body_size" in d.root_cause and "413" in d.root_cause
+
+
+def test_a_compute_engine_host_error_in_operations_is_the_vms_host(tmp_path: Path) -> None:
+    import json
+
+    ops = [
+        {
+            "operationType": "compute.instances.hostError",
+            "targetLink": "https://www.googleapis.com/compute/v1/projects/p/zones/z/instances/gke-pool-k2vd",
+            "status": "DONE",
+            "insertTime": "2025-08-13T20:11:58.402-07:00",
+            "statusMessage": "Instance terminated by Compute Engine.",
+        },
+        {
+            "operationType": "delete",
+            "targetLink": "https://www.googleapis.com/compute/v1/projects/p/zones/z/instances/gke-pool-k2vd",
+            "status": "DONE",
+            "insertTime": "2025-08-13T20:41:43.551-07:00",
+            "statusMessage": "Instance deleted by the node auto-repair of its pool.",
+        },
+    ]
+    (tmp_path / "operations.json").write_text(json.dumps(ops))
+    ev = load_bundle(tmp_path)
+    (item,) = ev.kind("log")
+    msg = item.data["records"][0]["msg"]
+    assert msg == "compute.instances.hostError gke-pool-k2vd: Instance terminated by Compute Engine."
+    d = investigate(ev, "post-mortem: search degraded overnight around 03:12 UTC - what happened?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "gke-pool-k2vd" in d.root_cause

@@ -389,6 +389,70 @@ def prepared_statements_pooled(evidence: EvidenceSet) -> list[Finding]:
     ]
 
 
+# ---------------------------------------------------------------- request bodies over the proxy's limit
+
+# nginx refusing a request body over client_max_body_size (1m by default) with 413; group 1: the body's size
+BODY_TOO_LARGE = re.compile(r"client intended to send too large (?:chunked )?body(?:: (\d+) bytes)?")
+BODY_LIMIT_MIN = 3  # refused uploads that make a pattern rather than one odd client
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def body_size_limit(evidence: EvidenceSet) -> list[Finding]:
+    """Uploads nginx refuses as too large (413): its client_max_body_size (1 MB unless set) is below what the
+    application accepts, typically after a configuration change dropped or lowered the directive."""
+    hits: list[tuple[EvidenceItem, dict[str, Any], int | None]] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "too large" in msg and (m := BODY_TOO_LARGE.search(msg)):
+                hits.append((item, r, int(m[1]) if m[1] else None))
+    if len(hits) < BODY_LIMIT_MIN:
+        return []
+    stamps = sorted(r["ts"] for _, r, _ in hits if isinstance(r.get("ts"), int | float))
+    first, last = min(stamps, default=None), max(stamps, default=None)
+    now = now_of(evidence)
+    if now is not None and last is not None and now - last >= 6 * 3600:
+        return []
+    sizes = sorted(b for _, _, b in hits if b is not None)
+    smallest = f"; the smallest refused body was {sizes[0] / 2**20:.1f} MiB" if sizes else ""
+    item = hits[0][0]
+    who = service_of(item) or item.object
+    return [
+        Finding(
+            analyzer="body_size_limit",
+            domain=Domain.LOGS,
+            role="cause",
+            code="body_size_limit",
+            category=Category.CONFIGURATION_ERROR,
+            title=f"nginx refuses uploads as too large (413) {len(hits)}x: client_max_body_size",
+            mechanism=(
+                f"nginx on {who} refused {len(hits)} request bodies as too large {span_text(first, last)}"
+                f"{smallest}, answering 413 Request Entity Too Large: its client_max_body_size (1 MB when unset) is "
+                "below the uploads the application takes, so they fail before reaching it (a changed or dropped "
+                "directive)."
+            ),
+            object=f"client_max_body_size of nginx on {who}",
+            score=0.8,
+            ts=first,
+            tags=[*object_tags(item, service_of(item)), "setting:client_max_body_size"],
+            explains=["errors", "http_4xx", "http_413", "metric_shift", "alert:*"],
+            evidence=[_record_refs(i, [r])[0] for i, r, _ in hits[:4]],
+            actions=[
+                Action(
+                    description="The body size limit nginx runs with, per server block",
+                    command="nginx -T 2>/dev/null | grep -n client_max_body_size",
+                ),
+                Action(
+                    description="Set client_max_body_size to what the application accepts, then reload nginx",
+                    command="echo 'client_max_body_size 25m;' > /etc/nginx/conf.d/upload-size.conf && nginx -t && "
+                    "systemctl reload nginx",
+                    kind="write",
+                ),
+            ],
+        )
+    ]
+
+
 # ---------------------------------------------------------------- an identity provider refusing a client's settings
 
 # an OAuth/OIDC provider refusing a login for the client's registration, not the user's credentials: Keycloak's
