@@ -27,6 +27,8 @@ def _subject(names: Iterable[str], question: str) -> str | None:
     """The upstream name the question asks about: the name itself, or the name behind a namespace or domain
     ('billing-invoice-renderer' or 'invoice-renderer.billing.svc' for 'invoice-renderer')."""
     words = {w for w in WORD.findall(question.lower()) if len(w) >= 5 or "-" in w}
+    # a plural names the service too: "checkouts" for checkout
+    words |= {w[:-1] for w in words if len(w) >= 6 and w.endswith("s") and not w.endswith("ss")}
     for n in names:
         n = n.lower()
         for w in words:

@@ -426,3 +426,30 @@ def test_a_compute_engine_host_error_in_operations_is_the_vms_host(tmp_path: Pat
     d = investigate(ev, "post-mortem: search degraded overnight around 03:12 UTC - what happened?")
     assert d.category == Category.INFRASTRUCTURE, d.root_cause
     assert "gke-pool-k2vd" in d.root_cause
+
+
+def test_ingress_timeouts_to_the_asked_about_services_own_pods_are_missing_evidence(tmp_path: Path) -> None:
+    import json
+
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"checkout-7f6d5c8b9-{s}", "namespace": "shop", "labels": {"app": "checkout"}},
+            "spec": {"containers": [{"name": "checkout", "ports": [{"containerPort": 8080}]}]},
+            "status": {"phase": "Running", "podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for s, ip in (("4kx2p", "10.30.27.128"), ("9qz7m", "10.30.43.244"))
+    ]
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "PodList", "items": pods}))
+    lines = [
+        f"2025/10/21 16:{10 + i:02d}:31 [error] 31#31: *42565{i} upstream timed out (110: Operation timed out) while "
+        f'reading response header from upstream, client: 73.169.196.176, server: shop.example.com, request: "POST '
+        f'/api/checkout HTTP/2.0", upstream: "http://{("10.30.27.128", "10.30.43.244")[i % 2]}:8080/api/checkout", '
+        'host: "shop.example.com"'
+        for i in range(10)
+    ]
+    (tmp_path / "logs" / "ingress-nginx").mkdir(parents=True)
+    (tmp_path / "logs" / "ingress-nginx" / "ingress-nginx-controller-6b9d7c8f5-vx2kq.log").write_text("\n".join(lines))
+    d = investigate(load_bundle(tmp_path), "why are about a quarter of checkouts timing out with 504?")
+    assert d.category == Category.UNKNOWN, d.root_cause

@@ -273,6 +273,7 @@ def _named_by_cluster(findings: list[Finding], evidence: EvidenceSet) -> list[Fi
     out = []
     for f in findings:
         ips = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
+        ips += [ip.rsplit(":", 1)[0] for ip in ips if re.fullmatch(r"[\d.]+:\d+", ip)]  # an address with its port
         owner = next((owners[ip] for ip in ips if ip in owners), None)
         host = _host(f.object.removeprefix("upstream ").split(" ", 1)[0])
         if owner is None and behind.get(host):
