@@ -142,3 +142,55 @@ def _injected_delay(evidence: EvidenceSet, service: str) -> EvidenceItem | None:
         if not recovered and any(service == n or n.startswith(f"{service}-") for n in named):
             return item
     return None
+
+
+N_PLUS_ONE = 15  # calls of one operation under one parent span in one request: a loop of queries, not a query
+_SPAN_SERVICE, _SPAN_OPERATION = 3, 4
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"trace/spans"})
+def repeated_calls(evidence: EvidenceSet) -> list[Finding]:
+    """A request that makes the same call over and over under one span (an N+1 pattern: one query per row of a
+    list instead of one query for the list): the code's access pattern, whose cost grows with the data and loads
+    the database it calls, not a slow database."""
+    worst: dict[str, tuple[int, str, str, str, EvidenceRef, int]] = {}  # service -> (n, operation, trace, ...)
+    traces_with: dict[str, set[str]] = defaultdict(set)
+    for item in evidence.kind("trace/spans"):
+        by_parent: dict[tuple[str, str], dict[tuple[str, str], list[int]]] = defaultdict(lambda: defaultdict(list))
+        spans = item.data.get("spans") or ()
+        for i, s in enumerate(spans):
+            if s[2]:
+                by_parent[(str(s[0]), str(s[2]))][(str(s[_SPAN_SERVICE]), str(s[_SPAN_OPERATION]))].append(i)
+        for (trace, _), ops in by_parent.items():
+            for (service, operation), idx in ops.items():
+                if len(idx) < N_PLUS_ONE:
+                    continue
+                traces_with[service].add(trace)
+                if service not in worst or len(idx) > worst[service][0]:
+                    ref = EvidenceRef(item=item.id, field=f"spans.{idx[0]}.{_SPAN_OPERATION}", value=operation)
+                    total = sum(float(spans[i][_DURATION]) for i in idx)
+                    worst[service] = (len(idx), operation, trace, item.id, ref, int(total))
+    out: list[Finding] = []
+    for service, (n, operation, trace, _, ref, total_ms) in worst.items():
+        out.append(
+            Finding(
+                analyzer="repeated_calls",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="n_plus_one",
+                category=Category.CODE_DEFECT,
+                title=f"{service} calls '{operation}' {n} times in one request (N+1)",
+                mechanism=(
+                    f"{service} makes the same call '{operation}' {n} times one after another within one request "
+                    f"(trace {trace[:16]}, {total_ms:,} ms in those calls; {len(traces_with[service])} trace(s) show "
+                    "it): one query per item instead of one for the list, an N+1 access pattern in its code whose "
+                    "cost grows with the data and loads what it calls"
+                ),
+                object=f"service {service}",
+                score=0.75,
+                tags=[f"service:{service}"],
+                explains=["latency", "db_cpu", "cpu_high", "connections_high", "metric_shift", "alert:*"],
+                evidence=[ref],
+            )
+        )
+    return out

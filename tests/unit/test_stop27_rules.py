@@ -453,3 +453,36 @@ def test_ingress_timeouts_to_the_asked_about_services_own_pods_are_missing_evide
     (tmp_path / "logs" / "ingress-nginx" / "ingress-nginx-controller-6b9d7c8f5-vx2kq.log").write_text("\n".join(lines))
     d = investigate(load_bundle(tmp_path), "why are about a quarter of checkouts timing out with 504?")
     assert d.category == Category.UNKNOWN, d.root_cause
+
+
+def _jaeger(n_children: int) -> dict:
+    t0 = 1750170438412000
+    root = {"traceID": "c963cfe0afae5a3b", "spanID": "a0", "operationName": "GET /products/{id}", "references": [],
+            "startTime": t0, "duration": 1844000, "processID": "p1", "tags": []}  # fmt: skip
+    kids = [
+        {
+            "traceID": "c963cfe0afae5a3b",
+            "spanID": f"b{i}",
+            "operationName": "SELECT catalog.variants",
+            "references": [{"refType": "CHILD_OF", "traceID": "c963cfe0afae5a3b", "spanID": "a0"}],
+            "startTime": t0 + 3000 + 38000 * i,
+            "duration": 37000,
+            "processID": "p1",
+            "tags": [{"key": "db.system", "type": "string", "value": "postgresql"}],
+        }
+        for i in range(n_children)
+    ]
+    return {"data": [{"traceID": "c963cfe0afae5a3b", "spans": [root, *kids],
+                      "processes": {"p1": {"serviceName": "catalog-service", "tags": []}}}]}  # fmt: skip
+
+
+def test_one_query_per_item_in_a_traced_request_is_an_n_plus_one_defect(tmp_path: Path) -> None:
+    import json
+
+    (tmp_path / "trace.json").write_text(json.dumps(_jaeger(40)))
+    d = investigate(load_bundle(tmp_path), "why was /products/{id} p99 at 2s this afternoon?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "SELECT catalog.variants" in d.root_cause and "N+1" in d.root_cause
+    (tmp_path / "trace.json").write_text(json.dumps(_jaeger(3)))
+    d = investigate(load_bundle(tmp_path), "why was /products/{id} p99 at 2s this afternoon?")
+    assert "N+1" not in d.root_cause
