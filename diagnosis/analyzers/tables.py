@@ -39,12 +39,14 @@ _OPS_NAME = re.compile(
 # counts that are zero when the data is sound: a sudden run of them is a data fault
 _FAULT_COUNT = re.compile(
     r"null|reject|invalid|bad_|dup|orphan|missing|unmatched|mismatch|malformed|quarantin|unparse|without|"
-    r"unknown|blank|empty|unmapped|failed_parse|parse_fail",
+    r"unknown|blank|empty|unmapped|failed_parse|parse_fail|future|stale|skew|out_of_range|truncat",
     re.I,
 )
 JUMP = 20.0  # a value this many times its key's usual (or this fraction of it) broke away
 STEADY = 4.0  # the key's other rows span at most this ratio (max / min) to count as its usual
 FAULT_MIN = 100  # a fault count from a history of zeros
+FAULT_SHARE_MIN = 5.0  # a fault share (percent) where every other key holds none
+_SHARE_NAME = re.compile(r"pct|percent|share|ratio|rate\b|_frac", re.I)
 
 
 def _num(text: Any) -> float | None:
@@ -154,14 +156,15 @@ def _breaks(item: EvidenceItem) -> list[dict[str, Any]]:
 
 
 def _outliers(rows: list[dict[str, str]], measures: list[str], keys: list[str]) -> list[dict[str, Any]]:
-    """A table without dates: a fault count (nulls, rejects, unparsed) that a few keys hold by the hundred while
-    every other key holds none."""
+    """A table without dates: a fault count (nulls, rejects, unparsed) that a few keys hold by the hundred (a fault
+    share by five percent and more) while every other key holds none."""
     found: list[dict[str, Any]] = []
     for col in measures:
         if not _FAULT_COUNT.search(col) or not keys:
             continue
         values = [_num(r.get(col, "")) for r in rows]
-        high = [i for i, v in enumerate(values) if v is not None and v >= FAULT_MIN]
+        least = FAULT_SHARE_MIN if _SHARE_NAME.search(col) else FAULT_MIN
+        high = [i for i, v in enumerate(values) if v is not None and v >= least]
         rest = [v for i, v in enumerate(values) if i not in high and v is not None]
         if high and len(high) <= len(rows) // 3 and len(rest) >= 2 and all(v == 0 for v in rest):
             key = [tuple(rows[i].get(k, "") for k in keys) for i in high]

@@ -486,3 +486,19 @@ def test_one_query_per_item_in_a_traced_request_is_an_n_plus_one_defect(tmp_path
     (tmp_path / "trace.json").write_text(json.dumps(_jaeger(3)))
     d = investigate(load_bundle(tmp_path), "why was /products/{id} p99 at 2s this afternoon?")
     assert "N+1" not in d.root_cause
+
+
+def test_a_fault_share_one_key_holds_while_every_other_holds_none_is_a_data_fault(tmp_path: Path) -> None:
+    (tmp_path / "bq.txt").write_text(
+        "+-------------+----------+---------+------------+\n"
+        "| app_version | platform | events  | pct_future |\n"
+        "+-------------+----------+---------+------------+\n"
+        "| 7.3.2       | ios      | 4182231 |        0.0 |\n"
+        "| 7.4.0       | android  | 3906417 |      41.87 |\n"
+        "| 7.3.2       | android  | 1288902 |        0.0 |\n"
+        "| 7.3.1       | ios      |  402118 |        0.0 |\n"
+        "+-------------+----------+---------+------------+\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why did sessions_daily jump since May 20?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "7.4.0/android" in d.root_cause and "pct_future" in d.root_cause
