@@ -146,6 +146,7 @@ def _breaks(item: EvidenceItem) -> list[dict[str, Any]]:
                 if usual is not None:
                     at = rows.index(members[i])
                     found.append(_break(key, col, v, usual, others, members[i].get(date, ""), at))
+    found += _switches(rows, date, keys)
     if len(groups) > 1:
         # a break every key shows at the same date is the calendar's or the platform's, not one source's data
         by_date: dict[str, set[tuple[str, ...]]] = defaultdict(set)
@@ -153,6 +154,36 @@ def _breaks(item: EvidenceItem) -> list[dict[str, Any]]:
             by_date[b["date"]].add(b["key"])
         found = [b for b in found if len(by_date[b["date"]]) < len(groups)]
     return found
+
+
+# columns that say in what terms the data is given: a change of one is a change of meaning, not of value
+_TERMS_NAME = re.compile(
+    r"currency|unit|uom|timezone|\btz\b|_tz$|encoding|charset|format|base|scale|precision|locale|delimiter|"
+    r"separator|decimal",
+    re.I,
+)
+
+
+def _switches(rows: list[dict[str, str]], date: str, keys: list[str]) -> list[dict[str, Any]]:
+    """A column of terms (currency, unit, time zone, encoding) that held one value on 3+ dates and another from a
+    date on, one row per date: the source changed what its numbers mean."""
+    days = [r.get(date, "") for r in rows]
+    if len(set(days)) != len(days):
+        return []  # several rows a date: the column is a dimension of the table, not a property of each load
+    order = sorted(range(len(rows)), key=lambda i: re.sub(r"\D", "", days[i]))
+    out: list[dict[str, Any]] = []
+    for col in keys:
+        if not _TERMS_NAME.search(col):
+            continue
+        values = [rows[i].get(col, "") for i in order]
+        first = values[0]
+        cut = next((n for n, v in enumerate(values) if v != first), None)
+        if cut is None or cut < 3 or len(set(values[cut:])) != 1 or cut < 2 * (len(values) - cut):
+            continue
+        at = order[cut]
+        say = f"{col} changed from {first} to {values[cut]} on {days[at]} (after {cut} rows of {first})"
+        out.append({**_break((), col, 0.0, 0.0, [0.0], days[at], at), "say": say})
+    return out
 
 
 def _outliers(rows: list[dict[str, str]], measures: list[str], keys: list[str]) -> list[dict[str, Any]]:
@@ -189,7 +220,8 @@ def table_breaks(evidence: EvidenceSet) -> list[Finding]:
         relation = item.data.get("relation") or item.object
         who = _who(first)
         lines = [
-            f"{_who(b)} {b['col']} = {_fmt(b['value'])}"
+            b.get("say")
+            or f"{_who(b)} {b['col']} = {_fmt(b['value'])}"
             + (f" on {b['date']}" if b["date"] else "")
             + f" ({'its' if b['date'] else 'the'} other rows: {_fmt(min(b['others']))}-{_fmt(max(b['others']))})"
             for b in breaks[:4]
@@ -207,9 +239,13 @@ def table_breaks(evidence: EvidenceSet) -> list[Finding]:
                 role="cause",
                 code="data_break",
                 category=Category.DATA_QUALITY,
-                title=f"{relation}: {who} {first['col']} {_fmt(first['value'])}"
-                + (f" on {first['date']}" if first["date"] else "")
-                + f" (usually {_fmt(first['usual'])})",
+                title=f"{relation}: "
+                + (
+                    first.get("say")
+                    or f"{who} {first['col']} {_fmt(first['value'])}"
+                    + (f" on {first['date']}" if first["date"] else "")
+                    + f" (usually {_fmt(first['usual'])})"
+                ),
                 mechanism=mechanism,
                 object=f"{relation} {who}".strip(),
                 score=0.6 if len(breaks) == 1 else 0.66,

@@ -502,3 +502,20 @@ def test_a_fault_share_one_key_holds_while_every_other_holds_none_is_a_data_faul
     d = investigate(load_bundle(tmp_path), "why did sessions_daily jump since May 20?")
     assert d.category == Category.DATA_QUALITY, d.root_cause
     assert "7.4.0/android" in d.root_cause and "pct_future" in d.root_cause
+
+
+def test_a_column_of_terms_that_changed_from_one_load_on_is_a_data_fault(tmp_path: Path) -> None:
+    table = (
+        "+------------+---------------+----+----------+\n| rate_date  | base_currency | n  | usd_rate |\n"
+        "+------------+---------------+----+----------+\n"
+        "| 2025-02-28 | EUR           | 31 |   1.0398 |\n| 2025-03-01 | EUR           | 31 |   1.0398 |\n"
+        "| 2025-03-02 | EUR           | 31 |   1.0465 |\n| 2025-03-03 | USD           | 31 |   1.0000 |\n"
+        "+------------+---------------+----+----------+\n"
+    )
+    (tmp_path / "bq.txt").write_text(table)
+    d = investigate(load_bundle(tmp_path), "revenue for 3 March is 5% above the settlement - did the upgrade break it?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "base_currency changed from EUR to USD on 2025-03-03" in d.root_cause
+    (tmp_path / "bq.txt").write_text(table.replace("base_currency", "status       "))
+    d = investigate(load_bundle(tmp_path), "revenue for 3 March is 5% above the settlement - did the upgrade break it?")
+    assert "changed from" not in d.root_cause
