@@ -543,7 +543,12 @@ PG_TOO_MANY = re.compile(
     r"connection limit exceeded|FATAL:\s+sorry",
     re.I,
 )
-PG_STORAGE = re.compile(r"could not extend file|could not write to file|No space left on device|storage[- ]full", re.I)
+# (a write refused because the file system went read-only is the disk's failure, not a full disk)
+PG_STORAGE = re.compile(
+    r"could not extend file|could not write to file(?![^\n]*Read-only file system)|No space left on device|"
+    r"storage[- ]full",
+    re.I,
+)
 PG_LOCK = re.compile(
     r"deadlock detected|lock timeout|canceling statement due to lock|idle-in-transaction timeout|"
     r"still waiting for \w+Lock|acquired \w+Lock",

@@ -43,6 +43,7 @@ _FAULT_COUNT = re.compile(
     re.I,
 )
 JUMP = 20.0  # a value this many times its key's usual (or this fraction of it) broke away
+TIGHT, TIGHT_JUMP = 1.25, 4.0  # a history this tight (max / min) breaks at this jump
 STEADY = 4.0  # the key's other rows span at most this ratio (max / min) to count as its usual
 FAULT_MIN = 100  # a fault count from a history of zeros
 FAULT_SHARE_MIN = 5.0  # a fault share (percent) where every other key holds none
@@ -99,7 +100,10 @@ def _broke(value: float, earlier: list[float], others: list[float], col: str) ->
     if _OPS_NAME.search(col) or any(o <= 0 for o in others) or max(others) / min(others) > STEADY:
         return None
     usual = median(others)
-    if value < 0 or value == 0 or value / usual >= JUMP or value / usual <= 1 / JUMP:
+    # the steadier the key's history, the smaller the jump that breaks it: rows within a quarter of each other
+    # make four times their level a break
+    jump = TIGHT_JUMP if max(others) / min(others) <= TIGHT else JUMP
+    if value < 0 or value == 0 or value / usual >= jump or value / usual <= 1 / jump:
         return usual
     return None
 

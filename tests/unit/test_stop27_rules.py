@@ -519,3 +519,45 @@ def test_a_column_of_terms_that_changed_from_one_load_on_is_a_data_fault(tmp_pat
     (tmp_path / "bq.txt").write_text(table.replace("base_currency", "status       "))
     d = investigate(load_bundle(tmp_path), "revenue for 3 March is 5% above the settlement - did the upgrade break it?")
     assert "changed from" not in d.root_cause
+
+
+def test_nginx_asking_for_a_socket_an_upgrade_renamed_is_its_configuration(tmp_path: Path) -> None:
+    lines = [
+        f"2025/07/14 07:{10 + 7 * i:02d}:55 [crit] 22109#22109: *{i} connect() to unix:/run/php/php7.4-fpm.sock failed "
+        "(2: No such file or directory) while connecting to upstream, client: 10.4.8.51, server: helpdesk, request: "
+        '"GET /scp/ HTTP/2.0", upstream: "fastcgi://unix:/run/php/php7.4-fpm.sock:", host: "helpdesk"'
+        for i in range(4)
+    ]
+    (tmp_path / "nginx-error.log").write_text("\n".join(lines) + "\n")
+    (tmp_path / "php8.2-fpm.log").write_text(
+        "[14-Jul-2025 06:40:02] NOTICE: fpm is running, pid 2210977\n"
+        "[14-Jul-2025 06:40:02] NOTICE: ready to handle connections\n"
+        "[14-Jul-2025 06:40:02] NOTICE: systemd monitor interval set to 10000ms\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why does the helpdesk portal answer 502 since this morning?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "/run/php/php7.4-fpm.sock" in d.root_cause and "php8.2-fpm" in d.root_cause
+    (tmp_path / "php8.2-fpm.log").unlink()
+    d = investigate(load_bundle(tmp_path), "why does the helpdesk portal answer 502 since this morning?")
+    assert "socket setting" not in d.root_cause
+
+
+def test_a_write_refused_on_a_read_only_file_system_is_no_full_disk_and_db_api_errors_no_bug() -> None:
+    from diagnosis.analyzers._common import PG_STORAGE
+    from diagnosis.analyzers.logs._shared import REMOTE_FAILURE
+
+    assert not PG_STORAGE.search('PANIC:  could not write to file "pg_wal/xlogtemp.1": Read-only file system')
+    assert PG_STORAGE.search('could not write to file "pg_wal/xlogtemp.1": No space left on device')
+    assert REMOTE_FAILURE.search("django.db.utils.OperationalError: connection to server failed")
+
+
+def test_a_count_four_times_its_tight_history_is_a_break(tmp_path: Path) -> None:
+    (tmp_path / "stock.txt").write_text(
+        "+------------+--------------+-------+\n| day        | out_of_stock | skus  |\n"
+        "+------------+--------------+-------+\n| 2025-10-01 |          402 | 24090 |\n"
+        "| 2025-10-02 |          398 | 24101 |\n| 2025-10-03 |          411 | 24108 |\n"
+        "| 2025-10-06 |         2247 | 24131 |\n+------------+--------------+-------+\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why do 1,800 products show sold out since this morning?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "out_of_stock = 2,247 on 2025-10-06" in d.root_cause

@@ -138,7 +138,9 @@ EXCEPTION = re.compile(
 # dependency failed; the error count stays this service's `errors` symptom.
 REMOTE_FAILURE = re.compile(
     r"\b\w*(?:Transport|Connection|Connect|Timeout|Unavailable|Remote|Rpc|Grpc|Http|Network|Socket|Upstream|Gateway|"
-    r"ServiceUnavailable|Throttl)\w*(?:Error|Exception)\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b|"
+    r"ServiceUnavailable|Throttl)\w*(?:Error|Exception)\b|"
+    # Python DB-API's OperationalError: the database failed the operation (connection lost, server gone, disk)
+    r"\bOperationalError\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b|"
     # a datastore's own failure, as its client library relays it: shards missing, a cluster down or read-only,
     # no leader or primary to talk to
     r"search_phase_execution_exception|all shards failed|missing shards|no_shard_available|cluster_block_exception|"

@@ -565,6 +565,10 @@ def _cause_of(
         refs.append(deploy[2])
         score = 0.85 if tpl.count >= SPORADIC else 0.7
     msg = msg + _panic_payload(item, tpl)
+    if not deploy and not PROGRAMMING_ERROR.search(f"{exc_name} {msg[:400]}"):
+        # an exception that names no programming error (a library's or the application's own class) and follows no
+        # release says that something failed, not that the code is wrong: a weak candidate
+        score = min(score, WEAK_EXCEPTION)
     hung = "deadlock" in exc_name.lower() or "pile-up" in exc_name.lower()
     if hung:
         # a dump that shows the deadlock proves it once: the process is stuck, so it times out and fails probes
@@ -611,6 +615,23 @@ def _cause_of(
             ),
         ],
     )
+
+
+# exceptions that name a programming error: the code did something wrong whatever its input or its dependencies
+PROGRAMMING_ERROR = re.compile(
+    r"NullPointer|NullReference|\bTypeError|AttributeError|KeyError|IndexError|NoMethodError|NameError|"
+    r"ClassCast|InvalidCast|IndexOutOfBounds|IndexOutOfRange|OutOfRange|IllegalState|IllegalArgument|"
+    r"UnsupportedOperation|NotImplemented|ConcurrentModification|StackOverflow|RecursionError|ZeroDivision|"
+    r"ArithmeticException|DivideByZero|UnboundLocalError|ArgumentNull|ArgumentException|KeyNotFound|"
+    r"AssertionError|assertion failed|\bpanic|panicked|nil pointer|nil map|unwrap\(\)|expect\(\)|"
+    r"undefined is not|Cannot read propert|is not a function|is not defined|SIGSEGV|segmentation fault|"
+    r"deadlock|starvation|pile-up|infinite loop|NoSuchMethod|NoClassDefFound|ClassNotFound|LazyInitialization|"
+    r"NonUniqueResult|IncorrectResultSize|ObjectDisposed|InvalidOperationException|FormatException|"
+    r"Call to (?:undefined|private|protected) (?:method|function)|Call to a member function|"
+    r"TemplateSyntaxError|UndefinedError|SyntaxError|ReferenceError|RangeError",
+    re.I,
+)
+WEAK_EXCEPTION = 0.4
 
 
 # the application's own frame where it was thrown: the first stack frame outside the runtime and the frameworks

@@ -246,3 +246,88 @@ def route_to_missing_cluster(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# ---------------------------------------------------------------- a unix socket that is not there
+
+# a client connecting to a unix socket that does not exist: nginx's "connect() to unix:/run/php/php7.4-fpm.sock
+# failed (2: No such file or directory)", Go's "dial unix /run/x.sock: connect: no such file or directory"
+_MISSING_SOCKET = re.compile(
+    r"connect\(\) to unix:(?P<p1>/[^\s:]+) failed \(2: No such file or directory\)|"
+    r"dial unix (?P<p2>/\S+?): connect: no such file or directory",
+    re.I,
+)
+_SOCKET_PATH = re.compile(r"(?<![\w/])(/(?:run|var/run|tmp|var/lib)/[\w./\-]*?[\w\-]+\.sock)\b")
+
+
+def _family(path: str) -> str:
+    """A socket's name less its version and suffix: php7.4-fpm.sock and php8.2-fpm.sock are both "php-fpm"."""
+    return re.sub(r"[\d.]+", "", path.rsplit("/", 1)[-1].removesuffix(".sock"))
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def missing_socket(evidence: EvidenceSet) -> list[Finding]:
+    """Calls to a unix socket that is not there while the evidence shows its server at another socket of the same
+    family (php7.4-fpm.sock asked for, php8.2-fpm.sock served after an upgrade): the caller's configuration names
+    the old path."""
+    misses: dict[str, list[Rec]] = {}
+    for rec in signature_records(evidence):
+        if "unix" in rec.msg and (m := _MISSING_SOCKET.search(rec.msg)):
+            misses.setdefault(m["p1"] or m["p2"], []).append(rec)
+    if not misses:
+        return []
+    seen: dict[str, str] = {}  # other socket paths the evidence names -> where
+    for item in evidence.kind("log"):
+        # a server's own log, named after it (php8.2-fpm.log): the server runs under that name
+        stem = item.source.rsplit("/", 1)[-1].split(".log", 1)[0]
+        if re.search(r"\d", stem) and not stem.endswith(".sock"):
+            seen.setdefault(f"{stem}.sock", f"by its own log {item.source}")
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if ".sock" in msg:
+                for p in _SOCKET_PATH.findall(msg):
+                    seen.setdefault(p, f"named in {item.object}")
+    out: list[Finding] = []
+    for path, recs in misses.items():
+        name = path.rsplit("/", 1)[-1]
+        served = sorted(
+            p for p in seen if p.rsplit("/", 1)[-1] != name and _family(p) == _family(path) and p not in misses
+        )
+        if not served or len(recs) < 2:
+            continue
+        caller = service_of(recs[0].item) or recs[0].item.object
+        out.append(
+            Finding(
+                analyzer="missing_socket",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="socket_path_mismatch",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"{caller} connects to {path}, which does not exist; the server is at {served[0]}",
+                mechanism=(
+                    f"{caller} connects to the unix socket {path}, which does not exist ('{recs[0].msg.strip()[:160]}' "
+                    f"{len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}), while the evidence shows its server at "
+                    f"{served[0]} ({seen[served[0]]}): the caller's configuration (nginx fastcgi_pass, a client's "
+                    "socket setting) still names the old path, after an upgrade moved the server."
+                ),
+                object=f"socket setting of {caller} ({path})",
+                score=0.85,
+                ts=recs[0].ts,
+                tags=[f"service:{caller}", f"path:{path}"],
+                explains=["http_5xx", "http_502", "errors", "upstream_unavailable", "metric_shift", "alert:*"],
+                evidence=_refs(recs),
+                actions=[
+                    Action(
+                        description=f"Where the configuration still names {path}",
+                        command=f"grep -rn '{path}' /etc/nginx/ /etc/php/ 2>/dev/null",
+                    ),
+                    Action(
+                        description=f"Point it at {served[0]} and reload",
+                        command=f"sed -i 's#{path}#{served[0]}#' /etc/nginx/sites-enabled/* && nginx -t && "
+                        "systemctl reload nginx",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)
