@@ -405,6 +405,21 @@ def _az_object(row: dict[str, Any], doc: Document) -> str:
     return doc.path
 
 
+def _failed_dependency(row: dict[str, Any]) -> str | None:
+    """A row of Application Insights' dependencies (one call, or a summary of calls) that failed with a server
+    error or a timeout: said as the call that failed, so the row names its target as a failing upstream."""
+    target = row.get("Target") or row.get("target")
+    code = str(row.get("ResultCode") if row.get("ResultCode") is not None else row.get("resultCode") or "")
+    failed = row.get("Failed", row.get("failed", row.get("itemCount")))
+    ok = row.get("Success", row.get("success"))
+    if not target or not (code.startswith("5") or code.lower() in ("timeout", "canceled", "-1")):
+        return None
+    if (isinstance(failed, int | float) and failed <= 0) or ok in (True, "True", "true"):
+        return None
+    count = f" ({int(failed)} calls)" if isinstance(failed, int | float) else ""
+    return f"call to {target} failed with status {code}{count}"
+
+
 @FORMATS.format("azure-logs", shapes={"json"}, detect=detect_azure_logs, order=30)
 def parse_azure_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     parser = LineParser()
@@ -415,6 +430,9 @@ def parse_azure_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
             msg = " ".join(f"{k}={v}" for k, v in row.items() if k not in _AZ_TIME and v not in (None, ""))
         ts = next((parse_ts(row[k]) for k in _AZ_TIME if row.get(k)), None)
         level = _az_level(row) or ("error" if any(row.get(k) for k in _AZ_EXCEPTION) else None)
+        failed = _failed_dependency(row)
+        if failed:
+            msg, level = f"{failed}: {msg}", level or "error"
         groups[_az_object(row, doc)].append(_record(parser, n, ts, level, str(msg)))
     yield from _emit(doc, ctx, groups, "azure-monitor")
 

@@ -561,3 +561,23 @@ def test_a_count_four_times_its_tight_history_is_a_break(tmp_path: Path) -> None
     d = investigate(load_bundle(tmp_path), "why do 1,800 products show sold out since this morning?")
     assert d.category == Category.DATA_QUALITY, d.root_cause
     assert "out_of_stock = 2,247 on 2025-10-06" in d.root_cause
+
+
+def test_application_insights_dependency_rows_that_failed_name_the_failing_target(tmp_path: Path) -> None:
+    import json
+
+    cols = [{"name": n, "type": t} for n, t in (("TimeGenerated", "datetime"), ("Target", "string"),
+            ("ResultCode", "string"), ("Calls", "long"), ("Failed", "long"))]  # fmt: skip
+    rows = []
+    for i in range(6):
+        t = f"2025-11-04T15:{10 * i:02d}:00Z"
+        rows += [
+            [t, "sql-orders.database.windows.net", "0", 2500, 0],
+            [t, "api.carrierhub.example.net", "504", 400, 400],
+        ]
+    (tmp_path / "deps.json").write_text(
+        json.dumps({"tables": [{"name": "PrimaryResult", "columns": cols, "rows": rows}]})
+    )
+    d = investigate(load_bundle(tmp_path), "why is the carrier-sync queue backing up since 15:05?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert d.root_cause.startswith("api.carrierhub.example.net is failing")
