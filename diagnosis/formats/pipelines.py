@@ -2,7 +2,8 @@
 the log of the run: one record per node, at the time it finished. A model that errored is an error; a data test
 that failed or warned with failing rows says the data is wrong ("unique test failed on fct_x.id: 18406 rows"), in the
 words the logs analyzer reads as bad data. Great Expectations validation results are read the same way: a failed
-expectation is a failed data check on its asset and column.
+expectation is a failed data check on its asset and column. Kafka Connect's REST status reads as the log of each
+connector: a FAILED task is an error carrying its trace's causes.
 """
 
 from __future__ import annotations
@@ -143,3 +144,48 @@ def _ge_validation(doc: Document, ctx: ParseContext, v: dict[str, Any]) -> Itera
     source = {"path": doc.path, "format": "great expectations", "snapshot": True, "service": asset}
     data = {"records": records, "source": source, "truncated": False}
     yield ctx.item(doc.path, "log", f"great_expectations/{asset}", data, when)
+
+
+# --- Kafka Connect's REST status (`GET /connectors/<name>/status`, or `/connectors?expand=status`) ----------------
+
+
+def _connect_statuses(v: Any) -> list[dict[str, Any]] | None:
+    def one(x: Any) -> bool:
+        return isinstance(x, dict) and isinstance(x.get("connector"), dict) and isinstance(x.get("tasks"), list)
+
+    if one(v):
+        return [v]
+    if isinstance(v, list) and v and all(one(x) for x in v):
+        return v
+    if isinstance(v, dict) and v and all(isinstance(x, dict) and one(x.get("status")) for x in v.values()):
+        return [x["status"] for x in v.values()]
+    return None
+
+
+def _cause_lines(trace: str) -> str:
+    """A Java trace as its first line and its `Caused by:` lines (where the reason is), without the frames."""
+    lines = [ln.strip() for ln in trace.splitlines() if ln.strip()]
+    causes = [ln for ln in lines[1:] if ln.startswith("Caused by:")]
+    return " | ".join([*lines[:1], *causes])[:1500]
+
+
+@FORMATS.format(
+    "kafka-connect-status", shapes={"json"}, detect=lambda d: _connect_statuses(d.value) is not None, order=30
+)
+def parse_connect_status(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One record per connector and task: a FAILED one is an error that carries its trace's causes (the reason a
+    sink refused a record is in them); RUNNING ones say that they run. The status has no time of its own."""
+    for status in _connect_statuses(doc.value) or []:
+        name = str(status.get("name") or doc.stem)
+        records: list[dict[str, Any]] = []
+        conn = status["connector"]
+        items = [("connector", conn), *((f"task {t.get('id')}", t) for t in status["tasks"] if isinstance(t, dict))]
+        for n, (what, s) in enumerate(items, 1):
+            state = str(s.get("state") or "?")
+            failed = state == "FAILED"
+            text = f"connector {name} {what} {state} on {s.get('worker_id', '?')}"
+            if failed and s.get("trace"):
+                text += f": {_cause_lines(str(s['trace']))}"
+            records.append({"ts": None, "level": "error" if failed else "info", "msg": text, "line": n})
+        data = {"records": records, "source": {"path": doc.path, "format": "kafka connect status"}, "truncated": False}
+        yield ctx.item(doc.path, "log", f"kafka-connect/{name}", data, None)

@@ -581,3 +581,25 @@ def test_application_insights_dependency_rows_that_failed_name_the_failing_targe
     d = investigate(load_bundle(tmp_path), "why is the carrier-sync queue backing up since 15:05?")
     assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
     assert d.root_cause.startswith("api.carrierhub.example.net is failing")
+
+
+def test_a_kafka_connect_task_failed_on_a_record_its_sink_refuses_is_bad_input(tmp_path: Path) -> None:
+    import json
+
+    trace = (
+        "org.apache.kafka.connect.errors.ConnectException: Exiting WorkerSinkTask due to unrecoverable exception.\n"
+        "\tat org.apache.kafka.connect.runtime.WorkerSinkTask.deliverMessages(WorkerSinkTask.java:632)\n"
+        "Caused by: ElasticsearchException[Elasticsearch exception [type=document_parsing_exception, reason=[1:388] "
+        "failed to parse field [shipping.weight] of type [float] in document with id 'SKU-4471902']]\n"
+    )
+    status = {"name": "es-sink-catalog", "connector": {"state": "RUNNING", "worker_id": "10.42.3.17:8083"},
+              "tasks": [{"id": i, "state": "FAILED", "worker_id": "10.42.3.17:8083", "trace": trace} for i in (0, 1)]
+              + [{"id": 2, "state": "RUNNING", "worker_id": "10.42.3.18:8083"}]}  # fmt: skip
+    (tmp_path / "connect-status.json").write_text(json.dumps(status))
+    ev = load_bundle(tmp_path)
+    (item,) = ev.kind("log")
+    assert item.object == "kafka-connect/es-sink-catalog" and [r["level"] for r in item.data["records"]] == [
+        "info", "error", "error", "info"]  # fmt: skip
+    d = investigate(ev, "why are search results showing stale prices since 08:15?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "shipping.weight" in d.root_cause
