@@ -10,8 +10,8 @@ health), changes (change records: a planned change's window, state and work note
 logstores (Loki and Elasticsearch/OpenSearch query results, Splunk search results), traces (Jaeger, OTLP/JSON and
 Zipkin spans, read as each service's log, and OTLP/JSON logs), paging (PagerDuty and Opsgenie incidents, read as
 alerts), pipelines (dbt run results, Kafka Connect status), datadog, docker (`docker inspect` and `docker ps`),
-dumps (JVM thread dumps, Go goroutine dumps, JVM class histograms), profiles (CPU profiles: node --prof-process, pprof -top, perf
-report), postgres (also pasted from psql), tables (any other query result pasted from a SQL client, and CSV
+dumps (JVM thread dumps, Go goroutine dumps, JVM class histograms), profiles (CPU profiles: node --prof-process,
+pprof -top, perf report), postgres (also pasted from psql), tables (any other query result pasted from a SQL client, and CSV
 heads), mysql (lock waits and transactions pasted from the mysql client, read as PostgreSQL's sessions and
 locks), health (status pages, AWS Health, search cluster health), hostlogs (Linux audit records, IBM MQ error
 logs), hosttext (df, redis INFO, resolv.conf, iostat, ping, ethtool), cassandra (nodetool status, keyspace
