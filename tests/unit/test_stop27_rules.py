@@ -603,3 +603,21 @@ def test_a_kafka_connect_task_failed_on_a_record_its_sink_refuses_is_bad_input(t
     d = investigate(ev, "why are search results showing stale prices since 08:15?")
     assert d.category == Category.DATA_QUALITY, d.root_cause
     assert "shipping.weight" in d.root_cause
+
+
+def test_a_cassandra_driver_set_to_another_datacenter_is_its_configuration(tmp_path: Path) -> None:
+    warn = (
+        "2025-11-04 10:02:35.071  WARN 1 --- [     s0-admin-1] .o.d.i.c.l.h.OptionalLocalDcHelper       : "
+        "[s0|default] You specified dc1 as the local DC, but some contact points are from a different DC: "
+        "Node(endPoint=/10.30.4.11:9042, hostId=8e1f3c20, hashCode=5a1e2b3c)=eu-west-1"
+    )
+    errors = [
+        f"2025-11-04 10:{5 + i:02d}:00.091 ERROR 1 --- [   scheduling-1] c.a.ledger.jobs.ReconcileJob             : "
+        "reconcile tick failed: com.datastax.oss.driver.api.core.NoNodeAvailableException: No node was available to "
+        "execute the query"
+        for i in range(6)
+    ]
+    (tmp_path / "ledger-api.log").write_text("\n".join([warn, *errors]) + "\n")
+    d = investigate(load_bundle(tmp_path), "ledger-api answers 503 since the cutover to the new Cassandra cluster")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "local-datacenter = dc1" in d.root_cause and "eu-west-1" in d.root_cause

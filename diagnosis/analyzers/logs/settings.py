@@ -389,6 +389,62 @@ def prepared_statements_pooled(evidence: EvidenceSet) -> list[Finding]:
     ]
 
 
+# ---------------------------------------------------------------- a database driver told another datacenter
+
+# the DataStax Java driver (4.x) told a local datacenter the cluster does not have: it ignores every node
+_WRONG_LOCAL_DC = re.compile(
+    r"You specified (?P<dc>[\w.\-]+) as the local DC, but some contact points are from a different DC"
+    r"(?:[^\n]*?\)=(?P<real>[\w.\-]+))?"
+)
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def wrong_local_datacenter(evidence: EvidenceSet) -> list[Finding]:
+    """A Cassandra client whose configured local datacenter is not the cluster's: the driver's load-balancing
+    policy skips every node of the other datacenter, so every query fails with NoNodeAvailableException while
+    all the nodes are up."""
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "local DC" in msg and (m := _WRONG_LOCAL_DC.search(msg)):
+                who = service_of(item) or item.object
+                real = f" (the cluster's datacenter is {m['real']})" if m["real"] else ""
+                return [
+                    Finding(
+                        analyzer="wrong_local_datacenter",
+                        domain=Domain.LOGS,
+                        role="cause",
+                        code="wrong_local_datacenter",
+                        category=Category.CONFIGURATION_ERROR,
+                        title=f"{who}'s Cassandra driver is set to local datacenter {m['dc']}{real}",
+                        mechanism=(
+                            f"{who}'s Cassandra driver runs with local-datacenter = {m['dc']}, but the contact points "
+                            f"are in another datacenter{real}: its load-balancing policy ignores every node, so "
+                            "queries fail with NoNodeAvailableException while the cluster is up."
+                        ),
+                        object=f"Cassandra driver settings of {who}",
+                        score=0.85,
+                        ts=r.get("ts"),
+                        tags=[*object_tags(item, service_of(item)), "setting:local-datacenter"],
+                        explains=["errors", "exception", "http_5xx", "db_errors", "metric_shift", "alert:*"],
+                        evidence=_record_refs(item, [r]),
+                        actions=[
+                            Action(
+                                description="The datacenter the cluster reports",
+                                command="nodetool status | grep Datacenter",
+                            ),
+                            Action(
+                                description="Set the driver's local datacenter to the cluster's and restart",
+                                command=f"datastax-java-driver.basic.load-balancing-policy.local-datacenter = "
+                                f"{m['real'] or '<the cluster datacenter>'}",
+                                kind="write",
+                            ),
+                        ],
+                    )
+                ]
+    return []
+
+
 # ---------------------------------------------------------------- request bodies over the proxy's limit
 
 # nginx refusing a request body over client_max_body_size (1m by default) with 413; group 1: the body's size
