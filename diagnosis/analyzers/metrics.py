@@ -116,6 +116,8 @@ def metric_series(evidence: EvidenceSet) -> list[Finding]:
         health = _health(s)
         if health is None:
             health = _credits(s)
+        if health is None:
+            health = _capacity_throttled(s)
         if health is not None:
             out += health
             continue
@@ -232,6 +234,66 @@ def _credits(s: _Series) -> list[Finding] | None:
                     ),
                     kind="write",
                 )
+            ],
+        )
+    ]
+
+
+# requests a managed store refused for its provisioned capacity: DynamoDB's (Read|Write)ThrottleEvents and
+# ThrottledRequests (per table, per global secondary index), Kinesis's (Read|Write)ProvisionedThroughputExceeded
+_THROTTLE_NAME = re.compile(
+    r"^(?:Read|Write)?ThrottleEvents\b|^ThrottledRequests\b|^(?:Read|Write)ProvisionedThroughputExceeded\b", re.I
+)
+THROTTLED_MIN = 10  # refused requests in the recent points that make it more than a blip
+
+
+def _capacity_throttled(s: _Series) -> list[Finding] | None:
+    """A store refusing requests for its provisioned capacity, from none to many (None when the series is no
+    throttle count)."""
+    if not _THROTTLE_NAME.search(s.name) or len(s.points) < 3:
+        return None
+    values = [v for _, v in s.points]
+    third = max(1, len(values) // 3)
+    before, recent = values[:third], values[-third:]
+    if sum(recent) < THROTTLED_MIN or (before and max(before) > 0.2 * max(recent)):
+        return []
+    first = next((t for t, v in s.points if v > 0 and t >= s.points[third][0]), s.points[-1][0])
+    lb = s.labels
+    # a CloudWatch result named by its label: "WriteThrottleEvents shipment-events gsi-carrier-status"
+    words = s.name.split()[1:]
+    table = lb.get("TableName") or lb.get("StreamName") or lb.get("table") or (words[0] if words else s.item.object)
+    index = lb.get("GlobalSecondaryIndexName") or (words[1] if len(words) > 1 else None)
+    what = f"{table} index {index}" if index else table
+    return [
+        Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="cause",
+            code="capacity_throttled",
+            category=Category.RESOURCE_EXHAUSTION,
+            title=f"{what}: {s.name} from 0 to {max(recent):g}",
+            mechanism=(
+                f"{what} refuses requests for its provisioned capacity ({s.name} from none to {max(recent):g} per "
+                f"period since {fmt_ts(first)}): the writes or reads it takes outgrew the capacity it has"
+                + (" (a global secondary index throttles the table's writes too)" if index else "")
+                + ", so callers get throttling errors and retry."
+            ),
+            object=f"capacity of {what}",
+            score=0.8,
+            ts=first,
+            tags=[*_tags(s), f"table:{table}", *([f"index:{index}"] if index else [])],
+            explains=["errors", "http_5xx", "latency", "rate_limited", "metric_shift", "backlog", "alert:*"],
+            evidence=[_ref(s, len(s.points) - 1, s.points[-1][1])],
+            actions=[
+                Action(
+                    description=f"The provisioned and consumed capacity of {what}",
+                    command=f"aws dynamodb describe-table --table-name {table}",
+                ),
+                Action(
+                    description="Raise its capacity (or turn on auto scaling / on-demand)",
+                    command=f"aws dynamodb update-table --table-name {table} --billing-mode PAY_PER_REQUEST",
+                    kind="write",
+                ),
             ],
         )
     ]

@@ -3,6 +3,7 @@ key whose value broke away from its own steady history named as a data fault."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from diagnosis.bundle import load_bundle
@@ -621,3 +622,18 @@ def test_a_cassandra_driver_set_to_another_datacenter_is_its_configuration(tmp_p
     d = investigate(load_bundle(tmp_path), "ledger-api answers 503 since the cutover to the new Cassandra cluster")
     assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
     assert "local-datacenter = dc1" in d.root_cause and "eu-west-1" in d.root_cause
+
+
+def test_a_dynamodb_index_throttling_writes_from_none_to_many_is_its_capacity(tmp_path: Path) -> None:
+    import json
+
+    t0 = 1746536400  # 2025-05-06 13:00:00Z
+    stamps = [t0 + 300 * i for i in range(12)]
+    values = [0.0] * 8 + [820.0, 1818.0, 2025.0, 1960.0]
+    resp = {"MetricDataResults": [{"Id": "m1", "Label": "WriteThrottleEvents shipment-events gsi-carrier-status",
+            "Timestamps": [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)) for t in reversed(stamps)],
+            "Values": list(reversed(values)), "StatusCode": "Complete"}], "Messages": []}  # fmt: skip
+    (tmp_path / "cw.json").write_text(json.dumps(resp))
+    d = investigate(load_bundle(tmp_path), "why is shipment-tracker returning 5xx on POST /api/carrier-events?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+    assert "gsi-carrier-status" in d.root_cause
