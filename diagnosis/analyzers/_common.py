@@ -657,6 +657,8 @@ HOST_LOST = re.compile(
     r"EventMemberFailed: (?P<h10>[\w.\-]+)|"
     # Compute Engine stopping a VM because its physical host failed
     r"compute\.instances\.hostError (?P<h12>[\w.\-]+)|"
+    # Azure Resource Health: a VM unavailable because its host server failed
+    r"(?P<h13>[\w.\-]+): [^\n]{0,120}?(?:unexpected|unplanned) failure on the host server|"
     r"memberlist: (?:Marking|Suspect) (?P<h11>[\w.\-]+) (?:as|has) failed",
     re.I,
 )
@@ -815,6 +817,7 @@ _TRIGGERS = (
     "offline device",
     "not responding",
     "hosterror",
+    "failure on the host server",
     "host failure",
     "failed host",
     "host connection lost",

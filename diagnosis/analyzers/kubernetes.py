@@ -587,6 +587,26 @@ def kubernetes_services(evidence: EvidenceSet) -> list[Finding]:
 
 # ------------------------------------------------------------------------------------------ capacity
 
+HPA_OVERLOAD = 1.5  # an HPA at its ceiling whose metric is this many times its target
+
+
+def _hpa_overload(spec: dict[str, Any], status: dict[str, Any]) -> float:
+    """How far over its target an HPA's resource metric stands (current / target utilization), 0 when unknown."""
+    targets = {
+        str((m.get("resource") or {}).get("name")): ((m.get("resource") or {}).get("target") or {}).get(
+            "averageUtilization"
+        )
+        for m in spec.get("metrics") or ()
+        if isinstance(m, dict) and m.get("type") == "Resource"
+    }
+    worst = 0.0
+    for m in status.get("currentMetrics") or ():
+        res = (m or {}).get("resource") or {}
+        cur, want = (res.get("current") or {}).get("averageUtilization"), targets.get(str(res.get("name")))
+        if isinstance(cur, int | float) and isinstance(want, int | float) and want > 0:
+            worst = max(worst, cur / want)
+    return worst
+
 
 @ANALYZERS.analyzer(
     domain=K8S,
@@ -732,6 +752,7 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
             and cur >= maxr
             and ((isinstance(desired, int) and desired >= maxr) or (limited and limited[1].get("status") == "True"))
         ):
+            over = _hpa_overload(spec, status)
             out.append(
                 k8s_finding(
                     "kubernetes_capacity",
@@ -739,12 +760,14 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
                     code="hpa_at_max",
                     category=Category.RESOURCE_EXHAUSTION,
                     object=f"HorizontalPodAutoscaler {ns}/{name}",
-                    score=0.45,
+                    # far over its target at the ceiling, the workload is short of capacity, not just at a limit
+                    score=0.7 if over >= HPA_OVERLOAD else 0.45,
                     tags=tags,
                     ts=parse_ts(limited[1].get("lastTransitionTime")) if limited else None,
                     title=f"HPA {ns}/{name} pinned at maxReplicas {maxr}",
-                    mechanism=f"{target} is saturated: its HPA {ns}/{name} is at maxReplicas {maxr} and wants more, "
-                    "so load beyond that capacity queues up",
+                    mechanism=f"{target} is saturated: its HPA {ns}/{name} is at maxReplicas {maxr} and wants more"
+                    + (f" (its metric at {over:.1f}x its target)" if over >= HPA_OVERLOAD else "")
+                    + ", so load beyond that capacity queues up",
                     explains=["latency", "cpu_high", "cpu_throttled", "http_5xx", "error_rate", "queue_backlog"],
                     evidence=[ref(hpa, "status.currentReplicas", cur), ref(hpa, "spec.maxReplicas", maxr)],
                     actions=[

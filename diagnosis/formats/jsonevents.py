@@ -19,7 +19,7 @@ from diagnosis.model import EvidenceItem
 _TIME_KEY = re.compile(
     r"^(?:@?timestamp|time(?:stamp)?|ts|date(?:time)?|created(?:_?(?:at|time|on|date))?|event_?time|"
     r"(?:last_?|first_?)?(?:seen|timestamp)|occurred(?:_?at)?|started_?at|updated_?at|changed_?at|when|"
-    r"time_?(?:created|generated)|start_?time|end_?time|insert_?time)$",
+    r"time_?(?:created|generated)|start_?time|end_?time|insert_?time|event_?timestamp)$",
     re.I,
 )
 _MESSAGE_KEY = re.compile(
@@ -28,7 +28,7 @@ _MESSAGE_KEY = re.compile(
     re.I,
 )
 _OP_KEY = re.compile(r"^(?:operation_?type|event_?name|event_?type|action)$", re.I)
-_OP_TARGET = re.compile(r"^(?:target_?link|target|resource_?name|resource)$", re.I)
+_OP_TARGET = re.compile(r"^(?:target_?link|target|resource_?name|resource|resource_?id)$", re.I)
 _LEVEL_KEY = re.compile(r"^(?:level|severity|log_?level|priority|type)$", re.I)
 # a sentence, not a code: some letters and a space
 _SENTENCE = re.compile(r"[A-Za-z]{3,}.*\s.*\S")
@@ -59,9 +59,12 @@ def _events(value: Any, depth: int = 0) -> Iterator[tuple[float, str, str | None
             # what kind of event and on what, when the record says so apart from its sentence (GCE operations:
             # operationType compute.instances.hostError on targetLink .../instances/<vm>)
             op = next((v for k, v in value.items() if _OP_KEY.match(str(k)) and isinstance(v, str) and v), None)
+            target = next((v for k, v in value.items() if _OP_TARGET.match(str(k)) and isinstance(v, str)), "")
+            name = target.rstrip("/").rsplit("/", 1)[-1]
             if op and op not in msg:
-                target = next((v for k, v in value.items() if _OP_TARGET.match(str(k)) and isinstance(v, str)), "")
-                msg = f"{op} {target.rstrip('/').rsplit('/', 1)[-1]}: {msg}".replace(" :", ":")
+                msg = f"{op} {name}: {msg}".replace(" :", ":")
+            elif name and name not in msg:
+                msg = f"{name}: {msg}"  # the resource an Azure activity log entry is about
             level = next(
                 (normalise_level(v) for k, v in value.items() if _LEVEL_KEY.match(str(k)) and isinstance(v, str)),
                 None,

@@ -637,3 +637,43 @@ def test_a_dynamodb_index_throttling_writes_from_none_to_many_is_its_capacity(tm
     d = investigate(load_bundle(tmp_path), "why is shipment-tracker returning 5xx on POST /api/carrier-events?")
     assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
     assert "gsi-carrier-status" in d.root_cause
+
+
+def test_an_azure_resource_health_host_failure_is_the_vms_host(tmp_path: Path) -> None:
+    import json
+
+    rid = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-tsdb-01"
+    events = [
+        {"category": {"value": "ResourceHealth"}, "eventTimestamp": "2025-02-27T04:12:31.440Z", "level": "Critical",
+         "description": "We're sorry, your virtual machine isn't available because an unexpected failure on the host "
+         "server. Azure is investigating the problem.", "resourceId": rid},
+        {"category": {"value": "ResourceHealth"}, "eventTimestamp": "2025-02-27T04:22:05.117Z",
+         "level": "Informational", "description": "There aren't any known Azure platform problems affecting this "
+         "virtual machine.", "resourceId": rid},
+    ]  # fmt: skip
+    (tmp_path / "activity.json").write_text(json.dumps(events))
+    d = investigate(load_bundle(tmp_path), "why did telemetry ingestion stop between 04:12 and 04:22?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "vm-tsdb-01" in d.root_cause
+
+
+def test_an_hpa_at_its_ceiling_far_over_its_target_is_the_workloads_capacity(tmp_path: Path) -> None:
+    import json
+
+    target = {"type": "Utilization", "averageUtilization": 65}
+    spec = {"scaleTargetRef": {"kind": "Deployment", "name": "search-api"}, "minReplicas": 4, "maxReplicas": 12,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]}  # fmt: skip
+    current = [{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 138}}}]
+    limited = {"type": "ScalingLimited", "status": "True", "reason": "TooManyReplicas",
+               "lastTransitionTime": "2025-03-14T09:07:45Z"}  # fmt: skip
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "search-api", "namespace": "catalog"},
+        "spec": spec,
+        "status": {"currentReplicas": 12, "desiredReplicas": 12, "currentMetrics": current, "conditions": [limited]},
+    }
+    (tmp_path / "hpa.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [hpa]}))
+    d = investigate(load_bundle(tmp_path), "why is search timing out since the spring sale started?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+    assert "maxReplicas 12" in d.root_cause and "2.1x" in d.root_cause
