@@ -677,3 +677,19 @@ def test_an_hpa_at_its_ceiling_far_over_its_target_is_the_workloads_capacity(tmp
     d = investigate(load_bundle(tmp_path), "why is search timing out since the spring sale started?")
     assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
     assert "maxReplicas 12" in d.root_cause and "2.1x" in d.root_cause
+
+
+def test_untargeted_failures_of_an_operation_call_what_its_other_failures_name(tmp_path: Path) -> None:
+    lines = []
+    for i in range(8):
+        err = (
+            "route matrix failed: HTTPStatusError: Server error '503 Service Unavailable' for url "
+            "'https://api.routewise.io/v2/matrix'"
+            if i == 3
+            else "route matrix failed: httpx.ReadTimeout: The read operation timed out"
+        )
+        lines.append(f"2024-10-22T16:{12 + 3 * i:02d}:03Z ERROR dispatch {err}")
+    (tmp_path / "dispatch.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why is dispatch returning 504?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert d.root_cause.startswith("api.routewise.io is failing")

@@ -78,6 +78,27 @@ from diagnosis.model import Domain, Finding
 _REVERSE_LOOKUP = re.compile(r"IP address '[\d.:a-fA-F]+' could not be resolved|reverse (?:DNS )?lookup", re.I)
 
 
+_OPERATION = re.compile(r"^(?:[\w.\-]+ ){0,5}?[\w.\-]+ (?:failed|error|errored)(?=: )")
+
+
+def _operation(msg: str) -> str | None:
+    """The operation a failure line reports before its error ("route matrix failed" in "route matrix failed: ...")."""
+    m = _OPERATION.match(msg.strip())
+    return m.group(0).lower() if m else None
+
+
+def _operation_targets(evidence: EvidenceSet) -> dict[tuple[str, str | None], str]:
+    """(log item, operation) -> the one target the operation's failures name where they name one."""
+    seen: dict[tuple[str, str | None], set[str]] = {}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            op = _operation(msg)
+            if op and (t := _target(msg)) and _call_failure(msg):
+                seen.setdefault((item.id, op), set()).add(t)
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+
+
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status", "host/resolv"})
 def network_failures(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
@@ -100,6 +121,9 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
 
     # request id -> target, built only when a failure line names no target but a request id
     requests = functools.cache(lambda: _request_targets(evidence))
+    # (log, operation) -> target: "route matrix failed: ReadTimeout" calls what "route matrix failed: 503 for url
+    # https://api.x/..." names, in the same log
+    operations = functools.cache(lambda: _operation_targets(evidence))
     for rec in _records_with_events(evidence):
         msg = rec.msg
         if HOST_EPHEMERAL.search(msg):
@@ -126,6 +150,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             target = (
                 _target(msg)
                 or _target_of_request(msg, requests)
+                or operations().get((rec.item.id, _operation(msg)))
                 or {"rate_limited": "a rate-limited API", "broker_error": "kafka"}.get(call_kind)
             )
             if not target or _base(target) == caller:
