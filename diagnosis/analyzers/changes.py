@@ -495,3 +495,59 @@ def planned_work(evidence: EvidenceSet) -> list[Finding]:
         ts = parse_ts(d.get("first_ts") or d.get("last_ts"))
         out.append(_planned_finding(item, message or reason, ts, ref(item, "message", message or reason)))
     return out + _scheduled_changes(evidence)
+
+
+# a deploy tool reporting that the release did not roll out: helm's "UPGRADE FAILED ... context deadline exceeded"
+# (with --atomic: "has been rolled back"), helm history's failed revision, Argo CD's "sync failed"
+_DEPLOY_FAILED = re.compile(
+    r"UPGRADE FAILED|INSTALL FAILED|Upgrade \"[\w.\-]+\" failed|failed to deploy \S+|rolled back due to atomic|"
+    r"(?:sync|rollout|deployment) (?:operation )?failed",
+    re.I,
+)
+
+
+_DEPLOYED = re.compile(r"\bdeployed\b|\bhas been upgraded\b|upgraded successfully|\bsync(?:ed)? succeeded\b", re.I)
+
+
+@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"log"})
+def failed_deploys(evidence: EvidenceSet) -> list[Finding]:
+    """A release the deploy tool reports as failed is no planned work that completed: why it did not become ready
+    is in the new pods (their status, events and logs), which must be in the evidence to say."""
+    hits: dict[str, tuple[EvidenceItem, dict[str, Any]]] = {}
+    succeeded: list[tuple[float, str]] = []
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "ail" in msg and _DEPLOY_FAILED.search(msg):
+                m = re.search(r"release ([\w.\-]+)|Upgrade \"([\w.\-]+)\"|deploy ([\w.\-]+)", msg)
+                name = next((g for g in m.groups() if g), item.object) if m else item.object
+                hits.setdefault(name, (item, r))
+            elif _DEPLOYED.search(msg) and "roll" not in msg.lower() and isinstance(r.get("ts"), int | float):
+                succeeded.append((r["ts"], msg))
+    out: list[Finding] = []
+    for name, (item, r) in hits.items():
+        ts = r.get("ts")
+        if isinstance(ts, int | float) and any(t > ts and name in m for t, m in succeeded):
+            continue  # deployed again since, and it went through
+
+        out.append(
+            Finding(
+                analyzer="failed_deploys",
+                domain=Domain.CHANGES,
+                role="symptom",
+                code="deploy_failed",
+                category=Category.UNKNOWN,
+                title=f"the deploy of {name} failed",
+                mechanism=(
+                    f"the deploy of {name} failed ('{' '.join(str(r.get('msg') or '').split())[:200]}'): its new "
+                    "version did not become ready in time; why is in its new pods' status, events and logs"
+                ),
+                object=f"release {name}",
+                score=0.6,
+                ts=r.get("ts"),
+                tags=[f"service:{name}", f"workload:{name}"],
+                evidence=[EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300])],
+                needs=[f"the status, events and logs of {name}'s new pods in the namespace it was deployed to"],
+            )
+        )
+    return out

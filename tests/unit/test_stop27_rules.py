@@ -693,3 +693,20 @@ def test_untargeted_failures_of_an_operation_call_what_its_other_failures_name(t
     d = investigate(load_bundle(tmp_path), "why is dispatch returning 504?")
     assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
     assert d.root_cause.startswith("api.routewise.io is failing")
+
+
+def test_a_deploy_that_failed_and_rolled_back_is_not_planned_work_that_completed(tmp_path: Path) -> None:
+    job = [
+        "2025-06-03T10:02:11Z $ helm upgrade --install billing-web ./chart --atomic --timeout 5m",
+        "2025-06-03T10:07:12Z Error: UPGRADE FAILED: release billing-web failed, and has been rolled back due to "
+        "atomic being set: context deadline exceeded",
+        "2025-06-03T10:07:13Z ERROR: Job failed: command terminated with exit code 1",
+    ]
+    (tmp_path / "job.log").write_text("\n".join(job) + "\n")
+    d = investigate(load_bundle(tmp_path), "why did the billing-web production deploy time out and roll back?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    assert "billing-web" in d.root_cause
+    job.append("2025-06-03T10:40:02Z Release billing-web has been upgraded. Happy Helming! billing-web deployed")
+    (tmp_path / "job.log").write_text("\n".join(job) + "\n")
+    d = investigate(load_bundle(tmp_path), "is the billing-web release in production now?")
+    assert "the deploy of billing-web failed" not in d.root_cause
