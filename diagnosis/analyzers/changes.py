@@ -518,11 +518,15 @@ def failed_deploys(evidence: EvidenceSet) -> list[Finding]:
     for item in evidence.kind("log"):
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
-            if "ail" in msg and _DEPLOY_FAILED.search(msg):
+            if ("ail" in msg or "AIL" in msg) and _DEPLOY_FAILED.search(msg):
                 m = re.search(r"release ([\w.\-]+)|Upgrade \"([\w.\-]+)\"|deploy ([\w.\-]+)", msg)
                 name = next((g for g in m.groups() if g), item.object) if m else item.object
                 hits.setdefault(name, (item, r))
-            elif _DEPLOYED.search(msg) and "roll" not in msg.lower() and isinstance(r.get("ts"), int | float):
+            elif (
+                ("eployed" in msg or "upgraded" in msg or "ucceeded" in msg)
+                and _DEPLOYED.search(msg)
+                and ("roll" not in msg.lower() and isinstance(r.get("ts"), int | float))
+            ):
                 succeeded.append((r["ts"], msg))
     out: list[Finding] = []
     for name, (item, r) in hits.items():

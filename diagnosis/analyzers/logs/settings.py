@@ -341,7 +341,11 @@ def prepared_statements_pooled(evidence: EvidenceSet) -> list[Finding]:
     the driver's server-side prepared statements live on the connection that made them."""
     hits: list[tuple[EvidenceItem, dict[str, Any]]] = []
     for item in evidence.kind("log"):
-        hits.extend((item, r) for r in item.data.get("records") or () if PREPARED_LOST.search(str(r.get("msg") or "")))
+        hits.extend(
+            (item, r)
+            for r in item.data.get("records") or ()
+            if "prepared statement" in (msg := str(r.get("msg") or "")) and PREPARED_LOST.search(msg)
+        )
     if len(hits) < CAPACITY_MIN:
         return []
     stamps = sorted(r["ts"] for _, r in hits if isinstance(r.get("ts"), int | float))

@@ -83,6 +83,8 @@ _OPERATION = re.compile(r"^(?:[\w.\-]+ ){0,5}?[\w.\-]+ (?:failed|error|errored)(
 
 def _operation(msg: str) -> str | None:
     """The operation a failure line reports before its error ("route matrix failed" in "route matrix failed: ...")."""
+    if " failed: " not in msg and " error: " not in msg and " errored: " not in msg:
+        return None
     m = _OPERATION.match(msg.strip())
     return m.group(0).lower() if m else None
 
