@@ -189,7 +189,12 @@ def service_of(item: EvidenceItem) -> str | None:
             return workload_of_pod(parts[2])
     if obj.startswith("datadog/"):
         return obj.split("/", 1)[1] or None
-    name = obj.rstrip("/").rsplit("/", 1)[-1]
+    parts = obj.rstrip("/").split("/")
+    # an ECS task's or a Lambda instance's log stream ends with its id (ecs/checkout-api/6a0f2c91d4e8...): the
+    # stream speaks for the container or function named before it
+    while len(parts) > 1 and re.fullmatch(r"[0-9a-f]{24,}|\[\$LATEST\][0-9a-f]{16,}", parts[-1]):
+        parts.pop()
+    name = parts[-1]
     name = re.sub(r"(\.(log|txt|json|jsonl|ndjson|out|err|gz|xz|zst|\d+))+$", "", name)
     # "journal-quote-pricer.txt" (journalctl -u quote-pricer) speaks for the unit
     name = re.sub(r"^(?:journal|journalctl|syslog)[-_.]+(?=[a-z])", "", name, flags=re.I)

@@ -710,3 +710,14 @@ def test_a_deploy_that_failed_and_rolled_back_is_not_planned_work_that_completed
     (tmp_path / "job.log").write_text("\n".join(job) + "\n")
     d = investigate(load_bundle(tmp_path), "is the billing-web release in production now?")
     assert "the deploy of billing-web failed" not in d.root_cause
+
+
+def test_a_5xx_returned_from_a_host_names_it_and_ecs_streams_speak_for_their_container() -> None:
+    from diagnosis.analyzers._common import service_of
+    from diagnosis.analyzers.network.extraction import _call_failure, _target
+    from diagnosis.model import EvidenceItem
+
+    msg = "tax quote returned HTTP 503 from rest.avatax.com (x-correlation-id 9c2e): ServiceUnavailable"
+    assert (_call_failure(msg), _target(msg)) == ("http_5xx", "rest.avatax.com")
+    item = EvidenceItem(id="x#1", kind="log", source="x.json", object="cloudwatch/checkout/checkout-api/" + "6a0f" * 8)
+    assert service_of(item) == "checkout-api"

@@ -147,6 +147,8 @@ _TARGET_PATTERNS = [
     # a gRPC full method names the service called: "/inventory.v1.Inventory/Reserve" -> inventory.v1.Inventory
     re.compile(r"(?:^|[\s\[\"'=(])/((?:[a-z_][\w]*\.)+[A-Z]\w*)/[A-Z]\w*"),
     re.compile(r"\bgrpc\.service[=:]\s*\"?((?:[a-z_][\w]*\.)*[A-Z]\w*)"),
+    # "tax quote returned HTTP 503 from rest.avatax.com", "got 502 from payments.internal"
+    re.compile(rf"\b(?:returned|answered|got|received) (?:HTTP |status )?5\d\d (?:\w+ )?from ({_NAME})", re.I),
     # "token exchange with auth0 failed", "sync with ledger failed"
     re.compile(rf"\b(?:exchange|call|request|session|handshake|sync|communication) with ({_NAME}) failed", re.I),
     # last: a vendor SDK's error class names the vendor (StripeAPIError, TwilioRestException, StripeConnectionError)
