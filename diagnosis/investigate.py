@@ -101,7 +101,7 @@ def _analyze(evidence: EvidenceSet, question: str | None) -> Diagnosis:
 # an operator asking what caused a failure that is over: "what caused the outage at 03:47?", "why did X go down
 # last night?", "threw 502s for 15 min and recovered - was it the database?"
 _PAST_FAILURE = re.compile(
-    r"\bwhat caused\b|\bwhy did\b|\broot cause\b|\bpost-?mortem\b|\bRCA\b|\bwhat happened\b|"
+    r"\bwhat (?:caused|made|broke|triggered)\b|\bwhy did\b|\broot cause\b|\bpost-?mortem\b|\bRCA\b|\bwhat happened\b|"
     r"\bincident (?:doc|report|review|write-?up|timeline)\b|"
     r"\b(?:recovered|fixed|resolved|cleared|went away)(?: itself| on its own| by itself)?\b[^?]*\bwas (?:it|that)\b",
     re.I,

@@ -56,7 +56,10 @@ _KIND_PATTERNS = [
     ("memory", re.compile(r"mem(?:ory)?|rss|heap|working_set|freeablememory", re.I)),
     ("disk", re.compile(r"filesystem|disk|storage|volume|inode", re.I)),
     ("connections", re.compile(r"connections|numbackends|pg_stat_activity_count|clients", re.I)),
-    ("latency", re.compile(r"latency|duration|response_time|_seconds(?:_bucket|_sum)?$|p9\d|responsetime", re.I)),
+    (
+        "latency",
+        re.compile(r"latenc(?:y|ies)|duration|response_time|_seconds(?:_bucket|_sum)?$|p9\d|responsetime", re.I),
+    ),
     # failures, and health counters of a cluster (Kafka under-replicated or offline partitions, unavailable
     # replicas, degraded members): a rise is something failing
     (
@@ -453,7 +456,15 @@ def _health(s: _Series) -> list[Finding] | None:
     ]
 
 
-_STATUS_LABELS = ("code", "status", "status_code", "response_code", "http_status", "status_class")
+_STATUS_LABELS = (
+    "code",
+    "status",
+    "status_code",
+    "response_code",
+    "http_status",
+    "status_class",
+    "response_code_class",
+)
 _OUTCOME_LABELS = frozenset({"responsetype", "result", "outcome", "status", "response_type", "error_type"})
 _FAILED_OUTCOME = re.compile(r"error|fail|denied|unauthori[sz]ed|forbidden|throttl|timeout|reject", re.I)
 

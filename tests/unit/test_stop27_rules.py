@@ -721,3 +721,12 @@ def test_a_5xx_returned_from_a_host_names_it_and_ecs_streams_speak_for_their_con
     assert (_call_failure(msg), _target(msg)) == ("http_5xx", "rest.avatax.com")
     item = EvidenceItem(id="x#1", kind="log", source="x.json", object="cloudwatch/checkout/checkout-api/" + "6a0f" * 8)
     assert service_of(item) == "checkout-api"
+
+
+def test_cloud_run_latencies_and_5xx_classes_are_failures_and_what_made_asks_about_the_past() -> None:
+    from diagnosis.analyzers.metrics import _kind
+    from diagnosis.investigate import _PAST_FAILURE
+
+    assert _kind("request_latencies", {}) == "latency"
+    assert _kind("request_count", {"response_code_class": "5xx"}) == "errors"
+    assert _PAST_FAILURE.search("what made pricing-api time out for 25 minutes this afternoon?")
