@@ -255,20 +255,25 @@ def table_breaks(evidence: EvidenceSet) -> list[Finding]:
                 score=0.6 if len(breaks) == 1 else 0.66,
                 ts=parse_ts(first["date"]) if _is_date(first["date"]) and len(first["date"]) != 8 else None,
                 tags=[f"relation:{relation}", *(f"key:{v}" for v in first["key"] if v)],
-                explains=["metric_shift", "metric_anomaly", "step_change", "throughput_drop", "errors", "alert"],
+                explains=["metric_shift", "metric_anomaly", "step_change", "throughput_drop", "errors", "alert:*"],
                 evidence=[
                     EvidenceRef(item=item.id, field=f"rows.{b['row']}.{b['col']}", value=_fmt(b["value"]))
                     for b in breaks[:6]
                 ],
                 actions=[
                     Action(
-                        description=f"Look at the source rows behind {who}'s {first['col']} on {first['date']} "
-                        "next to the day before (counts, nulls, formats) before re-running anything downstream",
+                        description=f"Look at the source rows behind {who}'s {first['col']}"
+                        + (
+                            f" on {first['date']} next to the day before"
+                            if first["date"]
+                            else " next to the other keys'"
+                        )
+                        + " (counts, nulls, formats) before re-running anything downstream",
                         command=item.data.get("query") or f"-- the query behind {item.source}",
                     ),
                     Action(
                         description="Fix or reload the bad partition from its source, then re-run what consumed it",
-                        command=f"-- reload {relation} for {first['date']} from its source",
+                        command=f"-- reload {relation} for {first['date'] or who} from its source",
                         kind="write",
                     ),
                 ],
