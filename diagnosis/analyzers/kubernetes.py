@@ -560,12 +560,7 @@ def kubernetes_services(evidence: EvidenceSet) -> list[Finding]:
                 )
             continue
         # a targetPort that none of the selected pods declares
-        declared: set[Any] = set()
-        for _, p in matching:
-            for c in (p.data.get("spec") or {}).get("containers") or ():
-                for port in c.get("ports") or ():
-                    declared.update((port.get("containerPort"), port.get("name")))
-        declared.discard(None)
+        declared = _declared_ports(matching)
         if not declared and ready_addrs:
             out += _refused_behind_target_port(evidence, svc, obj, tags)
         for i, port in enumerate(spec.get("ports") or ()):
@@ -1212,22 +1207,25 @@ def _refused_behind_target_port(evidence: EvidenceSet, svc: EvidenceItem, obj: s
     return out
 
 
+def _declared_ports(matching: list[tuple[str, EvidenceItem]]) -> set[Any]:
+    """The container port numbers and names the selected pods declare."""
+    declared: set[Any] = set()
+    for _, p in matching:
+        for c in (p.data.get("spec") or {}).get("containers") or ():
+            for port in c.get("ports") or ():
+                declared.update((port.get("containerPort"), port.get("name")))
+    declared.discard(None)
+    return declared
+
+
 def _undeclared_named_ports(
     spec: dict[str, Any], matching: list[tuple[str, EvidenceItem]]
 ) -> list[tuple[int, str, list[str]]]:
     """The Service's named targetPorts (index, name) that no selected pod's containers declare, with the names they
     do declare."""
-    names = sorted(
-        {
-            str(port.get("name"))
-            for _, p in matching
-            for c in (p.data.get("spec") or {}).get("containers") or ()
-            for port in c.get("ports") or ()
-            if port.get("name")
-        }
-    )
     if not any((p.data.get("spec") or {}).get("containers") for _, p in matching):
         return []  # the pods' specs are not in the bundle: nothing says what they declare
+    names = sorted(str(d) for d in _declared_ports(matching) if isinstance(d, str))
     return [
         (i, target, names)
         for i, port in enumerate(spec.get("ports") or ())

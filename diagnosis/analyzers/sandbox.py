@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from diagnosis.analyzers._common import Rec, ref_of, service_of
+from diagnosis.analyzers._common import Rec, records_with, ref_of, service_of
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.network.extraction import _target_tags
 from diagnosis.analyzers.network.ports import loopback_refusals
@@ -182,22 +182,17 @@ def selinux_denied(evidence: EvidenceSet) -> list[Finding]:
     took a label the process's domain may not read (default_t, user_home_t after a move or a new volume), or a port
     the policy does not know. Ordinary permissions look right, so it reads as a mystery 403 or EACCES; it is the
     host's configuration (the files' labels), fixed with semanage fcontext and restorecon."""
-    groups: dict[tuple[str, str, str], list[Rec]] = {}
-    for item in evidence.kind("log"):
-        for r in item.data.get("records") or ():
-            m = _SELINUX_DENIED.match(str(r.get("msg") or ""))
-            if m:
-                rec = Rec(item, r.get("ts"), str(r.get("msg")), r.get("line"), "error")
-                groups.setdefault((m["comm"], m["src"], m["label"]), []).append(rec)
+    # (process, domain, label) -> (a path and the access denied there, the denials)
+    groups: dict[tuple[str, str, str], tuple[str, str, list[Rec]]] = {}
+    for rec in records_with(evidence, ("SELinux denied",)):
+        if m := _SELINUX_DENIED.match(rec.msg):
+            groups.setdefault((m["comm"], m["src"], m["label"]), (m["path"], m["perm"], []))[2].append(rec)
     now = evidence_now(evidence)
     out: list[Finding] = []
-    for (comm, src, label), recs in groups.items():
+    for (comm, src, label), (path, perm, recs) in groups.items():
         last = max((r.ts for r in recs if r.ts is not None), default=None)
         if now is not None and last is not None and now - last > SELINUX_QUIET_S:
             continue
-        m = _SELINUX_DENIED.match(recs[0].msg)
-        assert m is not None
-        path = m["path"]
         folder = path.rsplit("/", 1)[0] if "/" in path else path
         out.append(
             Finding(
@@ -206,9 +201,9 @@ def selinux_denied(evidence: EvidenceSet) -> list[Finding]:
                 role="cause",
                 code="selinux_denied",
                 category=Category.CONFIGURATION_ERROR,
-                title=f"SELinux denies {comm} ({src}) {m['perm']} on files labelled {label} ({len(recs)}x)",
+                title=f"SELinux denies {comm} ({src}) {perm} on files labelled {label} ({len(recs)}x)",
                 mechanism=(
-                    f"SELinux (enforcing) denies {comm}, running as {src}, {m['perm']} on {path} and the like, "
+                    f"SELinux (enforcing) denies {comm}, running as {src}, {perm} on {path} and the like, "
                     f"whose label is {label} ({len(recs)} denials in the audit records): the files sit where they "
                     f"took a label {src} may not read (moved or created on a new volume without the file context), "
                     "so requests for them fail with permission errors while ordinary permissions look right."

@@ -46,6 +46,7 @@ JUMP = 20.0  # a value this many times its key's usual (or this fraction of it) 
 TIGHT, TIGHT_JUMP = 1.25, 4.0  # a history this tight (max / min) breaks at this jump
 STEADY = 4.0  # the key's other rows span at most this ratio (max / min) to count as its usual
 FAULT_MIN = 100  # a fault count from a history of zeros
+MAX_HISTORY = 400  # rows of one key a table is judged on
 FAULT_SHARE_MIN = 5.0  # a fault share (percent) where every other key holds none
 _SHARE_NAME = re.compile(r"pct|percent|share|ratio|rate\b|_frac", re.I)
 
@@ -70,9 +71,8 @@ def _columns(rows: list[dict[str, str]]) -> tuple[str | None, list[str], list[st
         vals = [r.get(col, "") for r in rows if r.get(col, "").strip() not in ("", "NULL", "null")]
         return sum(1 for v in vals if test(v)) / len(vals) if vals else 0.0
 
-    date = next(
-        (c for c in cols if share(c, _is_date) == 1 or (share(c, _is_date) >= 0.8 and _DATE_NAME.search(c))), None
-    )
+    dated = {c: share(c, _is_date) for c in cols}
+    date = next((c for c in cols if dated[c] == 1 or (dated[c] >= 0.8 and _DATE_NAME.search(c))), None)
     measures = [
         c for c in cols if c != date and not _ID_NAME.search(c) and share(c, lambda v: _num(v) is not None) >= 0.8
     ]
@@ -126,15 +126,16 @@ def _breaks(item: EvidenceItem) -> list[dict[str, Any]]:
     if date is None:
         labels = [c for c in rows[0] if c not in measures and all(len(r.get(c, "")) <= 40 for r in rows)]
         return _outliers(rows, measures, labels)
-    groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
-    for row in rows:
-        groups[tuple(row.get(k, "") for k in keys)].append(row)
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)  # key -> its rows' indexes, in table order
+    for at, row in enumerate(rows):
+        groups[tuple(row.get(k, "") for k in keys)].append(at)
     found: list[dict[str, Any]] = []
     for key, members in groups.items():
         if len(members) < 3:
             continue
+        members = members[-MAX_HISTORY:]  # a long export is judged on its recent rows (each row against the others)
         for col in measures:
-            values = [_num(r.get(col, "")) for r in members]
+            values = [_num(rows[at].get(col, "")) for at in members]
             shifted = False
             for i, v in enumerate(values):
                 if v is None:
@@ -148,8 +149,8 @@ def _breaks(item: EvidenceItem) -> list[dict[str, Any]]:
                     shifted = usual is not None
                     others = earlier if shifted else others
                 if usual is not None:
-                    at = rows.index(members[i])
-                    found.append(_break(key, col, v, usual, others, members[i].get(date, ""), at))
+                    at = members[i]
+                    found.append(_break(key, col, v, usual, others, rows[at].get(date, ""), at))
     found += _switches(rows, date, keys)
     if len(groups) > 1:
         # a break every key shows at the same date is the calendar's or the platform's, not one source's data

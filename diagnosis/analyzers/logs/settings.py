@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from diagnosis.analyzers._common import (
     MISSING_SETTING,
+    Rec,
     Template,
     now_of,
     object_tags,
+    records_with,
     ref_of,
     service_of,
     span_text,
@@ -110,6 +113,12 @@ def host_not_allowed(evidence: EvidenceSet) -> list[Finding]:
                 )
             )
     return with_aliases(out)
+
+
+def _span(recs: list[Rec]) -> tuple[float | None, float | None]:
+    """The first and the last time among records (None where none is dated)."""
+    stamps = [r.ts for r in recs if isinstance(r.ts, int | float)]
+    return (min(stamps), max(stamps)) if stamps else (None, None)
 
 
 def _record_refs(item: EvidenceItem, recs: list[dict[str, Any]]) -> list[EvidenceRef]:
@@ -339,23 +348,16 @@ def prepared_statements_pooled(evidence: EvidenceSet) -> list[Finding]:
     """Clients whose prepared statements vanish or collide on the server: a connection pooler in transaction mode
     (PgBouncer pool_mode = transaction, RDS Proxy, Odyssey) hands each transaction another server connection, and
     the driver's server-side prepared statements live on the connection that made them."""
-    hits: list[tuple[EvidenceItem, dict[str, Any]]] = []
-    for item in evidence.kind("log"):
-        hits.extend(
-            (item, r)
-            for r in item.data.get("records") or ()
-            if "prepared statement" in (msg := str(r.get("msg") or "")) and PREPARED_LOST.search(msg)
-        )
+    hits = [rec for rec in records_with(evidence, ("prepared statement",)) if PREPARED_LOST.search(rec.msg)]
     if len(hits) < CAPACITY_MIN:
         return []
-    stamps = sorted(r["ts"] for _, r in hits if isinstance(r.get("ts"), int | float))
-    first, last = min(stamps, default=None), max(stamps, default=None)
+    first, last = _span(hits)
     now = now_of(evidence)
     if now is not None and last is not None and now - last >= STOPPED_AFTER_S:
         return []
-    item, rec = hits[0]
-    who = sorted({service_of(i) or i.object for i, _ in hits})
-    sample = " ".join(str(rec.get("msg") or "").split())[:200]
+    item = hits[0].item
+    who = sorted({service_of(r.item) or r.item.object for r in hits})
+    sample = " ".join(hits[0].msg.split())[:200]
     return [
         Finding(
             analyzer="prepared_statements_pooled",
@@ -375,7 +377,7 @@ def prepared_statements_pooled(evidence: EvidenceSet) -> list[Finding]:
             ts=first,
             tags=[*object_tags(item, service_of(item)), "pooler:pgbouncer"],
             explains=["errors", "exception", "http_5xx", "db_errors", "metric_shift", "alert:*"],
-            evidence=[_record_refs(i, [r])[0] for i, r in hits[:6]],
+            evidence=[ref_of(r) for r in hits[:6]],
             actions=[
                 Action(
                     description="The pooler's mode and when it changed",
@@ -407,46 +409,44 @@ def wrong_local_datacenter(evidence: EvidenceSet) -> list[Finding]:
     """A Cassandra client whose configured local datacenter is not the cluster's: the driver's load-balancing
     policy skips every node of the other datacenter, so every query fails with NoNodeAvailableException while
     all the nodes are up."""
-    for item in evidence.kind("log"):
-        for r in item.data.get("records") or ():
-            msg = str(r.get("msg") or "")
-            if "local DC" in msg and (m := _WRONG_LOCAL_DC.search(msg)):
-                who = service_of(item) or item.object
-                real = f" (the cluster's datacenter is {m['real']})" if m["real"] else ""
-                return [
-                    Finding(
-                        analyzer="wrong_local_datacenter",
-                        domain=Domain.LOGS,
-                        role="cause",
-                        code="wrong_local_datacenter",
-                        category=Category.CONFIGURATION_ERROR,
-                        title=f"{who}'s Cassandra driver is set to local datacenter {m['dc']}{real}",
-                        mechanism=(
-                            f"{who}'s Cassandra driver runs with local-datacenter = {m['dc']}, but the contact points "
-                            f"are in another datacenter{real}: its load-balancing policy ignores every node, so "
-                            "queries fail with NoNodeAvailableException while the cluster is up."
-                        ),
-                        object=f"Cassandra driver settings of {who}",
-                        score=0.85,
-                        ts=r.get("ts"),
-                        tags=[*object_tags(item, service_of(item)), "setting:local-datacenter"],
-                        explains=["errors", "exception", "http_5xx", "db_errors", "metric_shift", "alert:*"],
-                        evidence=_record_refs(item, [r]),
-                        actions=[
-                            Action(
-                                description="The datacenter the cluster reports",
-                                command="nodetool status | grep Datacenter",
-                            ),
-                            Action(
-                                description="Set the driver's local datacenter to the cluster's and restart",
-                                command=f"datastax-java-driver.basic.load-balancing-policy.local-datacenter = "
-                                f"{m['real'] or '<the cluster datacenter>'}",
-                                kind="write",
-                            ),
-                        ],
-                    )
-                ]
-    return []
+    found = next(
+        ((rec, m) for rec in records_with(evidence, ("local DC",)) if (m := _WRONG_LOCAL_DC.search(rec.msg))), None
+    )
+    if found is None:
+        return []
+    rec, m = found
+    who = service_of(rec.item) or rec.item.object
+    real = f" (the cluster's datacenter is {m['real']})" if m["real"] else ""
+    return [
+        Finding(
+            analyzer="wrong_local_datacenter",
+            domain=Domain.LOGS,
+            role="cause",
+            code="wrong_local_datacenter",
+            category=Category.CONFIGURATION_ERROR,
+            title=f"{who}'s Cassandra driver is set to local datacenter {m['dc']}{real}",
+            mechanism=(
+                f"{who}'s Cassandra driver runs with local-datacenter = {m['dc']}, but the contact points are in "
+                f"another datacenter{real}: its load-balancing policy ignores every node, so queries fail with "
+                "NoNodeAvailableException while the cluster is up."
+            ),
+            object=f"Cassandra driver settings of {who}",
+            score=0.85,
+            ts=rec.ts,
+            tags=[*object_tags(rec.item, service_of(rec.item)), "setting:local-datacenter"],
+            explains=["errors", "exception", "http_5xx", "db_errors", "metric_shift", "alert:*"],
+            evidence=[ref_of(rec)],
+            actions=[
+                Action(description="The datacenter the cluster reports", command="nodetool status | grep Datacenter"),
+                Action(
+                    description="Set the driver's local datacenter to the cluster's and restart",
+                    command="datastax-java-driver.basic.load-balancing-policy.local-datacenter = "
+                    f"{m['real'] or '<the cluster datacenter>'}",
+                    kind="write",
+                ),
+            ],
+        )
+    ]
 
 
 # ---------------------------------------------------------------- request bodies over the proxy's limit
@@ -460,22 +460,20 @@ BODY_LIMIT_MIN = 3  # refused uploads that make a pattern rather than one odd cl
 def body_size_limit(evidence: EvidenceSet) -> list[Finding]:
     """Uploads nginx refuses as too large (413): its client_max_body_size (1 MB unless set) is below what the
     application accepts, typically after a configuration change dropped or lowered the directive."""
-    hits: list[tuple[EvidenceItem, dict[str, Any], int | None]] = []
-    for item in evidence.kind("log"):
-        for r in item.data.get("records") or ():
-            msg = str(r.get("msg") or "")
-            if "too large" in msg and (m := BODY_TOO_LARGE.search(msg)):
-                hits.append((item, r, int(m[1]) if m[1] else None))
+    hits = [
+        (rec, int(m[1]) if m[1] else None)
+        for rec in records_with(evidence, ("too large",))
+        if (m := BODY_TOO_LARGE.search(rec.msg))
+    ]
     if len(hits) < BODY_LIMIT_MIN:
         return []
-    stamps = sorted(r["ts"] for _, r, _ in hits if isinstance(r.get("ts"), int | float))
-    first, last = min(stamps, default=None), max(stamps, default=None)
+    first, last = _span([rec for rec, _ in hits])
     now = now_of(evidence)
     if now is not None and last is not None and now - last >= 6 * 3600:
         return []
-    sizes = sorted(b for _, _, b in hits if b is not None)
+    sizes = sorted(b for _, b in hits if b is not None)
     smallest = f"; the smallest refused body was {sizes[0] / 2**20:.1f} MiB" if sizes else ""
-    item = hits[0][0]
+    item = hits[0][0].item
     who = service_of(item) or item.object
     return [
         Finding(
@@ -496,7 +494,7 @@ def body_size_limit(evidence: EvidenceSet) -> list[Finding]:
             ts=first,
             tags=[*object_tags(item, service_of(item)), "setting:client_max_body_size"],
             explains=["errors", "http_4xx", "http_413", "metric_shift", "alert:*"],
-            evidence=[_record_refs(i, [r])[0] for i, r, _ in hits[:4]],
+            evidence=[ref_of(rec) for rec, _ in hits[:4]],
             actions=[
                 Action(
                     description="The body size limit nginx runs with, per server block",
@@ -532,27 +530,22 @@ def oauth_client_refused(evidence: EvidenceSet) -> list[Finding]:
     """Logins an identity provider refuses for the client's registration (a redirect URI it does not list, a client
     it does not know, a secret it does not accept): the client's settings at the provider or in the application
     changed, so every login of that client fails while the provider itself is up."""
-    hits: dict[str, list[tuple[EvidenceItem, dict[str, Any], str]]] = {}
-    for item in evidence.kind("log"):
-        for r in item.data.get("records") or ():
-            msg = str(r.get("msg") or "")
-            if "redirect" not in msg.lower() and "client" not in msg.lower() and "AADSTS" not in msg:
-                continue
-            m = OAUTH_CLIENT_REFUSED.search(msg)
-            if m:
-                c = _CLIENT_ID.search(msg)
-                reason = next((g for g in m.groups() if g), None) or "redirect_uri not registered"
-                hits.setdefault(c["client"] if c else "?", []).append((item, r, reason))
+    hits: dict[str, list[tuple[Rec, str]]] = {}  # client -> (refusal, its reason)
+    for rec in records_with(evidence, ("redirect", "Redirect", "client", "Client", "AADSTS")):
+        if m := OAUTH_CLIENT_REFUSED.search(rec.msg):
+            c = _CLIENT_ID.search(rec.msg)
+            reason = next((g for g in m.groups() if g), None) or "redirect_uri not registered"
+            hits.setdefault(c["client"] if c else "?", []).append((rec, reason))
     now = now_of(evidence)
     out: list[Finding] = []
     for client, recs in hits.items():
         if len(recs) < CAPACITY_MIN:
             continue
-        stamps = sorted(r["ts"] for _, r, _ in recs if isinstance(r.get("ts"), int | float))
-        first, last = min(stamps, default=None), max(stamps, default=None)
+        first, last = _span([r for r, _ in recs])
         stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
-        reason = max({x for _, _, x in recs}, key=lambda x: sum(1 for _, _, y in recs if y == x))
-        item, rec, _ = recs[0]
+        reason = Counter(x for _, x in recs).most_common(1)[0][0]
+        rec = recs[0][0]
+        item = rec.item
         who = f"client {client}" if client != "?" else "an OAuth client"
         out.append(
             Finding(
@@ -567,14 +560,14 @@ def oauth_client_refused(evidence: EvidenceSet) -> list[Finding]:
                     f"the identity provider refused {len(recs)} logins of {who} with {reason} "
                     f"{span_text(first, last)}: the client's registration (its redirect URIs, client id or secret) "
                     "no longer matches what the application sends, so its logins fail while the provider is up "
-                    f"('{' '.join(str(rec.get('msg') or '').split())[:180]}')."
+                    f"('{' '.join(rec.msg.split())[:180]}')."
                 ),
                 object=f"OAuth {who}",
                 score=0.2 if stopped else 0.8,
                 ts=first,
                 tags=[*object_tags(item, service_of(item)), f"client:{client}"],
                 explains=["errors", "http_4xx", "http_5xx", "metric_shift", "step_change", "alert:*"],
-                evidence=[_record_refs(i, [r])[0] for i, r, _ in recs[:4]],
+                evidence=[ref_of(r) for r, _ in recs[:4]],
                 actions=[
                     Action(
                         description=f"The redirect URIs and settings registered for {who}, and their last change",
