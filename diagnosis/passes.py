@@ -92,7 +92,26 @@ _LB_BACKEND_FAILED = re.compile(
 )
 
 
-def _internal_upstream(f: Finding) -> tuple[str, str] | None:
+# Envoy's response flags for a reply the caller's proxy made itself because the upstream never answered: a
+# connection that failed (UF) or was reset (UC), retries used up on such failures (URX), no healthy endpoint (UH),
+# the route's timeout (UT). The 503/504 then says nothing about the upstream's own health.
+_PROXY_MADE = re.compile(r"response_flags=(?:[A-Z]+,)*(?:UF|URX|UH|UT|UC)\b")
+# the same in an Envoy access log line: `" 503 UF,URX upstream_reset_before_response_started{connection_timeout}`
+_PROXY_MADE_LINE = re.compile(r"\s50[34] (?:[A-Z]+,)*(?:UF|URX|UH|UT|UC)\b|upstream connect error or disconnect/reset")
+
+
+def _proxy_made(f: Finding, evidence: EvidenceSet) -> bool:
+    """Whether a call failure's series says the caller's mesh proxy made the error (the upstream never answered)."""
+    for r in f.evidence:
+        item = evidence.get(r.item)
+        if item is not None and item.kind == "metric" and _PROXY_MADE.search(item.object):
+            return True
+        if isinstance(r.value, str) and _PROXY_MADE_LINE.search(r.value):
+            return True
+    return False
+
+
+def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | None:
     """(host, port) of the server a failing call went to, when it is one of ours inside the network that nothing
     names (a private address) or a member of our load balancer's pool, and not a datastore."""
     target = f.object.removeprefix("upstream ").split(" (", 1)[0].strip()
@@ -107,7 +126,7 @@ def _internal_upstream(f: Finding) -> tuple[str, str] | None:
         return host, port
     # a Service of our own cluster, addressed by its cluster DNS name, whose calls only time out: the service, its
     # datastore or the network between could each be slow (one that answers 5xx says itself that it fails)
-    if f.code == "upstream_timeout" and re.search(r"\.svc(?:\.cluster\.local)?$", host):
+    if re.search(r"\.svc(?:\.cluster\.local)?$", host) and (f.code == "upstream_timeout" or _proxy_made(f, evidence)):
         return host, port
     # the backend service of our own cloud load balancer, timing out or refusing it (GCP's statusDetails
     # backend_timeout, failed_to_connect_to_backend): the service behind it is the one that fails
@@ -159,7 +178,7 @@ def callers_only(findings: list[Finding], evidence: EvidenceSet) -> list[Finding
     out: list[Finding] = []
     for f in findings:
         internal = (
-            _internal_upstream(f)
+            _internal_upstream(f, evidence)
             if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
             else None
         )

@@ -430,6 +430,8 @@ RATE_LIMITED = Guarded(
         r"\b429\b[^\n]{0,30}Too Many Requests|Too Many Requests[^\n]{0,30}\b429\b|"
         r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}429\b|RESOURCE_EXHAUSTED|"
         r"code = ResourceExhausted|rate limit(?:ed| exceeded)|(?<!Memory )(?<!disk )quota exceeded|RateLimitError|"
+        # a credit or usage quota a monitor enforces ("resource monitor 'RM_X' has exceeded its quota")
+        r"\bexceeded (?:its|the|your|their) (?:\w+ )?quota\b|"
         r"LimitExceededException|"
         # a broker or store refusing writes at an account or stream limit (NATS JetStream, Kafka quotas)
         r"resource limits exceeded for account|maximum (?:bytes|messages) exceeded|insufficient storage resources",
@@ -448,6 +450,10 @@ RATE_LIMITED = Guarded(
         "resourceexhausted",
         "rate limit",
         "quota exceeded",
+        "exceeded its ",
+        "exceeded the ",
+        "exceeded your ",
+        "exceeded their ",
         "ratelimit",
         "limitexceeded",
         "resource limits exceeded",
@@ -926,6 +932,7 @@ _INFO_TRIGGERS = (
     "watermark",
     "disk space is insufficient",
     "too many open connections",  # mongod logs its refusals at level I
+    "quota",  # a job runner relaying its tool's output at INFO ("resource monitor ... has exceeded its quota")
 )
 _QUIET_LEVELS = {"info", "debug", "trace", "notice", "log"}
 

@@ -723,6 +723,11 @@ class PodReader:
 
     def _image(self, cname: str, image: str, text: str, refs: list[EvidenceRef], tags: list[str]) -> None:
         category, code, why = image_reason(text)
+        registry = _registry_of(image)
+        status = _HTTP_STATUS.search(text)
+        if registry and code in ("image_registry_unreachable", "image_pull_rate_limited"):
+            why = f"the registry {registry} answers {status.group(0)}" if status else f"{why} ({registry})"
+            tags = [*tags, f"upstream:{registry}"]
         state = next((str(r.value) for r in refs if r.value in IMAGE_PULL), "ErrImagePull")
         obj = self._obj(cname)
         evs = self._recent_events({"Failed", "BackOff", "ErrImagePull"}, cname)
@@ -1238,6 +1243,22 @@ def _largest_node(idx: KubeIndex) -> dict[str, float]:
             if q is not None and q > best.get(r, 0.0):
                 best[r] = q
     return best
+
+
+_HTTP_STATUS = re.compile(
+    r"\b(?:429 Too Many Requests|500 Internal Server Error|502 Bad Gateway|503 Service Unavailable|504 Gateway "
+    r"Time-?out|5\d\d)\b"
+)
+
+
+def _registry_of(image: str) -> str | None:
+    """The registry host of an image reference (`quay.io/org/app:1.2` -> quay.io); Docker Hub's when it has none."""
+    if not image or image == "?":
+        return None
+    first = image.split("/", 1)[0]
+    if "/" in image and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
 
 
 def image_reason(text: str) -> tuple[str, str, str]:

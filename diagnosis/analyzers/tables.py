@@ -33,7 +33,9 @@ _ID_NAME = re.compile(r"(?:^|_)(?:id|uuid|number|num|no|version|ver|code|year|ra
 # operational measures: symptoms other analyzers read, not the data's own content
 _OPS_NAME = re.compile(
     r"error|fail|5xx|4xx|latenc|duration|elapsed|_ms$|_sec|seconds|p50|p9\d|timeout|retr|lag|wait|cpu|mem|bytes|"
-    r"_gb$|_mb$|size|slot|queue|conn|thread|load_time|runtime",
+    r"_gb$|_mb$|size|slot|queue|conn|thread|load_time|runtime|"
+    # capacity and its use (credits, quotas, remaining headroom): a resource spent, not the data gone wrong
+    r"credit|quota|remaining|available|free|used|usage|limit|capacity|headroom|balance",
     re.I,
 )
 # counts that are zero when the data is sound: a sudden run of them is a data fault

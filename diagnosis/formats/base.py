@@ -186,6 +186,12 @@ def sniff(path: str, raw: bytes) -> Document:
                 ) from None
     if _YAML_START.match(first) or (first.startswith(("#", "---")) and _YAML_START.search(text[:4096])):
         return _yaml_document(path, text)
+    if _GCLOUD_YAML.search(text[:4096]) and (first.startswith("---") or _GCLOUD_PROMPT.search(first)):
+        # `gcloud logging read` prints its entries as YAML documents (its default format), often pasted under the
+        # command that made them
+        body = text[end + 1 :] if _GCLOUD_PROMPT.search(first) else text
+        nxt = _NEXT_PROMPT.search(body)  # the output ends where the next command of the paste begins
+        return _yaml_document(path, body[: nxt.start()] if nxt else body, as_list=True)
     if "," in first and not first.startswith(("#", "[", "{")):
         try:
             header = next(csv.reader([first]))
@@ -201,16 +207,23 @@ def sniff(path: str, raw: bytes) -> Document:
 
 
 _YAML_START = re.compile(r"^(?:apiVersion|kind|items|metadata):", re.MULTILINE)
+# a Cloud Logging entry in YAML: `insertId:` or `logName:` at the start of a line, after a `---`
+_GCLOUD_YAML = re.compile(r"^---\s*\n(?:[\s\S]{0,2000}?)^(?:insertId|logName|receiveTimestamp):", re.MULTILINE)
+_NEXT_PROMPT = re.compile(r"^(?:[\w.\-]+@[\w.\-]+[^\n]*?[$%#]|\$|PS [^\n>]*>)[ \t]+\S", re.MULTILINE)
+_GCLOUD_PROMPT = re.compile(r"(?:^|[$%#>]\s*)gcloud\s+(?:beta\s+)?logging\s+read\b")
 
 
-def _yaml_document(path: str, text: str) -> Document:
-    """`kubectl get -o yaml` (one document, or several separated by ---): read as the JSON kubectl would print."""
+def _yaml_document(path: str, text: str, *, as_list: bool = False) -> Document:
+    """`kubectl get -o yaml` (one document, or several separated by ---): read as the JSON kubectl would print.
+    `as_list`: the documents as a JSON array (`gcloud logging read`'s entries, as `--format=json` prints them)."""
     import yaml  # only for the bundles that hold YAML
 
     try:
         docs = [d for d in yaml.load_all(text, Loader=_yaml_loader()) if d is not None]
     except yaml.YAMLError as exc:
         raise NotReadable(f"malformed YAML: {str(exc).splitlines()[0]}", ignored=False) from None
+    if as_list:
+        return Document(path, "json", value=docs)
     if len(docs) == 1:
         return Document(path, "json", value=docs[0])
     return Document(path, "json", value={"apiVersion": "v1", "kind": "List", "metadata": {}, "items": docs})

@@ -288,9 +288,10 @@ def _gcp_text(e: dict[str, Any]) -> str:
         return str(e["textPayload"])
     if isinstance(payload, dict):
         msg = next(
-            (payload[k] for k in ("message", "msg", "log", "textPayload") if isinstance(payload.get(k), str)), ""
-        )
-        return with_error_details(str(msg), payload, skip="message") if msg else str(payload)[:2000]
+            (payload[k] for k in ("message", "msg", "log", "textPayload", "event") if isinstance(payload.get(k), str)),
+            "",
+        )  # (structlog names its message `event`)
+        return with_error_details(str(msg), payload, skip="message") if msg else json.dumps(payload, default=str)[:2000]
     proto = e.get("protoPayload")
     if isinstance(proto, dict):  # audit logs: who called what, and the status it got
         status: dict[str, Any] = proto["status"] if isinstance(proto.get("status"), dict) else {}

@@ -161,9 +161,20 @@ def _block_table(body: list[tuple[int, str]]) -> tuple[str, list[tuple[int, dict
     return None
 
 
+# `kubectl describe pod x | sed -n '/^Events:/,$p'`, `... | grep 'Failed to pull'`: the object from the command
+_DESCRIBED = re.compile(r"\bdescribe\s+(?P<kind>[\w.]+)(?:/|\s+)(?P<name>[a-z0-9][\w.\-]*)")
+
+
+def _cut_describe_events(seg: _Segment) -> list[tuple[int, re.Match[str]]]:
+    """The event lines of a `kubectl describe` whose output was cut (no `Name:` line left to say whose they are)."""
+    if not _DESCRIBED.search(seg.command):
+        return []
+    return [(n, m) for n, line in seg.lines if (m := _DESCRIBE_EVENT.match(line))]
+
+
 def detect(doc: Document) -> bool:
     head = Document(doc.path, "text", text=doc.text[:65536])
-    return any(_describe_blocks(seg) or _tables(seg) for seg in _segments(head))
+    return any(_describe_blocks(seg) or _tables(seg) or _cut_describe_events(seg) for seg in _segments(head))
 
 
 # ------------------------------------------------------------------------------------------------ parsing
@@ -176,6 +187,10 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         if blocks:
             for block in blocks:
                 yield from _describe(doc, ctx, seg, block)
+            continue
+        cut = _cut_describe_events(seg)
+        if cut:
+            yield from _events_of_command(doc, ctx, seg, cut)
             continue
         for table in _tables(seg):
             yield from _table_items(doc, ctx, seg, *table)
@@ -328,6 +343,29 @@ def _describe(doc: Document, ctx: ParseContext, seg: _Segment, block: list[tuple
                     over=m["over"],
                 )
     _note_times(ctx, block)
+
+
+def _events_of_command(
+    doc: Document, ctx: ParseContext, seg: _Segment, lines: list[tuple[int, re.Match[str]]]
+) -> Iterator[EvidenceItem]:
+    m = _DESCRIBED.search(seg.command)
+    assert m is not None
+    kind = _describe_kind(_Segment(f"describe {m['kind']}"), _Node("", "", 0, 0)) or m["kind"].capitalize()
+    involved = {"kind": kind, "namespace": "" if kind == "Node" else seg.namespace, "name": m["name"]}
+    for n, e in lines:
+        yield _aged_event(
+            doc,
+            ctx,
+            involved,
+            e["type"],
+            e["reason"],
+            e["message"],
+            e["source"],
+            n,
+            age=e["age"],
+            count=e["count"],
+            over=e["over"],
+        )
 
 
 def _note_times(ctx: ParseContext, block: list[tuple[int, str]]) -> None:

@@ -9,6 +9,9 @@ views so the database analyzer follows the same blocking chain:
   has been in its state
 - sys.innodb_lock_waits (waiting_pid, blocking_pid, locked_table) -> `blocked_by`, and `pg/lock` rows naming the
   table: the blocker's lock granted, the waiter's not
+- a processlist grouped by user (`SELECT user, command, COUNT(*) AS n ... GROUP BY`) -> one session per group that
+  stands for `count` threads, so the connection rules see who holds the slots
+- `SHOW VARIABLES` / `mysqladmin variables` (Variable_name, Value) -> `pg/settings` (max_connections, wait_timeout)
 - a `NOW()` column dates the snapshot.
 """
 
@@ -72,16 +75,25 @@ def _kind(rows: list[dict[str, str]]) -> str | None:
         return "waits"
     if {"id", "user", "command", "time"} <= cols:
         return "processlist"
+    if "user" in cols and "id" not in cols and cols & _COUNT_COLUMNS:
+        return "grouped"
+    if {"variable_name", "value"} <= cols:
+        return "variables"
     if "now()" in cols or "current_timestamp" in cols or "now" in cols:
         return "now"
     return None
+
+
+_COUNT_COLUMNS = {"n", "count", "count(*)", "cnt", "threads", "connections", "sessions"}
+# the tables that make a paste MySQL's own: lock views, or the processlist (raw or grouped by user)
+_SESSION_KINDS = ("trx", "waits", "processlist", "grouped")
 
 
 def _detect(doc: Document) -> bool:
     head = doc.text[:200_000]
     if "+-" not in head and ". row *" not in head:
         return False
-    return any(_kind(t) in ("trx", "waits") for t in mysql_tables(head))
+    return any(_kind(t) in _SESSION_KINDS for t in mysql_tables(head))
 
 
 def _v(row: dict[str, str], *names: str) -> str | None:
@@ -95,6 +107,34 @@ def _v(row: dict[str, str], *names: str) -> str | None:
 
 def _int(v: str | None) -> int | None:
     return int(v) if v is not None and v.strip().lstrip("-").isdigit() else None
+
+
+def _group(row: dict[str, str], pid: int) -> dict[str, Any] | None:
+    """A processlist row grouped by user (and client, command): the threads it counts, as one session (a negative
+    pid, as pg_stat_activity's groups have: it never matches a lock or a blocker)."""
+    count = _int(_v(row, *_COUNT_COLUMNS))
+    user = _v(row, "user")
+    if not count or not user:
+        return None
+    command = _v(row, "command") or ""
+    oldest = _int(_v(row, "max_s", "max_time", "max(time)", "oldest_s"))
+    return {
+        "pid": pid,
+        "usename": user,
+        "application_name": user,
+        "client_addr": _v(row, "client", "host"),
+        "datname": _v(row, "db"),
+        "state": "idle" if command == "Sleep" else "active",
+        "count": count,
+        "query": None,
+        "blocked_by": [],
+        "captured_at": None,
+        "engine": "mysql",
+        "backend_type": "background worker" if command in ("Daemon", "Binlog Dump", "Binlog Dump GTID") else None,
+        "xact_start": None,
+        "state_change": None,
+        "state_age_s": oldest,
+    }
 
 
 def _table(name: str | None) -> str | None:
@@ -113,7 +153,17 @@ def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             {"pid": pid, "state": None, "query": None, "blocked_by": [], "captured_at": captured, "engine": "mysql"},
         )
 
+    settings: dict[str, str] = {}
+    grouped: list[dict[str, Any]] = []
     for kind, rows in tables:
+        if kind == "variables":
+            settings.update((str(_v(r, "variable_name")), str(_v(r, "value"))) for r in rows if _v(r, "variable_name"))
+            continue
+        if kind == "grouped":
+            for r in rows:
+                if g := _group(r, -len(grouped) - 1):
+                    grouped.append(g)
+            continue
         for row in rows:
             if kind == "processlist" and (pid := _int(_v(row, "id"))) is not None:
                 s = session(pid)
@@ -121,6 +171,7 @@ def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 s.update(usename=user, application_name=s.get("application_name") or user, datname=_v(row, "db"))
                 s["client_addr"] = (_v(row, "host") or "").rsplit(":", 1)[0] or None
                 secs = _int(_v(row, "time"))
+                s["state_age_s"] = secs
                 if captured is not None and secs is not None:
                     s["state_change"] = captured - secs
                 if s["state"] is None:
@@ -171,10 +222,17 @@ def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                     "granted": True,
                 }
             )
+    for i, g in enumerate(grouped):
+        g["captured_at"] = captured
+        yield ctx.item(
+            doc.path, "pg/session", f"{g['usename']} {g['state']} x{g['count']} (group {i + 1})", g, captured
+        )
     for pid, s in sessions.items():
         s.setdefault("xact_start", None)
         s.setdefault("state_change", None)
         yield ctx.item(doc.path, "pg/session", f"pid {pid}", s, captured or s.get("state_change"))
+    if settings:
+        yield ctx.item(doc.path, "pg/settings", "mysql variables", settings, captured)
     seen: set[tuple[Any, ...]] = set()
     for lk in locks:
         key = (lk["pid"], lk["relation"], lk["granted"])

@@ -86,11 +86,7 @@ class Context:
     def __init__(self, evidence: EvidenceSet, now: float | None) -> None:
         self.evidence = evidence
         self.now = now
-        self.sessions: dict[int, EvidenceItem] = {}
-        for s in evidence.kind("pg/session"):
-            pid = _int(s.data.get("pid"))
-            if pid is not None:
-                self.sessions[pid] = s
+        self.sessions: dict[int, EvidenceItem] = _one_view(evidence.kind("pg/session"))
         self.locks = evidence.kind("pg/lock")
         self.settings = evidence.kind("pg/settings")
         self.pi = evidence.kind("pi/sql")
@@ -131,7 +127,8 @@ class Context:
             return names.most_common(1)[0][0]
         # a database server's own log names it (mysqld-error.log, postgresql-15-main.log)
         own = next((service_of(r.item) for r in self.logs if is_db_log(r.item) and service_of(r.item)), None)
-        return own or "postgres"
+        mysql = any(s.data.get("engine") == "mysql" for s in self.sessions.values())
+        return own or ("mysql" if mysql else "postgres")
 
     def metric(self, *names: str) -> list[EvidenceItem]:
         wanted = {n.lower() for n in names}
@@ -142,6 +139,14 @@ class Context:
             v = _int(s.data.get("max_connections"))
             if v:
                 return v, EvidenceRef(item=s.id, field="max_connections", value=v)
+        # a pasted `SHOW VARIABLES` (MySQL) or `SHOW max_connections` table the table reader took
+        for t in self.evidence.kind("table"):
+            for i, row in enumerate(t.data.get("rows") or ()):
+                keys = {str(k).lower(): k for k in row}
+                name = row.get(keys.get("variable_name") or keys.get("name") or "")
+                value_key = keys.get("value") or keys.get("setting")
+                if str(name).lower() == "max_connections" and value_key and (v := _int(row[value_key])):
+                    return v, EvidenceRef(item=t.id, field=f"rows.{i}.{value_key}", value=row[value_key])
         return None
 
 
@@ -231,6 +236,42 @@ def _int(v: Any) -> int | None:
 
 # the live postgres_activity tool also gives each age as the server measured it (against its own now())
 _AGE_FIELDS = {"state_change": "state_age_s", "xact_start": "xact_age_s", "query_start": "query_age_s"}
+
+
+def _one_view(items: list[EvidenceItem]) -> dict[int, EvidenceItem]:
+    """Sessions by pid. A file that holds the sessions grouped (a negative pid and a count) and also one by one
+    (a paste of both queries) shows the same backends twice: keep the view that counts more of them (the list one
+    by one is often cut with `| head`)."""
+    by_source: dict[str, list[EvidenceItem]] = {}
+    for s in items:
+        if _int(s.data.get("pid")) is not None:
+            by_source.setdefault(s.source, []).append(s)
+    sessions: dict[int, EvidenceItem] = {}
+    for group in by_source.values():
+        grouped = [s for s in group if (_int(s.data.get("pid")) or 0) < 0]
+        single = [s for s in group if (_int(s.data.get("pid")) or 0) >= 0]
+        plain = [s for s in single if not _in_transaction_or_waiting(s)]
+        if grouped and plain:  # (a session in a transaction or a lock wait says more than any group: always kept)
+            keep = [s for s in single if s not in plain]
+            group = grouped + keep if sum(map(_weight, grouped)) > len(plain) else single
+        for s in group:
+            pid = _int(s.data["pid"]) or 0
+            if pid < 0:
+                sessions[-len(sessions) - 1] = s  # groups of two files never share a key
+            elif pid not in sessions or _richness(s) > _richness(sessions[pid]):
+                sessions[pid] = s  # the same backend in two files (the processlist and the lock views): the fuller
+    return sessions
+
+
+def _in_transaction_or_waiting(s: EvidenceItem) -> bool:
+    return bool(s.data.get("blocked_by") or s.data.get("xact_start") or s.data.get("wait_event_type")) or str(
+        s.data.get("state") or ""
+    ).startswith("idle in transaction")
+
+
+def _richness(s: EvidenceItem) -> int:
+    """How much a session item says about its transaction and waits."""
+    return sum(bool(s.data.get(k)) for k in ("xact_start", "blocked_by", "wait_event_type", "query", "backend_xid"))
 
 
 def _weight(s: EvidenceItem) -> int:

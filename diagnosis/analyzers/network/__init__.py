@@ -74,6 +74,17 @@ from diagnosis.analyzers.network.vrrp import vrrp_split_brain
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Domain, Finding
 
+# the quota a throttled call names ("resource monitor 'RM_TRANSFORM_MONTHLY' has exceeded its quota"): what ran out
+_QUOTA_OWNER = re.compile(
+    r"\b(?:resource monitor|quota|budget|usage plan|spending limit)\s+['\"`]?([\w.\-/]{3,})['\"`]?", re.I
+)
+
+
+def _quota_owner(msg: str) -> str | None:
+    m = _QUOTA_OWNER.search(msg)
+    return m.group(1) if m and m.group(1).lower() not in ("exceeded", "limit", "has") else None
+
+
 # a server looking up the names of its clients' addresses (MySQL without skip-name-resolve): routine, not a failure
 _REVERSE_LOOKUP = re.compile(r"IP address '[\d.:a-fA-F]+' could not be resolved|reverse (?:DNS )?lookup", re.I)
 
@@ -153,6 +164,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
                 _target(msg)
                 or _target_of_request(msg, requests)
                 or operations().get((rec.item.id, _operation(msg)))
+                or (_quota_owner(msg) if call_kind == "rate_limited" else None)
                 or {"rate_limited": "a rate-limited API", "broker_error": "kafka"}.get(call_kind)
             )
             if not target or _base(target) == caller:

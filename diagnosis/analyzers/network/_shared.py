@@ -99,8 +99,29 @@ def steady_background(f: Failures) -> bool:
     return len(hours) >= 0.6 * (span / 3600) and counts[-1] <= 3 * max(counts[len(counts) // 2], 1)
 
 
+# failures that are the last thing their log says are stopped only this long before now (an export of a window
+# that ends with them says nothing of after; see logs.ENDED_LONG_AGO_S)
+ENDED_LONG_AGO_S = 60 * 60
+
+
 def _stopped(f: Failures, now: float | None) -> bool:
-    return now is not None and f.last is not None and now - f.last >= STOPPED_AFTER_S
+    return ended(f.recs, f.last, now)
+
+
+def ended(recs: list[Rec], last: float | None, now: float | None) -> bool:
+    """Failures are over when their own logs went on without them for a while, or when they ended long ago."""
+    if now is None or last is None or now - last < STOPPED_AFTER_S:
+        return False
+    if now - last >= ENDED_LONG_AGO_S:
+        return True
+    logs = {r.item.id: r.item for r in recs if r.item.kind == "log"}.values()
+    if not logs:
+        return True
+    log_end = max(
+        (t for item in logs for x in item.data.get("records") or () if isinstance(t := x.get("ts"), int | float)),
+        default=last,
+    )
+    return log_end - last >= STOPPED_AFTER_S
 
 
 def _stopped_finding(f: Failures, code: str, what: str) -> Finding:

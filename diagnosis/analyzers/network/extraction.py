@@ -83,8 +83,9 @@ _SOURCE_FILE = re.compile(
     r"\.(?:java|kt|scala|py|go|js|mjs|ts|rb|cs|cpp|cc|c|h|rs|php|ex|exs|erl|clj|swift):\d+$", re.I
 )
 _DOC_LINK = re.compile(
-    r"\b(?:see|more info(?:rmation)?|docs?|documentation|details|help|learn more|troubleshoot(?:ing)?)\W{0,3}"
-    r"(?:at\s+)?(?:[a-z]+://)?$",
+    r"\b(?:see|more info(?:rmation)?|docs?|documentation|details|help|learn more|troubleshoot(?:ing)?|"
+    r"background on this error)\W{0,3}"
+    r"(?:at\W{1,3})?(?:[a-z]+://)?$",
     re.I,
 )
 # "(Please take a look at this article for some common client-side issues that can cause timeouts: https://...)"
@@ -437,7 +438,7 @@ def _target(msg: str) -> str | None:
             if ":" in name and re.match(r":\d", msg[m.end(1) : m.end(1) + 2]):
                 continue  # a stack frame's file:line:column (node:internal/process/task_queues:95:5)
             before = msg[max(0, m.start() - 120) : m.start(1)]
-            if _DOC_LINK.search(before[-24:]) or _DOC_ARTICLE.search(before):
+            if _DOC_LINK.search(before[-48:]) or _DOC_ARTICLE.search(before):
                 continue  # "(see https://curl.haxx.se/libcurl/...)": a documentation link, not the call
             return name
     return None

@@ -12,6 +12,7 @@ from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
 
 LOSS_PCT = 5.0  # a ping run losing at least this share of its packets is a lossy path (healthy paths lose 0)
 CLEAN_PCT = 1.0  # a run losing at most this is a clean path
+MIN_LOST = 2  # one packet lost in a short run (1 of 5) is noise, not a lossy path
 
 
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"net/ping"})
@@ -27,6 +28,9 @@ def packet_loss(evidence: EvidenceSet) -> list[Finding]:
         loss = float(d.get("loss_pct") or 0.0)
         if loss < LOSS_PCT or loss >= 100.0:
             continue  # 100% is unreachable (a firewall, a host down): not a lossy path
+        lost = int(d.get("sent") or 0) - int(d.get("received") or 0)
+        if 0 <= lost < MIN_LOST and d.get("sent"):
+            continue
         target = str(d["target"])
         ns, pod, services = owners.get(target, ("", "", []))
         who = f"{target} (pod {ns}/{pod})" if pod else target

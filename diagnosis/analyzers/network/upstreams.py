@@ -12,13 +12,13 @@ from diagnosis.analyzers._common import (
 )
 from diagnosis.analyzers.network._shared import (
     MIN_FAILURES,
-    STOPPED_AFTER_S,
     Failures,
     _base,
     _host,
     _refs,
     _stopped,
     burst_over,
+    ended,
 )
 from diagnosis.analyzers.network.dns import _CLUSTER_SUFFIXES
 from diagnosis.analyzers.network.extraction import _target_tags
@@ -240,7 +240,7 @@ def _call_findings(
         callers_txt = ", ".join(callers) or "its callers"
         base = _base(target)
         tags = _target_tags(target) + [f"service:{c}" for c in callers if c != base]
-        stopped = (now is not None and last is not None and now - last >= STOPPED_AFTER_S) or burst_over(recs)
+        stopped = ended(recs, last, now) or burst_over(recs)
         # every failure was the first try of a call that was retried, and no second retry was ever needed: the
         # retries absorbed them (a pod that went away between a lookup and the call)
         retried = not stopped and all(_FIRST_RETRY.search(r.msg) for r in recs)
