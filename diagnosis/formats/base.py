@@ -145,9 +145,9 @@ class NotReadable(Exception):
 
 # a first line that can only begin JSON: "{", "[", '{"', "[{", "[[", "[]" - not "[2024-06-12 ...] ERROR"
 _JSON_START = re.compile(r'\s*[\[{]\s*(?:$|["{\[\]}])')
-_CSV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.()\-]*$")  # psql column names: no spaces
+_CSV_NAME = re.compile(r"^@?[A-Za-z_][A-Za-z0-9_.()\-]*$")  # psql column names: no spaces (Logs Insights': @message)
 # quoted: also a Grafana legend ("checkout: p99") or a Prometheus series (`up{job="api"}`, `{pod="x"}`)
-_CSV_QUOTED_NAME = re.compile(r"^(?:[A-Za-z_][\w .()\[\]\-/%#:@]{0,60}|[A-Za-z_:]?[\w:.\-]*\s*\{[^{}]{0,300}\})$")
+_CSV_QUOTED_NAME = re.compile(r"^(?:@?[A-Za-z_][\w .()\[\]\-/%#:@]{0,60}|[A-Za-z_:]?[\w:.\-]*\s*\{[^{}]{0,300}\})$")
 _SNIFF_LINES = 20
 # a header cell that names a time column, with its unit or zone: "timestamp [UTC]", "Date Time", "time (UTC)"
 _CSV_TIME_NAME = re.compile(r"^(?:@?timestamp|time|date|datetime|date ?time)(?: ?[\[(][\w +:\-]{1,12}[\])])?$", re.I)

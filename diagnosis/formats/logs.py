@@ -17,7 +17,7 @@ import itertools
 import json
 import re
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -647,6 +647,12 @@ def detect(doc: Document) -> bool:
     return seen > 0 and (hits >= max(1, seen * 0.3) or (hits >= 3 and hits >= seen * 0.15))
 
 
+# SQL Server's ERRORLOG says an error's number and severity on one line and its text on the next; severity 16
+# and up are errors (11-16 the user's, 17-25 the server's), 10 and below informational
+_MSSQL_ERROR = re.compile(r"\bError: \d+, Severity: (?P<severity>\d+), State: \d+\.?$")
+MSSQL_ERROR_SEVERITY = 16
+
+
 @FORMATS.format("log", shapes={"text", "jsonl", "json"}, detect=detect, order=100)
 def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     found = _kubectl_source(doc.path) or _command_source(doc.command, doc.path)
@@ -709,9 +715,20 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 if len(last["msg"]) < MAX_CONTINUATION:  # PostgreSQL's DETAIL / STATEMENT belong to the error above
                     last["msg"] = f"{last['msg']}\n{msg}"[: MAX_CONTINUATION + 200]
                 continue
+            if level is None and last is not None and last.get("mssql_error") and last["ts"] == ts:
+                # SQL Server's ERRORLOG: "Error: 4864, Severity: 16, State: 1." then the message on its own line
+                last["msg"] = f"{last['msg']} {msg}"[: MAX_CONTINUATION + 200]
+                del last["mssql_error"]
+                continue
+            if level is None and (sev := _MSSQL_ERROR.search(msg)) and int(sev["severity"]) >= MSSQL_ERROR_SEVERITY:
+                level = "error"
             last = {"ts": ts, "level": level, "msg": msg, "line": n}
+            if sev := _MSSQL_ERROR.search(msg):
+                last["mssql_error"] = True
             records.append(last)
             total += 1
+    for r in records:
+        r.pop("mssql_error", None)
     stamps = [r["ts"] for r in records if r["ts"] is not None]
     data = {"records": list(records), "source": source, "truncated": total > len(records)}
     yearless = doc.shape != "json" and parser.yearless
@@ -793,7 +810,7 @@ def _continues(body: str) -> bool:
 _CSV_TIME = re.compile(r"^(?:@?timestamp|time(?:stamp)?|ts|date(?:time)?|created(?:_?(?:time|at|on))?|event_?time|when|"
                        r"occurred(?:_?at)?|changed_?at|updated_?at|logged_?at|"
                        r"time_?created|time_?generated|date and time|date ?time|timestamp \[utc\])$", re.I)  # fmt: skip
-_CSV_MESSAGE = re.compile(r"^(?:message|msg|description|summary|text|details?|event)$", re.I)
+_CSV_MESSAGE = re.compile(r"^@?(?:message|msg|description|summary|text|details?|event)$", re.I)
 _CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status|level_?display_?name)$", re.I)
 
 
@@ -826,6 +843,22 @@ def detect_event_csv(doc: Document) -> bool:
     return first is not None and parse_ts(first.get(col)) is not None
 
 
+def _json_message(text: Any) -> tuple[str, str | None, str | None] | None:
+    """(message with its error details, level, service) of a JSON object logged as one field's text."""
+    if not isinstance(text, str) or not text.lstrip().startswith("{"):
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    msg = next((str(obj[k]) for k in ("message", "msg", "event", "log") if isinstance(obj.get(k), str)), "")
+    level = next((normalise_level(obj[k]) for k in ("level", "severity", "levelname", "log.level") if obj.get(k)), None)
+    service = next((str(obj[k]) for k in ("service", "service.name", "app", "application") if obj.get(k)), None)
+    return (with_error_details(msg, obj, skip="message") if msg else text), level, service
+
+
 @FORMATS.format("event-csv", shapes={"csv"}, detect=detect_event_csv, order=90)
 def parse_event_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     """Each row becomes a log record: its message column first, then every other column as `name=value`, so the
@@ -835,16 +868,25 @@ def parse_event_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     mcol = next((h for h in doc.header if _CSV_MESSAGE.match(h.strip())), None)
     lcol = next((h for h in doc.header if _CSV_LEVEL.match(h.strip())), None)
     records: list[dict[str, Any]] = []
+    services: Counter[str] = Counter()  # the service its structured lines name (`"service": "billing-webhooks"`)
     for n, row in enumerate(doc.rows(), 2):
         if len(records) >= ctx.max_log_records:
             break
         rest = " ".join(f"{k}={v}" for k, v in row.items() if k not in (tcol, mcol) and v not in ("", None))
-        msg = f"{row[mcol]} ({rest})" if mcol and rest else (row[mcol] if mcol else rest)
         level = normalise_level(row.get(lcol)) if lcol else None
+        inner = _json_message(row[mcol]) if mcol else None
+        if inner:  # a structured log line in the message column (CloudWatch Logs Insights' @message)
+            msg, level = inner[0], level or inner[1]
+            if inner[2]:
+                services[inner[2]] += 1
+        else:
+            msg = row[mcol] if mcol else ""
+        msg = f"{msg} ({rest})" if mcol and rest else (msg if mcol else rest)
         records.append({"ts": parse_ts(row.get(tcol)), "level": level, "msg": msg, "line": n})
     stamps = [r["ts"] for r in records if r["ts"] is not None]
     data = {"records": records, "source": {"path": doc.path, "format": "csv"}, "truncated": False}
-    yield ctx.item(doc.path, "log", doc.path, data, max(stamps) if stamps else None)
+    named = services.most_common(1)[0][0] if services and len(services) == 1 else None
+    yield ctx.item(doc.path, "log", named or doc.path, data, max(stamps) if stamps else None)
 
 
 # --- saved command output with errors and no timestamps (a terminal session, a tool's report) ------------------
@@ -964,3 +1006,82 @@ def parse_stern(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
 
     ctx.deferred.append(emit)
     return iter(())
+
+
+# --- logs printed as a table by a cloud CLI (`gcloud functions logs read`, `gcloud app logs read`) ---------------
+# LEVEL    NAME            EXECUTION_ID  TIME_UTC                 LOG
+# E        catalog-ingest  hp4c0frmxjfl  2025-11-20 05:07:09.108  load job ... failed: 400 Error while reading data
+
+_TABLE_TIME = re.compile(r"^(?:TIME(?:_UTC|STAMP)?|DATE(?:_?TIME)?|TIME_GENERATED|WHEN)$")
+_TABLE_MESSAGE = re.compile(r"^(?:LOG|MESSAGE|MSG|TEXT(?:_?PAYLOAD)?)$")
+_TABLE_LEVEL = re.compile(r"^(?:LEVEL|SEVERITY)$")
+_TABLE_NAME = re.compile(r"^(?:NAME|SERVICE|FUNCTION|RESOURCE|INSTANCE)$")
+_LETTER_LEVEL = {"D": "debug", "I": "info", "N": "info", "W": "warn", "E": "error", "C": "fatal", "A": "fatal"}
+
+
+def _table_header(line: str) -> list[tuple[str, int]] | None:
+    """A log table's header: upper-case column names two or more spaces apart, a time column and, last, the
+    message; each with the offset where its column starts."""
+    cols = [(m.group(0), m.start()) for m in re.finditer(r"\S+", line)]
+    names = [c for c, _ in cols]
+    if len(cols) < 3 or not all(n.isupper() or "_" in n for n in names):
+        return None
+    if not _TABLE_MESSAGE.match(names[-1]) or not any(_TABLE_TIME.match(n) for n in names):
+        return None
+    return cols
+
+
+def _log_table(doc: Document) -> tuple[int, list[tuple[str, int]]] | None:
+    for n, line in enumerate(itertools.islice(doc.lines(), 5), 1):
+        if TERMINAL_PROMPT.match(line) or not line.strip():
+            continue
+        cols = _table_header(line.rstrip())
+        return (n, cols) if cols else None
+    return None
+
+
+def detect_log_table(doc: Document) -> bool:
+    return _log_table(doc) is not None
+
+
+@FORMATS.format("log-table", shapes={"text"}, detect=detect_log_table, order=94)
+def parse_log_table(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each row a record: its time and level columns, the message column (the rest of the line) as the message;
+    named by the resource column (the function, the service) when the table holds one."""
+    found = _log_table(doc)
+    assert found is not None
+    header_line, cols = found
+    names = [c for c, _ in cols]
+    tcol = next(i for i, c in enumerate(names) if _TABLE_TIME.match(c))
+    lcol = next((i for i, c in enumerate(names) if _TABLE_LEVEL.match(c)), None)
+    ncol = next((i for i, c in enumerate(names) if _TABLE_NAME.match(c)), None)
+    records: list[dict[str, Any]] = []
+    resources: Counter[str] = Counter()
+    for n, line in enumerate(doc.lines(), 1):
+        if n <= header_line or not line.strip() or TERMINAL_PROMPT.match(line):
+            continue
+        cells = [
+            line[start : cols[i + 1][1] if i + 1 < len(cols) else None].strip() for i, (_, start) in enumerate(cols)
+        ]
+        ts = parse_ts(cells[tcol])
+        if ts is None:
+            if records and line.strip():  # a wrapped message
+                records[-1]["msg"] = f"{records[-1]['msg']}\n{line.strip()}"[: MAX_CONTINUATION + 200]
+            continue
+        text = line[cols[-1][1] :].rstrip()
+        last = records[-1] if records else None
+        if last is not None and last["ts"] == ts and (text[:1].isspace() or last["msg"].startswith("Traceback")):
+            # a traceback printed one line per row, all at one time: one record, as the program wrote it
+            last["msg"] = f"{last['msg']}\n{text}"[: MAX_CONTINUATION + 200]
+            continue
+        raw = cells[lcol] if lcol is not None else ""
+        level = _LETTER_LEVEL.get(raw) or (normalise_level(raw) if raw else None)
+        if ncol is not None and cells[ncol]:
+            resources[cells[ncol]] += 1
+        records.append({"ts": ts, "level": level, "msg": cells[-1], "line": n})
+        if len(records) >= ctx.max_log_records:
+            break
+    stamps = [r["ts"] for r in records if r["ts"] is not None]
+    data = {"records": records, "source": {"path": doc.path, "format": "log-table"}, "truncated": False}
+    named = resources.most_common(1)[0][0] if len(resources) == 1 else None
+    yield ctx.item(doc.path, "log", named or doc.path, data, max(stamps) if stamps else None)

@@ -677,3 +677,82 @@ def startup_config_refused(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# ---------------------------------------------------------------- webhooks refused on their signature
+
+# a webhook receiver rejecting deliveries whose signature does not verify against its signing secret (Stripe's
+# "No signatures found matching the expected signature", GitHub's X-Hub-Signature, Slack's, Shopify's HMAC)
+WEBHOOK_SIGNATURE_FAILED = re.compile(
+    r"No signatures found matching the expected signature|signature verification failed|"
+    r"webhook signature (?:verification )?(?:failed|mismatch|(?:is )?invalid)|invalid (?:webhook |request )?signature|"
+    r"signature (?:mismatch|does not match)|HMAC (?:validation|verification) failed|"
+    r"X-(?:Hub|Slack|Shopify-Hmac)-Signature\S* (?:mismatch|invalid|did not match)",
+    re.I,
+)
+WEBHOOK_VERIFIED = re.compile(
+    r"\b(?:event|signature|webhook|payload) verified\b|\bverified (?:\w+ )?(?:event|webhook)", re.I
+)
+SIGNATURE_FAILED_SHARE = 0.8  # of the deliveries since the first failure: all of them, not a probe or a replay
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def webhook_signature_refused(evidence: EvidenceSet) -> list[Finding]:
+    """Every webhook delivery refused on its signature since some moment, where deliveries verified before: the
+    sender signs with a secret the receiver does not hold (an endpoint recreated or its secret rolled, and the new
+    secret never deployed). A few refusals among verified deliveries are probes or replays, not this."""
+    by_service: dict[str, tuple[list[Rec], list[Rec]]] = {}
+    for rec in records_with(evidence, ("ignature", "SIGNATURE", "HMAC", "verified", "Verified")):
+        failed = bool(WEBHOOK_SIGNATURE_FAILED.search(rec.msg))
+        if failed or WEBHOOK_VERIFIED.search(rec.msg):
+            bad, ok = by_service.setdefault(service_of(rec.item) or rec.item.object, ([], []))
+            (bad if failed else ok).append(rec)
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for service, (bad, ok) in by_service.items():
+        if len(bad) < CAPACITY_MIN:
+            continue
+        first, last = _span(bad)
+        ok_after = [r for r in ok if first is not None and r.ts is not None and r.ts > first]
+        if len(bad) < SIGNATURE_FAILED_SHARE * (len(bad) + len(ok_after)):
+            continue
+        stopped = now is not None and last is not None and now - last >= STOPPED_AFTER_S
+        before = " after deliveries verified until then" if len(ok) > len(ok_after) else ""
+        sample = " ".join(bad[0].msg.split())[:180]
+        out.append(
+            Finding(
+                analyzer="webhook_signature_refused",
+                domain=Domain.LOGS,
+                role="benign" if stopped else "cause",
+                code="webhook_signature_refused_stopped" if stopped else "webhook_signature_refused",
+                category=Category.HEALTHY if stopped else Category.CONFIGURATION_ERROR,
+                title=f"{service} refuses webhook deliveries on their signature ({len(bad)}x)"
+                + (" (stopped)" if stopped else ""),
+                mechanism=(
+                    f"{service} refused {len(bad)} webhook deliveries whose signature does not match its signing "
+                    f"secret {span_text(first, last)}{before}: the sender signs with a secret {service} does not "
+                    f"hold (the webhook endpoint was recreated or its secret rolled, and the new secret was never "
+                    f"deployed) ('{sample}')."
+                ),
+                object=f"webhook signing secret of {service}",
+                score=0.2 if stopped else 0.8,
+                ts=first,
+                tags=[*object_tags(bad[0].item, service_of(bad[0].item)), f"service:{service}"],
+                explains=["errors", "http_4xx", "http_5xx", "metric_shift", "step_change", "alert:*", "exception"],
+                evidence=[ref_of(r) for r in (bad[0], bad[-1])],
+                actions=[
+                    Action(
+                        description=f"When the sender's webhook endpoint or its signing secret last changed, and the "
+                        f"secret {service} reads",
+                        command="stripe webhook_endpoints list  # or the sender's console; then the secret store "
+                        f"entry {service} reads",
+                    ),
+                    Action(
+                        description=f"Put the endpoint's current signing secret where {service} reads it and restart",
+                        command=f"# update the signing secret of {service} in its secret store, then redeploy",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out
