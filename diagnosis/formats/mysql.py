@@ -85,8 +85,8 @@ def _kind(rows: list[dict[str, str]]) -> str | None:
 
 
 _COUNT_COLUMNS = {"n", "count", "count(*)", "cnt", "threads", "connections", "sessions"}
-# the tables that make a paste MySQL's own: lock views, or the processlist (raw or grouped by user)
-_SESSION_KINDS = ("trx", "waits", "processlist", "grouped")
+# the tables that make a paste MySQL's own: lock views, the processlist (raw or grouped by user), server variables
+_SESSION_KINDS = ("trx", "waits", "processlist", "grouped", "variables")
 
 
 def _detect(doc: Document) -> bool:

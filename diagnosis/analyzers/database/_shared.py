@@ -139,14 +139,6 @@ class Context:
             v = _int(s.data.get("max_connections"))
             if v:
                 return v, EvidenceRef(item=s.id, field="max_connections", value=v)
-        # a pasted `SHOW VARIABLES` (MySQL) or `SHOW max_connections` table the table reader took
-        for t in self.evidence.kind("table"):
-            for i, row in enumerate(t.data.get("rows") or ()):
-                keys = {str(k).lower(): k for k in row}
-                name = row.get(keys.get("variable_name") or keys.get("name") or "")
-                value_key = keys.get("value") or keys.get("setting")
-                if str(name).lower() == "max_connections" and value_key and (v := _int(row[value_key])):
-                    return v, EvidenceRef(item=t.id, field=f"rows.{i}.{value_key}", value=row[value_key])
         return None
 
 
