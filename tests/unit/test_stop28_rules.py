@@ -31,7 +31,7 @@ deploy@db-01:~$ sudo mysqladmin processlist | head -6
 +----+------------+----------------+-----------+---------+------+-------+------+
 | 11 | rpt_export | rpt-01:5512    | reporting | Sleep   | 1002 |       |      |
 | 12 | rpt_export | rpt-01:5513    | reporting | Sleep   | 990  |       |      |
-"""
+"""  # noqa: E501
 VARIABLES = """deploy@db-01:~$ sudo mysql -e "SHOW GLOBAL VARIABLES LIKE 'max_connections'"
 +-----------------+-------+
 | Variable_name   | Value |
@@ -70,7 +70,7 @@ Events:
   Warning  Failed     36m (x5 over 39m)  kubelet  Error: ErrImagePull
 $ date -u
 Tue Jan 21 10:04:52 UTC 2025
-"""
+"""  # noqa: E501
 
 
 def test_events_of_a_describe_cut_by_sed_belong_to_the_pod_the_command_names(tmp_path: Path) -> None:
@@ -342,7 +342,7 @@ E        catalog-ingest  hp4c0frmxjfl  2025-11-20 05:07:09.108  Traceback (most 
 E        catalog-ingest  hp4c0frmxjfl  2025-11-20 05:07:09.108    File "/workspace/main.py", line 88, in on_finalize
 E        catalog-ingest  hp4c0frmxjfl  2025-11-20 05:07:09.108  google.api_core.exceptions.BadRequest: 400 JSON table encountered too many errors, giving up.
 W        catalog-ingest  hp4c0frmxjfl  2025-11-20 05:07:10.000  retrying in 60s
-"""
+"""  # noqa: E501
 
 
 def test_a_log_printed_as_a_table_is_read_row_by_row_with_its_traceback_whole(tmp_path: Path) -> None:
@@ -359,7 +359,7 @@ ERRORLOG = """2025-03-12 02:30:02.91 Backup      Database backed up. Database: F
 2025-03-12 05:30:41.77 spid71      Bulk load data conversion error (type mismatch or invalid character for the specified codepage) for row 3117, column 9 (InvoiceAmount).
 2025-03-12 05:31:00.10 spid80      Error: 5701, Severity: 10, State: 1.
 2025-03-12 05:31:00.10 spid80      Changed database context to 'master'.
-"""
+"""  # noqa: E501
 
 
 def test_sql_server_errors_are_errors_by_their_severity_with_their_message(tmp_path: Path) -> None:
