@@ -14,6 +14,7 @@ import bz2
 import contextlib
 import gzip
 import io
+import json
 import logging
 import lzma
 import os
@@ -230,6 +231,13 @@ class _Loader:
             doc.command = prompt["cmd"] if prompt else ""
             output = without_bare_prompts(doc.text.split(first, 1)[1]).strip() if prompt else ""
             if output[:1] in ("{", "["):  # `aws ... --query ...` printing JSON: read as that JSON
+                try:
+                    # (a note typed under the JSON is not part of it: the JSON value alone; JSON lines stay whole)
+                    end = json.JSONDecoder().raw_decode(output)[1]
+                    if output[end:].lstrip()[:1] not in ("{", "["):
+                        output = output[:end]
+                except json.JSONDecodeError:
+                    pass  # a truncated export: sniff says so
                 try:
                     printed = sniff(path, output.encode())
                 except NotReadable as exc:

@@ -173,7 +173,8 @@ def _appeared_failing(s: _Series, started: dict[str, float]) -> Finding | None:
 # ---------------------------------------------------------------- health indicators
 # Series whose value is a verdict, not a quantity: AWS status checks (1 = failed), an exporter's health colour
 # (1 on the series labelled red), Prometheus' `up` (0 = the target does not answer its scrape).
-_STATUS_CHECK = re.compile(r"^StatusCheckFailed(?:_(System|Instance|AttachedEBS))?$")
+# (GetMetricData's label may add the instance: "StatusCheckFailed_System i-0a7c3e91f2b45d608")
+_STATUS_CHECK = re.compile(r"^StatusCheckFailed(?:_(System|Instance|AttachedEBS))?(?:\s+(?P<inst>i-[0-9a-f]{8,17}))?$")
 _HEALTH_NAME = re.compile(r"health|status", re.I)
 _BAD_LABEL_VALUES = {"red", "failed", "failure", "down", "unhealthy", "critical", "error"}
 _BAD_IN_NAME = re.compile(r"(?:status|health)[._](red|failed|down|unhealthy)$", re.I)
@@ -333,7 +334,7 @@ def _health(s: _Series) -> list[Finding] | None:
     ref = _ref(s, len(s.points) - 1, s.points[-1][1])
     lb = s.labels
     if kind in ("System", "Instance", "AttachedEBS"):
-        inst = lb.get("InstanceId") or lb.get("instance") or s.item.object
+        inst = lb.get("InstanceId") or lb.get("instance") or (m and m["inst"]) or s.item.object
         what = {
             "System": (
                 "the AWS host or network under it failed (system status check): the instance is "

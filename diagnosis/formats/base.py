@@ -170,7 +170,7 @@ def sniff(path: str, raw: bytes) -> Document:
         raise NotReadable("empty file", ignored=True)
     end = text.find("\n", start)
     first = text[start : end if end >= 0 else len(text)].rstrip("\r")
-    if text[start] in "{[":
+    if text[start] in "{[" and not TERMINAL_PROMPT.match(first):  # "[ops@web-01 ~]$ aws ..." is a prompt
         try:
             return Document(path, "json", value=json.loads(text))
         except json.JSONDecodeError as exc:
