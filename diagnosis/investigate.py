@@ -108,6 +108,27 @@ _PAST_FAILURE = re.compile(
 )
 
 
+# a question that takes a present failure as given ("why are card payments failing?", "what's the root cause?"):
+# the operator sees it fail, so "nothing is failing" contradicts what they report rather than answering them
+_FAILING_NOW = re.compile(
+    r"^\W*why (?:is|are|do|does|can'?t|cannot|won'?t|isn'?t|aren'?t)\b|\bwhat(?:'s| is) the root cause\b", re.I
+)
+
+
+def _not_seen(d: Diagnosis, question: str) -> Diagnosis:
+    """A healthy reading made unknown when the operator reports a failure now: what they see is not in the evidence
+    read, so the evidence that shows it is missing."""
+    d.category = Category.UNKNOWN
+    d.confidence = min(d.confidence, 0.3)
+    d.root_cause = (
+        f"The failure reported ('{question.strip()[:160]}') shows nowhere in the evidence read: "
+        f"{d.root_cause[0].lower()}{d.root_cause[1:]} The evidence that shows it failing is missing."
+    )
+    d.missing = [*d.missing, "evidence of the reported failure itself: the failing service's logs, metrics or alerts"]
+    d.text = f"**Unknown.** {d.root_cause}\n\n{d.text}"
+    return d
+
+
 UNREAD_MIN = 3  # files in no known format that, outnumbering the files read, leave "healthy" unproven
 
 
@@ -185,6 +206,8 @@ def investigate(evidence: EvidenceSet, question: str | None = None) -> Diagnosis
         return d
     if d.category == Category.HEALTHY:
         d = _unread(d, evidence)
+    if d.category == Category.HEALTHY and question and _FAILING_NOW.search(question):
+        d = _not_seen(d, question)
     if d.category not in (Category.HEALTHY, Category.UNKNOWN) or not question or not _PAST_FAILURE.search(question):
         return d
     end = _failure_end(evidence, d.findings)
