@@ -59,7 +59,7 @@ from diagnosis.analyzers.network.loss import packet_loss
 from diagnosis.analyzers.network.policy import egress_blocks_dns, policy_drops
 from diagnosis.analyzers.network.ports import port_moved, protocol_mismatch, route_to_missing_cluster
 from diagnosis.analyzers.network.probes import _access_log_5xx, _probe_findings
-from diagnosis.analyzers.network.refusals import access_denied, own_rate_limits
+from diagnosis.analyzers.network.refusals import access_denied, credentials_refused_since, own_rate_limits
 from diagnosis.analyzers.network.tls import _tls_findings, incomplete_chain
 from diagnosis.analyzers.network.upstreams import (
     _KIND_WORDS,
@@ -209,6 +209,7 @@ __all__ = [
     "_base",
     "_target",
     "access_denied",
+    "credentials_refused_since",
     "egress_blocks_dns",
     "incomplete_chain",
     "interface_errors",

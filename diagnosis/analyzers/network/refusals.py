@@ -277,3 +277,106 @@ def own_rate_limits(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
+
+
+# ---------------------------------------------------------------- a server refusing its clients' credentials
+
+_REQUEST = re.compile(r"\"\s*(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+\"\s+(?P<status>\d{3})\b")
+# a server's own record of a credential changing: "User ci-deploy password changed", "API key for svc-x rotated"
+_CREDENTIAL_CHANGED = re.compile(
+    r"\b(?:user|account|service account|client|key|token|credential)s?\s+['\"]?(?P<who>[\w.@\-]{3,})['\"]?\s+"
+    r"(?:password|secret|token|key|credentials?)?\s*(?:was |has been )?(?:changed|rotated|reset|revoked|regenerated|"
+    r"updated)\b",
+    re.I,
+)
+REFUSED_MIN = 10  # 401s of one method before it reads as a broken credential
+REFUSED_SHARE = 0.8  # of that method's requests since the first 401
+ACCEPTED_BEFORE_MIN = 3  # the same method answered 2xx before: the credential worked until then
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
+def credentials_refused_since(evidence: EvidenceSet) -> list[Finding]:
+    """A server's access log where one method's requests (the writes: PUT, POST) went from 2xx to 401 at one moment
+    and stayed there: the credential its clients send stopped being accepted (rotated, revoked, expired) while
+    the clients kept the old one. A server record of that credential changing just before names it."""
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        by_method: dict[str, list[tuple[Rec, str]]] = {}
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "HTTP/" not in msg or (m := _REQUEST.search(msg)) is None:
+                continue
+            by_method.setdefault(m["method"], []).append(
+                (Rec(item, r.get("ts"), msg, r.get("line"), None), m["status"])
+            )
+        for method, reqs in by_method.items():
+            refused = [rec for rec, st in reqs if st == "401"]
+            if len(refused) < REFUSED_MIN:
+                continue
+            first = refused[0]
+            before = [rec for rec, st in reqs if st.startswith("2") and rec.ts is not None and first.ts is not None
+                      and rec.ts < first.ts]  # fmt: skip
+            since = [st for rec, st in reqs if rec.ts is not None and first.ts is not None and rec.ts >= first.ts]
+            if len(before) < ACCEPTED_BEFORE_MIN or len(refused) < REFUSED_SHARE * len(since):
+                continue
+            last = refused[-1]
+            if now is not None and last.ts is not None and now - last.ts >= ENDED_LONG_AGO_S:
+                continue
+            svc = service_of(item) or item.object
+            if svc.lower() in ("request", "requests", "access", "access_log", "http"):
+                svc = f"the server of {item.source}"  # an access log named for what it holds, not whose it is
+            changed = _credential_change(evidence, before[-1].ts, first.ts)
+            who = f"the credential of {changed[0]}" if changed else "the credential its clients send"
+            note = f"; {changed[1].msg.strip()[:140]!r} just before" if changed else ""
+            out.append(
+                Finding(
+                    analyzer="credentials_refused_since",
+                    domain=Domain.NETWORK,
+                    role="cause",
+                    code="credentials_refused",
+                    category=Category.CONFIGURATION_ERROR,
+                    title=f"{svc} refuses {method} requests with 401 since {span_text(first.ts, None)}"
+                    + (f" ({changed[0]})" if changed else ""),
+                    mechanism=(
+                        f"{svc} answered {len(refused)} {method} requests 401 Unauthorized "
+                        f"{span_text(first.ts, last.ts)} where it accepted them before: {who} is no longer accepted (rotated, revoked or expired) "
+                        f"and the clients still send the old one{note}."
+                    ),
+                    object=f"{who} at {svc}",
+                    score=0.75,
+                    ts=first.ts,
+                    tags=[f"service:{svc}", *([f"user:{changed[0]}"] if changed else [])],
+                    explains=["errors", "deploy_failed", "exception", "http_4xx", "alert:*", "metric_shift"],
+                    evidence=_refs([before[-1], first, last] + ([changed[1]] if changed else [])),
+                    actions=[
+                        Action(
+                            description=f"Which user the refused {method} requests authenticate as, and when its "
+                            "credential last changed",
+                            command=f"grep ' 401 ' <access log of {svc}> | tail; check the server's audit log",
+                        ),
+                        Action(
+                            description="Put the current credential where the clients read it (CI credential store, "
+                            "secret manager) and rerun",
+                            command="# update the stored credential the clients use",
+                            kind="write",
+                        ),
+                    ],
+                )
+            )
+    return out
+
+
+def _credential_change(evidence: EvidenceSet, after: float | None, before: float | None) -> tuple[str, Rec] | None:
+    """A server's record of a credential changing between the last accepted and the first refused request."""
+    if after is None or before is None:
+        return None
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            ts = r.get("ts")
+            if not isinstance(ts, int | float) or not (after - 60 <= ts <= before + 60):
+                continue
+            msg = str(r.get("msg") or "")
+            if (m := _CREDENTIAL_CHANGED.search(msg)) is not None:
+                return m["who"], Rec(item, ts, msg, r.get("line"), None)
+    return None
