@@ -340,8 +340,8 @@ def credentials_refused_since(evidence: EvidenceSet) -> list[Finding]:
                     + (f" ({changed[0]})" if changed else ""),
                     mechanism=(
                         f"{svc} answered {len(refused)} {method} requests 401 Unauthorized "
-                        f"{span_text(first.ts, last.ts)} where it accepted them before: {who} is no longer accepted (rotated, revoked or expired) "
-                        f"and the clients still send the old one{note}."
+                        f"{span_text(first.ts, last.ts)} where it accepted them before: {who} is no longer "
+                        f"accepted (rotated, revoked or expired) and the clients still send the old one{note}."
                     ),
                     object=f"{who} at {svc}",
                     score=0.75,
