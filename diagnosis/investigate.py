@@ -111,7 +111,9 @@ _PAST_FAILURE = re.compile(
 # a question that takes a present failure as given ("why are card payments failing?", "what's the root cause?"):
 # the operator sees it fail, so "nothing is failing" contradicts what they report rather than answering them
 _FAILING_NOW = re.compile(
-    r"^\W*why (?:is|are|do|does|can'?t|cannot|won'?t|isn'?t|aren'?t)\b|\bwhat(?:'s| is) the root cause\b", re.I
+    r"^\W*why (?:is|are|do|does|can'?t|cannot|won'?t|isn'?t|aren'?t)\b|\bwhat(?:'s| is) the root cause\b|"
+    r"(?:^|[.!?,;:-]\s*)why\s*\??\s*$",  # "... the app says the code is invalid. why?"
+    re.I,
 )
 
 

@@ -94,7 +94,8 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
             )
         else:
             what = (
-                f"{target} refuses the calls of {', '.join(callers) or 'its caller'} as unauthorised "
+                f"{'the API it calls' if target in callers else target} refuses the calls of "
+                f"{', '.join(callers) or 'its caller'} as unauthorised "
                 f"({'the credential ' + secret if secret else 'the API key, token or permissions'} it sends "
                 "is wrong, expired or lacks access)"
             )
