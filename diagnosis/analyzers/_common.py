@@ -515,7 +515,8 @@ AUTH_DENIED = re.compile(
     # Google's client libraries ("google.api_core.exceptions.Forbidden: 403 POST ...") and IAM's own wording
     # ("Access Denied: Table x: Permission bigquery.tables.updateData denied", "does not have storage.objects.get
     # access"), a storage class or other setting refusing an operation is not this
-    r"\b(?:Forbidden|Unauthorized): 40[13]\b|googleapi: Error 40[13]\b|Access Denied: |\bPermission '?[a-z]+\.[\w.]+'? denied|"
+    r"\b(?:Forbidden|Unauthorized): 40[13]\b|googleapi: Error 40[13]\b|Access Denied: |"
+    r"\bPermission '?[a-z]+\.[\w.]+'? denied|"
     r"does not have '?[a-z]+\.[a-zA-Z]+\.[a-zA-Z]+'? (?:access|permission)|" + DB_DENIED.pattern + "|"
     r"UnrecognizedClientException|InvalidClientTokenId|SignatureDoesNotMatch|ExpiredToken(?:Exception)?\b|"
     r"PERMISSION_DENIED|UNAUTHENTICATED|code = (?:PermissionDenied|Unauthenticated)|"
