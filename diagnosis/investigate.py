@@ -14,7 +14,7 @@ from typing import Any
 from diagnosis.analyzers.base import ANALYZERS, Analyzer
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Category, Diagnosis, Domain, Finding
-from diagnosis.reasoning import reason
+from diagnosis.reasoning import _REPORTED_PROBLEM, reason
 from diagnosis.timeline import evidence_now, fmt_ts
 
 log = logging.getLogger(__name__)
@@ -117,6 +117,19 @@ _FAILING_NOW = re.compile(
 )
 
 
+def _reported_unseen(d: Diagnosis, question: str) -> bool:
+    """Whether a healthy reading contradicts the operator: they take a present failure as given, or they report a
+    failure (now or over) of which nothing read shows a trace, not even a benign one (a recovered spike, a resolved
+    alert, planned work)."""
+    if _FAILING_NOW.search(question):
+        return True
+    reported = _REPORTED_PROBLEM.search(question) or _PAST_FAILURE.search(question) or _5XX.search(question)
+    return bool(reported) and not any(f.role == "benign" for f in d.findings)
+
+
+_5XX = re.compile(r"\b5\d\ds\b|\b5xx\b", re.I)
+
+
 def _not_seen(d: Diagnosis, question: str) -> Diagnosis:
     """A healthy reading made unknown when the operator reports a failure now: what they see is not in the evidence
     read, so the evidence that shows it is missing."""
@@ -208,7 +221,7 @@ def investigate(evidence: EvidenceSet, question: str | None = None) -> Diagnosis
         return d
     if d.category == Category.HEALTHY:
         d = _unread(d, evidence)
-    if d.category == Category.HEALTHY and question and _FAILING_NOW.search(question):
+    if d.category == Category.HEALTHY and question and _reported_unseen(d, question):
         d = _not_seen(d, question)
     if d.category not in (Category.HEALTHY, Category.UNKNOWN) or not question or not _PAST_FAILURE.search(question):
         return d
