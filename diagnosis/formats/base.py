@@ -150,7 +150,9 @@ _CSV_NAME = re.compile(r"^@?[A-Za-z_][A-Za-z0-9_.()\-]*$")  # psql column names:
 _CSV_QUOTED_NAME = re.compile(r"^(?:@?[A-Za-z_][\w .()\[\]\-/%#:@]{0,60}|[A-Za-z_:]?[\w:.\-]*\s*\{[^{}]{0,300}\})$")
 _SNIFF_LINES = 20
 # a header cell that names a time column, with its unit or zone: "timestamp [UTC]", "Date Time", "time (UTC)"
-_CSV_TIME_NAME = re.compile(r"^(?:@?timestamp|time|date|datetime|date ?time)(?: ?[\[(][\w +:\-]{1,12}[\])])?$", re.I)
+_CSV_TIME_NAME = re.compile(
+    r"^(?:@?timestamp|time|date|datetime|date ?time|timegenerated)(?: ?[\[(][\w +:\-]{1,12}[\])])?$", re.I
+)  # (Log Analytics' portal export: "TimeGenerated [UTC]")
 
 
 def sniff(path: str, raw: bytes) -> Document:

@@ -809,8 +809,16 @@ def _continues(body: str) -> bool:
 
 _CSV_TIME = re.compile(r"^(?:@?timestamp|time(?:stamp)?|ts|date(?:time)?|created(?:_?(?:time|at|on))?|event_?time|when|"
                        r"occurred(?:_?at)?|changed_?at|updated_?at|logged_?at|"
-                       r"time_?created|time_?generated|date and time|date ?time|timestamp \[utc\])$", re.I)  # fmt: skip
-_CSV_MESSAGE = re.compile(r"^@?(?:message|msg|description|summary|text|details?|event)$", re.I)
+                       r"time_?created|time_?generated|date and time|date ?time|(?:timestamp|timegenerated) \[utc\])$",
+                       re.I)  # fmt: skip
+# (Log Analytics suffixes a custom log's string columns with _s: Log_s, Message_s)
+_CSV_MESSAGE = re.compile(r"^@?(?:message|msg|description|summary|text|details?|event|log|log_?message)(?:_s)?$", re.I)
+# the column that names whose log it is (Log Analytics' ContainerAppName_s, App Insights' cloud_RoleName)
+_CSV_SERVICE = re.compile(
+    r"^(?:service(?:_?name)?|app(?:_?name)?|application|containerappname|container_?name|cloud_?rolename|"
+    r"function_?name)(?:_s)?$",
+    re.I,
+)
 _CSV_LEVEL = re.compile(r"^(?:severity|level|log_?level|priority|status|level_?display_?name)$", re.I)
 
 
@@ -869,18 +877,24 @@ def parse_event_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     lcol = next((h for h in doc.header if _CSV_LEVEL.match(h.strip())), None)
     records: list[dict[str, Any]] = []
     services: Counter[str] = Counter()  # the service its structured lines name (`"service": "billing-webhooks"`)
+    line_parser = LineParser()
+    scol = next((h for h in doc.header if _CSV_SERVICE.match(h.strip())), None)
     for n, row in enumerate(doc.rows(), 2):
         if len(records) >= ctx.max_log_records:
             break
         rest = " ".join(f"{k}={v}" for k, v in row.items() if k not in (tcol, mcol) and v not in ("", None))
         level = normalise_level(row.get(lcol)) if lcol else None
         inner = _json_message(row[mcol]) if mcol else None
+        if scol and row.get(scol):
+            services[row[scol]] += 1
         if inner:  # a structured log line in the message column (CloudWatch Logs Insights' @message)
             msg, level = inner[0], level or inner[1]
             if inner[2]:
                 services[inner[2]] += 1
         else:
             msg = row[mcol] if mcol else ""
+            if level is None and msg:  # a whole log line in the column (Log Analytics' Log_s): its own level
+                level = line_parser.parse(msg)[1]
         msg = f"{msg} ({rest})" if mcol and rest else (msg if mcol else rest)
         records.append({"ts": parse_ts(row.get(tcol)), "level": level, "msg": msg, "line": n})
     stamps = [r["ts"] for r in records if r["ts"] is not None]

@@ -441,6 +441,28 @@ def _changed_setting(
     )
 
 
+# a value refused for a 32-bit integer type: "Bad value for type int : 2147483876", "integer out of range",
+# .NET's "Value was either too large or too small for an Int32", Go's "strconv.Atoi: ... value out of range"
+_INT_TYPE = re.compile(
+    r"for type int(?:eger)?\b|integer (?:overflow|out of range)|out of range for (?:type )?(?:int(?:eger)?|int4)\b|"
+    r"too large or too small for an Int32|\bInt32\b|\bint32\b|value out of range",
+    re.I,
+)
+_TEN_DIGITS = re.compile(r"(?<![\d.])\d{10}(?![\d.])")
+INT32_MAX = 2**31 - 1
+
+
+def _past_int32(msg: str) -> int | None:
+    """The number past the 32-bit limit a message refuses for an integer type, if it says so."""
+    if not _INT_TYPE.search(msg):
+        return None
+    for m in _TEN_DIGITS.finditer(msg):
+        n = int(m.group(0))
+        if INT32_MAX < n <= 2 * (INT32_MAX + 1):
+            return n
+    return None
+
+
 def _cause_of(
     item: EvidenceItem,
     tpl: Template,
@@ -470,6 +492,38 @@ def _cause_of(
             explains=["errors", "pod_restarts", "latency", "http_5xx", "memory_high"],
             evidence=refs,
             actions=_mem_actions(item, who),
+        )
+    past = _past_int32(msg)
+    if past is not None:
+        return Finding(
+            analyzer="log_errors",
+            domain=Domain.LOGS,
+            role="cause",
+            code="int32_overflow",
+            category=Category.CODE_DEFECT,
+            title=f"{who} cannot hold {past} in a 32-bit integer ({tpl.count}x)",
+            mechanism=(
+                f"{who} reads or stores {past} as a 32-bit integer, whose largest value is 2147483647: an id or "
+                f"counter passed that limit and the code (or a column) still uses a 32-bit type "
+                f"('{_short(msg)}' x{tpl.count} {span})."
+            ),
+            object=who,
+            score=0.8,
+            ts=tpl.first_ts,
+            tags=tags,
+            explains=["errors", "exception", "http_5xx", "job_failed", "alert:*", "missing_setting"],
+            evidence=refs,
+            actions=[
+                Action(
+                    description="Which column and which code type hold the value (the field in the failing statement)",
+                    command="psql -c '\\d+ <table>'  # and the entity field's type in the release's diff",
+                ),
+                Action(
+                    description="Widen the type to 64 bits (bigint / long) in the code and the column",
+                    command="ALTER TABLE <table> ALTER COLUMN <column> TYPE bigint;",
+                    kind="write",
+                ),
+            ],
         )
     if claimed_elsewhere(msg) or APP_CAPACITY.search(msg):  # app_capacity names a pool or worker limit reached
         return None
