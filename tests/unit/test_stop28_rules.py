@@ -378,3 +378,134 @@ def test_a_documentation_link_after_an_error_is_no_upstream() -> None:
     )
     assert _target(msg) is None
     assert _target("GET https://api.payco.example/v1/charge timed out") == "api.payco.example"
+
+
+# ---------------------------------------------------------------- a server refusing its clients' credentials
+
+
+def _nexus(rotated: bool, refused_share: float = 1.0) -> tuple[str, str]:
+    def put(ts: str, path: str, status: int) -> str:
+        return f'10.20.4.31 - - [14/Nov/2023:{ts} +0000] "PUT {path} HTTP/1.1" {status} - 0 8 "Apache-Maven/3.9.5"'
+
+    lines = [put(f"08:{i:02d}:09", f"/repository/snapshots/a/{i}.jar", 201) for i in range(10)]  # accepted before
+    for i in range(30):
+        status = 401 if i < 30 * refused_share else 201
+        lines.append(put(f"09:{i:02d}:36", f"/repository/snapshots/b/{i}.jar", status))
+    log = "\n".join(sorted(lines, key=lambda x: x.split("[")[1])) + "\n"
+    note = "2023-11-14 08:59:30,239+0000 INFO  [qtp-118] admin SecuritySystemImpl - User ci-deploy password changed\n"
+    return log, (note if rotated else "2023-11-14 08:59:30,239+0000 INFO  [qtp-118] SecuritySystemImpl - started\n")
+
+
+def test_writes_refused_401_since_a_credential_changed_are_its_clients_old_credential(tmp_path: Path) -> None:
+    access, server = _nexus(rotated=True)
+    (tmp_path / "request.log").write_text(access)
+    (tmp_path / "nexus.log").write_text(server)
+    d = investigate(load_bundle(tmp_path), "main builds fail at mvn deploy with 401 from nexus, is nexus broken?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "ci-deploy" in d.root_cause and "401" in d.root_cause
+
+
+def test_a_few_401s_among_accepted_writes_are_no_broken_credential(tmp_path: Path) -> None:
+    access, server = _nexus(rotated=False, refused_share=0.4)
+    (tmp_path / "request.log").write_text(access)
+    (tmp_path / "nexus.log").write_text(server)
+    d = investigate(load_bundle(tmp_path), "is nexus ok?")
+    assert not any(f.code == "credentials_refused" for f in d.findings), d.root_cause
+
+
+def test_a_google_api_refusing_our_sender_is_our_configuration(tmp_path: Path) -> None:
+    (tmp_path / "dispatcher.log").write_text(
+        _app_log(30, "batch send failed: googleapi: Error 403: SenderId mismatch, senderIdMismatch")
+    )
+    d = investigate(load_bundle(tmp_path), "Android users stopped getting push notifications, what broke?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "the API it calls refuses" in d.root_cause
+
+
+# ---------------------------------------------------------------- a reported failure nothing read shows
+
+QUIET = "".join(f"2025-02-14T09:{i:02d}:00Z INFO GET /health 200\n" for i in range(30))
+
+
+def test_a_failure_taken_as_given_is_unknown_when_nothing_read_shows_it(tmp_path: Path) -> None:
+    (tmp_path / "api.log").write_text(QUIET)
+    d = investigate(load_bundle(tmp_path), "why are card payments failing with 502 since 07:50 UTC?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    assert "shows nowhere in the evidence read" in d.root_cause
+    d = investigate(load_bundle(tmp_path), "customers can't redeem gift cards, the app says invalid code. why?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    d = investigate(load_bundle(tmp_path), "tix-api threw 500s for five minutes this morning, root cause?")
+    assert d.category == Category.UNKNOWN, d.root_cause  # reported, and not even a benign trace of it
+
+
+def test_a_question_that_asks_whether_anything_is_wrong_is_still_answered_healthy(tmp_path: Path) -> None:
+    (tmp_path / "api.log").write_text(QUIET)
+    d = investigate(load_bundle(tmp_path), "is anything wrong with the payments api right now?")
+    assert d.category == Category.HEALTHY, d.root_cause
+
+
+# ---------------------------------------------------------------- Log Analytics CSV, 32-bit ids, status checks
+
+LOG_ANALYTICS = (
+    "TimeGenerated [UTC],ContainerAppName_s,Log_s\n"
+    + "".join(
+        f'"5/28/2024, 3:{i:02d}:12.000 AM",ca-tracker,2024-05-28T03:{i:02d}:12.000Z ERROR 1 --- [worker-{i}] '
+        "c.c.Ingest : insert failed; Bad value for type int : 2147483876\n"
+        for i in range(12)
+    )
+    + '"5/28/2024, 3:12:30.000 AM",ca-tracker,2024-05-28T03:12:30.000Z  INFO 1 --- [main] c.c.Ingest : consumer up\n'
+)
+
+
+def test_a_log_analytics_export_is_read_with_its_app_and_levels(tmp_path: Path) -> None:
+    (tmp_path / "query_data.csv").write_text(LOG_ANALYTICS)
+    (log,) = load_bundle(tmp_path).kind("log")
+    assert log.object == "ca-tracker"
+    assert [r["level"] for r in log.data["records"]][-2:] == ["error", "info"]
+
+
+def test_an_id_past_the_32_bit_limit_is_code_holding_it_in_32_bits(tmp_path: Path) -> None:
+    (tmp_path / "query_data.csv").write_text(LOG_ANALYTICS)
+    d = investigate(load_bundle(tmp_path), "carrier scans stopped being stored at 3am, did the maintenance break it?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "2147483876" in d.root_cause and "32-bit" in d.root_cause
+
+
+def test_an_ordinary_number_refused_for_an_int_type_is_no_overflow(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text(_app_log(12, "insert failed; Bad value for type int : 12ab"))
+    d = investigate(load_bundle(tmp_path), "why are inserts failing?")
+    assert not any(f.code == "int32_overflow" for f in d.findings)
+
+
+def test_status_check_series_labelled_with_the_instance_are_read_as_status_checks(tmp_path: Path) -> None:
+    start = "2025-10-14T02:40:00Z"
+    (tmp_path / "cw.json").write_text(
+        json.dumps(
+            {
+                "MetricDataResults": [
+                    {
+                        "Id": "sys",
+                        "Label": "StatusCheckFailed_System i-0a7c3e91f2b45d608",
+                        "Timestamps": [f"2025-10-14T02:{m:02d}:00Z" for m in range(55, 39, -1)],
+                        "Values": [1.0] * 8 + [0.0] * 8,
+                        "StatusCode": "Complete",
+                    }
+                ],
+                "Messages": [],
+            }
+        )
+    )
+    d = investigate(load_bundle(tmp_path), f"the attribution batch failed after {start}, are we OOMing?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "i-0a7c3e91f2b45d608" in d.root_cause
+
+
+def test_json_printed_under_its_command_with_a_note_after_it_is_read_as_that_json(tmp_path: Path) -> None:
+    (tmp_path / "ec2.txt").write_text(
+        "[hadoop@ip-10-31-4-10 ~]$ aws ec2 describe-instance-status --instance-ids i-0a7c3e91f2b45d608\n"
+        + json.dumps({"InstanceStatuses": [{"InstanceId": "i-0a7c3e91f2b45d608", "InstanceState": {"Name": "running"},
+                      "SystemStatus": {"Status": "impaired"}, "InstanceStatus": {"Status": "impaired"}}]}, indent=2)
+        + "\n# (captured at 02:56 by the failure callback)\n"
+    )  # fmt: skip
+    ev = load_bundle(tmp_path)
+    assert not ev.errors and not ev.ignored
