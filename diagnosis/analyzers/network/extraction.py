@@ -389,6 +389,11 @@ _OWN_ROUTER = re.compile(r"heroku\[router\]: at=(?:error|info)")
 _SDK_5XX = re.compile(r"[A-Z]\w*(?:Error|Exception)\b[^\n]{0,300}: status 5\d\d\b")
 
 
+# the network has no path to the host: it is down, or cut off from its segment (the kernel's EHOSTUNREACH, after ARP
+# went unanswered); not a service that refused or failed
+HOST_UNREACHABLE = re.compile(r"no route to host|EHOSTUNREACH|host is unreachable", re.I)
+
+
 def _call_failure(msg: str) -> str | None:
     if _LOCK_WAIT.search(msg) or _OWN_ROUTER.search(msg):
         return None
@@ -404,6 +409,8 @@ def _call_failure(msg: str) -> str | None:
         return "tls_handshake"
     if HTTP_POOL_WAIT.search(msg):
         return "pool_wait"
+    if HOST_UNREACHABLE.search(msg):
+        return "unreachable"
     if NET_REFUSED.search(msg):
         return "refused"
     if NET_TIMEOUT.search(msg):

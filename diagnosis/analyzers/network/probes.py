@@ -98,10 +98,13 @@ def _probe_findings(evidence: EvidenceSet) -> list[Finding]:
                     role="cause",
                     code={
                         "refused": "connection_refused",
+                        "unreachable": "host_unreachable",
                         "timeout": "upstream_timeout",
                         "dns": "dns_name_not_found",
                     }.get(kind, "probe_failed"),
-                    category=Category.CONFIGURATION_ERROR if kind == "dns" else Category.DEPENDENCY_FAILURE,
+                    category={"dns": Category.CONFIGURATION_ERROR, "unreachable": Category.INFRASTRUCTURE}.get(
+                        kind, Category.DEPENDENCY_FAILURE
+                    ),
                     title=f"probe of {url} failed: {err[:80]}",
                     mechanism=f"a probe of {url} failed: {err[:200]}.",
                     object=f"endpoint {url}",

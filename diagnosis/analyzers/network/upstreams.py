@@ -170,6 +170,7 @@ def _with_provider_status(findings: list[Finding], evidence: EvidenceSet) -> lis
 _KIND_WORDS = {
     "timeout": "timed out (ran past the caller's timeout)",
     "refused": "refused the connection",
+    "unreachable": "could not be reached at all (no route to host: the machine is down or cut off from its network)",
     "reset": "reset or closed the connection",
     "http_5xx": "answered with 5xx",
     "circuit_open": "failed often enough to open the caller's circuit breaker (calls short-circuited)",
@@ -247,6 +248,7 @@ def _call_findings(
         code = {
             "timeout": "upstream_timeout",
             "refused": "connection_refused",
+            "unreachable": "host_unreachable",
             "reset": "upstream_reset",
             "http_5xx": "upstream_5xx",
             "circuit_open": "upstream_circuit_open",
@@ -256,7 +258,10 @@ def _call_findings(
             "broker_error": "broker_unavailable",
         }[main.kind]
         # a limit we hit at the provider is our quota running out, not the provider failing
-        category = Category.RESOURCE_EXHAUSTION if main.kind == "rate_limited" else Category.DEPENDENCY_FAILURE
+        # ... and a host the network cannot reach is the machine's failure, not its service's
+        category = {"rate_limited": Category.RESOURCE_EXHAUSTION, "unreachable": Category.INFRASTRUCTURE}.get(
+            main.kind, Category.DEPENDENCY_FAILURE
+        )
         sample = recs[0].msg.strip()[:200]
         mechanism = f"{target} is failing {callers_txt}: calls {how} {span_text(first, last)} (e.g. '{sample}')" + (
             f"; it stopped at {fmt_ts(last)}, and its callers' logs went on without a failure." if stopped else "."
