@@ -335,6 +335,7 @@ def parse_nic(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     the host named by the prompt the commands ran at."""
     host = ""
     devices: dict[str, dict[str, int]] = {}
+    first: dict[str, dict[str, int]] = {}
     current: str | None = None
     ip_block: tuple[str, list[str]] | None = None  # (device, the column names of the RX/TX line just read)
     for raw in doc.lines():
@@ -360,9 +361,13 @@ def parse_nic(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             continue
         if current and (c := _COUNTER.match(line)) and _ERROR_COUNTER.search(c["name"]):
             devices.setdefault(current, {})[c["name"]] = int(c["value"])
+            first.setdefault(current, {}).setdefault(c["name"], int(c["value"]))
     for dev, counters in devices.items():
         where = f"{host}/{dev}" if host else f"{doc.path}/{dev}"
         data = {"device": dev, "host": host or None, "counters": counters}
+        # the same counters read twice (`ethtool -S`, a minute later again): the first reading, to see them climb
+        if first.get(dev) and first[dev] != counters:
+            data["first_counters"] = first[dev]
         yield ctx.item(doc.path, "host/nic", f"nic/{where}", data)
 
 

@@ -54,7 +54,7 @@ from diagnosis.analyzers.network.extraction import (
     _target_tags,
 )
 from diagnosis.analyzers.network.flows import rejected_flows
-from diagnosis.analyzers.network.interface import interface_errors
+from diagnosis.analyzers.network.interface import interface_errors, link_failing
 from diagnosis.analyzers.network.loss import packet_loss
 from diagnosis.analyzers.network.policy import egress_blocks_dns, policy_drops
 from diagnosis.analyzers.network.ports import port_moved, protocol_mismatch, route_to_missing_cluster
@@ -213,6 +213,7 @@ __all__ = [
     "egress_blocks_dns",
     "incomplete_chain",
     "interface_errors",
+    "link_failing",
     "network_failures",
     "own_rate_limits",
     "packet_loss",

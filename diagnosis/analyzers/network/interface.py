@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from diagnosis.analyzers._common import workload_of_pod
+from diagnosis.analyzers._common import Rec, records_with, ref_of, service_of, span_text, workload_of_pod
 from diagnosis.analyzers._kube import kube_index
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -156,6 +156,109 @@ def interface_errors(evidence: EvidenceSet) -> list[Finding]:
                         description=f"Move the workloads off {node} while the link is repaired",
                         command=f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets "
                         "--delete-emptydir-data",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+# --- the link itself: a NIC whose link keeps going down, or whose wire-error counters climb between two readings
+
+# the kernel's drivers ("mlx5_core 0000:3b:00.0 ens1f0: Link down", "e1000e: eno1 NIC Link is Down", "ixgbe ...
+# eth2: NIC Link is Down"), bonding ("link status definitely down for interface eno2")
+_LINK_DOWN = re.compile(
+    r"\b(?P<dev>(?:eth|ens|eno|enp|em|p\d+p|bond|ib)[\w.\-]*):? (?:NIC )?Link (?:is )?[Dd]own\b|"
+    r"link status definitely down for interface (?P<dev2>[\w.\-]+)"
+)
+FLAPS_MIN = 3  # downs of one link before it reads as flapping (one down is a reboot or a re-cabling)
+_WIRE_COUNTER = re.compile(r"crc|frame|align|symbol|fcs|pcs|link_down_events", re.I)
+
+
+def _host_of(item: EvidenceItem, hosts: set[str]) -> str:
+    """The host a log or a saved session comes from: a known node or host its name or command names."""
+    where = " ".join(str(x) for x in (item.object, item.source, (item.data.get("source") or {}).get("command", "")))
+    return next((h for h in sorted(hosts, key=len, reverse=True) if h and h in where), "") or service_of(item) or ""
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "host/nic", "k8s/Node"})
+def link_failing(evidence: EvidenceSet) -> list[Finding]:
+    """A physical link that keeps going down (FLAPS_MIN downs), or whose CRC/symbol/frame counters climbed between
+    two readings: a cable, optic, switch port or NIC failing under one host, whatever its services show."""
+    hosts = {str((n.data.get("metadata") or {}).get("name") or "") for n in evidence.kind("k8s/Node")}
+    hosts |= {str(n.data.get("host") or "") for n in evidence.kind("host/nic")}
+    downs: dict[tuple[str, str], list[Rec]] = {}
+    for rec in records_with(evidence, ("Link", "link status")):
+        if m := _LINK_DOWN.search(rec.msg):
+            downs.setdefault((_host_of(rec.item, hosts), m["dev"] or m["dev2"]), []).append(rec)
+    climbing: dict[tuple[str, str], tuple[EvidenceItem, str, int, int]] = {}
+    for nic in evidence.kind("host/nic"):
+        before, after = nic.data.get("first_counters") or {}, nic.data.get("counters") or {}
+        grew = [
+            (k, before[k], v) for k, v in after.items() if _WIRE_COUNTER.search(k) and k in before and v > before[k]
+        ]
+        if grew:
+            name, a, b = max(grew, key=lambda g: g[2] - g[1])
+            host = str(nic.data.get("host") or _host_of(nic, hosts))
+            climbing[(host, str(nic.data.get("device") or ""))] = (nic, name, a, b)
+    out: list[Finding] = []
+    for key in set(climbing) | {k for k, recs in downs.items() if len(recs) >= FLAPS_MIN}:
+        host, dev = key
+        recs = sorted(downs.get(key, []), key=lambda r: r.ts or 0)
+        parts, refs = [], []
+        if len(recs) >= FLAPS_MIN:
+            parts.append(f"its link went down {len(recs)} times {span_text(recs[0].ts, recs[-1].ts)}")
+            refs += [ref_of(recs[0]), ref_of(recs[-1])]
+        if key in climbing:
+            nic, name, a, b = climbing[key]
+            parts.append(f"its {name} counter climbed from {a} to {b} between two readings")
+            refs.append(EvidenceRef(item=nic.id, field=f"counters.{name}", value=b))
+        pods = [(ns, p) for ns, p, _ in kube_index(evidence).pods_by_node.get(host, [])]
+        where = f"{dev} on {host}" if host else dev
+        out.append(
+            Finding(
+                analyzer="link_failing",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="link_failing",
+                category=Category.INFRASTRUCTURE,
+                title=f"the link of {where} is failing ({'; '.join(parts)})",
+                mechanism=(
+                    f"the network link of {where} is failing: {'; '.join(parts)}. A faulty cable, optic, switch "
+                    f"port or NIC drops and corrupts frames, so every connection through it stalls, resets or "
+                    f"times out, whichever service on {host or 'the host'} the callers see failing."
+                ),
+                object=f"network link {where}",
+                score=0.85,
+                ts=recs[0].ts if recs else None,
+                tags=[f"node:{host}", f"host:{host}", f"instance:{host}"]
+                + [f"pod:{ns}/{p}" for ns, p in pods]
+                + sorted({f"service:{workload_of_pod(p)}" for _, p in pods}),
+                explains=[
+                    "latency",
+                    "upstream_timeout",
+                    "upstream_reset",
+                    "connection_refused",
+                    "host_unreachable",
+                    "errors",
+                    "http_5xx",
+                    "exception",
+                    "metric_shift",
+                    "alert:*",
+                    "probe_*",
+                    "packet_loss",
+                ],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description=f"The link's state changes and wire errors on {host} and on its switch port",
+                        command=f'ssh {host} \'dmesg -T | grep -i "{dev}"; sudo ethtool -S {dev} | '
+                        "grep -iE \"crc|symbol|link_down\"'  # and the switch port's transceiver Rx power",
+                    ),
+                    Action(
+                        description=f"Take {host} out of service while the optic, cable or port is replaced",
+                        command=f"kubectl cordon {host} && kubectl drain {host} --ignore-daemonsets",
                         kind="write",
                     ),
                 ],
