@@ -1187,6 +1187,8 @@ class PodReader:
                 )
 
     def _volume(self, reason: str, msg: str, refs: list[EvidenceRef], ev: EvidenceItem) -> None:
+        if _KUBELET_NOT_REGISTERED.search(msg):
+            return  # the kubelet's cache not yet holding a projected object at pod start (or node stop): it retries
         missing = re.search(r"(secret|configmap)s? \"?([\w.-]+)\"? not found", msg, re.I)
         if missing:
             code, category = "volume_source_missing", Category.CONFIGURATION_ERROR
@@ -1259,6 +1261,11 @@ def _registry_of(image: str) -> str | None:
     if "/" in image and ("." in first or ":" in first or first == "localhost"):
         return first
     return "docker.io"
+
+
+# "MountVolume.SetUp failed for volume "kube-api-access-8w2zl" : object "kube-system"/"kube-root-ca.crt" not
+# registered": the kubelet's object cache racing a pod's start or its node's shutdown, retried until it passes
+_KUBELET_NOT_REGISTERED = re.compile(r"object \"[\w.\-]+\"/\"[\w.\-]+\" not registered")
 
 
 def image_reason(text: str) -> tuple[str, str, str]:

@@ -509,3 +509,75 @@ def test_json_printed_under_its_command_with_a_note_after_it_is_read_as_that_jso
     )  # fmt: skip
     ev = load_bundle(tmp_path)
     assert not ev.errors and not ev.ignored
+
+
+# ---------------------------------------------------------------- hosts and links
+
+
+def test_calls_with_no_route_to_host_are_a_machine_that_is_gone(tmp_path: Path) -> None:
+    (tmp_path / "checkout.log").write_text(
+        _app_log(20, "upstream request failed: dial tcp 10.50.7.15:27114: connect: no route to host upstream=cart-svc")
+    )
+    d = investigate(load_bundle(tmp_path), "checkout errors, do we need more nodes?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "no route to host" in d.root_cause
+
+
+DMESG = """root@worker-07:~# dmesg -T | grep ens1f0
+{downs}
+root@worker-07:~# ethtool -S ens1f0 | grep -E 'rx_crc_errors_phy|link_down_events_phy'
+NIC statistics:
+     rx_crc_errors_phy: 18211
+     link_down_events_phy: 27
+root@worker-07:~# sleep 60; ethtool -S ens1f0 | grep -E 'rx_crc_errors_phy|link_down_events_phy'
+NIC statistics:
+     rx_crc_errors_phy: {crc_after}
+     link_down_events_phy: 27
+"""
+
+
+def _dmesg(n_downs: int, crc_after: int) -> str:
+    downs = "\n".join(
+        f"[Thu Oct  3 13:{10 + 4 * i:02d}:02 2024] mlx5_core 0000:3b:00.0 ens1f0: Link down\n"
+        f"[Thu Oct  3 13:{10 + 4 * i:02d}:09 2024] mlx5_core 0000:3b:00.0 ens1f0: Link up"
+        for i in range(n_downs)
+    )
+    return DMESG.format(downs=downs, crc_after=crc_after)
+
+
+def test_a_link_that_keeps_going_down_is_the_hosts_network_failing(tmp_path: Path) -> None:
+    (tmp_path / "worker-07.txt").write_text(_dmesg(5, 18211))
+    d = investigate(load_bundle(tmp_path), "catalog pods answer 503 through the gateway, why?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "ens1f0 on worker-07" in d.root_cause and "went down 5 times" in d.root_cause
+
+
+def test_crc_errors_climbing_between_two_readings_fail_the_link_and_one_down_does_not(tmp_path: Path) -> None:
+    (tmp_path / "worker-07.txt").write_text(_dmesg(1, 18977))
+    d = investigate(load_bundle(tmp_path), "catalog pods answer 503 through the gateway, why?")
+    assert "rx_crc_errors_phy counter climbed from 18211 to 18977" in d.root_cause, d.root_cause
+    (tmp_path / "worker-07.txt").write_text(_dmesg(1, 18211))
+    assert not any(f.code == "link_failing" for f in investigate(load_bundle(tmp_path)).findings)
+
+
+def test_a_node_stopping_while_pods_mount_their_token_is_no_volume_fault(tmp_path: Path) -> None:
+    event = {
+        "apiVersion": "v1",
+        "kind": "EventList",
+        "items": [
+            {
+                "kind": "Event",
+                "type": "Warning",
+                "reason": "FailedMount",
+                "message": 'MountVolume.SetUp failed for volume "kube-api-access-8w2zl" : object "kube-system"/'
+                '"kube-root-ca.crt" not registered',
+                "involvedObject": {"kind": "Pod", "namespace": "kube-system", "name": "aws-node-t2xkq"},
+                "count": 3,
+                "lastTimestamp": "2025-02-11T02:05:00Z",
+                "metadata": {"name": "aws-node-t2xkq.1", "namespace": "kube-system"},
+            }
+        ],
+    }
+    (tmp_path / "events.json").write_text(json.dumps(event))
+    d = investigate(load_bundle(tmp_path), "we lost a node at 2am, was that a hardware failure?")
+    assert not any(f.code == "volume_mount_failed" for f in d.findings), d.root_cause

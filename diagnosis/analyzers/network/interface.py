@@ -193,8 +193,14 @@ def link_failing(evidence: EvidenceSet) -> list[Finding]:
         if m := _LINK_DOWN.search(rec.msg):
             downs.setdefault((_host_of(rec.item, hosts), m["dev"] or m["dev2"]), []).append(rec)
     climbing: dict[tuple[str, str], tuple[EvidenceItem, str, int, int]] = {}
+    readings: dict[tuple[str, str, str], list[EvidenceItem]] = {}  # one file's readings of one NIC, in its order
     for nic in evidence.kind("host/nic"):
-        before, after = nic.data.get("first_counters") or {}, nic.data.get("counters") or {}
+        key3 = (nic.source, str(nic.data.get("host") or ""), str(nic.data.get("device") or ""))
+        readings.setdefault(key3, []).append(nic)
+    for nics in readings.values():
+        nic = nics[-1]
+        before = nics[0].data.get("counters") if len(nics) > 1 else nic.data.get("first_counters")
+        before, after = before or {}, nic.data.get("counters") or {}
         grew = [
             (k, before[k], v) for k, v in after.items() if _WIRE_COUNTER.search(k) and k in before and v > before[k]
         ]

@@ -241,6 +241,8 @@ def _call_findings(
         callers_txt = ", ".join(callers) or "its callers"
         base = _base(target)
         tags = _target_tags(target) + [f"service:{c}" for c in callers if c != base]
+        if main.kind == "timeout" and _leaves_the_network(target) and any(_CONNECT_TIMEOUT.search(r.msg) for r in recs):
+            tags.append("egress:nat")  # connections out that never opened: the way out (a NAT) may be what fails
         stopped = ended(recs, last, now) or burst_over(recs)
         # every failure was the first try of a call that was retried, and no second retry was ever needed: the
         # retries absorbed them (a pod that went away between a lookup and the call)
@@ -311,6 +313,22 @@ def _call_findings(
 # out (NAT, routes, firewall or security group, proxy), not each of those services failing together
 CALLER_SIDE_DOMAINS = 4
 _CONNECT_KINDS = {"timeout", "reset", "tls_handshake"}
+
+
+# a connection that never opened (the SYN went unanswered), as opposed to a reply that came too late
+_CONNECT_TIMEOUT = re.compile(
+    r"connect ETIMEDOUT|connect(?:ion)? timed out|ConnectTimeout|connect: connection timed out", re.I
+)
+_PRIVATE = re.compile(r"^(?:10\.\d+|172\.(?:1[6-9]|2\d|3[01])|192\.168|127\.\d+)\.\d+\.\d+$")
+
+
+def _leaves_the_network(target: str) -> bool:
+    """Whether calls to the target leave our network: a public address, or a name outside the cluster's and the
+    VPC's own domains."""
+    host = _host(target).lower()
+    if re.match(r"^\d+\.\d+\.\d+\.\d+$", host):
+        return not _PRIVATE.match(host)
+    return "." in host and not re.search(r"\.(?:svc|local|internal|cluster\.local|lan|corp)$", host)
 
 
 def _org_domain(target: str) -> str | None:
