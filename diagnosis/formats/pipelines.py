@@ -189,3 +189,44 @@ def parse_connect_status(doc: Document, ctx: ParseContext) -> Iterator[EvidenceI
             records.append({"ts": None, "level": "error" if failed else "info", "msg": text, "line": n})
         data = {"records": records, "source": {"path": doc.path, "format": "kafka connect status"}, "truncated": False}
         yield ctx.item(doc.path, "log", f"kafka-connect/{name}", data, None)
+
+
+# --- a job run's result with its error: Databricks `runs get-output` (error, error_trace, metadata), Step Functions
+# `describe-execution` (status FAILED, error, cause), Glue `get-job-run` (JobRun.ErrorMessage) -------------------
+
+
+def _run_error(v: Any) -> tuple[str, str, float | None, str] | None:
+    """(job, error text, when it ended, run state) of a failed job run's result, or None."""
+    if not isinstance(v, dict):
+        return None
+    if isinstance(v.get("JobRun"), dict):  # Glue
+        run = v["JobRun"]
+        if run.get("ErrorMessage"):
+            ended = parse_ts(run.get("CompletedOn")) or parse_ts(run.get("LastModifiedOn"))
+            return str(run.get("JobName") or "glue job"), str(run["ErrorMessage"]), ended, str(run.get("JobRunState"))
+        return None
+    error = v.get("error")
+    if not isinstance(error, str) or not error.strip():
+        return None
+    meta = v.get("metadata") if isinstance(v.get("metadata"), dict) else {}
+    if meta and ("run_id" in meta or "job_id" in meta):  # Databricks
+        state = meta.get("state") if isinstance(meta.get("state"), dict) else {}
+        trace = str(v.get("error_trace") or "")
+        text = error.strip() + (f"\n{_cause_lines(trace)}" if trace else "")
+        name = str(meta.get("run_name") or meta.get("task_key") or f"job {meta.get('job_id')}")
+        return name, text, parse_ts(meta.get("end_time")), str(state.get("result_state") or "")
+    if str(v.get("status") or "").upper() in ("FAILED", "TIMED_OUT", "ABORTED") and "executionArn" in v:
+        cause = str(v.get("cause") or "")
+        return str(v.get("name") or "execution"), f"{error}: {cause}".strip(": "), parse_ts(v.get("stopDate")), "FAILED"
+    return None
+
+
+@FORMATS.format("job-run-error", shapes={"json"}, detect=lambda d: _run_error(d.value) is not None, order=31)
+def parse_run_error(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """The run's error as one error record of its job's log: a run's report, so what it says does not stop."""
+    found = _run_error(doc.value)
+    assert found is not None
+    job, text, ended, state = found
+    record = {"ts": ended, "level": "error", "msg": f"run {state.lower() or 'failed'}: {text}"[:4000], "line": 1}
+    source = {"path": doc.path, "format": "job run result", "snapshot": True}
+    yield ctx.item(doc.path, "log", f"job/{job}", {"records": [record], "source": source, "truncated": False}, ended)

@@ -581,3 +581,23 @@ def test_a_node_stopping_while_pods_mount_their_token_is_no_volume_fault(tmp_pat
     (tmp_path / "events.json").write_text(json.dumps(event))
     d = investigate(load_bundle(tmp_path), "we lost a node at 2am, was that a hardware failure?")
     assert not any(f.code == "volume_mount_failed" for f in d.findings), d.root_cause
+
+
+def test_a_failed_job_runs_error_is_read_and_a_merge_of_duplicate_keys_is_bad_data(tmp_path: Path) -> None:
+    run = {
+        "metadata": {
+            "job_id": 77,
+            "run_id": 918273645501122,
+            "run_name": "returns_merge",
+            "state": {"life_cycle_state": "TERMINATED", "result_state": "FAILED"},
+            "end_time": 1718242913000,
+        },
+        "error": "[DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE] Cannot perform Merge as multiple source "
+        "rows matched and attempted to modify the same target row in the Delta table.",
+        "error_trace": "org.apache.spark.sql.delta.DeltaUnsupportedOperationException: ...",
+    }
+    (tmp_path / "runs-get-output.json").write_text(json.dumps(run))
+    (log,) = load_bundle(tmp_path).kind("log")
+    assert log.object == "job/returns_merge" and log.data["records"][0]["level"] == "error"
+    d = investigate(load_bundle(tmp_path), "the returns_merge job failed overnight, was it the runtime upgrade?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause

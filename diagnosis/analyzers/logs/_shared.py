@@ -51,6 +51,8 @@ BAD_DATA = re.compile(
     r"(?:Numeric|Date|Timestamp|Time|Boolean) value '[^']*' is not recognized|Can't parse '[^']*' as |"
     r"Bad (?:int64|double|numeric|bool|date|timestamp) value|Could not parse '[^']*' as |Invalid digit, Value '|"
     r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|"
+    # a MERGE whose source holds a key twice (Delta, Snowflake, BigQuery)
+    r"multiple source rows matched|Duplicate row detected during DML|must match at most one source row|"
     r"poison(?:ed)? (?:message|pill|record)|"
     # rejected rows and dead-lettered records, column counts, NaN, corrupt input, failed data checks
     r"rejected \d+ (?:rows|records|messages|documents|lines|events)|(?:rows|records|messages|events) rejected|"
