@@ -112,6 +112,7 @@ _PAST_FAILURE = re.compile(
 # the operator sees it fail, so "nothing is failing" contradicts what they report rather than answering them
 _FAILING_NOW = re.compile(
     r"^\W*why (?:is|are|do|does|can'?t|cannot|won'?t|isn'?t|aren'?t)\b|\bwhat(?:'s| is) the root cause\b|"
+    r"\bwhat(?:'s| is) (?:broken|wrong|failing)\b|"  # (not "what broke?": a post-mortem of planned work asks that)
     r"(?:^|[.!?,;:-]\s*)why\s*\??\s*$",  # "... the app says the code is invalid. why?"
     re.I,
 )

@@ -436,6 +436,8 @@ def test_a_failure_taken_as_given_is_unknown_when_nothing_read_shows_it(tmp_path
     assert d.category == Category.UNKNOWN, d.root_cause
     d = investigate(load_bundle(tmp_path), "tix-api threw 500s for five minutes this morning, root cause?")
     assert d.category == Category.UNKNOWN, d.root_cause  # reported, and not even a benign trace of it
+    d = investigate(load_bundle(tmp_path), "invoice search is missing overnight invoices - what's broken?")
+    assert d.category == Category.UNKNOWN, d.root_cause
 
 
 def test_a_question_that_asks_whether_anything_is_wrong_is_still_answered_healthy(tmp_path: Path) -> None:
