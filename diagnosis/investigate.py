@@ -124,10 +124,13 @@ def _reported_unseen(d: Diagnosis, question: str) -> bool:
     alert, planned work)."""
     if _FAILING_NOW.search(question):
         return True
+    if _ASKS_WHETHER.match(question):
+        return False  # "is the ledger database down?" asks; "healthy" answers it
     reported = _REPORTED_PROBLEM.search(question) or _PAST_FAILURE.search(question) or _5XX.search(question)
     return bool(reported) and not any(f.role == "benign" for f in d.findings)
 
 
+_ASKS_WHETHER = re.compile(r"^\W*(?:is|are|was|were|does|do|did|has|have|can|could|should)\b", re.I)
 _5XX = re.compile(r"\b5\d\ds\b|\b5xx\b", re.I)
 
 

@@ -33,9 +33,10 @@ def test_a_quoted_error_the_logs_show_is_not_a_healthy_bundle(tmp_path: Path) ->
     assert asked.category != Category.HEALTHY
     # the same lines, asked about without quoting them, are a handful of errors: faint
     assert investigate(load_bundle(tmp_path), "is the reconcile task ok?").category == Category.HEALTHY
-    # a quote that no line shows (an apostrophe opens no quote: the team's ... it's) changes nothing
+    # a quote that no line shows (an apostrophe opens no quote: the team's ... it's) makes no faint line a failure;
+    # the failure it reports, seen nowhere, leaves the answer unknown (stop 28), not healthy
     other = investigate(load_bundle(tmp_path), "the team's job fails with 'permission denied on bucket exports'")
-    assert other.category == Category.HEALTHY
+    assert other.category == Category.UNKNOWN and "shows nowhere in the evidence read" in other.root_cause
 
 
 def _lambda_bundle(tmp_path: Path, new_version_at: int | None) -> None:
