@@ -329,20 +329,18 @@ def _describe(doc: Document, ctx: ParseContext, seg: _Segment, block: list[tuple
         for n, line in events.rows:
             m = _DESCRIBE_EVENT.match(line)
             if m:
-                yield _aged_event(
-                    doc,
-                    ctx,
-                    involved,
-                    m["type"],
-                    m["reason"],
-                    m["message"],
-                    m["source"],
-                    n,
-                    age=m["age"],
-                    count=m["count"],
-                    over=m["over"],
-                )
+                yield _describe_event(doc, ctx, involved, n, m)
     _note_times(ctx, block)
+
+
+def _describe_event(
+    doc: Document, ctx: ParseContext, involved: dict[str, str], n: int, m: re.Match[str]
+) -> EvidenceItem:
+    """One event line of a describe's Events table, against the object it is about."""
+    return _aged_event(
+        doc, ctx, involved, m["type"], m["reason"], m["message"], m["source"], n,
+        age=m["age"], count=m["count"], over=m["over"],
+    )  # fmt: skip
 
 
 def _events_of_command(
@@ -353,19 +351,7 @@ def _events_of_command(
     kind = _describe_kind(_Segment(f"describe {m['kind']}"), _Node("", "", 0, 0)) or m["kind"].capitalize()
     involved = {"kind": kind, "namespace": "" if kind == "Node" else seg.namespace, "name": m["name"]}
     for n, e in lines:
-        yield _aged_event(
-            doc,
-            ctx,
-            involved,
-            e["type"],
-            e["reason"],
-            e["message"],
-            e["source"],
-            n,
-            age=e["age"],
-            count=e["count"],
-            over=e["over"],
-        )
+        yield _describe_event(doc, ctx, involved, n, e)
 
 
 def _note_times(ctx: ParseContext, block: list[tuple[int, str]]) -> None:

@@ -25,6 +25,11 @@ _NIC_ERRORS = re.compile(
 )
 _RETRANS = re.compile(r"retrans", re.I)
 _VIRTUAL = re.compile(r"^(?:lo|docker\d*|veth\w*|cali\w*|cilium\w*|flannel\w*|cni\d*|tun\w*|vxlan\w*|kube-\w+)$")
+# what a host's faulty wire explains in everything that goes through it
+_WIRE_EFFECTS = (
+    *("latency", "upstream_timeout", "upstream_reset", "errors", "http_5xx", "exception", "metric_shift"),
+    *("alert:*", "probe_*"),
+)
 ERRORS_PER_S = 1.0  # a physical interface's errors run at 0: this many a second, sustained, is a fault
 OTHERS_SHARE = 0.1  # the other nodes' interfaces at most this share of the faulty one's rate
 MIN_POINTS = 6
@@ -133,17 +138,7 @@ def interface_errors(evidence: EvidenceSet) -> list[Finding]:
                 tags=[f"node:{node}", f"host:{node}"]
                 + [f"pod:{ns}/{p}" for ns, p in pods]
                 + sorted({f"service:{workload_of_pod(p)}" for _, p in pods}),
-                explains=[
-                    "latency",
-                    "upstream_timeout",
-                    "upstream_reset",
-                    "errors",
-                    "http_5xx",
-                    "exception",
-                    "metric_shift",
-                    "alert:*",
-                    "probe_*",
-                ],
+                explains=list(_WIRE_EFFECTS),
                 evidence=refs,
                 actions=[
                     Action(
@@ -241,20 +236,7 @@ def link_failing(evidence: EvidenceSet) -> list[Finding]:
                 tags=[f"node:{host}", f"host:{host}", f"instance:{host}"]
                 + [f"pod:{ns}/{p}" for ns, p in pods]
                 + sorted({f"service:{workload_of_pod(p)}" for _, p in pods}),
-                explains=[
-                    "latency",
-                    "upstream_timeout",
-                    "upstream_reset",
-                    "connection_refused",
-                    "host_unreachable",
-                    "errors",
-                    "http_5xx",
-                    "exception",
-                    "metric_shift",
-                    "alert:*",
-                    "probe_*",
-                    "packet_loss",
-                ],
+                explains=[*_WIRE_EFFECTS, "connection_refused", "host_unreachable", "packet_loss"],
                 evidence=refs,
                 actions=[
                     Action(
