@@ -98,12 +98,14 @@ def _network_causes(lines: list[str]):  # type: ignore[no-untyped-def]
         ("io.github.resilience4j.circuitbreaker.CallNotPermittedException: CircuitBreaker 'loyalty-api' is OPEN "
          "and does not permit further calls", "loyalty-api", "upstream_circuit_open"),
         ("backend pricing has no server available!", "pricing", "connection_refused"),
-        ("dial tcp 10.4.0.9:8080: connect: no route to host", "10.4.0.9:8080", "connection_refused"),
+        # (no route to host: the machine is down or cut off, not its service failing; stop 28)
+        ("dial tcp 10.4.0.9:8080: connect: no route to host", "10.4.0.9:8080", "host_unreachable"),
     ],
 )  # fmt: skip
 def test_upstream_failures_as_real_clients_word_them(line: str, target: str, code: str) -> None:
     found = _network_causes([line])
-    assert [(f.code, f.category) for f in found] == [(code, Category.DEPENDENCY_FAILURE)]
+    category = Category.INFRASTRUCTURE if code == "host_unreachable" else Category.DEPENDENCY_FAILURE
+    assert [(f.code, f.category) for f in found] == [(code, category)]
     assert target in found[0].object or target in found[0].mechanism
 
 
