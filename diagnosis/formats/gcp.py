@@ -77,7 +77,7 @@ def parse_incident(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     for v in doc.value if isinstance(doc.value, list) else [doc.value]:
         inc = v["incident"]
         resource = inc.get("resource") if isinstance(inc.get("resource"), dict) else {}
-        rlabels = resource.get("labels") if isinstance(resource.get("labels"), dict) else {}
+        rlabels: dict[str, Any] = resource["labels"] if isinstance(resource.get("labels"), dict) else {}
         metric = inc.get("metric") if isinstance(inc.get("metric"), dict) else {}
         user = (inc.get("metadata") or {}).get("user_labels") or inc.get("policy_user_labels") or {}
         policy = str(inc.get("policy_name") or inc.get("condition_name") or "unnamed")

@@ -210,7 +210,7 @@ def _run_error(v: Any) -> tuple[str, str, float | None, str] | None:
         return None
     meta = v.get("metadata") if isinstance(v.get("metadata"), dict) else {}
     if meta and ("run_id" in meta or "job_id" in meta):  # Databricks
-        state = meta.get("state") if isinstance(meta.get("state"), dict) else {}
+        state: dict[str, Any] = meta["state"] if isinstance(meta.get("state"), dict) else {}
         trace = str(v.get("error_trace") or "")
         text = error.strip() + (f"\n{_cause_lines(trace)}" if trace else "")
         name = str(meta.get("run_name") or meta.get("task_key") or f"job {meta.get('job_id')}")
