@@ -135,8 +135,8 @@ _5XX = re.compile(r"\b5\d\ds\b|\b5xx\b", re.I)
 
 
 def _not_seen(d: Diagnosis, question: str) -> Diagnosis:
-    """A healthy reading made unknown when the operator reports a failure now: what they see is not in the evidence
-    read, so the evidence that shows it is missing."""
+    """A healthy reading made unknown when the operator reports a failure the evidence read does not show: the
+    evidence that shows it is missing."""
     d.category = Category.UNKNOWN
     d.confidence = min(d.confidence, 0.3)
     d.root_cause = (
