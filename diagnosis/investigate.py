@@ -14,7 +14,7 @@ from typing import Any
 from diagnosis.analyzers.base import ANALYZERS, Analyzer
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Category, Diagnosis, Domain, Finding
-from diagnosis.reasoning import _REPORTED_PROBLEM, reason
+from diagnosis.reasoning import REPORTED_PROBLEM, reason
 from diagnosis.timeline import evidence_now, fmt_ts
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ def _reported_unseen(d: Diagnosis, question: str) -> bool:
         return True
     if _ASKS_WHETHER.match(question):
         return False  # "is the ledger database down?" asks; "healthy" answers it
-    reported = _REPORTED_PROBLEM.search(question) or _PAST_FAILURE.search(question) or _5XX.search(question)
+    reported = REPORTED_PROBLEM.search(question) or _PAST_FAILURE.search(question) or _5XX.search(question)
     return bool(reported) and not any(f.role == "benign" for f in d.findings)
 
 

@@ -262,7 +262,7 @@ def _earlier_or_stronger(a: Finding, b: Finding) -> bool:
 
 
 # words with which an operator reports a failure ("why is pricing slow?"): the report is itself a symptom
-_REPORTED_PROBLEM = re.compile(
+REPORTED_PROBLEM = re.compile(
     r"\b(?:slow|latency|lag(?:ging)?|behind|timing out|time ?outs?|timed out|fail(?:s|ing|ed|ures?)?|errors?|"
     r"erroring|5\d\d|down|crash\w*|restart\w*|hang\w*|hung|stuck|can'?t|cannot|won'?t|not working|unavailable|"
     r"outage|broken|oom\w*|pending|backlog)\b",
@@ -275,7 +275,7 @@ def _stands(h: Hypothesis, question: str | None = None) -> bool:
     reports a failure of the very object it names (their report is the symptom the evidence lacks)."""
     if h.strength >= STANDALONE_SCORE or h.explained:
         return True
-    if not question or not _REPORTED_PROBLEM.search(question):
+    if not question or not REPORTED_PROBLEM.search(question):
         return False
     words = set(WORD.findall(question.lower()))
     return any(len(n) >= 3 and n in words for n in h.names)

@@ -851,20 +851,17 @@ def detect_event_csv(doc: Document) -> bool:
     return first is not None and parse_ts(first.get(col)) is not None
 
 
-def _json_message(text: Any) -> tuple[str, str | None, str | None] | None:
-    """(message with its error details, level, service) of a JSON object logged as one field's text."""
-    if not isinstance(text, str) or not text.lstrip().startswith("{"):
+_SERVICE_KEYS = ("service", "service.name", "app", "application")
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    if not text.lstrip().startswith("{"):
         return None
     try:
         obj = json.loads(text)
     except json.JSONDecodeError:
         return None
-    if not isinstance(obj, dict):
-        return None
-    msg = next((str(obj[k]) for k in ("message", "msg", "event", "log") if isinstance(obj.get(k), str)), "")
-    level = next((normalise_level(obj[k]) for k in ("level", "severity", "levelname", "log.level") if obj.get(k)), None)
-    service = next((str(obj[k]) for k in ("service", "service.name", "app", "application") if obj.get(k)), None)
-    return (with_error_details(msg, obj, skip="message") if msg else text), level, service
+    return obj if isinstance(obj, dict) else None
 
 
 @FORMATS.format("event-csv", shapes={"csv"}, detect=detect_event_csv, order=90)
@@ -884,17 +881,19 @@ def parse_event_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             break
         rest = " ".join(f"{k}={v}" for k, v in row.items() if k not in (tcol, mcol) and v not in ("", None))
         level = normalise_level(row.get(lcol)) if lcol else None
-        inner = _json_message(row[mcol]) if mcol else None
         if scol and row.get(scol):
             services[row[scol]] += 1
-        if inner:  # a structured log line in the message column (CloudWatch Logs Insights' @message)
-            msg, level = inner[0], level or inner[1]
-            if inner[2]:
-                services[inner[2]] += 1
-        else:
-            msg = row[mcol] if mcol else ""
-            if level is None and msg:  # a whole log line in the column (Log Analytics' Log_s): its own level
-                level = line_parser.parse(msg)[1]
+        msg = str(row[mcol] or "") if mcol else ""
+        own: str | None = None
+        if (obj := _json_object(msg)) is not None:
+            # a structured log line in the message column (CloudWatch Logs Insights' @message): its message,
+            # error details, level and service
+            _, own, msg = record_fields(obj, msg, want_ts=False)
+            if service := next((str(obj[k]) for k in _SERVICE_KEYS if obj.get(k)), None):
+                services[service] += 1
+        elif msg:  # a whole log line in the column (Log Analytics' Log_s): its own level
+            own = line_parser.parse(msg)[1]
+        level = level or own
         msg = f"{msg} ({rest})" if mcol and rest else (msg if mcol else rest)
         records.append({"ts": parse_ts(row.get(tcol)), "level": level, "msg": msg, "line": n})
     stamps = [r["ts"] for r in records if r["ts"] is not None]

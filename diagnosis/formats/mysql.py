@@ -23,6 +23,7 @@ from typing import Any
 
 from diagnosis.formats._time import parse_ts
 from diagnosis.formats.base import FORMATS, Document, ParseContext
+from diagnosis.formats.postgres import COUNT_COLUMNS
 from diagnosis.model import EvidenceItem
 
 _BOX_RULE = re.compile(r"^\+(?:-+\+)+\s*$")
@@ -75,7 +76,7 @@ def _kind(rows: list[dict[str, str]]) -> str | None:
         return "waits"
     if {"id", "user", "command", "time"} <= cols:
         return "processlist"
-    if "user" in cols and "id" not in cols and cols & _COUNT_COLUMNS:
+    if "user" in cols and "id" not in cols and cols & set(_COUNT_COLUMNS):
         return "grouped"
     if {"variable_name", "value"} <= cols:
         return "variables"
@@ -84,7 +85,7 @@ def _kind(rows: list[dict[str, str]]) -> str | None:
     return None
 
 
-_COUNT_COLUMNS = {"n", "count", "count(*)", "cnt", "threads", "connections", "sessions"}
+_COUNT_COLUMNS = (*COUNT_COLUMNS, "count(*)", "cnt", "threads")  # pg_stat_activity's group counts, and MySQL's
 # the tables that make a paste MySQL's own: lock views, the processlist (raw or grouped by user), server variables
 _SESSION_KINDS = ("trx", "waits", "processlist", "grouped", "variables")
 

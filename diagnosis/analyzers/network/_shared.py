@@ -12,6 +12,7 @@ from diagnosis.analyzers._common import (
     ref_of,
     span_text,
 )
+from diagnosis.analyzers.logs._shared import ENDED_LONG_AGO_S  # failures that end their log: over only this long after
 from diagnosis.model import Category, Domain, EvidenceRef, Finding
 
 # Signals whose last occurrence is this long before "now" have stopped (see logs.STOPPED_AFTER_S).
@@ -99,17 +100,13 @@ def steady_background(f: Failures) -> bool:
     return len(hours) >= 0.6 * (span / 3600) and counts[-1] <= 3 * max(counts[len(counts) // 2], 1)
 
 
-# failures that are the last thing their log says are stopped only this long before now (an export of a window
-# that ends with them says nothing of after; see logs.ENDED_LONG_AGO_S)
-ENDED_LONG_AGO_S = 60 * 60
-
-
 def _stopped(f: Failures, now: float | None) -> bool:
     return ended(f.recs, f.last, now)
 
 
 def ended(recs: list[Rec], last: float | None, now: float | None) -> bool:
-    """Failures are over when their own logs went on without them for a while, or when they ended long ago."""
+    """Failures are over when their own logs went on without them for a while, or when they ended long ago: a log
+    that ends with them (an export of the failures only) says nothing of after."""
     if now is None or last is None or now - last < STOPPED_AFTER_S:
         return False
     if now - last >= ENDED_LONG_AGO_S:

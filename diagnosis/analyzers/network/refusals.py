@@ -10,6 +10,7 @@ from diagnosis.analyzers._common import (
     DB_DENIED,
     Rec,
     now_of,
+    records_with,
     service_of,
     signature_records,
     span_text,
@@ -17,7 +18,7 @@ from diagnosis.analyzers._common import (
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.logs._shared import ENDED_LONG_AGO_S
-from diagnosis.analyzers.network._shared import MIN_FAILURES, STOPPED_AFTER_S, _refs
+from diagnosis.analyzers.network._shared import MIN_FAILURES, STOPPED_AFTER_S, _refs, ended
 from diagnosis.analyzers.network.extraction import _target, _target_tags
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, Finding
@@ -46,19 +47,7 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
             continue
         recs.sort(key=lambda r: r.ts or 0)
         first, last = recs[0].ts, recs[-1].ts
-        # over when their own log went on without them; a log that ends with them (an export of the failures
-        # only) says nothing of after, unless that was long ago
-        logs = {r.item.id: r.item for r in recs}.values()  # each log once, however many refusals it holds
-        log_end = max(
-            (t for item in logs for x in item.data.get("records") or () if isinstance(t := x.get("ts"), int | float)),
-            default=last,
-        )
-        stopped = (
-            now is not None
-            and last is not None
-            and now - last >= STOPPED_AFTER_S
-            and ((log_end or last) - last >= STOPPED_AFTER_S or now - last >= ENDED_LONG_AGO_S)
-        )
+        stopped = ended(recs, last, now)
         callers = sorted({c for r in recs if (c := service_of(r.item))})
         m = _RBAC.search(recs[-1].msg)
         sample = " ".join(recs[-1].msg.split())
@@ -290,6 +279,7 @@ _CREDENTIAL_CHANGED = re.compile(
     r"updated)\b",
     re.I,
 )
+_CHANGE_WORDS = ("changed", "rotated", "reset", "revoked", "regenerated", "updated")
 REFUSED_MIN = 10  # 401s of one method before it reads as a broken credential
 REFUSED_SHARE = 0.8  # of that method's requests since the first 401
 ACCEPTED_BEFORE_MIN = 3  # the same method answered 2xx before: the credential worked until then
@@ -372,6 +362,10 @@ def _credential_change(evidence: EvidenceSet, after: float | None, before: float
     """A server's record of a credential changing between the last accepted and the first refused request."""
     if after is None or before is None:
         return None
+    for rec in records_with(evidence, _CHANGE_WORDS):
+        if rec.ts is not None and after - 60 <= rec.ts <= before + 60 and (m := _CREDENTIAL_CHANGED.search(rec.msg)):
+            return m["who"], rec
+    return None
     for item in evidence.kind("log"):
         for r in item.data.get("records") or ():
             ts = r.get("ts")

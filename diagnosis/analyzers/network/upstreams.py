@@ -319,7 +319,6 @@ _CONNECT_KINDS = {"timeout", "reset", "tls_handshake"}
 _CONNECT_TIMEOUT = re.compile(
     r"connect ETIMEDOUT|connect(?:ion)? timed out|ConnectTimeout|connect: connection timed out", re.I
 )
-_PRIVATE = re.compile(r"^(?:10\.\d+|172\.(?:1[6-9]|2\d|3[01])|192\.168|127\.\d+)\.\d+\.\d+$")
 
 
 def _leaves_the_network(target: str) -> bool:
@@ -327,7 +326,7 @@ def _leaves_the_network(target: str) -> bool:
     VPC's own domains."""
     host = _host(target).lower()
     if re.match(r"^\d+\.\d+\.\d+\.\d+$", host):
-        return not _PRIVATE.match(host)
+        return not (_PRIVATE_IP.match(host) or host.startswith("127."))
     return "." in host and not re.search(r"\.(?:svc|local|internal|cluster\.local|lan|corp)$", host)
 
 
