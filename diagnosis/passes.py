@@ -147,8 +147,9 @@ _PEER_LABEL = re.compile(
 
 
 # an alert that fires on what the callers see (errors, 5xx, latency, availability), not on a cause (disk, memory)
-_SYMPTOM_ALERT = re.compile(r"5xx|errors?\b|error_?rate|latency|slow|availability|slo\b|burn|down\b|unhealthy|timeout",
-                            re.I)  # fmt: skip
+_SYMPTOM_ALERT = re.compile(
+    r"5xx|errors?\b|error_?rat(?:e|io)|latency|slow|availability|slo\b|burn|down\b|unhealthy|timeout", re.I
+)
 
 
 def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call: Finding) -> bool:
@@ -172,16 +173,35 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
     return False
 
 
+_STATUS_SERIES = re.compile(r"5xx|\b5\d\d\b|status|code", re.I)
+
+
+def _series_only(f: Finding, evidence: EvidenceSet) -> str | None:
+    """The upstream's short name when a call failure rests on its callers' series alone and they say no status
+    (an error ratio counts timeouts as much as 5xx)."""
+    items = [evidence.get(r.item) for r in f.evidence]
+    if not items or any(i is None or i.kind != "metric" or _STATUS_SERIES.search(i.object) for i in items):
+        return None
+    return f.object.removeprefix("upstream ").split(" (", 1)[0].split(":", 1)[0].split(".", 1)[0].strip().lower()
+
+
 def callers_only(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
     """Calls failing to one of our own services (not a third party, not a datastore) with nothing in the bundle from
     that service itself: its callers only show that it fails, not why, so the cause is evidence that is missing."""
     out: list[Finding] = []
+    calls = [
+        f
+        for f in findings
+        if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
+    ]
+    internal_of = {id(f): _internal_upstream(f, evidence) for f in calls}
+    # a caller's error-ratio series about the same service ("upstream=ledger") counts the same failed calls
+    hosts = {i[0].split(".")[0]: i for i in internal_of.values() if i is not None}
+    for f in calls:
+        if internal_of[id(f)] is None and (named := _series_only(f, evidence)) in hosts:
+            internal_of[id(f)] = hosts[named]
     for f in findings:
-        internal = (
-            _internal_upstream(f, evidence)
-            if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
-            else None
-        )
+        internal = internal_of.get(id(f))
         if internal is None or _seen_itself(internal[0], evidence, findings, f):
             out.append(f)
             continue

@@ -970,8 +970,15 @@ def signature_records(evidence: EvidenceSet) -> list[Rec]:
     return out
 
 
+# a stack trace's frames: Python's `File "...", line N, in f` with the source line under it, Java's `at a.b.C.m(...)`
+_FRAMES = re.compile(r'^  File "[^\n]*(?:\n    [^\n]*)?$|^\s+at [\w$.<>]+\([^\n]*\)$', re.M)
+
+
 def claimed_elsewhere(msg: str) -> bool:
-    """Whether a network, database or host analyzer names the mechanism behind this message."""
+    """Whether a network, database or host analyzer names the mechanism behind this message (its words, not the
+    source code of a stack trace's frames: `timeout=timeout` in a frame says nothing)."""
+    if "\n" in msg:
+        msg = _FRAMES.sub("", msg)
     return any(
         rx.search(msg) for rx in (*NETWORK_SIGNATURES, *DB_SIGNATURES, *HOST_SIGNATURES, UPSTREAM_5XX, AUTH_DENIED)
     )

@@ -53,7 +53,7 @@ RECOVERED_TAIL = 3
 
 _KIND_PATTERNS = [
     ("cpu", re.compile(r"cpu", re.I)),
-    ("memory", re.compile(r"mem(?:ory)?|rss|heap|working_set|freeablememory", re.I)),
+    ("memory", re.compile(r"mem(?:ory)?|rss|heap|working[_-]?set|freeablememory", re.I)),
     ("disk", re.compile(r"filesystem|disk|storage|volume|inode", re.I)),
     ("connections", re.compile(r"connections|numbackends|pg_stat_activity_count|clients", re.I)),
     (
@@ -466,6 +466,13 @@ _STATUS_LABELS = (
     "status_class",
     "response_code_class",
 )
+_GRPC_LABELS = ("grpc_code", "grpc_status", "grpc_status_code", "rpc_grpc_status_code", "grpc_response_status")
+# the gRPC codes a server or the network fails a call with (not OK, NotFound, InvalidArgument and the like: answers)
+_GRPC_FAILED = re.compile(
+    r"(?:DeadlineExceeded|DEADLINE_EXCEEDED|Unavailable|UNAVAILABLE|Internal|INTERNAL|Unknown|UNKNOWN|"
+    r"ResourceExhausted|RESOURCE_EXHAUSTED|Aborted|ABORTED|DataLoss|DATA_LOSS|Unauthenticated|UNAUTHENTICATED|"
+    r"PermissionDenied|PERMISSION_DENIED|Unimplemented|UNIMPLEMENTED|2|4|7|8|10|12|13|14|15|16)$"
+)
 _OUTCOME_LABELS = frozenset({"responsetype", "result", "outcome", "status", "response_type", "error_type"})
 _FAILED_OUTCOME = re.compile(r"error|fail|denied|unauthori[sz]ed|forbidden|throttl|timeout|reject", re.I)
 
@@ -484,6 +491,9 @@ def _kind(name: str, labels: dict[str, str]) -> str:
         return labels["resource"]
     # a request counter split by status: its 5xx series counts failures, not traffic
     if any(str(labels.get(k, "")).lower().startswith("5") for k in _STATUS_LABELS):
+        return "errors"
+    # a gRPC call counter split by status code: its failed codes count failures
+    if any(_GRPC_FAILED.match(str(labels.get(k, ""))) for k in _GRPC_LABELS):
         return "errors"
     # a counter split by outcome (Azure Storage's ResponseType, a result or outcome label): its failure series
     if any(_FAILED_OUTCOME.search(str(v)) for k, v in labels.items() if k.lower() in _OUTCOME_LABELS):

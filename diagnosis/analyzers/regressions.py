@@ -22,7 +22,7 @@ from diagnosis.series import Point, human_duration, linear_trend, median, points
 from diagnosis.timeline import fmt_ts, parse_ts
 
 # memory in use, including the JVM's live set after GC (the truest leak signal) and its old generation
-_MEMORY = re.compile(r"mem(?:ory)?|rss|heap|working_set|live_data|old_gen|tenured", re.I)
+_MEMORY = re.compile(r"mem(?:ory)?|rss|heap|working[_-]?set|live_data|old_gen|tenured", re.I)
 _CPU = re.compile(r"cpu", re.I)
 _NOT_USAGE = re.compile(r"free|avail|limit|request|capacity|throttl|pressure|fail|oom|max_bytes|total_bytes", re.I)
 _TRAFFIC = re.compile(

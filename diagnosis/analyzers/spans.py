@@ -5,17 +5,20 @@ caller's queue) on the way to that callee: delay injected or suffered on that pa
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from diagnosis.analyzers._common import span_calls
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.series import points_of
 
 HOTSPOT_SHARE = 0.5  # of all own time in the traces
 HOTSPOT_LEAD = 3.0  # and this many times the next service's
 MIN_TRACES = 2
 MIN_OWN_MS = 200.0  # a hotspot of a few milliseconds is no slowness
+_ERROR = 6  # a span's error flag in a `trace/spans` row
 _DURATION = 5  # a span's place in a `trace/spans` row: trace, span, parent, service, operation, duration_ms, error
 
 
@@ -30,10 +33,12 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
             by_trace[str(span[0])].append(span)
         # which service an operation calls, learnt where its server span was recorded: a call that timed out
         # before the callee answered (or ever saw it) has no child, and its time is still spent on the way there
-        calls: dict[tuple[str, str], str] = {}
+        # (an operation named only by its method, "GET", that calls several services names none of them)
+        called: dict[tuple[str, str], set[str]] = defaultdict(set)
         for _, parent, x in span_calls(item):
             if str(parent[3]) != str(x[3]):
-                calls.setdefault((str(parent[3]), str(parent[4])), str(x[3]))
+                called[(str(parent[3]), str(parent[4]))].add(str(x[3]))
+        calls = {k: next(iter(v)) for k, v in called.items() if len(v) == 1}
         for trace, spans in by_trace.items():
             traces.add(trace)
             ids = {str(s[1]): s for s in spans}
@@ -41,7 +46,10 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
             for s in spans:
                 if s[2] and str(s[2]) in ids:
                     children[str(s[2])].append(s)
+            on_path = _request_tree(spans, ids, children)
             for i, s in enumerate(spans):
+                if str(s[1]) not in on_path:
+                    continue  # a span detached from the request (FOLLOWS_FROM, work queued for later): off its path
                 kids = children.get(str(s[1]), [])
                 mine = max(0.0, float(s[5]) - sum(float(k[5]) for k in kids))
                 # a client span whose child is the callee's server span: what is left is the way there and back
@@ -128,6 +136,23 @@ def trace_hotspots(evidence: EvidenceSet) -> list[Finding]:
     ]
 
 
+def _request_tree(spans: list[list], ids: dict[str, list], children: dict[str, list[list]]) -> set[str]:
+    """The spans under the trace's first root (the request as it arrived): a span whose only link is a FOLLOWS_FROM
+    (the reader leaves it without a parent) is a root of its own, work done after or beside the request."""
+    root = next((s for s in spans if not s[2] or str(s[2]) not in ids), None)
+    if root is None:
+        return set(ids)
+    seen: set[str] = set()
+    todo = [root]
+    while todo:
+        s = todo.pop()
+        if str(s[1]) in seen:
+            continue
+        seen.add(str(s[1]))
+        todo += children.get(str(s[1]), [])
+    return seen
+
+
 def _injected_delay(evidence: EvidenceSet, service: str) -> EvidenceItem | None:
     """A Chaos Mesh NetworkChaos (or Litmus network chaos) delaying the traffic of `service` (by its app label or
     name), not recovered."""
@@ -191,6 +216,155 @@ def repeated_calls(evidence: EvidenceSet) -> list[Finding]:
                 tags=[f"service:{service}"],
                 explains=["latency", "db_cpu", "cpu_high", "connections_high", "metric_shift", "alert:*"],
                 evidence=[ref],
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- a client deadline shorter than the call takes
+
+CUT_SHORT_MARGIN = 1.05  # the callee's server span outlasts the failed client span by at least this much
+DEADLINE_MATCH = 0.12  # a setting within this share of the client spans' duration is their deadline
+_DEADLINE_KEY = re.compile(r"time_?out|deadline", re.I)
+_DURATION_VALUE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds|m)?\s*$", re.I)
+
+
+def _ms(value: object) -> float | None:
+    m = _DURATION_VALUE.match(str(value))
+    if not m:
+        return None
+    n, unit = float(m.group(1)), (m.group(2) or "").lower()
+    return n * {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0, "m": 60000.0}.get(unit, 1.0)
+
+
+def _deadline_settings(evidence: EvidenceSet) -> list[tuple[str, float, EvidenceRef]]:
+    """(name, milliseconds, where) of every timeout or deadline setting in ConfigMaps and container env vars."""
+    out: list[tuple[str, float, EvidenceRef]] = []
+    for item in evidence.kind("k8s/ConfigMap"):
+        for key, value in (item.data.get("data") or {}).items():
+            if _DEADLINE_KEY.search(str(key)) and (ms := _ms(value)) is not None:
+                out.append((str(key), ms, EvidenceRef(item=item.id, field=f"data.{key}", value=value)))
+    for kind in ("k8s/Deployment", "k8s/StatefulSet", "k8s/Pod"):
+        for item in evidence.kind(kind):
+            spec = item.data.get("spec") or {}
+            pod = (spec.get("template") or {}).get("spec") or spec
+            for c in pod.get("containers") or ():
+                for e in c.get("env") or ():
+                    name, value = str(e.get("name") or ""), e.get("value")
+                    if _DEADLINE_KEY.search(name) and value is not None and (ms := _ms(value)) is not None:
+                        out.append((name, ms, EvidenceRef(item=item.id, field=f"env.{name}", value=value)))
+    return out
+
+
+NORMAL_NEAR_DEADLINE = 0.8  # the callee's usual median latency is at least this share of the deadline
+SLOWED_DOWN = 1.5  # its median latency in the last third over the first third: it got slower
+_LATENCY = re.compile(r"latenc|duration|response_?time|_seconds\b|seconds$|_ms$|millis", re.I)
+_HIGH_QUANTILE = re.compile(r"p9\d|_9\d\b|max", re.I)
+
+
+def _usual_latency_ms(evidence: EvidenceSet, service: str) -> tuple[float, bool, EvidenceRef] | None:
+    """The callee's median latency over its series (milliseconds), whether it rose over the window, and where:
+    from a median or mean latency series of its own (not a p99: a deadline under the p99 fails only the tail)."""
+    for item in evidence.kind("metric"):
+        labels = {str(k): str(v) for k, v in (item.data.get("labels") or {}).items()}
+        name = str(item.data.get("name") or item.object)
+        own = {labels.get(k) for k in ("job", "service", "app", "container", "service_name", "destination_service")}
+        if service not in own or not _LATENCY.search(name) or _HIGH_QUANTILE.search(name):
+            continue
+        q = labels.get("quantile")
+        if q is not None and q not in ("0.5", "0.50"):
+            continue
+        values = [v for _, v in points_of(item.data.get("points"))]
+        if len(values) < 3:
+            continue
+        mid = sorted(values)[len(values) // 2]
+        scale = 1.0 if re.search(r"_ms\b|millis", name, re.I) or mid > 50 else 1000.0
+        third = max(1, len(values) // 3)
+        early, late = sorted(values[:third])[third // 2], sorted(values[-third:])[third // 2]
+        rose = early > 0 and late / early >= SLOWED_DOWN
+        return mid * scale, rose, EvidenceRef(item=item.id, field="points", value=f"median {mid * scale:.0f} ms")
+    return None
+
+
+def _words(name: str) -> set[str]:
+    return {w for w in re.split(r"[^a-z0-9]+", name.lower()) if len(w) >= 3}
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"trace/spans"})
+def cut_short_calls(evidence: EvidenceSet) -> list[Finding]:
+    """Calls the caller gave up on while the callee was still working: the client span fails at its deadline and
+    the callee's server span under it runs on past it. Every call that takes longer than the deadline fails, so the
+    deadline (a setting, when one with that value is in the bundle) is shorter than the callee needs: a
+    configuration error, not a failing dependency (its own latency is what it always was)."""
+    cut: dict[tuple[str, str], list[tuple[float, float, EvidenceRef]]] = defaultdict(list)
+    for item in evidence.kind("trace/spans"):
+        for i, parent, child in span_calls(item):
+            caller, callee = str(parent[_SPAN_SERVICE]), str(child[_SPAN_SERVICE])
+            if caller == callee or len(parent) <= _ERROR or not parent[_ERROR]:
+                continue
+            client_ms, server_ms = float(parent[_DURATION]), float(child[_DURATION])
+            if client_ms > 0 and server_ms >= client_ms * CUT_SHORT_MARGIN:
+                ref = EvidenceRef(item=item.id, field=f"spans.{i}.{_DURATION}", value=round(client_ms, 1))
+                cut[(caller, callee)].append((client_ms, server_ms, ref))
+    out: list[Finding] = []
+    settings = _deadline_settings(evidence) if cut else []
+    for (caller, callee), calls in cut.items():
+        deadline = sorted(c for c, _, _ in calls)[len(calls) // 2]
+        server = sorted(s for _, s, _ in calls)[len(calls) // 2]
+        near = [s for s in settings if abs(s[1] - deadline) <= DEADLINE_MATCH * deadline]
+        # the setting that names the callee ("FRAUD_SCORER_DEADLINE" for fraud-scorer) before any other
+        near.sort(key=lambda s: -len(_words(s[0]) & _words(callee)))
+        setting = near[0] if near else None
+        usual = _usual_latency_ms(evidence, callee)
+        if usual is not None and (usual[0] < NORMAL_NEAR_DEADLINE * deadline or usual[1]):
+            continue  # the callee is usually well within the deadline, or got slower: it is the one that changed
+        if usual is None and setting is None:
+            continue  # nothing says the callee is always this slow: it may be the one that slowed down
+        key = setting[0] if setting else "<DEADLINE>"
+        what = f"{setting[0]}={setting[2].value}" if setting else f"its deadline of about {deadline:.0f} ms"
+        out.append(
+            Finding(
+                analyzer="cut_short_calls",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="deadline_too_short",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"{caller} gives up on {callee} at {deadline:.0f} ms while {callee} takes {server:.0f} ms",
+                mechanism=(
+                    f"{caller}'s {what} is shorter than {callee} needs: {len(calls)} call(s) to {callee} failed on "
+                    f"{caller}'s side after {deadline:.0f} ms while {callee}'s own span under each ran on to about "
+                    f"{server:.0f} ms and was cancelled; every call slower than the deadline fails, so the "
+                    f"deadline is set too short for {callee}'s normal latency (a configuration error; {callee} "
+                    "itself answers as it always did)"
+                ),
+                object=f"{caller} {setting[0]}" if setting else f"{caller}'s deadline for {callee}",
+                score=0.8 if usual is not None else 0.5,
+                tags=[f"service:{caller}", f"upstream:{callee}", *([f"config:{setting[0]}"] if setting else [])],
+                explains=[
+                    "upstream_timeout",
+                    "errors",
+                    "exception",
+                    "http_5xx",
+                    "latency",
+                    "metric_shift",
+                    "alert:*",
+                    "upstream_*",
+                    "timeouts",
+                ],
+                evidence=[c[2] for c in calls[:3]]
+                + ([setting[2]] if setting else [])
+                + ([usual[2]] if usual is not None else []),
+                actions=[
+                    Action(
+                        description=f"Compare {caller}'s deadline for {callee} with {callee}'s latency (p50, p99)",
+                        command=f"kubectl get configmap -o yaml | grep -iE 'timeout|deadline'  # {caller}'s namespace",
+                    ),
+                    Action(
+                        description=f"Set the deadline above {callee}'s p99 (or revert the change that cut it)",
+                        command=f"kubectl set env deploy/{caller} {key}=<above p99>",
+                        kind="write",
+                    ),
+                ],
             )
         )
     return out

@@ -711,6 +711,8 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 if len(last["msg"]) < MAX_CONTINUATION:
                     last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
                 continue
+            if ts is None and last is not None and body.startswith("Traceback ("):
+                ts = last["ts"]  # in a timed log, a traceback is printed when the line above it was (logging.exception)
             if level is None and last is not None and ":  " in msg[:80] and _PG_DETAIL.match(msg):
                 if len(last["msg"]) < MAX_CONTINUATION:  # PostgreSQL's DETAIL / STATEMENT belong to the error above
                     last["msg"] = f"{last['msg']}\n{msg}"[: MAX_CONTINUATION + 200]

@@ -43,7 +43,11 @@ BAD_DATA = re.compile(
     r"violates (?:not-null|check|foreign key) constraint|type mismatch|"
     # CSV readers on a file with another delimiter or a ragged row (Rust csv, Python csv, pandas, Go encoding/csv)
     r"found record with \d+ fields?|wrong number of fields|expected \d+ fields?,? (?:saw|got|but)|"
-    r"Error tokenizing data|header has \d+ columns?|column \S+ does not exist|no such column|"
+    r"Error tokenizing data|header has \d+ columns?|"
+    # a quote or column the file breaks (PostgreSQL COPY, Go encoding/csv, pandas)
+    r"unterminated CSV quoted field|BadCopyFileFormat|extra data after last expected column|"
+    r"missing data for column|unquoted (?:carriage return|newline) found in data|bare \" in non-quoted[- ]field|"
+    r"extraneous or missing \" in quoted[- ]field|EOF inside string|column \S+ does not exist|no such column|"
     r"schema validation failed|incompatible schema|schema (?:is )?incompatible|"
     r"unknown (?:field|column|magic byte)|Unrecognized field|value too long for type|out of range for type|"
     r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"
@@ -153,7 +157,10 @@ REMOTE_FAILURE = re.compile(
     r"EndOfStreamException|server has closed (?:the )?(?:socket|connection)|"
     # a peer's connection ending mid-read (a socket or RPC stream, not a truncated file)
     r"EOFException\b[\s\S]{0,300}?(?:SocketInputStream|DataInputStream\.read|jute|netty|Channel|Socket)|"
-    r"connection (?:closed|reset) by (?:peer|remote|server)",
+    r"connection (?:closed|reset) by (?:peer|remote|server)|"
+    # a client that tried every host of its server and reached none (Algolia's, Elasticsearch's, any SDK's)
+    r"\bUnreachable hosts?\b|\b(?:all|no) (?:hosts?|nodes?) (?:were |are )?(?:reachable|unreachable|available)\b|"
+    r"\b(?:ETIMEDOUT|ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH)\b",
 )
 # a consumer refusing an input record it cannot use, logged at warning level but failing that record all the same
 REJECTED_INPUT = re.compile(

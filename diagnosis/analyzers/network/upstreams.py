@@ -4,9 +4,11 @@ caller's own egress when many unrelated upstreams fail at once; a provider's own
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from diagnosis.analyzers._common import (
     fmt_ts,
+    is_error,
     service_of,
     span_text,
 )
@@ -23,7 +25,7 @@ from diagnosis.analyzers.network._shared import (
 from diagnosis.analyzers.network.dns import _CLUSTER_SUFFIXES
 from diagnosis.analyzers.network.extraction import _target_tags
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 from diagnosis.series import points_of
 
 # ---------------------------------------------------------------- a provider's own status page
@@ -143,6 +145,8 @@ def _with_provider_status(findings: list[Finding], evidence: EvidenceSet) -> lis
                     ],
                 )
             )
+        elif not matched and (named := _errors_naming(evidence, name, domain)):
+            out.append(_provider_failing(provider, name, said, status_ref, page.ts, named))
         elif not matched:
             out.append(
                 Finding(
@@ -163,6 +167,68 @@ def _with_provider_status(findings: list[Finding], evidence: EvidenceSet) -> lis
                 )
             )
     return out
+
+
+PROVIDER_ERRORS_MIN = 3  # error lines naming a degraded provider that make it our failing dependency
+
+
+def _errors_naming(evidence: EvidenceSet, name: str, domain: str | None) -> list[tuple[EvidenceItem, dict[str, Any]]]:
+    """Error lines of our own logs that name the provider (its client library, its hosts, its support text)."""
+    out: list[tuple[EvidenceItem, dict[str, Any]]] = []
+    for item in evidence.kind("log"):
+        if _names_provider(item.object, name, domain):
+            continue  # the provider's own log, not a caller's
+        hits = [
+            r
+            for r in item.data.get("records") or ()
+            if is_error(r) and _names_provider(str(r.get("msg") or ""), name, domain)
+        ]
+        out += [(item, r) for r in hits]
+    return out if len(out) >= PROVIDER_ERRORS_MIN else []
+
+
+def _provider_failing(
+    provider: str,
+    name: str,
+    said: str,
+    status_ref: EvidenceRef,
+    since: float | None,
+    named: list[tuple[EvidenceItem, dict[str, Any]]],
+) -> Finding:
+    """A provider whose status page says it is degraded while our services' errors name it: calls to it fail."""
+    callers = sorted({service_of(i) or i.object for i, _ in named})
+    first = min((r["ts"] for _, r in named if r.get("ts") is not None), default=since)
+    sample = str(named[0][1].get("msg") or "")
+    refs = [status_ref] + [
+        EvidenceRef(item=i.id, line=r.get("line"), value=str(r.get("msg") or "")[:300]) for i, r in named[:3]
+    ]
+    return Finding(
+        analyzer="network_failures",
+        domain=Domain.NETWORK,
+        role="cause",
+        code="provider_degraded",
+        category=Category.DEPENDENCY_FAILURE,
+        title=f"{provider} is degraded and {', '.join(callers)} fail on it ({len(named)} error lines name it)",
+        mechanism=f"{provider} is failing {', '.join(callers)}: its own status says it is degraded ({said}) and "
+        f"{len(named)} error lines of {', '.join(callers)} name it (e.g. '{sample[:200]}'); our calls to it fail, so "
+        "the requests that need it fail or wait.",
+        object=f"provider {provider}",
+        score=0.7,
+        ts=first,
+        tags=[f"upstream:{name}", f"service:{name}", f"provider:{name}", *(f"service:{c}" for c in callers)],
+        explains=["errors", "exception", "http_5xx", "latency", "metric_shift", "alert:*", "upstream_*"],
+        evidence=refs,
+        actions=[
+            Action(
+                description=f"Follow {provider}'s incident and its updates", command=f"open {provider}'s status page"
+            ),
+            Action(
+                description=f"Degrade gracefully while {provider} fails (cached results, a fallback, or fail fast)",
+                command="shorten the client's timeout and retries; serve a cached or reduced answer",
+                kind="write",
+            ),
+        ],
+    )
 
 
 # ---------------------------------------------------------------- findings

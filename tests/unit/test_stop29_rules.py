@@ -1,0 +1,224 @@
+"""Stop 29: rules from the dev31 batch, each a mechanism rather than a stack: a client deadline shorter than its
+callee's usual latency (seen in traces), a degraded provider that our own error lines name, an in-cluster Service
+that only times out (also through its callers' error-ratio series), a partner file that breaks a CSV quote under a
+Python traceback, spans detached from the request, memory series named after their file. Each test asserts the
+negative case too where a rule could over-fire."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diagnosis.analyzers._common import claimed_elsewhere
+from diagnosis.analyzers.metrics import _kind
+from diagnosis.analyzers.regressions import _MEMORY
+from diagnosis.bundle import load_bundle
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+
+T0 = 1737537000  # 2025-01-22 09:10:00Z
+
+# ---------------------------------------------------------------- a deadline shorter than the callee needs
+
+
+def _jaeger(server_ms: float, client_ms: float = 150.0, n: int = 3) -> dict:
+    traces = []
+    for i in range(n):
+        tid = f"{i:032x}"
+        start = (T0 + 300 + 60 * i) * 1_000_000
+        spans = [
+            {"traceID": tid, "spanID": f"a{i:015x}", "operationName": "POST /checkout", "references": [],
+             "startTime": start, "duration": int((client_ms + 10) * 1000), "processID": "p1",
+             "tags": [{"key": "error", "type": "bool", "value": True}, {"key": "span.kind", "value": "server"}]},
+            {"traceID": tid, "spanID": f"b{i:015x}", "operationName": "fraud.v1.Scorer/Score",
+             "references": [{"refType": "CHILD_OF", "traceID": tid, "spanID": f"a{i:015x}"}],
+             "startTime": start + 1000, "duration": int(client_ms * 1000), "processID": "p1",
+             "tags": [{"key": "error", "type": "bool", "value": True}, {"key": "span.kind", "value": "client"},
+                      {"key": "rpc.grpc.status_code", "value": 4}]},
+            {"traceID": tid, "spanID": f"c{i:015x}", "operationName": "fraud.v1.Scorer/Score",
+             "references": [{"refType": "CHILD_OF", "traceID": tid, "spanID": f"b{i:015x}"}],
+             "startTime": start + 2000, "duration": int(server_ms * 1000), "processID": "p2",
+             "tags": [{"key": "error", "type": "bool", "value": True}, {"key": "span.kind", "value": "server"}]},
+        ]  # fmt: skip
+        traces.append(
+            {
+                "traceID": tid,
+                "spans": spans,
+                "processes": {
+                    "p1": {"serviceName": "checkout", "tags": []},
+                    "p2": {"serviceName": "fraud-scorer", "tags": []},
+                },
+            }
+        )
+    return {"data": traces, "total": 0, "limit": 0, "offset": 0, "errors": None}
+
+
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "checkout-config", "namespace": "checkout"},
+             "data": {"FRAUD_SCORER_ADDR": "fraud-scorer.fraud.svc.cluster.local:50051",
+                      "FRAUD_SCORER_DEADLINE": "150ms", "PAYMENTS_DEADLINE": "4s"}}  # fmt: skip
+
+
+def _p50(values: list[float]) -> dict:
+    return {"status": "success", "data": {"resultType": "matrix", "result": [{
+        "metric": {"__name__": "grpc_server_handling_seconds", "job": "fraud-scorer", "quantile": "0.5"},
+        "values": [[T0 + 60 * i, str(v)] for i, v in enumerate(values)]}]}}  # fmt: skip
+
+
+def _deadline_bundle(tmp_path: Path, p50: list[float], server_ms: float) -> Path:
+    (tmp_path / "trace.json").write_text(json.dumps(_jaeger(server_ms)))
+    (tmp_path / "cm.json").write_text(json.dumps(CONFIGMAP))
+    (tmp_path / "fraud-latency.json").write_text(json.dumps(_p50(p50)))
+    return tmp_path
+
+
+def test_a_deadline_under_the_callees_usual_latency_is_the_setting_that_sets_it(tmp_path: Path) -> None:
+    d = investigate(load_bundle(_deadline_bundle(tmp_path, [0.18] * 12, 210.0)), "is fraud-scorer down?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "FRAUD_SCORER_DEADLINE=150ms" in d.root_cause and "fraud-scorer" in d.root_cause
+
+
+def test_a_callee_that_slowed_down_past_the_deadline_is_not_a_deadline_set_too_short(tmp_path: Path) -> None:
+    # fraud-scorer answered in 30 ms until it slowed to 900 ms: the callee changed, not the deadline
+    d = investigate(load_bundle(_deadline_bundle(tmp_path, [0.03] * 6 + [0.9] * 6, 900.0)), "is fraud-scorer down?")
+    assert not any(f.code == "deadline_too_short" for f in d.findings), d.root_cause
+
+
+# ---------------------------------------------------------------- a degraded provider our errors name
+
+STATUS = {"page": {"id": "x", "name": "Algolia", "url": "https://status.algolia.com"},
+          "components": [{"name": "Search API - DE", "status": "major_outage"}],
+          "incidents": [{"name": "Timeouts in the DE cluster", "status": "identified", "impact": "major",
+                         "created_at": "2025-05-20T13:14:22Z", "started_at": "2025-05-20T13:01:00Z",
+                         "incident_updates": []}],
+          "status": {"indicator": "major", "description": "Partial System Outage"}}  # fmt: skip
+
+
+def _search_log(message: str, n: int = 20) -> str:
+    start = 1747746000  # 2025-05-20 13:00:00Z
+    return "".join(
+        json.dumps({"level": 50, "time": (start + 60 + 30 * i) * 1000, "hostname": "search-api-6c9d7f5b8-4lq2x",
+                    "msg": "search failed", "err": {"type": "RetryError", "message": message}}) + "\n"
+        for i in range(n)
+    )  # fmt: skip
+
+
+def test_a_degraded_provider_that_our_errors_name_is_the_failing_dependency(tmp_path: Path) -> None:
+    (tmp_path / "status.json").write_text(json.dumps(STATUS))
+    (tmp_path / "search-api.log").write_text(
+        _search_log("Unreachable hosts - your application id may be incorrect, reach out to the Algolia Support team")
+    )
+    d = investigate(load_bundle(tmp_path), "search-api is returning 502s, what broke?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert "Algolia" in d.root_cause and "search-api" in d.root_cause
+    # "Unreachable hosts" is a client that reached none of its servers, not a bug in ours
+    assert not any(f.code == "exception" for f in d.findings)
+
+
+def test_a_degraded_provider_our_errors_do_not_name_stays_a_weak_candidate(tmp_path: Path) -> None:
+    (tmp_path / "status.json").write_text(json.dumps(STATUS))
+    (tmp_path / "search-api.log").write_text(_search_log("KeyError: 'facets'"))
+    d = investigate(load_bundle(tmp_path), "search-api is returning 502s, what broke?")
+    provider = [f for f in d.findings if f.code == "provider_degraded"]
+    assert provider and all(f.score < 0.5 for f in provider)
+
+
+# ---------------------------------------------------------------- an in-cluster Service that only times out
+
+GW_LOG = "".join(
+    f'{{"level":"error","ts":"2025-08-14T19:{31 + i // 6:02d}:{(i * 10) % 60:02d}Z","msg":"ledger hold failed: '
+    f'Post \\"http://ledger.payments.svc.cluster.local:8080/v1/holds\\": dial tcp 10.52.14.9:8080: i/o timeout"}}\n'
+    for i in range(30)
+)
+
+
+def _ratio() -> dict:
+    start = 1755199800  # 2025-08-14 19:30:00Z
+    result = [{"metric": {"upstream": up}, "values": [[start - 600 + 60 * i, str(0.33 if up == "ledger" and i > 10
+               else 0.0003)] for i in range(25)]} for up in ("ledger", "tax")]  # fmt: skip
+    return {"status": "success", "data": {"resultType": "matrix", "result": result}}
+
+
+def test_timeouts_and_an_error_ratio_against_an_in_cluster_service_leave_its_cause_unknown(tmp_path: Path) -> None:
+    (tmp_path / "checkout-gw.log").write_text(GW_LOG)
+    (tmp_path / "upstream-error-ratio.json").write_text(json.dumps(_ratio()))
+    alert = {"version": "4", "status": "firing", "receiver": "pager", "groupKey": "g", "groupLabels": {},
+             "commonLabels": {}, "commonAnnotations": {}, "externalURL": "", "truncatedAlerts": 0,
+             "alerts": [{"status": "firing", "labels": {"alertname": "CheckoutUpstreamErrorRatio",
+                                                         "service": "checkout-gw", "upstream": "ledger"},
+                         "annotations": {}, "startsAt": "2025-08-14T19:34:27Z", "endsAt": "0001-01-01T00:00:00Z",
+                         "generatorURL": "", "fingerprint": "f1"}]}  # fmt: skip
+    (tmp_path / "alert.json").write_text(json.dumps(alert))
+    d = investigate(load_bundle(tmp_path), "a third of checkouts fail since 19:31, what's the root cause?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+    assert any("ledger" in m for m in d.missing), d.missing
+
+
+# ---------------------------------------------------------------- a partner file that breaks a CSV quote
+
+IMPORT_LOG = """2025-06-09 03:08:14,602 INFO  catalog_import.main: catalog-import 1.9.4 starting partner=brightline
+2025-06-09 03:08:17,993 INFO  catalog_import.sftp: downloaded brightline_catalog_20250609.csv (18433021 bytes)
+2025-06-09 03:08:18,457 INFO  catalog_import.db: COPY staging_catalog FROM STDIN WITH (FORMAT csv, HEADER true)
+2025-06-09 03:08:31,772 ERROR catalog_import.main: import failed, staging left empty
+Traceback (most recent call last):
+  File "/app/catalog_import/main.py", line 88, in run
+    db.copy_csv(path, table="staging_catalog")
+  File "/usr/local/lib/python3.12/site-packages/psycopg/connection.py", line 969, in wait
+    return waiting.wait(gen, self.pgconn.socket, timeout=timeout)
+psycopg.errors.BadCopyFileFormat: unterminated CSV quoted field
+CONTEXT:  COPY staging_catalog, line 48214: "88310457,BL-PS-12,"Cast iron pizza stone 12" round",34.99"
+2025-06-09 03:08:31,775 INFO  catalog_import.main: exit 1
+"""
+
+
+def test_a_csv_quote_broken_in_a_partner_file_is_bad_data_under_its_traceback(tmp_path: Path) -> None:
+    (tmp_path / "catalog-import.log").write_text(IMPORT_LOG)
+    d = investigate(load_bundle(tmp_path), "the 03:08 catalog-import job failed; what happened?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "brightline_catalog_20250609.csv" in d.root_cause and "quoted field" in d.root_cause
+    # the traceback was printed with the ERROR line above it
+    tb = next(r for r in load_bundle(tmp_path).kind("log")[0].data["records"] if r["msg"].startswith("Traceback"))
+    assert tb["ts"] is not None
+
+
+def test_a_stack_frames_source_code_is_not_read_as_the_error() -> None:
+    frames = (
+        'Traceback (most recent call last):\n  File "/x/psycopg/connection.py", line 969, in wait\n'
+        "    return waiting.wait(gen, timeout=timeout)\nValueError: bad row"
+    )
+    assert not claimed_elsewhere(frames)
+    assert claimed_elsewhere(frames.replace("ValueError: bad row", "TimeoutError: timed out"))
+
+
+# ---------------------------------------------------------------- spans detached from the request
+
+
+def test_a_span_that_follows_from_the_request_is_off_its_path_and_no_hotspot(tmp_path: Path) -> None:
+    traces = []
+    for i in range(4):
+        tid, start = f"{i + 1:032x}", (T0 + 60 * i) * 1_000_000
+        spans = [
+            {"traceID": tid, "spanID": f"a{i:015x}", "operationName": "GET /product", "references": [],
+             "startTime": start, "duration": 40_000, "processID": "p1", "tags": []},
+            {"traceID": tid, "spanID": f"b{i:015x}", "operationName": "GET /v1/item",
+             "references": [{"refType": "CHILD_OF", "traceID": tid, "spanID": f"a{i:015x}"}],
+             "startTime": start + 1000, "duration": 30_000, "processID": "p2", "tags": []},
+            {"traceID": tid, "spanID": f"c{i:015x}", "operationName": "prefetch recommendations",
+             "references": [{"refType": "FOLLOWS_FROM", "traceID": tid, "spanID": f"a{i:015x}"}],
+             "startTime": start + 41_000, "duration": 1_300_000, "processID": "p3", "tags": []},
+        ]  # fmt: skip
+        traces.append({"traceID": tid, "spans": spans, "processes": {
+            "p1": {"serviceName": "storefront-bff"}, "p2": {"serviceName": "catalog-api"},
+            "p3": {"serviceName": "recs-prefetcher"}}})  # fmt: skip
+    (tmp_path / "traces.json").write_text(json.dumps({"data": traces}))
+    d = investigate(load_bundle(tmp_path), "is the product page slow?")
+    assert not any("recs-prefetcher" in f.title and f.role != "benign" for f in d.findings), d.root_cause
+
+
+# ---------------------------------------------------------------- series named after their file, gRPC codes
+
+
+def test_a_memory_series_named_after_its_file_is_memory_and_a_failed_grpc_code_counts_errors() -> None:
+    assert _MEMORY.search("prom-working-set") and _kind("prom-working-set", {}) == "memory"
+    assert _kind("prom-checkout-grpc-client", {"grpc_code": "DeadlineExceeded"}) == "errors"
+    assert _kind("prom-checkout-grpc-client", {"grpc_code": "OK"}) != "errors"
