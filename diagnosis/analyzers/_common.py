@@ -555,10 +555,12 @@ PG_TOO_MANY = re.compile(
     r"connection limit exceeded|FATAL:\s+sorry",
     re.I,
 )
+# a database's own words for having no room left: Redshift's error 1016, MySQL's ER_RECORD_FILE_FULL, SQL Server's 1105
+_DB_FULL = r"(?-i:\bDisk Full\b)|The table '[^'\n]+' is full|filegroup is full"
 # (a write refused because the file system went read-only is the disk's failure, not a full disk)
 PG_STORAGE = re.compile(
     r"could not extend file|could not write to file(?![^\n]*Read-only file system)|No space left on device|"
-    r"storage[- ]full",
+    r"storage[- ]full|" + _DB_FULL,
     re.I,
 )
 PG_LOCK = re.compile(
@@ -985,7 +987,7 @@ def claimed_elsewhere(msg: str) -> bool:
 
 
 _PG_CONTEXT = re.compile(
-    r"could not extend file|could not write to file|pg_wal|pg_xlog|base/\d+/|PANIC:|postgres", re.I
+    r"could not extend file|could not write to file|pg_wal|pg_xlog|base/\d+/|PANIC:|postgres|" + _DB_FULL, re.I
 )
 _DB_SOURCE = re.compile(r"postgres|postgresql|\bpg\b|rds|mysql|mongod|database|\bdb\b", re.I)
 

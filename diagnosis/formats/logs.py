@@ -923,6 +923,9 @@ _UNTIMED_ERROR = re.compile(
     # a JVM thread dump's verdict, and Go's runtime when every goroutine waits on another
     r"|^Found (?:one|\d+) Java-level deadlock|^fatal error: all goroutines are asleep - deadlock"
 )
+_HTTP_5XX = re.compile(r"^(?:< )?HTTP/[\d.]+ 5\d\d\b")
+# the URL an HTTP client's command line fetched (`curl -si https://registry.internal/schemas/ids/1187`)
+_CLIENT_URL = re.compile(r"^(?:curl|wget|http|https|xh)\b.*?\s['\"]?(https?://[^\s'\"|]+)")
 # what a saved terminal prints before a line: dig's ";;", curl -v's "*"
 _UNTIMED_PREFIX = re.compile(r"^(?:;;\s*|\*\s+)")
 # Markdown (release notes, changelogs, runbooks) and `kubectl describe`: prose and reports, not program errors
@@ -955,7 +958,17 @@ def detect_untimed_errors(doc: Document) -> bool:
 def parse_untimed_errors(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     """Offered after the log format: a file with no timestamps or levels whose lines include errors in the shapes
     programs print them. Those lines (only those) become records without a time, level error."""
-    records = [{"ts": None, "level": "error", "msg": msg, "line": n} for n, msg in _untimed_errors(doc)]
+    url = _CLIENT_URL.search(doc.command or "")
+    records = [
+        # a 5xx status line under the HTTP client that printed it names what answered it
+        {
+            "ts": None,
+            "level": "error",
+            "msg": f"{msg} from {url[1]}" if url and _HTTP_5XX.match(msg) else msg,
+            "line": n,
+        }
+        for n, msg in _untimed_errors(doc)
+    ]
     records = records[-ctx.max_log_records :]
     source: dict[str, Any] = {"path": doc.path, "untimed": True}
     if doc.command:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from diagnosis.model import EvidenceItem
+
 # An error template whose last record is this long before "now" has stopped: the fault recovered (15 min is
 # three times the usual 5-minute alert evaluation window, long enough that "still failing" would show).
 STOPPED_AFTER_S = 15 * 60
@@ -13,6 +15,26 @@ LOG_START_SLACK_S = 60.0  # errors within this of a log's first record began at 
 ENDED_LONG_AGO_S = 60 * 60
 # A background is errors present over most of a long log at a low, even rate: at most 2 a minute, spread over
 # at least 60% of a log that covers 30 minutes or more, with no 5-minute bucket above 3x the typical one.
+# a batch run's summary that reports failures ("run 20250211-1130 finished: 0 ok, 42 failed"): its errors are the
+# run's outcome, not a past episode, however long the log went on after them
+_RUN_FAILED = re.compile(
+    r"\b(?:finished|completed|ended|done)\b[^\n]{0,80}?\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|"
+    r"\b(?:finished|completed) with (?:errors|failures)\b|\bstatus[=: ]+FAILED\b",
+    re.I,
+)
+
+
+def run_failed_after(item: EvidenceItem, ts: float | None) -> bool:
+    """Whether the log reports, after `ts`, a run that finished with failures."""
+    return ts is not None and any(
+        isinstance(t := r.get("ts"), int | float)
+        and t > ts
+        and ("fail" in (msg := str(r.get("msg") or "")).lower() or "error" in msg.lower() or "FAILED" in msg)
+        and _RUN_FAILED.search(msg)
+        for r in item.data.get("records") or ()
+    )
+
+
 BACKGROUND_MIN_SPAN_S = 30 * 60
 BACKGROUND_MIN_COUNT = 4  # occurrences it takes to call a rate steady
 BACKGROUND_MAX_RATE_PER_MIN = 2.0
@@ -47,7 +69,10 @@ BAD_DATA = re.compile(
     # a quote or column the file breaks (PostgreSQL COPY, Go encoding/csv, pandas)
     r"unterminated CSV quoted field|BadCopyFileFormat|extra data after last expected column|"
     r"missing data for column|unquoted (?:carriage return|newline) found in data|bare \" in non-quoted[- ]field|"
-    r"extraneous or missing \" in quoted[- ]field|EOF inside string|column \S+ does not exist|no such column|"
+    r"extraneous or missing \" in quoted[- ]field|EOF inside string|"
+    # a columnar file whose column type is not the declared one (Spark reading Parquet)
+    r"Parquet column cannot be converted|SchemaColumnConvertNotSupportedException|"
+    r"column \S+ does not exist|no such column|"
     r"schema validation failed|incompatible schema|schema (?:is )?incompatible|"
     r"unknown (?:field|column|magic byte)|Unrecognized field|value too long for type|out of range for type|"
     r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"

@@ -48,6 +48,7 @@ from diagnosis.analyzers.logs._shared import (
     ROLLOUT_SLACK_S,
     SPORADIC,
     STOPPED_AFTER_S,
+    run_failed_after,
 )
 from diagnosis.analyzers.logs.data import (
     _DATA_FILE,
@@ -181,7 +182,9 @@ def _analyze_source(
         verdict = verdict or _quiet_verdict(tpl, log_first, log_last, now, len(item.data.get("records") or ()))
         if verdict is None and done is not None and tpl.last_ts is not None and tpl.last_ts < done:
             verdict = "retried"
-        if verdict == "stopped" and (snapshot or cut or _ended_with(tpl, gave_up())):
+        if verdict == "stopped" and (
+            snapshot or cut or _ended_with(tpl, gave_up()) or run_failed_after(item, tpl.last_ts)
+        ):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
         if verdict == "background" and _deploy_before(deploys, who, tpl.first_ts):
             verdict = None  # errors that began with a release of their own service came with it

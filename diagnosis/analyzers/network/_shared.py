@@ -12,7 +12,10 @@ from diagnosis.analyzers._common import (
     ref_of,
     span_text,
 )
-from diagnosis.analyzers.logs._shared import ENDED_LONG_AGO_S  # failures that end their log: over only this long after
+from diagnosis.analyzers.logs._shared import (
+    ENDED_LONG_AGO_S,  # failures that end their log: over only this long after
+    run_failed_after,
+)
 from diagnosis.model import Category, Domain, EvidenceRef, Finding
 
 # Signals whose last occurrence is this long before "now" have stopped (see logs.STOPPED_AFTER_S).
@@ -118,7 +121,7 @@ def ended(recs: list[Rec], last: float | None, now: float | None) -> bool:
         (t for item in logs for x in item.data.get("records") or () if isinstance(t := x.get("ts"), int | float)),
         default=last,
     )
-    return log_end - last >= STOPPED_AFTER_S
+    return log_end - last >= STOPPED_AFTER_S and not any(run_failed_after(item, last) for item in logs)
 
 
 def _stopped_finding(f: Failures, code: str, what: str) -> Finding:
