@@ -720,6 +720,8 @@ def _num(v: Any) -> float | None:
 # ---------------------------------------------------------------- cloud health checks (EC2 volumes, instances)
 
 _BAD_CHECK = {"impaired", "failed", "severely-degraded", "degraded", "stalled"}
+# a scheduled event the cloud raises because the host under the instance is failing (not planned maintenance)
+_DEGRADED_HW = re.compile(r"degraded hardware|hardware (?:failure|degradation)|underlying host", re.I)
 # what storage or a machine that stopped answering explains: the database and the applications on top of it
 _STALL_EFFECTS = [
     *_DOWN_EFFECTS,
@@ -745,6 +747,11 @@ def cloud_status_checks(evidence: EvidenceSet) -> list[Finding]:
         bad = {k: v for k, v in checks.items() if str(v).lower() in _BAD_CHECK}
         status = str(d.get("status") or "").lower()
         events = [e for e in d.get("events") or [] if isinstance(e, dict)]
+        degraded = [e for e in events if _DEGRADED_HW.search(str(e.get("description") or ""))]
+        if degraded and status not in _BAD_CHECK and not bad:
+            # checks still pass, but the cloud has scheduled the instance off hardware it found degraded: the
+            # machine under it misbehaves before it fails (steal, stalls, slow I/O)
+            status, bad = "running on degraded hardware", {"scheduled event": str(degraded[0].get("type"))}
         if status not in _BAD_CHECK and not bad:
             out.append(
                 Finding(

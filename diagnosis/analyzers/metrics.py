@@ -474,7 +474,10 @@ _GRPC_FAILED = re.compile(
     r"PermissionDenied|PERMISSION_DENIED|Unimplemented|UNIMPLEMENTED|2|4|7|8|10|12|13|14|15|16)$"
 )
 _OUTCOME_LABELS = frozenset({"responsetype", "result", "outcome", "status", "response_type", "error_type"})
-_FAILED_OUTCOME = re.compile(r"error|fail|denied|unauthori[sz]ed|forbidden|throttl|timeout|reject", re.I)
+_FAILED_OUTCOME = re.compile(
+    r"error|fail|denied|unauthori[sz]ed|forbidden|throttl|timeout|reject|dead_?letter|\bdlq\b|discard|invalid|poison",
+    re.I,
+)
 
 
 # a share of something that is not a capacity (approvals, cache hits, defaults, conversions): near 1 is no limit

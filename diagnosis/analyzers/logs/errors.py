@@ -76,10 +76,30 @@ def log_errors(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
     deploys = _deploys(evidence)
     changes = config_changes(evidence)
+    firing = _firing_alerts(evidence)
     findings: list[Finding] = []
     for item in evidence.kind("log"):
-        findings.extend(_analyze_source(item, now, deploys, changes))
+        findings.extend(_analyze_source(item, now, deploys, changes, firing))
     return with_aliases(_one_per_exception(findings))
+
+
+def _firing_alerts(evidence: EvidenceSet) -> list[tuple[float, frozenset[str]]]:
+    """(since, the label values) of every alert still firing."""
+    return [
+        (float(a.data["starts_at"]), frozenset(str(v).lower() for v in (a.data.get("labels") or {}).values()))
+        for a in evidence.kind("alert")
+        if a.data.get("status") == "firing" and isinstance(a.data.get("starts_at"), int | float)
+    ]
+
+
+def _bad_input(tpl: Template) -> bool:
+    """Bad input a consumer rejects: it logs a sample of such records, not each (the rest go to a dead letter)."""
+    return tpl.sample is not None and bool(BAD_DATA.search(tpl.sample.msg))
+
+
+def _alerted_since(firing: list[tuple[float, frozenset[str]]], who: str, first: float | None) -> bool:
+    """Whether an alert on `who` began firing after these errors began and fires still: they are not over."""
+    return first is not None and any(who.lower() in labels and since >= first for since, labels in firing)
 
 
 _THROWS = re.compile(r" throws (\S+) \(")
@@ -161,6 +181,7 @@ def _analyze_source(
     now: float | None,
     deploys: list[tuple[float, str, EvidenceRef]],
     changes: list[ConfigChange] | None = None,
+    firing: list[tuple[float, frozenset[str]]] | None = None,
 ) -> list[Finding]:
     errors, log_first, log_last = _error_records(item)
     if not errors:
@@ -183,7 +204,11 @@ def _analyze_source(
         if verdict is None and done is not None and tpl.last_ts is not None and tpl.last_ts < done:
             verdict = "retried"
         if verdict == "stopped" and (
-            snapshot or cut or _ended_with(tpl, gave_up()) or run_failed_after(item, tpl.last_ts)
+            snapshot
+            or cut
+            or _ended_with(tpl, gave_up())
+            or run_failed_after(item, tpl.last_ts)
+            or (_bad_input(tpl) and _alerted_since(firing or [], who, tpl.first_ts))
         ):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
         if verdict == "background" and _deploy_before(deploys, who, tpl.first_ts):
