@@ -1,6 +1,7 @@
-"""Host memory that only looks used: an alert on `1 - MemFree/MemTotal` counts the page cache, which the kernel
+"""Memory that only looks used. A host: an alert on `1 - MemFree/MemTotal` counts the page cache, which the kernel
 gives back on demand. With MemAvailable still a large share of memory, no swap being taken and no OOM kill, the
-memory alert is a false alarm (after a backup or a batch that read many files, the cache fills by design)."""
+memory alert is a false alarm (after a backup or a batch that read many files, the cache fills by design). A
+collected heap: it fills between collections by design; with its live set flat, a heap-use alert is a false alarm."""
 
 from __future__ import annotations
 

@@ -222,3 +222,126 @@ def test_a_memory_series_named_after_its_file_is_memory_and_a_failed_grpc_code_c
     assert _MEMORY.search("prom-working-set") and _kind("prom-working-set", {}) == "memory"
     assert _kind("prom-checkout-grpc-client", {"grpc_code": "DeadlineExceeded"}) == "errors"
     assert _kind("prom-checkout-grpc-client", {"grpc_code": "OK"}) != "errors"
+
+
+# ---------------------------------------------------------------- dev32: warehouses, heaps, hardware, dead letters
+
+DAGSTER = """2024-04-03 02:06:42 +0000 - dagster - DEBUG - ledger_nightly - 8c1f2e07 - load_gl_entries - STEP_START
+2024-04-03 02:06:42 +0000 - dagster - INFO - ledger_nightly - 8c1f2e07 - load_gl_entries - COPY stg.gl_entries FROM s3
+2024-04-03 02:31:58 +0000 - dagster - ERROR - ledger_nightly - 8c1f2e07 - load_gl_entries - STEP_FAILURE - step failed.
+
+dagster._core.errors.DagsterExecutionStepExecutionError: Error occurred while executing op "load_gl_entries"::
+
+psycopg2.errors.InternalError_: Disk Full
+DETAIL:
+  error:  Disk Full
+  code:      1016
+
+2024-04-03 02:31:59 +0000 - dagster - ERROR - ledger_nightly - 8c1f2e07 - RUN_FAILURE - Execution of run failed.
+"""
+
+
+def test_a_warehouse_saying_disk_full_is_out_of_storage_not_a_bug(tmp_path: Path) -> None:
+    (tmp_path / "dagster-run.log").write_text(DAGSTER)
+    d = investigate(load_bundle(tmp_path), "why did load_gl_entries fail?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+    assert "storage" in d.root_cause
+
+
+def test_a_parquet_column_of_another_type_is_bad_data() -> None:
+    from diagnosis.analyzers.logs._shared import BAD_DATA
+
+    msg = (
+        "org.apache.spark.sql.execution.QueryExecutionException: Parquet column cannot be converted in file "
+        "s3://in/payouts.parquet. Column: [amount], Expected: decimal(18,2), Found: DOUBLE"
+    )
+    assert BAD_DATA.search(msg)
+
+
+REPORTGEN = """2025-02-11 10:30:02,004 INFO  [reportgen.scheduler] run 20250211-1030 started: 42 tenants
+2025-02-11 10:31:54,512 ERROR [reportgen.upload] upload failed for tenant t-1042: AccessDenied: not authorized to perform: s3:PutObject
+2025-02-11 10:31:58,630 ERROR [reportgen.upload] upload failed for tenant t-1043: AccessDenied: not authorized to perform: s3:PutObject
+2025-02-11 10:32:04,630 ERROR [reportgen.upload] upload failed for tenant t-1044: AccessDenied: not authorized to perform: s3:PutObject
+2025-02-11 10:58:40,212 INFO  [reportgen.scheduler] run 20250211-1030 finished: {ok} ok, {failed} failed
+"""  # noqa: E501
+
+
+def test_errors_of_a_run_that_finished_failed_are_not_over(tmp_path: Path) -> None:
+    (tmp_path / "reportgen.log").write_text(REPORTGEN.format(ok=0, failed=42))
+    d = investigate(load_bundle(tmp_path), "reportgen failed every tenant, why?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    # the same errors followed by a run that finished clean are over
+    (tmp_path / "reportgen.log").write_text(REPORTGEN.format(ok=42, failed=0))
+    d = investigate(load_bundle(tmp_path), "reportgen failed every tenant, why?")
+    assert d.category != Category.CONFIGURATION_ERROR, d.root_cause
+
+
+def test_a_curl_5xx_names_the_url_it_fetched(tmp_path: Path) -> None:
+    (tmp_path / "session.txt").write_text(
+        "$ curl -si https://schema-registry.internal/schemas/ids/1187\nHTTP/2 503\nserver: awselb/2.0\n"
+    )
+    records = [r for i in load_bundle(tmp_path).kind("log") for r in i.data["records"]]
+    assert any("HTTP/2 503 from https://schema-registry.internal/schemas/ids/1187" in r["msg"] for r in records)
+
+
+def _series(name: str, pod: str, values: list[float], area: str | None = None) -> dict:
+    labels = {"__name__": name, "pod": pod, "namespace": "ledger"} | ({"area": area} if area else {})
+    return {"metric": labels, "values": [[T0 + 60 * i, str(v)] for i, v in enumerate(values)]}
+
+
+def _heap_bundle(tmp_path: Path, live: list[float]) -> Path:
+    mib = 1 << 20
+    heap = [(400 + (i % 6) * 200) * mib for i in range(36)]  # fills to 1.4G, collected back to 400M, again and again
+    prom = {"status": "success", "data": {"resultType": "matrix", "result": [
+        _series("jvm_memory_used_bytes", "statements-7b4d8f6c59-f2wnm", heap, "heap"),
+        _series("jvm_gc_live_data_size_bytes", "statements-7b4d8f6c59-f2wnm", [v * mib for v in live])]}}  # fmt: skip
+    (tmp_path / "prom.json").write_text(json.dumps(prom))
+    alert = {"version": "4", "status": "firing", "receiver": "r", "groupKey": "g", "groupLabels": {},
+             "commonLabels": {}, "commonAnnotations": {}, "externalURL": "", "truncatedAlerts": 0,
+             "alerts": [{"status": "firing", "labels": {"alertname": "JvmHeapUsageHigh", "namespace": "ledger",
+                                                         "pod": "statements-7b4d8f6c59-f2wnm"},
+                         "annotations": {}, "startsAt": "2025-01-22T09:40:00Z", "endsAt": "0001-01-01T00:00:00Z",
+                         "generatorURL": "", "fingerprint": "f"}]}  # fmt: skip
+    (tmp_path / "alert.json").write_text(json.dumps(alert))
+    return tmp_path
+
+
+def test_a_heap_alert_on_a_collected_heap_with_a_flat_live_set_is_a_false_alarm(tmp_path: Path) -> None:
+    d = investigate(load_bundle(_heap_bundle(tmp_path, [390.0] * 36)), "is statements leaking?")
+    assert d.category == Category.HEALTHY, d.root_cause
+    assert any(f.code == "heap_collected" for f in d.findings)
+
+
+def test_a_live_set_that_grows_is_no_false_alarm(tmp_path: Path) -> None:
+    d = investigate(load_bundle(_heap_bundle(tmp_path, [390.0 + 20 * i for i in range(36)])), "is statements leaking?")
+    assert not any(f.code == "heap_collected" for f in d.findings)
+
+
+STATUS_EVENTS = """$ aws ec2 describe-instance-status --instance-ids i-0c7e3f9a21b4d5e68
+{
+    "InstanceStatuses": [
+        {
+            "AvailabilityZone": "eu-central-1c",
+            "InstanceId": "i-0c7e3f9a21b4d5e68",
+            "InstanceState": {"Code": 16, "Name": "running"},
+            "Events": [{"Code": "instance-stop", "Description": "%s", "NotBefore": "2025-02-05T11:00:00.000Z"}],
+            "InstanceStatus": {"Details": [{"Name": "reachability", "Status": "passed"}], "Status": "ok"},
+            "SystemStatus": {"Details": [{"Name": "reachability", "Status": "passed"}], "Status": "ok"}
+        }
+    ]
+}
+"""
+
+
+def test_an_instance_scheduled_off_degraded_hardware_is_failing_though_its_checks_pass(tmp_path: Path) -> None:
+    (tmp_path / "status.txt").write_text(STATUS_EVENTS % "The instance is running on degraded hardware")
+    d = investigate(load_bundle(tmp_path), "quotes p99 is high on one host, why?")
+    assert d.category == Category.INFRASTRUCTURE and "i-0c7e3f9a21b4d5e68" in d.root_cause, d.root_cause
+    (tmp_path / "status.txt").write_text(STATUS_EVENTS % "Scheduled reboot for maintenance")
+    d = investigate(load_bundle(tmp_path), "quotes p99 is high on one host, why?")
+    assert d.category != Category.INFRASTRUCTURE, d.root_cause
+
+
+def test_a_dead_lettered_outcome_counts_as_failures() -> None:
+    assert _kind("prom-stockpile-outcomes", {"outcome": "dead_lettered"}) == "errors"
+    assert _kind("prom-stockpile-outcomes", {"outcome": "upserted"}) != "errors"
