@@ -41,7 +41,8 @@ def _finding(item: EvidenceItem, **kw: object) -> Finding:
         analyzer="containers",
         domain=Domain.HOST,
         object=f"container {name}",
-        tags=[f"container:{name}", f"service:{name}"],
+        # an ECS task's container is one of its service's: the service links the tasks to each other
+        tags=[f"container:{name}", f"service:{item.data.get('service') or name}"],
         **kw,  # type: ignore[arg-type]
     )
 
@@ -75,7 +76,8 @@ def containers(evidence: EvidenceSet) -> list[Finding]:
         elif d.get("oom_killed"):
             limit = d.get("memory_limit_bytes")
             where = (
-                f"its memory limit {_mib(int(limit))} (docker run --memory)"
+                f"its memory limit {_mib(int(limit))}"
+                + (" (its task definition)" if d.get("from") == "ecs describe-tasks" else " (docker run --memory)")
                 if limit
                 else "the host's memory (it runs without a memory limit)"
             )

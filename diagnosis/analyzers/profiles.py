@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from diagnosis.analyzers.base import ANALYZERS
-from diagnosis.analyzers.regressions import releases, same_workload
+from diagnosis.analyzers.regressions import releases, same_workload, traffic_surge
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
 
@@ -69,6 +69,11 @@ def cpu_hotspot(evidence: EvidenceSet) -> list[Finding]:
         refs = [EvidenceRef(item=item.id, field="frames.0", value=f"{name[:200]} {share:.1%}")]
         if rel is not None:
             refs.append(rel.ref)
+        # a hot function of a process whose load itself multiplied does the work it always did, more often
+        surge = traffic_surge(evidence) if not gc and not regex else None
+        if surge is not None:
+            what += f", while its traffic rose {surge[0]:.1f}x: the same work done more often, not a new defect"
+            refs.append(surge[1])
         out.append(
             Finding(
                 analyzer="cpu_hotspot",
@@ -84,7 +89,7 @@ def cpu_hotspot(evidence: EvidenceSet) -> list[Finding]:
                     + "."
                 ),
                 object=f"{who} {rel.version}" if rel is not None else who,
-                score=0.8 if share >= 0.6 else 0.65,
+                score=0.4 if surge is not None else 0.8 if share >= 0.6 else 0.65,
                 ts=rel.ts if rel is not None else item.ts,
                 tags=[f"service:{who}", *([f"version:{rel.version}"] if rel is not None else [])],
                 explains=[

@@ -971,6 +971,26 @@ def _db_query_regression(evidence: EvidenceSet, series: list[_S], rels: list[Rel
     return out
 
 
+TRAFFIC_SURGE = 2.0  # the request rate's last third over its first third: the load itself grew
+
+
+def traffic_surge(evidence: EvidenceSet) -> tuple[float, EvidenceRef] | None:
+    """The largest rise of any request-rate series over its window (last third over first third), when it at least
+    doubled: work that grew with the load, not with the code."""
+    best: tuple[float, EvidenceRef] | None = None
+    for s in _series(evidence):
+        if not _TRAFFIC.search(s.name) or _NOT_TRAFFIC.search(s.name) or len(s.points) < 6:
+            continue
+        third = len(s.points) // 3
+        b, a = median([v for _, v in s.points[:third]]), median([v for _, v in s.points[-third:]])
+        if b > 0 and a / b >= TRAFFIC_SURGE and (best is None or a / b > best[0]):
+            best = (
+                a / b,
+                EvidenceRef(item=s.item.id, field="points", value=f"requests {b:.3g} -> {a:.3g} ({a / b:.1f}x)"),
+            )
+    return best
+
+
 def _any_traffic_ratio(series: list[_S], at: float) -> tuple[float, EvidenceRef] | None:
     """The request-rate ratio of the one traffic series in the evidence, whatever it is labelled."""
     mine = [s for s in series if _TRAFFIC.search(s.name) and not _NOT_TRAFFIC.search(s.name)]

@@ -12,6 +12,7 @@
   `pi/dimension` {group, dimensions, load, partitions}.
 - ECS DescribeServices (`aws ecs describe-services`): each service's events and deployments -> the `log` of
   `ecs/<service>` (a failure event, "unable to place a task ... ResourceInitializationError", is an error record).
+- ECS DescribeTasks (`aws ecs describe-tasks`): each task's containers -> `container/state`, as docker inspect gives.
 """
 
 from __future__ import annotations
@@ -535,3 +536,60 @@ def parse_ecs_services(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIte
             "truncated": False,
         }
         yield ctx.item(doc.path, "log", f"ecs/{svc['serviceName']}", data, max(stamps) if stamps else None)
+
+
+# --- ECS tasks ----------------------------------------------------------------------------------------------
+
+
+def _ecs_tasks(v: Any) -> list[dict[str, Any]] | None:
+    tasks = v.get("tasks") if isinstance(v, dict) else None
+    if (
+        isinstance(tasks, list)
+        and tasks
+        and all(isinstance(t, dict) and "taskArn" in t and isinstance(t.get("containers"), list) for t in tasks)
+    ):
+        return tasks
+    return None
+
+
+_ECS_OOM = re.compile(r"OutOfMemory|killed due to memory usage", re.I)
+
+
+def _mib_bytes(v: Any) -> int | None:
+    return int(v) << 20 if isinstance(v, int | str) and str(v).isdigit() and int(v) > 0 else None
+
+
+@FORMATS.format("ecs-tasks", shapes={"json"}, detect=lambda d: _ecs_tasks(d.value) is not None, order=30)
+def parse_ecs_tasks(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """`aws ecs describe-tasks`: each task's containers as `container/state` (the shape docker inspect gives): its
+    exit code, the reason ECS stopped it (`OutOfMemoryError: Container killed due to memory usage` is an OOM kill;
+    `CannotPullContainerError` a start error) and its memory limit (the container's, else the task's)."""
+    for task in _ecs_tasks(doc.value) or []:
+        task_id = str(task.get("taskArn") or "").rsplit("/", 1)[-1][:8]
+        stopped, started = parse_ts(task.get("stoppedAt")), parse_ts(task.get("startedAt"))
+        for c in task["containers"]:
+            if not isinstance(c, dict):
+                continue
+            reason = str(c.get("reason") or "")
+            code = c.get("exitCode")
+            status = str(c.get("lastStatus") or task.get("lastStatus") or "")
+            name = f"{c.get('name') or 'container'}-{task_id}"
+            data = {
+                "name": name,
+                "image": c.get("image"),
+                "status": status.lower(),
+                "running": status == "RUNNING",
+                "restarting": False,
+                "oom_killed": bool(_ECS_OOM.search(reason)),
+                "exit_code": code if isinstance(code, int) else None,
+                "error": (reason or None) if not isinstance(code, int) and not _ECS_OOM.search(reason) else None,
+                "started_at": started,
+                "finished_at": stopped,
+                "restart_count": 0,
+                "memory_limit_bytes": _mib_bytes(c.get("memory")) or _mib_bytes(task.get("memory")),
+                "health": None,
+                "from": "ecs describe-tasks",
+                "service": str(task.get("group") or "").removeprefix("service:") or c.get("name"),
+                "task": {"group": task.get("group"), "stopped_reason": task.get("stoppedReason")},
+            }
+            yield ctx.item(doc.path, "container/state", f"container/{name}", data, stopped or started)

@@ -345,3 +345,58 @@ def test_an_instance_scheduled_off_degraded_hardware_is_failing_though_its_check
 def test_a_dead_lettered_outcome_counts_as_failures() -> None:
     assert _kind("prom-stockpile-outcomes", {"outcome": "dead_lettered"}) == "errors"
     assert _kind("prom-stockpile-outcomes", {"outcome": "upserted"}) != "errors"
+
+
+# ---------------------------------------------------------------- ECS tasks, and hot code under a traffic surge
+
+
+def _task(task_id: str, reason: str, code: int | None) -> dict:
+    container = {"name": "renderer", "image": "ecr/renderer:v2.31.0", "lastStatus": "STOPPED", "reason": reason,
+                 "memory": "512"} | ({"exitCode": code} if code is not None else {})  # fmt: skip
+    return {"taskArn": f"arn:aws:ecs:eu-west-1:1:task/web-prod/{task_id}", "group": "service:renderer",
+            "lastStatus": "STOPPED", "memory": "512", "startedAt": "2025-06-20T10:14:49Z",
+            "stoppedAt": "2025-06-20T17:15:09Z", "stoppedReason": "Essential container in task exited",
+            "containers": [container]}  # fmt: skip
+
+
+def test_ecs_tasks_stopped_for_memory_are_oom_kills_of_their_service(tmp_path: Path) -> None:
+    oom = "OutOfMemoryError: Container killed due to memory usage"
+    tasks = {"tasks": [_task("3e8a1c6f5d9b", oom, 137), _task("8b1e5f3d2c1a", oom, 137)], "failures": []}
+    (tmp_path / "stopped-tasks.json").write_text(json.dumps(tasks))
+    d = investigate(load_bundle(tmp_path), "renderer tasks keep getting killed, why?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+    assert "512MiB" in d.root_cause and "the same on 1 more" in d.root_cause and not d.other_causes
+    # a task that could not pull its image is a start error, not a memory kill
+    (tmp_path / "stopped-tasks.json").write_text(
+        json.dumps({"tasks": [_task("3e8a1c6f5d9b", "CannotPullContainerError: pull access denied", None)]})
+    )
+    states = load_bundle(tmp_path).kind("container/state")
+    assert states and not states[0].data["oom_killed"] and "CannotPull" in states[0].data["error"]
+
+
+PPROF = """$ go tool pprof -top -nodecount=5 renderer.cpu.pprof
+Type: cpu
+Time: Jun 20, 2025 at 5:13pm (UTC)
+Duration: 30s, Total samples = 28.50s (95.00%)
+Showing nodes accounting for 26.1s, 91.58% of 28.50s total
+      flat  flat%   sum%        cum   cum%
+    17.40s 61.05% 61.05%     17.40s 61.05%  image.NewRGBA
+     4.10s 14.39% 75.44%      4.10s 14.39%  image/png.(*encoder).writeImage
+     2.30s  8.07% 83.51%      2.30s  8.07%  runtime.memmove
+"""
+
+
+def _requests(values: list[float]) -> dict:
+    return {"status": "success", "data": {"resultType": "matrix", "result": [{
+        "metric": {"__name__": "http_requests_total_rate", "job": "renderer"},
+        "values": [[T0 + 60 * i, str(v)] for i, v in enumerate(values)]}]}}  # fmt: skip
+
+
+def test_a_hot_function_under_a_tripled_load_is_no_longer_a_strong_defect(tmp_path: Path) -> None:
+    (tmp_path / "pprof.txt").write_text(PPROF)
+    (tmp_path / "requests.json").write_text(json.dumps(_requests([100.0] * 6)))
+    steady = [f for f in investigate(load_bundle(tmp_path)).findings if f.code == "cpu_hotspot"]
+    (tmp_path / "requests.json").write_text(json.dumps(_requests([100.0] * 3 + [300.0] * 3)))
+    surged = [f for f in investigate(load_bundle(tmp_path)).findings if f.code == "cpu_hotspot"]
+    assert steady and surged and steady[0].score >= 0.8 > surged[0].score
+    assert "traffic rose 3.0x" in surged[0].mechanism
