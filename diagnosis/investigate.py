@@ -25,6 +25,7 @@ ANALYZER_MODULES = (
     "certmanager",
     "alerts",
     "changes",
+    "diffs",
     "database",
     "host",
     "disk_io",

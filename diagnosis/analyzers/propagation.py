@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import pairwise
 
-from diagnosis.analyzers._common import span_calls
+from diagnosis.analyzers._common import claimed_elsewhere, records_with, span_calls
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.metrics import _kind
 from diagnosis.analyzers.regressions import same_workload
@@ -129,7 +129,7 @@ def latency_origin(evidence: EvidenceSet) -> list[Finding]:
             f"{gap[0]:.0%} of its callers' client-span time to it lies outside its own server spans: the time is "
             f"lost on the way to {origin} (delay or packet loss on its pod or path)"
         )
-    elif any(same_workload(s, origin) for s in steady):
+    elif any(same_workload(s, origin) for s in steady) and not _waits_elsewhere(evidence, origin):
         category = Category.INFRASTRUCTURE
         why = (
             f"with none of its CPU, memory or disk strained, the time is lost on its network (delay or packet loss "
@@ -166,6 +166,21 @@ def latency_origin(evidence: EvidenceSet) -> list[Finding]:
             ],
         )
     ]
+
+
+WAITS_MIN = 3  # error lines of the origin that show it waiting on something else
+
+
+def _waits_elsewhere(evidence: EvidenceSet, service: str) -> bool:
+    """Whether the origin's own error lines (or spans) say what it waits on: a pool, a call out, a datastore. Its
+    slowness is then theirs to explain, not its network's by elimination."""
+    n = 0
+    for rec in records_with(evidence, (service,)):
+        if rec.level in ("error", "fatal") and claimed_elsewhere(rec.msg):
+            n += 1
+            if n >= WAITS_MIN:
+                return True
+    return False
 
 
 def _unexplained(origin: str, rise: _Rise, callers: list[str], how: str, refs: list[EvidenceRef]) -> Finding:

@@ -168,3 +168,74 @@ def parse_helm_history(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIte
     release = cmd["release"] if cmd else "release"
     data = {"records": records, "source": {"path": doc.path, "export": "helm-history"}, "truncated": False}
     yield ctx.item(doc.path, "log", f"helm/{release}", data, max(r["ts"] for r in records))
+
+
+# --- commits with their diffs (`git show`, `git log -p`) ----------------------------------------------------------
+
+_COMMIT = re.compile(r"^commit ([0-9a-f]{7,40})\b", re.M)
+_GIT_DATE = re.compile(r"^(?:Date|AuthorDate|CommitDate):\s+(.+)$", re.M)
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/\S+", re.M)
+# a changed line that sets a value: YAML `key: value`, `KEY=value` (env files, properties), JSON `"key": value`
+_SETTING_LINE = re.compile(
+    r"^(?P<sign>[+-])(?![+-]{2})\s*(?:-\s+)?[\"']?(?P<key>[A-Za-z_][\w.\-]*)[\"']?\s*(?::|=)\s*(?P<value>[^#\n]*?)\s*,?\s*$"
+)
+
+
+def detect_git_diff(doc: Document) -> bool:
+    head = doc.text[:200_000]
+    return bool(_DIFF_FILE.search(head)) and ("\n+" in head or "\n-" in head)
+
+
+def _git_ts(text: str) -> float | None:
+    from email.utils import parsedate_to_datetime
+
+    m = _GIT_DATE.search(text)
+    if not m:
+        return None
+    raw = m[1].strip()
+    try:
+        return parsedate_to_datetime(raw).timestamp()  # git's default: "Tue May 21 14:06:17 2024 +0000"
+    except (TypeError, ValueError):
+        pass
+    try:  # "Tue May 21 14:06:17 2024 +0000" without a weekday comma: reorder for the RFC 2822 parser
+        wd, mon, day, clock, year, *zone = raw.split()
+        return parsedate_to_datetime(f"{wd}, {day} {mon} {year} {clock} {' '.join(zone) or '+0000'}").timestamp()
+    except (TypeError, ValueError):
+        return parse_ts(raw)
+
+
+def _settings(hunk: str) -> list[dict[str, str]]:
+    """The settings a diff changes: {key, old, new} for a key removed with one value and added with another."""
+    old: dict[str, str] = {}
+    new: dict[str, str] = {}
+    for line in hunk.splitlines():
+        m = _SETTING_LINE.match(line)
+        if m:
+            (old if m["sign"] == "-" else new)[m["key"]] = m["value"].strip().strip("\"'")
+    return [{"key": k, "old": old[k], "new": new[k]} for k in old if k in new and old[k] != new[k]]
+
+
+@FORMATS.format("git-diff", shapes={"text"}, detect=detect_git_diff, order=18)
+def parse_git_diff(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each commit of `git show` / `git log -p` output as a `change/diff` item: {sha, ts, subject, files: [{path,
+    settings: [{key, old, new}]}]}, the settings being the lines the diff sets to another value (`key: value`,
+    `KEY=value`). Without a commit header (a bare `git diff`), one item of the changes, at no known time."""
+    text = doc.text
+    starts = [m.start() for m in _COMMIT.finditer(text)] or [0]
+    for i, start in enumerate(starts):
+        block = text[start : starts[i + 1] if i + 1 < len(starts) else len(text)]
+        sha = m[1] if (m := _COMMIT.match(block)) else ""
+        header = block.split("\ndiff --git", 1)[0]
+        subject = next(
+            (line.strip() for line in header.splitlines()[1:] if line.startswith("    ") and line.strip()), ""
+        )
+        parts = list(_DIFF_FILE.finditer(block))
+        files = []
+        for j, f in enumerate(parts):
+            hunk = block[f.end() : parts[j + 1].start() if j + 1 < len(parts) else len(block)]
+            files.append({"path": f[1], "settings": _settings(hunk)})
+        if not files:
+            continue
+        ts = _git_ts(header)
+        data = {"sha": sha[:12], "ts": ts, "subject": subject[:200], "files": files, "command": doc.command[:300]}
+        yield ctx.item(doc.path, "change/diff", f"commit {sha[:7] or doc.stem}", data, ts)

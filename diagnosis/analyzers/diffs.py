@@ -1,0 +1,137 @@
+"""Settings a commit changed (`change/diff` items from `git show` / `git log -p`), read against the failures that
+followed it. A commit that cut a connection pool's size, a timeout or a concurrency limit, followed within hours by
+errors of exactly that kind (a pool with no free connection, calls timing out, requests refused at the limit), is the
+cause: a configuration error naming the key, its old and new values and the commit. A commit alone is no evidence;
+errors of another kind after it say nothing about it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, is_error, log_records
+from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.evidence import EvidenceSet
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.timeline import fmt_ts
+
+AFTER_S = 24 * 3600  # errors this long after the commit can be its doing
+MIN_ERRORS = 3
+_POOL_KEY = re.compile(
+    r"pool.?size|max.?pool|pool.?max|max.?(?:open.?)?conn|connection.?limit|maxActive|maxTotal", re.I
+)
+_TIMEOUT_KEY = re.compile(r"time.?out|deadline", re.I)
+_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min)?\s*$", re.I)
+_UNIT = {"": 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0}
+
+
+@dataclass(frozen=True)
+class _Cut:
+    item: EvidenceItem
+    path: str
+    key: str
+    old: str
+    new: str
+    kind: str  # "pool" | "timeout"
+
+
+def _value(v: str, kind: str) -> float | None:
+    m = _NUMBER.match(v)
+    if not m:
+        return None
+    unit = (m[2] or "").lower()
+    # a bare timeout number is in the unit its key names ("...-ms", "timeout_seconds") or milliseconds
+    return float(m[1]) * (_UNIT[unit] if unit or kind == "pool" else 1.0)
+
+
+def _cuts(evidence: EvidenceSet) -> list[_Cut]:
+    out: list[_Cut] = []
+    for item in evidence.kind("change/diff"):
+        for f in item.data.get("files") or ():
+            for s in f.get("settings") or ():
+                key, old, new = str(s["key"]), str(s["old"]), str(s["new"])
+                kind = "pool" if _POOL_KEY.search(key) else "timeout" if _TIMEOUT_KEY.search(key) else None
+                if kind is None:
+                    continue
+                a, b = _value(old, kind), _value(new, kind)
+                if a is not None and b is not None and 0 <= b < a:
+                    out.append(_Cut(item, str(f.get("path") or ""), key, old, new, kind))
+    return out
+
+
+def _service_in(path: str) -> str | None:
+    """The service a config file's path names: overlays/prod/ts-order-service/configmap.yaml -> ts-order-service."""
+    parts = [p for p in path.split("/")[:-1] if p not in ("overlays", "base", "prod", "production", "staging", "apps")]
+    named = [p for p in parts if "-" in p or "_" in p]
+    return (named or parts)[-1] if named or parts else None
+
+
+@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"change/diff"})
+def settings_cut(evidence: EvidenceSet) -> list[Finding]:
+    cuts = _cuts(evidence)
+    if not cuts:
+        return []
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for cut in cuts:
+        since = cut.item.data.get("ts")
+        sig = APP_POOL if cut.kind == "pool" else NET_TIMEOUT
+        service = _service_in(cut.path)
+        hits = [
+            r
+            for r in log_records(evidence)
+            if r.ts is not None
+            and (since is None or 0 <= r.ts - since <= AFTER_S)
+            and is_error({"level": r.level, "msg": r.msg})
+            and sig.search(r.msg)
+            and (cut.kind == "pool" or service is None or service in r.msg or service in r.item.object)
+        ]
+        if len(hits) < MIN_ERRORS or cut.key in seen:
+            continue
+        seen.add(cut.key)
+        sha = str(cut.item.data.get("sha") or "")[:7]
+        when = f" at {fmt_ts(since)}" if since is not None else ""
+        what = "a connection pool with no free connection" if cut.kind == "pool" else "calls timing out"
+        out.append(
+            Finding(
+                analyzer="settings_cut",
+                domain=Domain.CHANGES,
+                role="cause",
+                code="setting_cut",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"commit {sha} cut {cut.key} from {cut.old} to {cut.new}",
+                mechanism=(
+                    f"commit {sha}{when} ('{cut.item.data.get('subject', '')[:120]}') cut {cut.key} in {cut.path} from "
+                    f"{cut.old} to {cut.new}; since then {len(hits)} errors show {what} (e.g. '{hits[0].msg[:160]}'): "
+                    f"the {'pool' if cut.kind == 'pool' else 'timeout'} is set too "
+                    f"{'small' if cut.kind == 'pool' else 'short'} for the load, a configuration error"
+                ),
+                object=f"{service + ' ' if service else ''}{cut.key}",
+                score=0.85,
+                ts=since,
+                tags=[f"config:{cut.key}", *([f"service:{service}"] if service else [])],
+                explains=[
+                    "app_pool_exhausted",
+                    "connection_exhaustion",
+                    "upstream_timeout",
+                    "latency_origin",
+                    "errors",
+                    "exception",
+                    "latency",
+                    "http_5xx",
+                    "metric_shift",
+                    "alert:*",
+                ],
+                evidence=[EvidenceRef(item=cut.item.id, field="files", value=f"{cut.key}: {cut.old} -> {cut.new}")]
+                + [EvidenceRef(item=h.item.id, line=h.line, value=h.msg[:200]) for h in hits[:2]],
+                actions=[
+                    Action(description=f"Show the commit that changed {cut.key}", command=f"git show {sha}"),
+                    Action(
+                        description=f"Restore {cut.key} to {cut.old} (revert the commit) and roll out",
+                        command=f"git revert {sha}  # then sync the deploy repo",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out
