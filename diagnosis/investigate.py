@@ -39,6 +39,7 @@ ANALYZER_MODULES = (
     "propagation",
     "serverless",
     "regressions",
+    "versions",
     "network",
     "routing",
     "balancers",

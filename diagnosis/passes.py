@@ -54,6 +54,8 @@ def asked_about_the_failing_upstream(
             if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _CALL_FAILURES
             else None
         )
+        if subject is not None and _third_party(f) and any(t.startswith("provider:") for t in f.tags):
+            subject = None  # a provider whose own status page confirms it: its failing is the answer
         if subject is None and f.role == CAUSE and f.code in _SELF_REPORTED:
             # X reporting itself unhealthy (a red cluster) is what the operator asks about, not why: the cause is
             # inside X (a member that crashed, a disk, a setting), found there or missing
@@ -72,6 +74,21 @@ def asked_about_the_failing_upstream(
             )
         )
     return out
+
+
+_INTERNAL_SUFFIX = re.compile(r"\.(?:svc|local|internal|corp|lan|intranet|cluster|consul|home|private)\.?$", re.I)
+
+
+def _third_party(f: Finding) -> bool:
+    """Whether the failing upstream is a provider on the internet (a public DNS name: api.smarty.com), not ours."""
+    target = f.object.removeprefix("upstream ").split(" (", 1)[0].strip().lower()
+    host = re.sub(r":\d+$", "", target)
+    return (
+        "." in host
+        and bool(re.search(r"\.[a-z]{2,}$", host))
+        and not _INTERNAL_SUFFIX.search(host)
+        and not _PRIVATE_ADDRESS.match(host)
+    )
 
 
 def evidence_missing(f: Finding, need: str) -> Finding:

@@ -105,8 +105,13 @@ def parse_statuspage(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
 # --- AWS Health -------------------------------------------------------------------------------------------
 
 
+def _health_events(v: Any) -> Any:
+    """The events of a DescribeEvents response, or the bare list a `--query 'events[...]'` prints."""
+    return v.get("events") if isinstance(v, dict) else v if isinstance(v, list) else None
+
+
 def _is_aws_health(v: Any) -> bool:
-    events = v.get("events") if isinstance(v, dict) else None
+    events = _health_events(v)
     return (
         isinstance(events, list)
         and bool(events)
@@ -117,7 +122,7 @@ def _is_aws_health(v: Any) -> bool:
 @FORMATS.format("aws-health", shapes={"json"}, detect=lambda d: _is_aws_health(d.value), order=30)
 def parse_aws_health(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     events: list[dict[str, Any]] = []
-    for e in doc.value["events"]:
+    for e in _health_events(doc.value):
         events.append(
             {
                 "service": str(e.get("service")),

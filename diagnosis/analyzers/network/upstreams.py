@@ -47,8 +47,9 @@ def _names_provider(text: str, name: str, domain: str | None) -> bool:
 
 # a cloud's own services that our machines, disks, networks and load balancers are: its issue is our infrastructure's
 _CLOUD_COMPUTE = re.compile(
-    r"^(?:EC2|EBS|ELASTICLOADBALANCING|ELB|VPC|AUTOSCALING|EKS|ECS|FARGATE|DIRECTCONNECT|NATGATEWAY|"
-    r"Compute Engine|Cloud Load Balancing|Persistent Disk|Virtual Private Cloud|Google Kubernetes Engine|"
+    r"^(?:EC2|EBS|ELASTICLOADBALANCING|ELB|VPC|AUTOSCALING|EKS|ECS|FARGATE|LAMBDA|DIRECTCONNECT|NATGATEWAY|"
+    r"Compute Engine|Cloud Run|Cloud Functions|Cloud Load Balancing|Persistent Disk|Virtual Private Cloud|"
+    r"Google Kubernetes Engine|"
     r"Virtual Machines|Azure Kubernetes Service|Load Balancer|Virtual Network|Managed Disks)\b",
     re.I,
 )
@@ -113,7 +114,8 @@ def _with_provider_status(findings: list[Finding], evidence: EvidenceSet) -> lis
                     category=Category.INFRASTRUCTURE,
                     title=f"{provider} reports an operational issue with {', '.join(compute)}",
                     mechanism=f"{provider} reports an open operational issue with the infrastructure our services run "
-                    f"on ({said}): instances, volumes or load balancers there lose connectivity or slow down, so "
+                    f"on ({said}): instances, functions, volumes or load balancers there lose connectivity or slow "
+                    "down, so "
                     "what runs on them fails health checks and answers slowly or with errors.",
                     object=f"{provider} {', '.join(compute)}",
                     score=0.6,
