@@ -1039,7 +1039,39 @@ def _path_victims(evidence: EvidenceSet, since: float | None) -> dict[str, set[s
     return {svc: dests for svc, dests in out.items() if len(dests) >= 2}
 
 
-_LISTEN = re.compile(r"\blisten(?:ing)? (?:tcp|udp|on)|\bbind: |\bbind\(\)", re.I)
+_LISTEN = re.compile(r"\blisten(?:ing)? (?:tcp|udp|on|to)|\bbind: |\bbind\(\)|\bBindException\b", re.I)
+
+
+def _bind_failed(owner: str, recs: list[Rec]) -> Finding:
+    """A server that cannot listen on the address it is configured with ("Cannot assign requested address": no
+    interface of this host has it): its configuration names another host's address (a wrong id, a copied config)."""
+    recs.sort(key=lambda r: r.ts or 0)
+    return Finding(
+        analyzer="resource_limits",
+        domain=Domain.HOST,
+        role="cause",
+        code="bind_failed",
+        category=Category.CONFIGURATION_ERROR,
+        title=f"{owner} cannot listen on the address it is configured with ({len(recs)}x)",
+        mechanism=(
+            f"{owner} cannot bind the address its configuration gives it: '{recs[0].msg.strip()[:200]}' "
+            f"{len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}".rstrip()
+            + "; no interface of this host has that address, so its configuration names another host's (a wrong "
+            "node id or listen address, a config copied from a peer), and its peers' connections to it are refused."
+        ),
+        object=f"listen address of {owner}",
+        score=0.8,
+        ts=recs[0].ts,
+        tags=[f"service:{owner}"],
+        explains=["errors", "exception", "connection_refused", "upstream_reset", "upstream_timeout", "crash_loop"],
+        evidence=first_and_last_refs(recs),
+        actions=[
+            Action(
+                description=f"Compare the address {owner} binds with this host's addresses and its node id",
+                command="ip -brief addr; grep -n -E 'server\\.|listen|bind' <its config>; cat <its myid / node id>",
+            )
+        ],
+    )
 
 
 @ANALYZERS.analyzer(domain=Domain.HOST, reads={"log"})
@@ -1053,13 +1085,18 @@ def resource_limits(evidence: EvidenceSet) -> list[Finding]:
         for code, rx, *_ in _LIMITS:
             if rx.search(rec.msg):
                 if code == "ephemeral_ports_exhausted" and _LISTEN.search(rec.msg):
-                    break  # a server binding an address the host lacks is a configuration error, not ports
+                    # a server binding an address the host lacks is a configuration error, not ports
+                    groups[("bind_failed", _limit_owner(code, rec))].append(rec)
+                    break
                 groups[(code, _limit_owner(code, rec))].append(rec)
                 break
     out: list[Finding] = []
     spec = {code: rest for code, *rest in _LIMITS}
     for (code, owner), recs in groups.items():
         if _stale(recs, now):
+            continue
+        if code == "bind_failed":
+            out.append(_bind_failed(owner, recs))
             continue
         _, what, why, action_what, command = spec[code]
         unit = next((u for r in recs if (u := _systemd_unit(r.msg))), None)

@@ -195,7 +195,8 @@ REJECTED_INPUT = re.compile(
 )
 _CAUSED_BY = re.compile(r"Caused by: ((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))")
 APP_OOM = re.compile(
-    r"java\.lang\.OutOfMemoryError|JavaScript heap out of memory|\bMemoryError\b|fatal error: runtime: out of memory|"
+    # (not "unable to create native thread": the process or thread limit, not memory)
+    r"java\.lang\.OutOfMemoryError(?!: unable to create (?:new )?native thread)|JavaScript heap out of memory|\bMemoryError\b|fatal error: runtime: out of memory|"
     r"Cannot allocate memory|std::bad_alloc",
 )
 
