@@ -400,3 +400,99 @@ def test_a_hot_function_under_a_tripled_load_is_no_longer_a_strong_defect(tmp_pa
     surged = [f for f in investigate(load_bundle(tmp_path)).findings if f.code == "cpu_hotspot"]
     assert steady and surged and steady[0].score >= 0.8 > surged[0].score
     assert "traffic rose 3.0x" in surged[0].mechanism
+
+
+# ---------------------------------------------------------------- dev33: diffs, versions, providers, binds
+
+GIT_SHOW = """$ git -C deploy show 5e02b1f
+commit 5e02b1f6d0a9c4b7e3f28a11c95d0e6b4f7a2c81
+Author: r.o <r.o@example.internal>
+Date:   Tue May 21 14:06:17 2024 +0000
+
+    trim JVM and pool settings for the ts-order-service configmap
+
+diff --git a/overlays/prod/ts-order-service/configmap.yaml b/overlays/prod/ts-order-service/configmap.yaml
+index 3f1a2c9..b84e0d7 100644
+--- a/overlays/prod/ts-order-service/configmap.yaml
++++ b/overlays/prod/ts-order-service/configmap.yaml
+@@ -8,4 +8,4 @@ data:
+     spring.datasource.username: ts
+-    spring.datasource.hikari.maximum-pool-size: "{old}"
++    spring.datasource.hikari.maximum-pool-size: "{new}"
+     server.tomcat.threads.max: "200"
+"""
+POOL_LOG = "".join(
+    f"2024-05-21T14:{12 + i:02d}:06Z ERROR [ts-order-service] HikariPool-1 - Connection is not available, "
+    "request timed out after 30000ms.\n"
+    for i in range(8)
+)
+
+
+def test_a_commit_that_cut_the_pool_size_before_the_pool_ran_dry_is_the_cause(tmp_path: Path) -> None:
+    (tmp_path / "deploy-repo.txt").write_text(GIT_SHOW.format(old=20, new=2))
+    (tmp_path / "ts-order-service.log").write_text(POOL_LOG)
+    diffs = load_bundle(tmp_path).kind("change/diff")
+    assert diffs and diffs[0].data["files"][0]["settings"] == [
+        {"key": "spring.datasource.hikari.maximum-pool-size", "old": "20", "new": "2"}
+    ]
+    d = investigate(load_bundle(tmp_path), "bookings time out since 14:11, which service is the root cause?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "maximum-pool-size" in d.root_cause and "from 20 to 2" in d.root_cause
+    # a commit that raised the pool is no cause of a pool running dry
+    (tmp_path / "deploy-repo.txt").write_text(GIT_SHOW.format(old=20, new=40))
+    d = investigate(load_bundle(tmp_path), "bookings time out since 14:11, which service is the root cause?")
+    assert not any(f.code == "setting_cut" for f in d.findings)
+
+
+def _exceptions(rows: list[tuple[str, str, int]]) -> dict:
+    """A Log Analytics query result: exceptions counted by version and type."""
+    cols = [{"name": "timestamp", "type": "datetime"}, {"name": "application_Version", "type": "string"},
+            {"name": "type", "type": "string"}, {"name": "method", "type": "string"},
+            {"name": "count_", "type": "long"}]  # fmt: skip
+    data = [[f"2024-11-05T{9 + i % 3:02d}:00:00Z", v, t, "Pricing.TierResolver.Resolve", n] for i, (v, t, n) in
+            enumerate(rows)]  # fmt: skip
+    return {"tables": [{"name": "PrimaryResult", "columns": cols, "rows": data}]}
+
+
+def test_an_exception_only_the_new_version_throws_is_its_defect(tmp_path: Path) -> None:
+    bad = "System.InvalidOperationException"
+    new_only = [("3.3.2", "System.TimeoutException", 4), ("3.4.0", "System.TimeoutException", 5),
+                ("3.4.0", bad, 900), ("3.4.0", bad, 800)]  # fmt: skip
+    (tmp_path / "exceptions.json").write_text(json.dumps(_exceptions(new_only)))
+    found = [f for f in investigate(load_bundle(tmp_path)).findings if f.code == "new_exception"]
+    assert len(found) == 1 and "3.4.0" in found[0].title and "InvalidOperationException" in found[0].title
+    # thrown by the old version as well: not new
+    both = [*new_only, ("3.3.2", "System.InvalidOperationException", 700)]
+    (tmp_path / "exceptions.json").write_text(json.dumps(_exceptions(both)))
+    assert not any(f.code == "new_exception" for f in investigate(load_bundle(tmp_path)).findings)
+
+
+def test_a_cloud_health_issue_with_the_functions_we_run_on_is_infrastructure(tmp_path: Path) -> None:
+    events = [{"arn": "arn:aws:health:eu-west-1::event/LAMBDA/X", "service": "LAMBDA",
+               "eventTypeCode": "AWS_LAMBDA_OPERATIONAL_ISSUE", "eventTypeCategory": "issue", "region": "eu-west-1",
+               "startTime": "2024-10-08T10:38:00+00:00", "statusCode": "open"}]  # fmt: skip
+    (tmp_path / "health.txt").write_text("$ aws health describe-events --query 'events[0:2]'\n" + json.dumps(events))
+    d = investigate(load_bundle(tmp_path), "our step functions fail with Lambda errors, is it our change?")
+    assert d.category == Category.INFRASTRUCTURE and "LAMBDA" in d.root_cause, d.root_cause
+
+
+ZK = "".join(
+    f"2024-09-17 02:{11 + i:02d}:49,101 [myid:3] - ERROR [ListenerHandler-zk03.prod/10.20.4.13:3888:"
+    "QuorumCnxManager$Listener$ListenerHandler@1099] - Exception while listening to address "
+    "zk03.prod/10.20.4.13:3888\njava.net.BindException: Cannot assign requested address\n"
+    for i in range(6)
+)
+
+
+def test_a_server_that_cannot_bind_its_configured_address_is_misconfigured(tmp_path: Path) -> None:
+    (tmp_path / "zookeeper-zk02.log").write_text(ZK)
+    d = investigate(load_bundle(tmp_path), "the ensemble has no quorum, network problem?")
+    assert d.category == Category.CONFIGURATION_ERROR and "cannot bind" in d.root_cause, d.root_cause
+    assert not any(f.code == "ephemeral_ports_exhausted" for f in d.findings)
+
+
+def test_a_thread_the_jvm_cannot_create_is_the_thread_limit_not_memory() -> None:
+    from diagnosis.analyzers.logs._shared import APP_OOM
+
+    assert not APP_OOM.search("java.lang.OutOfMemoryError: unable to create native thread: possibly out of memory")
+    assert APP_OOM.search("java.lang.OutOfMemoryError: Java heap space")
