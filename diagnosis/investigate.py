@@ -156,8 +156,10 @@ UNREAD_MIN = 3  # files in no known format that, outnumbering the files read, le
 def _unread(d: Diagnosis, evidence: EvidenceSet) -> Diagnosis:
     """A healthy answer made unknown when more of the bundle's files went unread (no known format) than were read:
     what was read shows nothing failing, but most of what the operator handed over was not looked at."""
-    read = {item.source for item in evidence}
+    # a commit's diff says what changed, not whether anything works: it is no file read for health
+    read = {item.source for item in evidence if item.kind != "change/diff"}
     unread = [e.get("path", "?") for e in evidence.ignored]
+    unread += sorted({item.source for item in evidence.kind("change/diff")} - read)
     if len(unread) < UNREAD_MIN or len(unread) <= len(read):
         return d
     paths = ", ".join(unread[:5])
