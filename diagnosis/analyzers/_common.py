@@ -630,7 +630,9 @@ HOST_DISK = re.compile(
     # Windows' srv event 2013
     r"The [A-Z]: disk is at or near capacity|"
     # IBM MQ formatting a log extent on a full file system (AMQ6708E)
-    r"disk full condition was encountered",
+    r"disk full condition was encountered|"
+    # YARN's NodeManager disk checker: its local or log dirs past the utilisation threshold
+    r"usable space is below configured utilization percentage",
     re.I,
 )
 HOST_HW = re.compile(
