@@ -493,15 +493,20 @@ _ECS_FAILED = re.compile(
 )
 
 
-def _ecs_services(v: Any) -> list[dict[str, Any]] | None:
-    services = v.get("services") if isinstance(v, dict) else None
+def _ecs_list(v: Any, key: str, ident: str, listed: str) -> list[dict[str, Any]] | None:
+    """The objects of an ECS describe-* response (`services`, `tasks`), each with its id and a list field."""
+    found = v.get(key) if isinstance(v, dict) else None
     if (
-        isinstance(services, list)
-        and services
-        and all(isinstance(s, dict) and "serviceName" in s and isinstance(s.get("events"), list) for s in services)
+        isinstance(found, list)
+        and found
+        and all(isinstance(o, dict) and ident in o and isinstance(o.get(listed), list) for o in found)
     ):
-        return services
+        return found
     return None
+
+
+def _ecs_services(v: Any) -> list[dict[str, Any]] | None:
+    return _ecs_list(v, "services", "serviceName", "events")
 
 
 @FORMATS.format("ecs-services", shapes={"json"}, detect=lambda d: _ecs_services(d.value) is not None, order=30)
@@ -542,14 +547,7 @@ def parse_ecs_services(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIte
 
 
 def _ecs_tasks(v: Any) -> list[dict[str, Any]] | None:
-    tasks = v.get("tasks") if isinstance(v, dict) else None
-    if (
-        isinstance(tasks, list)
-        and tasks
-        and all(isinstance(t, dict) and "taskArn" in t and isinstance(t.get("containers"), list) for t in tasks)
-    ):
-        return tasks
-    return None
+    return _ecs_list(v, "tasks", "taskArn", "containers")
 
 
 _ECS_OOM = re.compile(r"OutOfMemory|killed due to memory usage", re.I)

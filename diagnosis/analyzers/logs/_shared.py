@@ -196,7 +196,8 @@ REJECTED_INPUT = re.compile(
 _CAUSED_BY = re.compile(r"Caused by: ((?:[a-z_][\w$]*\.)*[A-Z]\w*(?:Exception|Error))")
 APP_OOM = re.compile(
     # (not "unable to create native thread": the process or thread limit, not memory)
-    r"java\.lang\.OutOfMemoryError(?!: unable to create (?:new )?native thread)|JavaScript heap out of memory|\bMemoryError\b|fatal error: runtime: out of memory|"
+    r"java\.lang\.OutOfMemoryError(?!: unable to create (?:new )?native thread)|JavaScript heap out of memory|"
+    r"\bMemoryError\b|fatal error: runtime: out of memory|"
     r"Cannot allocate memory|std::bad_alloc",
 )
 

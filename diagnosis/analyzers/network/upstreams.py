@@ -115,8 +115,7 @@ def _with_provider_status(findings: list[Finding], evidence: EvidenceSet) -> lis
                     title=f"{provider} reports an operational issue with {', '.join(compute)}",
                     mechanism=f"{provider} reports an open operational issue with the infrastructure our services run "
                     f"on ({said}): instances, functions, volumes or load balancers there lose connectivity or slow "
-                    "down, so "
-                    "what runs on them fails health checks and answers slowly or with errors.",
+                    "down, so what runs on them fails health checks and answers slowly or with errors.",
                     object=f"{provider} {', '.join(compute)}",
                     score=0.6,
                     ts=page.ts,
