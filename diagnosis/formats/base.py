@@ -58,8 +58,8 @@ class Document:
         try:
             header = next(reader)
             for row in reader:
-                if not row:
-                    continue
+                if not row or (len(row) < len(header) and _PASTE_NOTE.match(",".join(row))):
+                    continue  # a note left where rows were cut from a paste ("[... 180 more rows ...]", "(3 rows)")
                 if len(row) != len(header):
                     raise FormatError(
                         f"CSV line {reader.line_num}: {len(row)} fields where the header has {len(header)}"
@@ -155,6 +155,9 @@ _CSV_TIME_NAME = re.compile(
 )  # (Log Analytics' portal export: "TimeGenerated [UTC]")
 
 
+_PASTE_NOTE = re.compile(r"^\s*(?:\[[^\]]*\]|\(\d+ rows?\)|\.{3}.*|….*)\s*$")
+
+
 def sniff(path: str, raw: bytes) -> Document:
     """Decide a file's shape from its bytes. Raises NotReadable for binary or malformed content."""
     head = raw[:8192]
@@ -163,6 +166,15 @@ def sniff(path: str, raw: bytes) -> Document:
     text = raw.decode("utf-8", errors="replace")
     if text.startswith("\ufeff"):
         text = text[1:]
+    return sniff_text(path, text)
+
+
+# a command that prints CSV (`psql --csv`, `mysql --batch`'s tabs aside, `aws ... --output csv`, `kubectl ... -o csv`)
+_CSV_COMMAND = re.compile(r"--csv\b|--format[= ]csv\b|--output[= ]csv\b|-o csv\b|\bformat csv\b", re.I)
+
+
+def sniff_text(path: str, text: str) -> Document:
+    """The shape of decoded text (see sniff)."""
     # look at the start only: slicing or splitting the whole text would copy a large file
     head_text = text[:4096]
     start = len(head_text) - len(head_text.lstrip())
@@ -194,6 +206,14 @@ def sniff(path: str, raw: bytes) -> Document:
         body = text[end + 1 :] if _GCLOUD_PROMPT.search(first) else text
         nxt = _NEXT_PROMPT.search(body)  # the output ends where the next command of the paste begins
         return _yaml_document(path, body[: nxt.start()] if nxt else body, as_list=True)
+    if (prompt := TERMINAL_PROMPT.match(first)) and _CSV_COMMAND.search(prompt["cmd"]) and end >= 0:
+        # CSV printed under the command that made it (`psql --csv -f blocking.sql`), up to the next command
+        body = text[end + 1 :]
+        nxt = _NEXT_PROMPT.search(body)
+        doc = sniff_text(path, body[: nxt.start()] if nxt else body)
+        if doc.shape == "csv":
+            doc.command = prompt["cmd"][:300]
+            return doc
     if "," in first and not first.startswith(("#", "[", "{")):
         try:
             header = next(csv.reader([first]))

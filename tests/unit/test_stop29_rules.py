@@ -496,3 +496,27 @@ def test_a_thread_the_jvm_cannot_create_is_the_thread_limit_not_memory() -> None
 
     assert not APP_OOM.search("java.lang.OutOfMemoryError: unable to create native thread: possibly out of memory")
     assert APP_OOM.search("java.lang.OutOfMemoryError: Java heap space")
+
+
+# ---------------------------------------------------------------- dev34: CSV under its command, cut pastes
+
+BLOCKING = """$ psql -X --csv -h pg-billing-01 -U postgres billing -f blocking.sql
+pid,usename,application_name,state,wait_event_type,mode,granted,relation,blocked_by,xact_age,query
+48213,billing_reconciler,billing-reconciler 2.7.0,idle in transaction,Client,RowShareLock,t,invoices,{},00:47:55.00,"SELECT id FROM invoices WHERE batch_id = $1 FOR UPDATE"
+51022,flyway,Flyway by Redgate,active,Lock,AccessExclusiveLock,f,invoices,{48213},00:35:00.03,ALTER TABLE invoices ADD COLUMN dunning_level smallint
+51041,billing_api,billing-api,active,Lock,AccessShareLock,f,invoices,{51022},00:34:58.21,"SELECT count(*) FROM invoices WHERE customer_id = $1"
+[... 180 more billing-api rows, all blocked_by {51022}, trimmed when pasting ...]
+51057,billing_api,billing-api,active,Lock,AccessShareLock,f,invoices,{51022},00:34:48.15,"SELECT number FROM invoices WHERE id = $1"
+$ date -u
+Thu Oct  2 16:41:00 UTC 2025
+"""  # noqa: E501
+
+
+def test_csv_printed_under_its_command_and_cut_in_the_paste_is_read(tmp_path: Path) -> None:
+    (tmp_path / "blocking.txt").write_text(BLOCKING)
+    ev = load_bundle(tmp_path)
+    sessions = {s.data["pid"]: s.data for s in ev.kind("pg/session")}
+    assert not ev.errors and set(sessions) == {48213, 51022, 51041, 51057}
+    assert sessions[51022]["blocked_by"] == [48213]
+    d = investigate(ev, "billing-api has been timing out since 16:05, roll back the deploy?")
+    assert d.category == Category.CODE_DEFECT and "48213" in d.root_cause and "idle in transaction" in d.root_cause
