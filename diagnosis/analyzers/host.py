@@ -1039,7 +1039,7 @@ def _path_victims(evidence: EvidenceSet, since: float | None) -> dict[str, set[s
     return {svc: dests for svc, dests in out.items() if len(dests) >= 2}
 
 
-_LISTEN = re.compile(r"\blisten(?:ing)? (?:tcp|udp|on|to)|\bbind: |\bbind\(\)|\bBindException\b", re.I)
+_LISTEN = re.compile(r"\blisten(?:ing)? (?:tcp|udp|on|to)|\bbind: |\bbind\(\)|\(Bind failed\)", re.I)
 
 
 def _bind_failed(owner: str, recs: list[Rec]) -> Finding:

@@ -59,8 +59,10 @@ def test_ports_exhausted_is_not_the_target_failing() -> None:
 
 
 def test_a_server_binding_an_address_it_lacks_is_not_port_exhaustion() -> None:
+    # the address is not this host's: its configuration names another's (stop 29: said as a configuration error)
     msg = "listen tcp 10.9.9.9:8080: bind: cannot assign requested address"
-    assert resource_limits(_log(msg).set()) == []
+    [cause] = causes(resource_limits(_log(msg).set()))
+    assert cause.code == "bind_failed" and cause.category == "configuration_error"
 
 
 def test_old_limit_hits_are_history() -> None:
