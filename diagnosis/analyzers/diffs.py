@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, is_error, log_records
 from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.spans import duration_ms
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 from diagnosis.timeline import fmt_ts
@@ -21,8 +22,7 @@ _POOL_KEY = re.compile(
     r"pool.?size|max.?pool|pool.?max|max.?(?:open.?)?conn|connection.?limit|maxActive|maxTotal", re.I
 )
 _TIMEOUT_KEY = re.compile(r"time.?out|deadline", re.I)
-_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min)?\s*$", re.I)
-_UNIT = {"": 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0}
+_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,11 @@ class _Cut:
 
 
 def _value(v: str, kind: str) -> float | None:
+    """A setting's value as a number: a pool's size as it is, a timeout in milliseconds."""
+    if kind == "timeout":
+        return duration_ms(v)
     m = _NUMBER.match(v)
-    if not m:
-        return None
-    unit = (m[2] or "").lower()
-    # a bare timeout number is in the unit its key names ("...-ms", "timeout_seconds") or milliseconds
-    return float(m[1]) * (_UNIT[unit] if unit or kind == "pool" else 1.0)
+    return float(m[1]) if m else None
 
 
 def _cuts(evidence: EvidenceSet) -> list[_Cut]:

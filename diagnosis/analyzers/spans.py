@@ -226,15 +226,16 @@ def repeated_calls(evidence: EvidenceSet) -> list[Finding]:
 CUT_SHORT_MARGIN = 1.05  # the callee's server span outlasts the failed client span by at least this much
 DEADLINE_MATCH = 0.12  # a setting within this share of the client spans' duration is their deadline
 _DEADLINE_KEY = re.compile(r"time_?out|deadline", re.I)
-_DURATION_VALUE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds|m)?\s*$", re.I)
+_DURATION_VALUE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds|m|min)?\s*$", re.I)
 
 
-def _ms(value: object) -> float | None:
+def duration_ms(value: object) -> float | None:
+    """A duration setting in milliseconds: `150ms`, `1.5s`, `2m`; a bare number is taken as milliseconds."""
     m = _DURATION_VALUE.match(str(value))
     if not m:
         return None
     n, unit = float(m.group(1)), (m.group(2) or "").lower()
-    return n * {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0, "m": 60000.0}.get(unit, 1.0)
+    return n * {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "seconds": 1000.0, "m": 60000.0, "min": 60000.0}.get(unit, 1.0)
 
 
 def _deadline_settings(evidence: EvidenceSet) -> list[tuple[str, float, EvidenceRef]]:
@@ -242,7 +243,7 @@ def _deadline_settings(evidence: EvidenceSet) -> list[tuple[str, float, Evidence
     out: list[tuple[str, float, EvidenceRef]] = []
     for item in evidence.kind("k8s/ConfigMap"):
         for key, value in (item.data.get("data") or {}).items():
-            if _DEADLINE_KEY.search(str(key)) and (ms := _ms(value)) is not None:
+            if _DEADLINE_KEY.search(str(key)) and (ms := duration_ms(value)) is not None:
                 out.append((str(key), ms, EvidenceRef(item=item.id, field=f"data.{key}", value=value)))
     for kind in ("k8s/Deployment", "k8s/StatefulSet", "k8s/Pod"):
         for item in evidence.kind(kind):
@@ -251,7 +252,7 @@ def _deadline_settings(evidence: EvidenceSet) -> list[tuple[str, float, Evidence
             for c in pod.get("containers") or ():
                 for e in c.get("env") or ():
                     name, value = str(e.get("name") or ""), e.get("value")
-                    if _DEADLINE_KEY.search(name) and value is not None and (ms := _ms(value)) is not None:
+                    if _DEADLINE_KEY.search(name) and value is not None and (ms := duration_ms(value)) is not None:
                         out.append((name, ms, EvidenceRef(item=item.id, field=f"env.{name}", value=value)))
     return out
 
