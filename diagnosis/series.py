@@ -43,6 +43,12 @@ def median(xs: Sequence[float]) -> float:
     return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def thirds(values: Sequence[float]) -> tuple[float, float]:
+    """The median of a series' first third and of its last third: where it started and where it ended up."""
+    third = max(1, len(values) // 3)
+    return median(values[:third]), median(values[-third:])
+
+
 def mad(xs: Sequence[float], center: float | None = None) -> float:
     """Median absolute deviation from `center` (the median by default)."""
     c = median(xs) if center is None else center

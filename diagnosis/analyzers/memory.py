@@ -11,7 +11,7 @@ import re
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
-from diagnosis.series import points_of
+from diagnosis.series import points_of, thirds
 
 AVAILABLE_OVER_FREE = 4.0  # MemAvailable this many times MemFree: most of the "used" memory is reclaimable cache
 AVAILABLE_MIN_BYTES = 1 << 30
@@ -104,12 +104,6 @@ def _pod_of(m: EvidenceItem) -> str | None:
     return str(labels.get("pod") or labels.get("pod_name") or "") or None
 
 
-def _thirds(values: list[float]) -> tuple[float, float]:
-    third = max(1, len(values) // 3)
-    first, last = sorted(values[:third]), sorted(values[-third:])
-    return first[len(first) // 2], last[len(last) // 2]
-
-
 def _oom_killed(evidence: EvidenceSet, pod: str) -> bool:
     for p in evidence.kind("k8s/Pod"):
         if not p.object.endswith(f"/{pod}"):
@@ -142,7 +136,7 @@ def collected_heap(evidence: EvidenceSet) -> list[Finding]:
         values = [v for _, v in points_of(m.data.get("points"))]
         if len(values) < 6 or _oom_killed(evidence, pod):
             continue
-        first, last = _thirds(values)
+        first, last = thirds(values)
         if first <= 0 or last > LIVE_FLAT * first:
             continue  # what survives collection grows: maybe a leak
         used = [v for _, v in points_of(heap[pod].data.get("points"))] if pod in heap else []

@@ -18,7 +18,7 @@ from diagnosis.analyzers._kube_pods import quantity
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
-from diagnosis.series import Point, human_duration, linear_trend, median, points_of
+from diagnosis.series import Point, human_duration, linear_trend, median, points_of, thirds
 from diagnosis.timeline import fmt_ts, parse_ts
 
 # memory in use, including the JVM's live set after GC (the truest leak signal) and its old generation
@@ -981,8 +981,7 @@ def traffic_surge(evidence: EvidenceSet) -> tuple[float, EvidenceRef] | None:
     for s in _series(evidence):
         if not _TRAFFIC.search(s.name) or _NOT_TRAFFIC.search(s.name) or len(s.points) < 6:
             continue
-        third = len(s.points) // 3
-        b, a = median([v for _, v in s.points[:third]]), median([v for _, v in s.points[-third:]])
+        b, a = thirds([v for _, v in s.points])
         if b > 0 and a / b >= TRAFFIC_SURGE and (best is None or a / b > best[0]):
             best = (
                 a / b,

@@ -12,7 +12,7 @@ from diagnosis.analyzers._common import span_calls
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
-from diagnosis.series import points_of
+from diagnosis.series import points_of, thirds
 
 HOTSPOT_SHARE = 0.5  # of all own time in the traces
 HOTSPOT_LEAD = 3.0  # and this many times the next service's
@@ -280,8 +280,7 @@ def _usual_latency_ms(evidence: EvidenceSet, service: str) -> tuple[float, bool,
             continue
         mid = sorted(values)[len(values) // 2]
         scale = 1.0 if re.search(r"_ms\b|millis", name, re.I) or mid > 50 else 1000.0
-        third = max(1, len(values) // 3)
-        early, late = sorted(values[:third])[third // 2], sorted(values[-third:])[third // 2]
+        early, late = thirds(values)
         rose = early > 0 and late / early >= SLOWED_DOWN
         return mid * scale, rose, EvidenceRef(item=item.id, field="points", value=f"median {mid * scale:.0f} ms")
     return None

@@ -24,15 +24,21 @@ _RUN_FAILED = re.compile(
 )
 
 
-def run_failed_after(item: EvidenceItem, ts: float | None) -> bool:
-    """Whether the log reports, after `ts`, a run that finished with failures."""
-    return ts is not None and any(
-        isinstance(t := r.get("ts"), int | float)
-        and t > ts
+def last_failed_run(item: EvidenceItem) -> float | None:
+    """When the log last reports a run that finished with failures (one pass over its records)."""
+    stamps = [
+        t
+        for r in item.data.get("records") or ()
+        if isinstance(t := r.get("ts"), int | float)
         and ("fail" in (msg := str(r.get("msg") or "")).lower() or "error" in msg.lower() or "FAILED" in msg)
         and _RUN_FAILED.search(msg)
-        for r in item.data.get("records") or ()
-    )
+    ]
+    return max(stamps) if stamps else None
+
+
+def run_failed_after(item: EvidenceItem, ts: float | None) -> bool:
+    """Whether the log reports, after `ts`, a run that finished with failures."""
+    return ts is not None and (last := last_failed_run(item)) is not None and last > ts
 
 
 BACKGROUND_MIN_SPAN_S = 30 * 60

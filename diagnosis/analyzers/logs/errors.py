@@ -48,7 +48,7 @@ from diagnosis.analyzers.logs._shared import (
     ROLLOUT_SLACK_S,
     SPORADIC,
     STOPPED_AFTER_S,
-    run_failed_after,
+    last_failed_run,
 )
 from diagnosis.analyzers.logs.data import (
     _DATA_FILE,
@@ -90,6 +90,10 @@ def _firing_alerts(evidence: EvidenceSet) -> list[tuple[float, frozenset[str]]]:
         for a in evidence.kind("alert")
         if a.data.get("status") == "firing" and isinstance(a.data.get("starts_at"), int | float)
     ]
+
+
+def _after(when: float | None, ts: float | None) -> bool:
+    return when is not None and ts is not None and when > ts
 
 
 def _bad_input(tpl: Template) -> bool:
@@ -192,6 +196,7 @@ def _analyze_source(
     findings: list[Finding] = []
     active: list[Template] = []
     gave_up = functools.cache(lambda: _gave_up_at(item))  # read only when an error template seems to have stopped
+    failed_run = functools.cache(lambda: last_failed_run(item))  # the same: one pass over the records at most
     snapshot = bool((item.data.get("source") or {}).get("snapshot"))  # a run's report, not a running log
     cut = bool((item.data.get("source") or {}).get("cut"))  # printed through `| head`: what came next is unseen
     # a batch task whose retry succeeded after its errors: they are over, whatever the time since
@@ -207,7 +212,7 @@ def _analyze_source(
             snapshot
             or cut
             or _ended_with(tpl, gave_up())
-            or run_failed_after(item, tpl.last_ts)
+            or _after(failed_run(), tpl.last_ts)
             or (_bad_input(tpl) and _alerted_since(firing or [], who, tpl.first_ts))
         ):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
