@@ -101,11 +101,16 @@ def resolve(data: Any, path: str) -> Any:
 
 
 def _cut(item: EvidenceItem, ts: float) -> EvidenceItem:
-    """The item as of `ts`: a log's records and a series' points up to then (records without a time are kept)."""
+    """The item as of `ts`: a log's records and a series' points up to then (records without a time are kept), an
+    alert that resolved later still firing."""
     if item.kind == "log" and item.data.get("records"):
         records = [r for r in item.data["records"] if not isinstance(r.get("ts"), int | float) or r["ts"] <= ts]
         return item.model_copy(update={"data": {**item.data, "records": records}})
     if item.kind == "metric" and item.data.get("points"):
         points = [p for p in item.data["points"] if not isinstance(p[0], int | float) or p[0] <= ts]
         return item.model_copy(update={"data": {**item.data, "points": points}})
+    if item.kind == "alert" and item.data.get("status") == "resolved":
+        end = item.data.get("ends_at")
+        if isinstance(end, int | float) and end > ts:  # it still fired then
+            return item.model_copy(update={"data": {**item.data, "status": "firing", "ends_at": None}})
     return item

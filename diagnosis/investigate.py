@@ -29,6 +29,7 @@ ANALYZER_MODULES = (
     "database",
     "host",
     "disk_io",
+    "remote_fs",
     "clock",
     "sandbox",
     "schedules",
@@ -150,6 +151,7 @@ def _not_seen(d: Diagnosis, question: str) -> Diagnosis:
     return d
 
 
+_READ_AFTER_END_S = 60.0  # a failure that is over is read as of this long after it last showed
 UNREAD_MIN = 3  # files in no known format that, outnumbering the files read, leave "healthy" unproven
 
 
@@ -235,7 +237,7 @@ def investigate(evidence: EvidenceSet, question: str | None = None) -> Diagnosis
         return d
     end = _failure_end(evidence, d.findings)
     if end is not None and end < (evidence_now(evidence) or end):
-        past = _analyze(evidence.at(end + 60.0), question)
+        past = _analyze(evidence.at(end + _READ_AFTER_END_S), question)
         if past.category != Category.HEALTHY and (d.category == Category.HEALTHY or _named_when_over(d, past)):
             past.root_cause = f"(a failure that is over: read as of its end, {fmt_ts(end)}) {past.root_cause}"
             past.text = f"_Read as of {fmt_ts(end)}, when the failure asked about last showed._\n\n{past.text}"

@@ -641,6 +641,8 @@ HOST_HW = re.compile(
     # storage devices not answering: NVMe/SCSI command timeouts and resets, EBS/virtio stalls
     r"nvme\d*:? .*\btimeout, (?:aborting|reset)|I/O \d+ QID \d+ timeout|Buffer I/O error on dev|"
     r"blk_update_request: I/O error|critical medium error|SCSI error: return code|rejecting I/O to offline device|"
+    # a SATA/SAS disk whose commands time out and whose link the kernel resets (libata, the SCSI layer)
+    r"\bata\d+(?:\.\d+)?: failed command: |\[sd[a-z]+\] tag#\d+ FAILED Result: |"
     # memory: EDAC correctable/uncorrectable ECC errors, pages the kernel had to take offline; a kernel panic
     r"EDAC \S+: \d+ (?:CE|UE) memory|Memory failure: 0x|Kernel panic - not syncing|"
     # network interfaces: a transmit queue that stopped completing, a NIC the driver had to reset or found hung
@@ -718,6 +720,8 @@ HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW, HOST_LOST, *HOST_LIMI
 # skipped with a few substring tests instead of a dozen regular expressions (bundles carry 500,000 lines).
 _TRIGGERS = (
     "time",
+    "failed command",  # libata: a disk command that timed out or failed
+    "failed result",  # the SCSI layer giving up on a command
     "deadline",
     "refused",
     "code = unavailable",

@@ -4,8 +4,10 @@ on the disk, so its slowness is a symptom of this cause; the heaviest writer or 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from diagnosis.analyzers._common import HOST_HW, Rec, signature_records
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.host import node_pod_tags
 from diagnosis.evidence import EvidenceSet
@@ -17,6 +19,20 @@ LONG_QUEUE = 8.0  # or this many requests queued on the device on average
 # what a saturated disk explains: whatever on its host reads or writes and so waits
 _EXPLAINS = ["latency", "slow_query", "slow_queries", "db_waits", "errors", "upstream_timeout", "http_5xx", "io_wait",
              "cpu_iowait", "metric_shift", "backlog", "replication_lag", "probe_*", "alert:*"]  # fmt: skip
+
+
+def _device_errors(evidence: EvidenceSet, source: str, device: str) -> list[Rec]:
+    """The kernel's hardware error lines about this device: naming it, or printed in the same saved session as the
+    iostat that showed it saturated (libata names its port, `ata1.00`, not the disk). Hung tasks are the disk's
+    effect, not its fault."""
+    name = re.compile(rf"\b{re.escape(device)}\b")
+    return [
+        r
+        for r in signature_records(evidence)
+        if HOST_HW.search(r.msg)
+        and "blocked for more than" not in r.msg
+        and (name.search(r.msg) or (r.item.source == source and " ata" in f" {r.msg}"))
+    ]
 
 
 def _top_process(procs: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -46,6 +62,10 @@ def disk_io_saturation(evidence: EvidenceSet) -> list[Finding]:
                 who = f"; {top['command']} ({len(same)} process(es), pid {top['pid']}) does most, {rate:,.0f} MB/s"
                 refs.append(EvidenceRef(item=proc_item.id, field="io_processes.0.command", value=top["command"]))
             iowait = snap.data.get("iowait")
+            failing = _device_errors(evidence, snap.source, str(dev["device"]))
+            if failing:
+                out.append(_failing_disk(evidence, dev, host, refs, failing))
+                continue
             out.append(
                 Finding(
                     analyzer="disk_io_saturation",
@@ -84,3 +104,40 @@ def disk_io_saturation(evidence: EvidenceSet) -> list[Finding]:
                 )
             )
     return out
+
+
+def _failing_disk(
+    evidence: EvidenceSet, dev: dict[str, Any], host: str, refs: list[EvidenceRef], errs: list[Rec]
+) -> Finding:
+    """A saturated disk whose commands the kernel reports timing out or failing: the device is failing, and its queue
+    is full of requests waiting on timeouts and link resets, not of more work than it can do."""
+    name = dev["device"]
+    return Finding(
+        analyzer="disk_io_saturation",
+        domain=Domain.HOST,
+        role="cause",
+        code="disk_failing",
+        category=Category.INFRASTRUCTURE,
+        title=f"disk {name} on {host} failing ({len(errs)} kernel error line(s)) and saturated",
+        mechanism=(
+            f"disk {name} on {host} is failing: the kernel logged '{errs[-1].msg.strip()[:140]}' ({len(errs)} error "
+            f"line(s)), and its requests wait {dev['await_ms']:.0f} ms at {dev['util']:.0f}% busy (queue "
+            f"{dev.get('queue') or 0:.0f}): commands time out and the link is reset, so everything on {host} that "
+            "writes to it (an fsync, a database's log) stalls"
+        ),
+        object=f"disk {name} on {host}",
+        score=0.85,
+        ts=min((r.ts for r in errs if r.ts is not None), default=None),
+        tags=[f"host:{host}", f"disk:{host}/{name}", f"device:{name}", *node_pod_tags(evidence, host)],
+        explains=[*_EXPLAINS, "host_hardware_error", "disk_io_saturated", "disk_latency", "leader_changes"],
+        evidence=[*refs, *(EvidenceRef(item=r.item.id, line=r.line, value=r.msg.strip()[:300]) for r in errs[-2:])],
+        actions=[
+            Action(
+                description="The device's health and error counters", command=f"ssh {host} sudo smartctl -a /dev/{name}"
+            ),
+            Action(
+                description="Move what writes to it (etcd, a database's WAL) off this disk and replace it",
+                command=f"ssh {host} sudo dmesg -T | grep -E '{name}|ata' | tail -30",
+            ),
+        ],
+    )

@@ -68,7 +68,8 @@ _MOUNT = re.compile(r"(?:on|mount(?:point)?|filesystem|fs|dir|directory)[\s:=]+\
 _PATH = re.compile(r"(/(?:var|data|tmp|home|srv|opt|mnt|usr|log)[\w./\-]*)")
 _DEVICE = re.compile(
     r"\b((?:eth|ens|enp|eno|bond)\w*):|"
-    r"EXT4-fs error \(device (\w+)\)|\bdev (\w+)|\bnvme (nvme\d+(?:n\d+)?)\b|\bdevice (\w+)|\(([A-Za-z]\w*)\)",
+    r"EXT4-fs error \(device (\w+)\)|\bdev (\w+)|\bnvme (nvme\d+(?:n\d+)?)\b|\bdevice (\w+)|\(([A-Za-z]\w*)\)|"
+    r"\[(sd[a-z]+)\] tag#",
     re.I,
 )
 

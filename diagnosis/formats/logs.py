@@ -181,6 +181,14 @@ def normalise_level(value: Any) -> str | None:
     return LEVELS.get(str(value).strip().lower())
 
 
+# a program's own line relayed by another at INFO (Airflow's spark-submit and subprocess hooks, a CI runner): after
+# the relay's level comes the program's own time and level, "INFO - 24/08/14 02:11:24 ERROR TaskSetManager: ..."
+_RELAYED = re.compile(
+    r"[\s:-]*\[?\d{2,4}[-/]\d{2}[-/]\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s+"
+    r"(?P<lvl>ERROR|WARN|WARNING|FATAL|CRITICAL|SEVERE)\b"
+)
+
+
 def _level_in(text: str) -> str | None:
     for m in LEVEL_TOKEN.finditer(text, 0, 120):
         word = m["up"]
@@ -189,6 +197,8 @@ def _level_in(text: str) -> str | None:
         elif word not in UPPER_LEVELS:
             continue
         level = LEVELS.get(word.lower())
+        if level == "info" and (inner := _RELAYED.match(text, m.end())) is not None:
+            return LEVELS.get(inner["lvl"].lower(), level)
         if level:
             return level
     return None
@@ -713,6 +723,22 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 continue
             if ts is None and last is not None and body.startswith("Traceback ("):
                 ts = last["ts"]  # in a timed log, a traceback is printed when the line above it was (logging.exception)
+            if (
+                last is not None
+                and last["ts"] is not None
+                and ts is not None
+                and abs(ts - last["ts"]) <= 1.0
+                and level in (None, "info", last["level"])
+                and (
+                    _continues(relayed := _RELAY_PREFIX.sub("", msg, count=1))
+                    or (last["level"] in ("error", "fatal", "warn") and _EXCEPTION_HEAD.match(relayed) is not None)
+                )
+            ):
+                # a stack trace relayed line by line, each line under the relay's own time and level (Airflow's
+                # "{spark_submit.py:634} INFO - \tat org.apache..."; a CI runner's timestamped output)
+                if len(last["msg"]) < MAX_CONTINUATION or relayed.lstrip().startswith("Caused by:"):
+                    last["msg"] = f"{last['msg']}\n{relayed.rstrip()[:600]}"[: 2 * MAX_CONTINUATION]
+                continue
             if level is None and last is not None and ":  " in msg[:80] and _PG_DETAIL.match(msg):
                 if len(last["msg"]) < MAX_CONTINUATION:  # PostgreSQL's DETAIL / STATEMENT belong to the error above
                     last["msg"] = f"{last['msg']}\n{msg}"[: MAX_CONTINUATION + 200]
@@ -793,6 +819,10 @@ def _ends_python_traceback(record: str, body: str) -> bool:
 # PostgreSQL writes an error's detail, hint and statement as lines of their own, after the same prefix
 # ("[1234] DETAIL:  Key (id)=(42) already exists."): they belong to the error above
 _PG_DETAIL = re.compile(r"(?:\[\d+(?:-\d+)?\]:? )?(?:\S*@\S* )?(?:DETAIL|HINT|STATEMENT|CONTEXT|QUERY|LOCATION):  ")
+
+
+# the prefix a relay puts before each line of the program it runs (Airflow: "{spark_submit.py:634} INFO - ")
+_RELAY_PREFIX = re.compile(r"^\{[\w.\-]{1,60}:\d+\} [A-Z]+ - ")
 
 
 def _continues(body: str) -> bool:

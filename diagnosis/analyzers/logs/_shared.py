@@ -86,6 +86,9 @@ BAD_DATA = re.compile(
     r"(?:Numeric|Date|Timestamp|Time|Boolean) value '[^']*' is not recognized|Can't parse '[^']*' as |"
     r"Bad (?:int64|double|numeric|bool|date|timestamp) value|Could not parse '[^']*' as |Invalid digit, Value '|"
     r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|"
+    # a unique index or constraint the rows already in a table break (PostgreSQL, SQL Server, Oracle)
+    r"could not create unique index|Key \([^)\n]*\)=\([^)\n]*\) is duplicated|"
+    r"CREATE UNIQUE INDEX statement terminated because a duplicate key|cannot CREATE UNIQUE INDEX; duplicate keys|"
     # a MERGE whose source holds a key twice (Delta, Snowflake, BigQuery)
     r"multiple source rows matched|Duplicate row detected during DML|must match at most one source row|"
     r"poison(?:ed)? (?:message|pill|record)|"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from diagnosis.analyzers._common import (
@@ -14,6 +15,7 @@ from diagnosis.analyzers._common import (
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.logs._shared import APP_CAPACITY, CAPACITY_MIN, STOPPED_AFTER_S
+from diagnosis.analyzers.remote_fs import file_server_stalled_by
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 
@@ -35,7 +37,11 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
             if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
                 continue
             first = min((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
-            waiting = kind == "pool" and (_waits_on_calls(item, first) or _workers_wait_in_calls(evidence, first))
+            waiting = kind == "pool" and (
+                _waits_on_calls(item, first)
+                or _workers_wait_in_calls(evidence, first)
+                or file_server_stalled_by(evidence, first)
+            )
             who = service_of(item) or item.object
             sample = " ".join(str(recs[0].get("msg") or "").split())[:200]
             if kind == "poll":
@@ -112,3 +118,87 @@ def _workers_wait_in_calls(evidence: EvidenceSet, pool_first: float | None) -> b
     ]
     known = [t for t in stamps if isinstance(t, int | float)]
     return len(stamps) >= CAPACITY_MIN and (pool_first is None or not known or min(known) <= pool_first + 60)
+
+
+# --- a quota that refused what a deploy or job asked for, as a tool printed it ----------------------------------
+
+# Kubernetes' admission message, wherever it is printed (a CI job's `kubectl get events`, helm, Argo CD, a
+# controller's log): 'pods "x" is forbidden: exceeded quota: compute-quota, requested: limits.memory=4Gi, used: ...'
+_KUBE_QUOTA = re.compile(
+    r"exceeded quota: (?P<quota>[\w.\-]+)(?:, requested: (?P<requested>.+?), used: (?P<used>.+?), "
+    r"limited: (?P<limited>[^\s\"']+(?:,[^\s\"']+)*))?"
+)
+# a cloud refusing capacity past the account's quota (AWS, GCP, Azure)
+_CLOUD_QUOTA = re.compile(
+    r"\b(?:VcpuLimitExceeded|InstanceLimitExceeded|You have requested more (?:vCPU|instances?)[^.\n]{0,40} than your "
+    r"current (?:vCPU |instance )?limit|QUOTA_EXCEEDED|Quota '[\w\-]+' exceeded|QuotaExceeded|"
+    r"Operation could not be completed as it results in exceeding approved \w+ quota)\b"
+)
+_NS_IN_MSG = re.compile(r"\b(?:-n|--namespace)[ =]([a-z0-9][a-z0-9\-]*)|\bnamespace[ =\"':]+([a-z0-9][a-z0-9\-]*)")
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def quota_refused(evidence: EvidenceSet) -> list[Finding]:
+    """A quota that refused a deploy's or a job's pods or instances, read from whatever log printed the refusal
+    (a CI job that listed the events, a GitOps controller, an autoscaler): the refusal itself is decisive, once
+    is enough, unless the log went on for long after it without another."""
+    now = now_of(evidence)
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        recs = item.data.get("records") or ()
+        hits = [(r, m) for r in recs if (m := _KUBE_QUOTA.search(str(r.get("msg") or "")))]
+        cloud = [(r, m) for r in recs if (m := _CLOUD_QUOTA.search(str(r.get("msg") or "")))]
+        for found, kube in ((hits, True), (cloud, False)):
+            if not found:
+                continue
+            stamps = [r["ts"] for r, _ in found if isinstance(r.get("ts"), int | float)]
+            last = max(stamps, default=None)
+            if now is not None and last is not None and now - last >= 6 * STOPPED_AFTER_S:
+                continue
+            r, m = found[-1]
+            msg = " ".join(str(r.get("msg") or "").split())
+            if kube:
+                ns = next((g for mm in _NS_IN_MSG.finditer(msg) for g in mm.groups() if g), None)
+                name = f"ResourceQuota {ns + '/' if ns else ''}{m['quota']}"
+                detail = (
+                    f" (requested {m['requested']}, used {m['used']}, limited {m['limited']})" if m["requested"] else ""
+                )
+                what = f"{name} is used up{detail}, so the pods asked for are refused at admission"
+                tags = [f"quota:{ns + '/' if ns else ''}{m['quota']}"]
+                command = f"kubectl describe resourcequota {m['quota']}" + (f" -n {ns}" if ns else "")
+            else:
+                name = f"cloud quota ({m.group(0)[:60]})"
+                what = f"the account's {name} is reached, so the capacity asked for is refused"
+                tags = ["quota:cloud"]
+                command = "check the service quota in the cloud console and request an increase"
+            who = service_of(item) or item.object
+            out.append(
+                Finding(
+                    analyzer="quota_refused",
+                    domain=Domain.LOGS,
+                    role="cause",
+                    code="quota_exceeded",
+                    category=Category.RESOURCE_EXHAUSTION,
+                    title=f"{name} refused what was asked for ({len(found)}x in {who})",
+                    mechanism=f"{what}: '{msg[:240]}' x{len(found)} {span_text(min(stamps, default=None), last)}.",
+                    object=name,
+                    # an autoscaler refused more machines often only wanted them because something else is
+                    # wrong (a stuck step): alone, weak; with what it explains on its own objects, it stands
+                    score=0.85 if kube else 0.45,
+                    ts=min(stamps, default=None),
+                    tags=[*tags, *object_tags(item, service_of(item))],
+                    explains=[
+                        "deploy_failed",
+                        "rollout_stuck",
+                        "replicas_unavailable",
+                        "job_failed",
+                        "errors",
+                        "recent_deploy",
+                        "pod_create_refused",
+                        "alert:*",
+                    ],
+                    evidence=[EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300]) for r, _ in found[-2:]],
+                    actions=[Action(description="Show the quota's usage against its limits", command=command)],
+                )
+            )
+    return out

@@ -73,7 +73,13 @@ _BAD_FIELD = re.compile(
 )
 
 
+# PostgreSQL's detail of a unique violation: "Key (external_id)=(ACQ-0048812) is duplicated." / "already exists."
+_DUP_KEY = re.compile(r"\bKey \((?P<col>[^)\n]{1,80})\)=\((?P<val>[^)\n]{1,80})\) (?:is duplicated|already exists)")
+
+
 def _bad_field(msg: str) -> str:
+    if (dup := _DUP_KEY.search(msg)) is not None:
+        return f", key {dup['col']}={dup['val']} more than once"
     m = _BAD_FIELD.search(msg)
     name = next((g for g in m.groups() if g), None) if m else None
     return f", in field {name}" if name else ""

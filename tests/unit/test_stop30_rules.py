@@ -1,0 +1,174 @@
+"""Stop 30: rules from the dev35 batch (identity, storage and deploy pipelines), each a mechanism rather than a
+stack: a Kubernetes quota refusal printed by whatever ran the deploy, a unique index the rows already in a table
+break, an NFS server its clients report not responding (and the worker pool that fills up waiting on it), a
+saturated disk whose commands the kernel reports failing, and a program's lines relayed at INFO by another (Airflow
+relaying spark-submit). Each test asserts the negative case too where a rule could over-fire."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagnosis.bundle import load_bundle
+from diagnosis.formats.logs import _level_in
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+
+# ---------------------------------------------------------------- a quota refusal, as a CI job printed it
+
+_CI_LOG = """\
+2025-02-26T15:02:08.4107730Z ##[group]Run helm upgrade report-worker ./charts/report-worker --install --namespace reporting --set image.tag=2.4.0 --wait --timeout 10m --atomic
+2025-02-26T15:02:11.9822014Z Release "report-worker" has been upgraded. Happy Helming!
+2025-02-26T15:12:12.0417725Z Error: UPGRADE FAILED: release report-worker failed, and has been rolled back due to atomic being set: context deadline exceeded
+2025-02-26T15:12:12.0511093Z ##[error]Process completed with exit code 1.
+2025-02-26T15:12:12.1403390Z ##[group]Run kubectl -n reporting get events --sort-by=.lastTimestamp | tail -5
+2025-02-26T15:12:13.0021457Z LAST SEEN   TYPE      REASON         OBJECT                               MESSAGE
+2025-02-26T15:12:13.0022108Z 2m1s        Warning   FailedCreate   replicaset/report-worker-58d6c9f7b4   Error creating: pods "report-worker-58d6c9f7b4-8xv2n" is forbidden: exceeded quota: compute-quota, requested: limits.memory=4Gi, used: limits.memory=30Gi, limited: limits.memory=32Gi
+2025-02-26T15:12:13.0022650Z 77s         Warning   FailedCreate   replicaset/report-worker-58d6c9f7b4   Error creating: pods "report-worker-58d6c9f7b4-p4c9m" is forbidden: exceeded quota: compute-quota, requested: limits.memory=4Gi, used: limits.memory=30Gi, limited: limits.memory=32Gi
+"""  # noqa: E501 (log lines as the runner prints them)
+
+_HELM = """\
+$ helm history report-worker -n reporting --max 3
+REVISION\tUPDATED                 \tSTATUS    \tCHART               \tAPP VERSION\tDESCRIPTION
+31      \tTue Feb 18 10:44:02 2025\tsuperseded\treport-worker-1.12.0\t2.3.1      \tUpgrade complete
+32      \tWed Feb 26 15:02:09 2025\tfailed    \treport-worker-1.13.0\t2.4.0      \tUpgrade "report-worker" failed: context deadline exceeded
+33      \tWed Feb 26 15:12:12 2025\tdeployed  \treport-worker-1.12.0\t2.3.1      \tRollback to 31
+"""  # noqa: E501
+
+
+def test_a_quota_refusal_printed_by_the_deploy_job_is_the_cause_not_the_release(tmp_path: Path) -> None:
+    (tmp_path / "deploy-prod.log").write_text(_CI_LOG)
+    (tmp_path / "helm.txt").write_text(_HELM)
+    d = investigate(load_bundle(tmp_path), "why did the report-worker 2.4.0 deploy fail and roll back?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+    assert "compute-quota" in d.root_cause and "limits.memory" in d.root_cause
+
+
+def test_without_the_refusal_the_failed_deploy_is_not_a_quota(tmp_path: Path) -> None:
+    (tmp_path / "deploy-prod.log").write_text("\n".join(_CI_LOG.splitlines()[:5]) + "\n")
+    (tmp_path / "helm.txt").write_text(_HELM)
+    d = investigate(load_bundle(tmp_path), "why did the report-worker 2.4.0 deploy fail and roll back?")
+    assert d.category != Category.RESOURCE_EXHAUSTION, d.root_cause
+    assert "quota" not in d.root_cause.lower()
+
+
+# ---------------------------------------------------------------- a unique index the existing rows break
+
+_FLYWAY = """\
+2024-10-23T09:14:02.118Z Migrating schema "public" to version "58 - unique merchant external id"
+2024-10-23T09:14:02.907Z ERROR: Migration of schema "public" to version "58 - unique merchant external id" failed! Changes successfully rolled back.
+2024-10-23T09:14:02.908Z ERROR: Migration V58__unique_merchant_external_id.sql failed
+2024-10-23T09:14:02.909Z Message    : ERROR: could not create unique index "ux_merchants_external_id"  Detail: Key (external_id)=(ACQ-0048812) is duplicated.
+2024-10-23T09:14:02.910Z Caused by: org.postgresql.util.PSQLException: ERROR: could not create unique index "ux_merchants_external_id"
+"""  # noqa: E501
+
+
+def test_a_unique_index_that_existing_rows_break_is_bad_data_not_a_bug(tmp_path: Path) -> None:
+    (tmp_path / "job-db-migrate.log").write_text(_FLYWAY)
+    d = investigate(load_bundle(tmp_path), "why does the merchant-api deploy keep failing at db:migrate?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "ACQ-0048812" in d.root_cause
+
+
+# ---------------------------------------------------------------- an NFS server that stopped answering
+
+_KERNEL = """\
+Feb 11 09:21:38 rptapp03 kernel: nfs: server filer01.corp.internal not responding, still trying
+Feb 11 09:21:41 rptapp03 kernel: nfs: server filer01.corp.internal not responding, still trying
+Feb 11 09:22:02 rptapp03 kernel: nfs: server filer01.corp.internal OK
+Feb 11 09:24:17 rptapp03 kernel: nfs: server filer01.corp.internal not responding, still trying
+Feb 11 09:29:45 rptapp03 kernel: INFO: task gunicorn:41877 blocked for more than 122 seconds.
+Feb 11 09:38:02 rptapp03 kernel: nfs: server filer01.corp.internal not responding, still trying
+"""
+_GUNICORN = "".join(
+    f"[2025-02-11 09:{m:02d}:3{s} +0000] [41850] [CRITICAL] WORKER TIMEOUT (pid:418{70 + s})\n"
+    for m in range(21, 41, 2)
+    for s in range(3)
+)
+
+
+def test_a_file_server_not_responding_is_the_cause_of_the_full_worker_pool(tmp_path: Path) -> None:
+    (tmp_path / "journal-kernel.txt").write_text(_KERNEL)
+    (tmp_path / "renderer.log").write_text(_GUNICORN)
+    d = investigate(load_bundle(tmp_path), "report renderer is timing out, do we need a bigger VM?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert "filer01.corp.internal" in d.root_cause and "NFS" in d.root_cause
+
+
+def test_a_file_server_that_answered_again_long_ago_is_over(tmp_path: Path) -> None:
+    kernel = "\n".join(_KERNEL.splitlines()[:3]) + "\n"  # not responding twice, then OK at 09:22
+    (tmp_path / "journal-kernel.txt").write_text(kernel)
+    (tmp_path / "app.log").write_text("".join(f"2025-02-11T10:{m:02d}:00Z INFO request ok\n" for m in range(0, 50, 5)))
+    d = investigate(load_bundle(tmp_path))
+    assert d.category == Category.HEALTHY, d.root_cause
+
+
+def test_without_the_file_server_the_full_worker_pool_is_capacity(tmp_path: Path) -> None:
+    (tmp_path / "renderer.log").write_text(_GUNICORN)
+    d = investigate(load_bundle(tmp_path), "report renderer is timing out, do we need a bigger VM?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+
+
+# ---------------------------------------------------------------- a saturated disk that is failing
+
+_IOSTAT = """\
+root@cp-2:~# iostat -x -d sda 5 2 | tail -3
+Device            r/s     rkB/s   rrqm/s  %rrqm r_await rareq-sz     w/s     wkB/s   wrqm/s  %wrqm w_await wareq-sz     d/s     dkB/s   drqm/s  %drqm d_await dareq-sz     f/s f_await  aqu-sz  %util
+sda              3.20     51.20     0.00   0.00   38.44    16.00   61.80   1093.60    12.40  16.71  612.87    17.70    0.00      0.00     0.00   0.00    0.00     0.00   29.40 1884.21   93.12  99.84
+
+"""  # noqa: E501
+_DMESG = """\
+root@cp-2:~# dmesg -T | tail -6
+[Tue Mar  4 10:49:58 2025] ata1.00: failed command: WRITE FPDMA QUEUED
+[Tue Mar  4 10:49:58 2025] ata1: hard resetting link
+[Tue Mar  4 10:58:41 2025] ata1.00: failed command: WRITE FPDMA QUEUED
+[Tue Mar  4 10:58:47 2025] blk_update_request: I/O error, dev sda, sector 455121424 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 0
+[Tue Mar  4 11:09:13 2025] ata1.00: failed command: FLUSH CACHE EXT
+[Tue Mar  4 11:09:19 2025] ata1: EH complete
+"""  # noqa: E501
+
+
+def test_a_saturated_disk_whose_commands_fail_is_failing_hardware(tmp_path: Path) -> None:
+    (tmp_path / "cp-2-shell.txt").write_text(_IOSTAT + _DMESG)
+    d = investigate(load_bundle(tmp_path), "kubectl is crawling - is etcd out of space?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "sda" in d.root_cause and "cp-2" in d.root_cause
+
+
+def test_a_saturated_disk_with_a_clean_kernel_log_is_saturation(tmp_path: Path) -> None:
+    (tmp_path / "cp-2-shell.txt").write_text(_IOSTAT + "root@cp-2:~# dmesg -T | tail -1\n[Tue Mar  4 10:49:58 2025] "
+                                             "e1000e 0000:00:1f.6 eno1: NIC Link is Up 1000 Mbps Full Duplex\n")  # fmt: skip
+    d = investigate(load_bundle(tmp_path), "kubectl is crawling - is etcd out of space?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+
+
+# ---------------------------------------------------------------- a program's lines relayed at INFO
+
+
+def test_a_relayed_programs_own_level_wins() -> None:
+    assert _level_in("{spark_submit.py:634} INFO - 24/08/14 02:11:24 ERROR TaskSetManager: Task 17 failed") == "error"
+    assert _level_in("{spark_submit.py:634} INFO - 24/08/14 02:11:09 WARN TaskSetManager: Lost task") == "warn"
+    assert _level_in("{spark_submit.py:634} INFO - 24/08/14 02:10:41 INFO ClaimsEtl: reading") == "info"
+    assert _level_in("{taskinstance.py:2867} INFO - Starting attempt 3 of 3") == "info"
+
+
+_AIRFLOW = """\
+[2024-08-14, 02:11:09 UTC] {spark_submit.py:634} INFO - 24/08/14 02:11:09 WARN TaskSetManager: Lost task 17.0 in stage 1.0 (TID 42): org.apache.spark.sql.execution.QueryExecutionException: Encountered error while reading file s3a://claims-landing/partner=northwind/dt=2024-08-13/part-00000.snappy.parquet
+[2024-08-14, 02:11:09 UTC] {spark_submit.py:634} INFO - \tat org.apache.spark.sql.execution.datasources.FileScanRDD$$anon$1.nextIterator(FileScanRDD.scala:294)
+[2024-08-14, 02:11:09 UTC] {spark_submit.py:634} INFO - Caused by: org.apache.spark.sql.execution.datasources.SchemaColumnConvertNotSupportedException: column: [amount], physicalType: BINARY, logicalType: decimal(12,2)
+[2024-08-14, 02:11:24 UTC] {spark_submit.py:634} INFO - 24/08/14 02:11:24 ERROR FileFormatWriter: Aborting job 6c2a0d14.
+[2024-08-14, 02:11:24 UTC] {spark_submit.py:634} INFO - org.apache.spark.SparkException: Job aborted due to stage failure: Task 17 in stage 1.0 failed 4 times: org.apache.spark.sql.execution.QueryExecutionException: Parquet column cannot be converted in file s3a://claims-landing/partner=northwind/dt=2024-08-13/part-00000.snappy.parquet. Column: [amount], Expected: decimal(12,2), Found: BINARY
+[2024-08-14, 02:11:32 UTC] {taskinstance.py:3313} ERROR - Task failed with exception
+"""  # noqa: E501
+
+
+def test_a_stack_trace_relayed_line_by_line_stays_one_record(tmp_path: Path) -> None:
+    (tmp_path / "airflow-task.log").write_text(_AIRFLOW)
+    ev = load_bundle(tmp_path)
+    records = next(iter(ev.kind("log"))).data["records"]
+    # the trace's lines and the exception under the ERROR line belong to the records above them
+    assert [r["level"] for r in records] == ["warn", "error", "error"]
+    assert "SchemaColumnConvertNotSupportedException" in records[0]["msg"]
+    assert "Parquet column cannot be converted" in records[1]["msg"]
+    d = investigate(ev, "load_partner_claims failed all 3 attempts - is MinIO acting up?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "northwind" in d.root_cause
