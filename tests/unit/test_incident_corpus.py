@@ -20,9 +20,9 @@ def test_the_dev_split_is_diagnosed_right_without_a_forbidden_category() -> None
     report = evaluate(DEV, _investigate_bundle, workers=os.cpu_count() or 1)
     overall = report["overall"]
     wrong = [(r["name"], r["expected"], r["got"]) for r in report["results"] if not r["passed"]]
-    assert overall["scenarios"] >= 760
+    assert overall["scenarios"] >= 784
     assert overall["errors"] == 0, [r for r in report["results"] if r["error"]]
-    # the floor is where the rules stand (689/760, keyword recall 0.634, fourteen forbidden categories: dev10-08, a join
+    # the floor is where the rules stand (710/784, keyword recall 0.633, fifteen forbidden categories: dev10-08, a join
     # bug read as its memory kills; dev22-07, a file delivered twice under a new name that nothing in the logs flags;
     # dev24-07, a TLS-only Redis port read from an unread `az redis show`; dev29-06, a failing optic pasted in a ticket,
     # read as the pool it starves; dev29-07, a GTFS feed's missing calendar read as an unrelated OOM kill; dev30-03 and
@@ -31,16 +31,17 @@ def test_the_dev_split_is_diagnosed_right_without_a_forbidden_category() -> None
     # as its OOM kills; dev32-23 and dev33-23, a producer's changed payload read as the consumer's crash; dev33-04, a
     # thread leak with no release record read as the thread limit; dev34-03, an Aurora max_connections set by a
     # Terraform parameter block read as the pool it empties; dev34-15, a bad row of an IP reputation feed read as the
-    # 403s it causes). Before any rule saw them the dev4-* scenarios went in at 14/24, the dev5-* at 6/12, the dev6-* at
-    # 13/24, the dev7-* at 8/24, the dev8-* at 8/16, the dev9-* at 13/24, the dev10-* at 8/24, the dev11-* at 6/24, the
-    # dev12-* at 12/24, the dev13-* at 8/24, the dev14-* at 13/24, the dev15-* at 12/24, the dev16-* at 9/24, the
-    # dev17-* at 17/24, the dev18-* at 8/24, the dev19-* at 5/16, the dev20-* at 10/16, the dev21-* at 6/16, the dev22-*
-    # at 3/8, the dev23-* at 11/24, the dev24-* at 10/24, the dev25-* at 11/24, the dev26-* at 8/16, the dev27-* at
-    # 7/16, the dev28-* at 12/24, the dev29-* at 6/16, the dev30-* at 8/16, the dev31-* at 17/24, the dev32-* at 11/24,
-    # the dev33-* at 10/24 and the dev34-* at 11/16 (their keywords are harder: recall fell from 0.716 as they came in,
+    # 403s it causes; dev35-16, a database's WAL write error on a volume nothing else covers, read as recovered). Before
+    # any rule saw them the dev4-* scenarios went in at 14/24, the dev5-* at 6/12, the dev6-* at 13/24, the dev7-* at
+    # 8/24, the dev8-* at 8/16, the dev9-* at 13/24, the dev10-* at 8/24, the dev11-* at 6/24, the dev12-* at 12/24, the
+    # dev13-* at 8/24, the dev14-* at 13/24, the dev15-* at 12/24, the dev16-* at 9/24, the dev17-* at 17/24, the
+    # dev18-* at 8/24, the dev19-* at 5/16, the dev20-* at 10/16, the dev21-* at 6/16, the dev22-* at 3/8, the dev23-*
+    # at 11/24, the dev24-* at 10/24, the dev25-* at 11/24, the dev26-* at 8/16, the dev27-* at 7/16, the dev28-* at
+    # 12/24, the dev29-* at 6/16, the dev30-* at 8/16, the dev31-* at 17/24, the dev32-* at 11/24, the dev33-* at 10/24,
+    # the dev34-* at 11/16 and the dev35-* at 16/24 (their keywords are harder: recall fell from 0.716 as they came in,
     # and accuracy from 0.953 as the later batches came in at about half): like the held-out split
     # (bench/investigations.py), they say the rules do not generalise as well as dev suggests. A change that loses
     # ground fails here.
-    assert overall["forbidden"] <= 14, wrong
-    assert overall["accuracy"] >= 0.906, wrong
+    assert overall["forbidden"] <= 15, wrong
+    assert overall["accuracy"] >= 0.905, wrong
     assert overall["keyword_recall"] >= 0.633
