@@ -309,13 +309,31 @@ PLANNED_ALERT_WINDOW_S = 6 * 3600  # alerts that began within this long after pl
 PLANNED_ALERT_BEFORE_S = 2 * 3600
 
 
+PLANNED_AFTER_END_S = 15 * 60  # what begins this long after a run known to have completed is not that run's load
+
+
+def _planned_windows(benign: list[Finding]) -> list[tuple[float, float]]:
+    """Each planned work's window: from two hours before it to six after, or to a quarter of an hour after the end
+    of a run known to have completed (a scheduled Job's completionTime, tagged `until:`)."""
+    out = []
+    for f in benign:
+        if f.code != PLANNED_WORK or f.ts is None:
+            continue
+        until = next((float(t[6:]) for t in f.tags if t.startswith("until:")), None)
+        end = (
+            f.ts + PLANNED_ALERT_WINDOW_S
+            if until is None
+            else min(f.ts + PLANNED_ALERT_WINDOW_S, until + PLANNED_AFTER_END_S)
+        )
+        out.append((f.ts - PLANNED_ALERT_BEFORE_S, end))
+    return out
+
+
 def _during_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:
-    """Whether every signal began with planned work (from two hours before its newest announcement to six after)."""
-    starts = [f.ts for f in benign if f.code == PLANNED_WORK and f.ts is not None]
-    return bool(starts) and all(
-        f.ts is not None and any(-PLANNED_ALERT_BEFORE_S <= f.ts - t <= PLANNED_ALERT_WINDOW_S for t in starts)
-        for f in seen
-    )
+    """Whether every signal began with planned work (from two hours before its newest announcement to six after, or
+    to shortly after the end of a run known to have completed)."""
+    windows = _planned_windows(benign)
+    return bool(windows) and all(f.ts is not None and any(a <= f.ts <= b for a, b in windows) for f in seen)
 
 
 def _resolved_during_planned_work(seen: list[Finding], benign: list[Finding]) -> bool:

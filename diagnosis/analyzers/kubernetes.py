@@ -888,6 +888,7 @@ def kubernetes_jobs(evidence: EvidenceSet) -> list[Finding]:
             )
             owner = next((o for o in meta(job).get("ownerReferences") or () if isinstance(o, dict)), {})
             started = parse_ts((job.data.get("status") or {}).get("startTime"))
+            ended = parse_ts((job.data.get("status") or {}).get("completionTime"))
             if owner.get("kind") == "CronJob" and started is not None and idx.recent(started, 6 * RECENT_S):
                 # a scheduled run that completed: the load it put on what it calls is planned work
                 out.append(
@@ -898,7 +899,9 @@ def kubernetes_jobs(evidence: EvidenceSet) -> list[Finding]:
                         category=Category.HEALTHY,
                         object=f"CronJob {ns}/{owner.get('name')}",
                         ts=started,
-                        tags=workload_tags(ns, str(owner.get("name")), meta(job).get("labels")),
+                        # a run that completed is over: what begins well after it is not its load (`until:`)
+                        tags=workload_tags(ns, str(owner.get("name")), meta(job).get("labels"))
+                        + ([f"until:{ended:.0f}"] if ended is not None else []),
                         title=f"scheduled run {ns}/{name} of CronJob {owner.get('name')} started at {fmt_ts(started)} "
                         "and completed",
                         mechanism=f"planned work at {fmt_ts(started)}: the scheduled Job {name} of CronJob "

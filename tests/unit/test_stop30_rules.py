@@ -6,6 +6,7 @@ relaying spark-submit). Each test asserts the negative case too where a rule cou
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from diagnosis.bundle import load_bundle
@@ -172,3 +173,85 @@ def test_a_stack_trace_relayed_line_by_line_stays_one_record(tmp_path: Path) -> 
     d = investigate(ev, "load_partner_claims failed all 3 attempts - is MinIO acting up?")
     assert d.category == Category.DATA_QUALITY, d.root_cause
     assert "northwind" in d.root_cause
+
+
+# ---------------------------------------------------------------- state loaded at start-up, stale since a change
+
+
+def _pod(name: str, started: str, node: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "shop", "labels": {"app": "orders-api"}},
+            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "registry/orders-api:2.14.0"}]},
+            "status": {"phase": "Running", "startTime": started,
+                       "containerStatuses": [{"name": "app", "ready": True, "restartCount": 0,
+                                              "state": {"running": {"startedAt": started}}}]}}  # fmt: skip
+
+
+def _pino(ts_ms: int, level: int, msg: str) -> str:
+    return json.dumps({"level": level, "time": ts_ms, "pid": 1, "msg": msg})
+
+
+def _stale_bundle(tmp_path: Path, fresh_fails: bool) -> Path:
+    t0 = 1739264400_000  # 2025-02-11 09:00:00Z, in ms
+    pods = [_pod("orders-api-6d5f8b9c7-4xkzq", "2025-02-10T08:00:00Z", "node-a"),
+            _pod("orders-api-6d5f8b9c7-n8wvd", "2025-02-10T08:01:00Z", "node-b"),
+            _pod("orders-api-6d5f8b9c7-tq7mh", "2025-02-11T10:29:48Z", "node-c")]  # fmt: skip
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    logs = tmp_path / "logs" / "shop"
+    logs.mkdir(parents=True)
+    reject = "bearer token rejected: JWKSNoMatchingKey: no applicable key found in the JSON Web Key Set"
+    for name in ("orders-api-6d5f8b9c7-4xkzq", "orders-api-6d5f8b9c7-n8wvd"):
+        lines = [_pino(t0 + i * 60_000, 30, "request completed") for i in range(60)]
+        lines += [_pino(t0 + 3600_000 + i * 60_000, 40, reject) for i in range(40)]  # from 10:00 to 10:39
+        (logs / f"{name}.log").write_text("\n".join(lines) + "\n")
+    fresh_start = 1739269788_000  # 10:29:48
+    fresh = [_pino(fresh_start + i * 30_000, 40 if fresh_fails else 30, reject if fresh_fails else "request completed")
+             for i in range(20)]  # fmt: skip
+    (logs / "orders-api-6d5f8b9c7-tq7mh.log").write_text("\n".join(fresh) + "\n")
+    return tmp_path
+
+
+def test_replicas_started_before_a_change_fail_while_a_newer_one_works(tmp_path: Path) -> None:
+    d = investigate(load_bundle(_stale_bundle(tmp_path, False)), "why is orders-api rejecting logins with 401?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "orders-api-6d5f8b9c7-tq7mh" in d.root_cause and "start-up" in d.root_cause
+
+
+def test_when_the_newer_replica_fails_too_it_is_no_stale_state(tmp_path: Path) -> None:
+    d = investigate(load_bundle(_stale_bundle(tmp_path, True)), "why is orders-api rejecting logins with 401?")
+    assert not any(f.code == "stale_startup_state" for f in d.findings), d.root_cause
+
+
+# ---------------------------------------------------------------- a scheduled run is over when it completed
+
+
+def _cron_job(start: str, end: str) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "hr-ldap-sync-29078700", "namespace": "batch",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "hr-ldap-sync"}]},
+            "status": {"startTime": start, "completionTime": end, "succeeded": 1,
+                       "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": end}]}}  # fmt: skip
+
+
+def _webhook(starts: str) -> dict:
+    alert = {"status": "firing", "labels": {"alertname": "KeycloakLoginErrorsHigh", "namespace": "identity",
+                                            "severity": "page"},
+             "annotations": {"summary": "login error ratio 71%"}, "startsAt": starts,
+             "endsAt": "0001-01-01T00:00:00Z", "fingerprint": "9c8b7a6d5e4f3a2b"}  # fmt: skip
+    return {"receiver": "pager", "status": "firing", "alerts": [alert], "groupLabels": {}, "commonLabels": {},
+            "commonAnnotations": {}, "externalURL": "http://am:9093", "version": "4", "groupKey": "{}:{}",
+            "truncatedAlerts": 0}  # fmt: skip
+
+
+def test_an_alert_that_began_an_hour_after_a_scheduled_run_completed_is_not_its_load(tmp_path: Path) -> None:
+    (tmp_path / "jobs.json").write_text(json.dumps(_cron_job("2025-04-14T05:00:00Z", "2025-04-14T05:06:33Z")))
+    (tmp_path / "alert.json").write_text(json.dumps(_webhook("2025-04-14T06:12:40Z")))
+    d = investigate(load_bundle(tmp_path), "is Keycloak broken?")
+    assert d.category != Category.HEALTHY, d.root_cause
+
+
+def test_an_alert_that_began_while_a_scheduled_run_ran_is_its_load(tmp_path: Path) -> None:
+    (tmp_path / "jobs.json").write_text(json.dumps(_cron_job("2025-04-14T05:00:00Z", "2025-04-14T05:06:33Z")))
+    (tmp_path / "alert.json").write_text(json.dumps(_webhook("2025-04-14T05:03:10Z")))
+    d = investigate(load_bundle(tmp_path), "is Keycloak broken?")
+    assert d.category == Category.HEALTHY, d.root_cause

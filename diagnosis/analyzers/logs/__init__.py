@@ -8,18 +8,20 @@ network, database or host analyzer.
 The package's modules: `errors` (error templates per source and their causes), `data` (naming bad data and its
 producer), `settings` (a refused Host, configuration changes quoted by errors, missing settings), `capacity` (an
 application at its own capacity), `empty` (an input that arrived empty), `drift` (an input that changed shape and
-loads anyway), `leaks` (a leak the runtime reports: the cause of a pool or heap that
-ran out); `_shared` holds the thresholds and expressions they all read.
+loads anyway), `leaks` (a leak the runtime reports: the cause of a pool or heap that ran out), `stale` (replicas
+that kept state from before a change a newer replica does not have); `_shared` holds the thresholds and expressions
+they all read.
 """
 
 from __future__ import annotations
 
-from diagnosis.analyzers.logs.capacity import app_capacity
+from diagnosis.analyzers.logs.capacity import app_capacity, quota_refused
 from diagnosis.analyzers.logs.drift import ignored_columns_nulled, input_drift, input_layout_changed, rejected_records
 from diagnosis.analyzers.logs.empty import empty_input
 from diagnosis.analyzers.logs.errors import log_errors
 from diagnosis.analyzers.logs.leaks import runtime_leaks
 from diagnosis.analyzers.logs.settings import host_not_allowed
+from diagnosis.analyzers.logs.stale import stale_startup_state
 
 __all__ = [
     "app_capacity",
@@ -29,6 +31,8 @@ __all__ = [
     "input_drift",
     "input_layout_changed",
     "log_errors",
+    "quota_refused",
     "rejected_records",
     "runtime_leaks",
+    "stale_startup_state",
 ]
