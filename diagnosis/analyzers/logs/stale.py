@@ -71,9 +71,9 @@ def stale_startup_state(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
     by_workload: dict[tuple[str, str], list[tuple[str, EvidenceItem]]] = defaultdict(list)
     for item in evidence.kind("log"):
-        pod = _pod_of(item)
-        if pod is not None:
-            by_workload[(pod[0], workload_of_pod(pod[1]))].append((pod[1], item))
+        ns_pod = _pod_of(item)
+        if ns_pod is not None:
+            by_workload[(ns_pod[0], workload_of_pod(ns_pod[1]))].append((ns_pod[1], item))
     out: list[Finding] = []
     for (ns, workload), replicas in by_workload.items():
         if len(replicas) < 2:
