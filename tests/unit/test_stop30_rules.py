@@ -255,3 +255,31 @@ def test_an_alert_that_began_while_a_scheduled_run_ran_is_its_load(tmp_path: Pat
     (tmp_path / "alert.json").write_text(json.dumps(_webhook("2025-04-14T05:03:10Z")))
     d = investigate(load_bundle(tmp_path), "is Keycloak broken?")
     assert d.category == Category.HEALTHY, d.root_cause
+
+
+# ---------------------------------------------------------------- paths served before that answer 404 now
+
+
+def _access(minute: int, path: str, status: int, ip: str = "81.227.14.9") -> str:
+    return (f'{ip} - - [04/Feb/2025:13:{minute:02d}:12 +0000] "GET {path} HTTP/2.0" {status} 1187 "-" '
+            '"Mozilla/5.0 (Windows NT 10.0; Win64; x64)"')  # fmt: skip
+
+
+def test_paths_served_before_that_answer_404_now_are_a_routing_change(tmp_path: Path) -> None:
+    lines = [_access(m, p, 200) for m, p in ((1, "/api/v2/cart"), (2, "/api/v2/products"), (3, "/api/v2/login"))]
+    lines += [_access(10 + m, p, 404) for m, p in enumerate(["/api/v2/cart", "/api/v2/products", "/api/v2/login"] * 3)]
+    lines += [_access(30, "/static/app.js", 200)]
+    (tmp_path / "access.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "every API call on the shop returns 404 since 13:10 - why?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "/api/v2" in d.root_cause and "404" in d.root_cause
+
+
+def test_a_scanners_404s_for_paths_nobody_served_are_no_routing_change(tmp_path: Path) -> None:
+    lines = [_access(m, p, 200) for m, p in ((1, "/api/v2/cart"), (2, "/api/v2/products"), (3, "/api/v2/login"))]
+    probes = ["/wp-admin/setup.php", "/.env", "/phpmyadmin/index.php", "/cgi-bin/luci", "/owa/auth/logon.aspx",
+              "/.git/config", "/actuator/env", "/solr/admin/info"]  # fmt: skip
+    lines += [_access(10 + m, p, 404, "45.148.10.7") for m, p in enumerate(probes)]
+    (tmp_path / "access.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path))
+    assert not any(f.code == "routes_not_found" for f in d.findings), d.root_cause

@@ -4,8 +4,9 @@ DNS name, the certificate's host), and the service that saw it is its symptom.
 
 The package's modules: `extraction` (failure lines into caller, target and kind), `upstreams` (failing upstreams,
 the caller's own egress, a provider's status page), `dns`, `tls`, `probes` (HTTP probes, access-log 5xx share),
-`refusals` (credentials refused, our own rate limiter), `interface` (a node's interface taking errors), `flows`
-(firewalls rejecting connections in VPC flow logs); `_shared` holds the thresholds and what they all read.
+`not_found` (paths served before that answer 404 now), `refusals` (credentials refused, our own rate limiter),
+`interface` (a node's interface taking errors), `flows` (firewalls rejecting connections in VPC flow logs);
+`_shared` holds the thresholds and what they all read.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from diagnosis.analyzers.network.extraction import (
 from diagnosis.analyzers.network.flows import rejected_flows
 from diagnosis.analyzers.network.interface import interface_errors, link_failing
 from diagnosis.analyzers.network.loss import packet_loss
+from diagnosis.analyzers.network.not_found import not_found_steps
 from diagnosis.analyzers.network.policy import egress_blocks_dns, policy_drops
 from diagnosis.analyzers.network.ports import port_moved, protocol_mismatch, route_to_missing_cluster
 from diagnosis.analyzers.network.probes import _access_log_5xx, _probe_findings
@@ -200,6 +202,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
     findings += _probe_findings(evidence)
     findings += _dns_event_benign(evidence)
     findings += _access_log_5xx(evidence, now)
+    findings += not_found_steps(evidence)
     findings = _with_provider_status(findings, evidence)
     return with_aliases(findings)
 
