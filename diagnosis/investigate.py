@@ -40,6 +40,7 @@ ANALYZER_MODULES = (
     "propagation",
     "serverless",
     "regressions",
+    "stalls",
     "versions",
     "network",
     "routing",

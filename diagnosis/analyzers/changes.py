@@ -343,7 +343,31 @@ def served_cleanly(evidence: EvidenceSet, workload: str, since: float) -> bool:
             lines += 1
             if str(r.get("level") or "").lower() in _ERROR_LEVELS:
                 errors_early += 1
-    return went_on and lines >= CLEAN_MIN_RECORDS and errors_early == 0
+    return went_on and lines >= CLEAN_MIN_RECORDS and errors_early == 0 and not _failures_counted_since(
+        evidence, name, since
+    )
+
+
+_FAILED_STATUS = re.compile(r"^(?:5\d\d|5xx|429)$", re.I)
+_STATUS_KEYS = ("code", "status", "status_code", "response_code", "http_status")
+
+
+def _failures_counted_since(evidence: EvidenceSet, name: str, since: float) -> bool:
+    """Whether a request counter of the workload split by status (its 5xx or 429 series) rose from about nothing
+    to something within 20 minutes of the release: the failures are counted where the workload answers (at the
+    ingress, in its metrics), whatever its own log says."""
+    for s in evidence.kind("metric"):
+        labels = {str(k): str(v) for k, v in (s.data.get("labels") or {}).items()}
+        if not any(_FAILED_STATUS.match(labels.get(k, "")) for k in _STATUS_KEYS):
+            continue
+        if not any(name == v.lower() or v.lower().startswith(name + "-") for v in labels.values()):
+            continue
+        pts = [(float(p[0]), float(p[1])) for p in s.data.get("points") or () if len(p) == 2]
+        before = [v for t, v in pts if t < since]
+        after = [v for t, v in pts if since <= t < since + CLEAN_AFTER_RELEASE_S]
+        if before and after and max(before) <= 0.01 * max(after) and max(after) > 0:
+            return True
+    return False
 
 
 @ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"log"})

@@ -22,6 +22,13 @@ _POOL_KEY = re.compile(
     r"pool.?size|max.?pool|pool.?max|max.?(?:open.?)?conn|connection.?limit|maxActive|maxTotal", re.I
 )
 _TIMEOUT_KEY = re.compile(r"time.?out|deadline", re.I)
+# a consumer's batch per poll raised (more work between two polls), or the time it may take between polls cut: the
+# consumer outlasts the poll interval, leaves its group and rebalances (Kafka; other clients' batch settings alike)
+_BATCH_KEY = re.compile(r"max.?poll.?records|max.?batch.?size|batch.?size|prefetch.?count|max.?messages", re.I)
+_POLL_INTERVAL_KEY = re.compile(r"max.?poll.?interval", re.I)
+_POLL = re.compile(r"max\.poll\.interval\.ms|consumer poll timeout has expired|CommitFailedException|"
+                   r"the group has already rebalanced")  # fmt: skip
+RAISED = 2.0  # a batch at least this many times larger
 _NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*$")
 
 
@@ -32,7 +39,7 @@ class _Cut:
     key: str
     old: str
     new: str
-    kind: str  # "pool" | "timeout"
+    kind: str  # "pool" | "timeout" | "poll"
 
 
 def _value(v: str, kind: str) -> float | None:
@@ -49,10 +56,20 @@ def _cuts(evidence: EvidenceSet) -> list[_Cut]:
         for f in item.data.get("files") or ():
             for s in f.get("settings") or ():
                 key, old, new = str(s["key"]), str(s["old"]), str(s["new"])
-                kind = "pool" if _POOL_KEY.search(key) else "timeout" if _TIMEOUT_KEY.search(key) else None
-                if kind is None:
+                if _BATCH_KEY.search(key):
+                    a, b = _value(old, "pool"), _value(new, "pool")
+                    if a is not None and b is not None and a > 0 and b >= RAISED * a:
+                        out.append(_Cut(item, str(f.get("path") or ""), key, old, new, "poll"))
                     continue
-                a, b = _value(old, kind), _value(new, kind)
+                if _POLL_INTERVAL_KEY.search(key):
+                    kind = "poll"
+                elif _POOL_KEY.search(key):
+                    kind = "pool"
+                elif _TIMEOUT_KEY.search(key):
+                    kind = "timeout"
+                else:
+                    continue
+                a, b = _value(old, "pool" if kind == "poll" else kind), _value(new, "pool" if kind == "poll" else kind)
                 if a is not None and b is not None and 0 <= b < a:
                     out.append(_Cut(item, str(f.get("path") or ""), key, old, new, kind))
     return out
@@ -74,7 +91,7 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
     seen: set[str] = set()
     for cut in cuts:
         since = cut.item.data.get("ts")
-        sig = APP_POOL if cut.kind == "pool" else NET_TIMEOUT
+        sig = {"pool": APP_POOL, "poll": _POLL}.get(cut.kind, NET_TIMEOUT)
         service = _service_in(cut.path)
         hits = [
             r
@@ -83,14 +100,22 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
             and (since is None or 0 <= r.ts - since <= AFTER_S)
             and is_error({"level": r.level, "msg": r.msg})
             and sig.search(r.msg)
-            and (cut.kind == "pool" or service is None or service in r.msg or service in r.item.object)
+            and (cut.kind != "timeout" or service is None or service in r.msg or service in r.item.object)
         ]
         if len(hits) < MIN_ERRORS or cut.key in seen:
             continue
         seen.add(cut.key)
         sha = str(cut.item.data.get("sha") or "")[:7]
         when = f" at {fmt_ts(since)}" if since is not None else ""
-        what = "a connection pool with no free connection" if cut.kind == "pool" else "calls timing out"
+        what = {
+            "pool": "a connection pool with no free connection",
+            "poll": "a consumer that outlasts its poll interval, leaves its group and rebalances",
+        }.get(cut.kind, "calls timing out")
+        why = {
+            "pool": "the pool is set too small for the load",
+            "poll": "one poll's batch now takes longer than the consumer may take between polls",
+        }.get(cut.kind, "the timeout is set too short for the load")
+        verb = "raised" if _BATCH_KEY.search(cut.key) else "cut"
         out.append(
             Finding(
                 analyzer="settings_cut",
@@ -98,12 +123,11 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
                 role="cause",
                 code="setting_cut",
                 category=Category.CONFIGURATION_ERROR,
-                title=f"commit {sha} cut {cut.key} from {cut.old} to {cut.new}",
+                title=f"commit {sha} {verb} {cut.key} from {cut.old} to {cut.new}",
                 mechanism=(
-                    f"commit {sha}{when} ('{cut.item.data.get('subject', '')[:120]}') cut {cut.key} in {cut.path} from "
-                    f"{cut.old} to {cut.new}; since then {len(hits)} errors show {what} (e.g. '{hits[0].msg[:160]}'): "
-                    f"the {'pool' if cut.kind == 'pool' else 'timeout'} is set too "
-                    f"{'small' if cut.kind == 'pool' else 'short'} for the load, a configuration error"
+                    f"commit {sha}{when} ('{cut.item.data.get('subject', '')[:120]}') {verb} {cut.key} in {cut.path} "
+                    f"from {cut.old} to {cut.new}; since then {len(hits)} errors show {what} (e.g. "
+                    f"'{hits[0].msg[:160]}'): {why}, a configuration error"
                 ),
                 object=f"{service + ' ' if service else ''}{cut.key}",
                 score=0.85,
@@ -111,6 +135,8 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
                 tags=[f"config:{cut.key}", *([f"service:{service}"] if service else [])],
                 explains=[
                     "app_pool_exhausted",
+                    "consumer_too_slow",
+                    "consumer_lag",
                     "connection_exhaustion",
                     "upstream_timeout",
                     "latency_origin",

@@ -492,8 +492,9 @@ def _business_ratio(s: _Series, name: str) -> bool:
 def _kind(name: str, labels: dict[str, str]) -> str:
     if labels.get("resource") in ("cpu", "memory"):
         return labels["resource"]
-    # a request counter split by status: its 5xx series counts failures, not traffic
-    if any(str(labels.get(k, "")).lower().startswith("5") for k in _STATUS_LABELS):
+    # a request counter split by status: its 5xx series (and 429, requests refused at a rate limit) counts
+    # failures, not traffic
+    if any(str(labels.get(k, "")).lower().startswith("5") or labels.get(k) == "429" for k in _STATUS_LABELS):
         return "errors"
     # a gRPC call counter split by status code: its failed codes count failures
     if any(_GRPC_FAILED.match(str(labels.get(k, ""))) for k in _GRPC_LABELS):

@@ -283,3 +283,130 @@ def test_a_scanners_404s_for_paths_nobody_served_are_no_routing_change(tmp_path:
     (tmp_path / "access.log").write_text("\n".join(lines) + "\n")
     d = investigate(load_bundle(tmp_path))
     assert not any(f.code == "routes_not_found" for f in d.findings), d.root_cause
+
+
+# ---------------------------------------------------------------- a consumer's batch raised past its poll interval
+
+_GIT_LOG = """\
+$ git -C deploy-config log -1 -p -- apps/finance/reconciler/
+commit 9d41c7e2b08a5f3c6e1d7b92a4f0c8e5d3b1a706
+Author: Lena Ostrowski <lena.ostrowski@example.com>
+Date:   Thu Aug 29 16:57:12 2024 +0200
+
+    reconciler: fewer fetch round trips during month-end
+
+diff --git a/apps/finance/reconciler/values-prod.yaml b/apps/finance/reconciler/values-prod.yaml
+index 51c2a09..7be04d3 100644
+--- a/apps/finance/reconciler/values-prod.yaml
++++ b/apps/finance/reconciler/values-prod.yaml
+@@ -21,7 +21,7 @@ kafka:
+   consumer:
+-    max.poll.records: {old}
++    max.poll.records: {new}
+     max.poll.interval.ms: 300000
+"""
+
+
+def _reconciler_log() -> str:
+    lines = ["2024-08-29T15:00:01.000Z INFO [main] o.a.k.c.c.ConsumerConfig - ConsumerConfig values: "
+             "max.poll.interval.ms = 300000 max.poll.records = 2000"]  # fmt: skip
+    lines += [
+        f"2024-08-29T15:{m:02d}:30.000Z ERROR [reconciler-poll] c.e.f.LedgerConsumer - offset commit failed, batch "
+        "will be redelivered org.apache.kafka.clients.consumer.CommitFailedException: Offset commit cannot be "
+        "completed since the consumer is not part of an active group"
+        for m in range(10, 50, 5)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_commit_that_raised_a_consumers_batch_before_it_outlasted_its_poll_interval(tmp_path: Path) -> None:
+    (tmp_path / "gitops-log.txt").write_text(_GIT_LOG.format(old=200, new=2000))
+    (tmp_path / "reconciler.log").write_text(_reconciler_log())
+    d = investigate(load_bundle(tmp_path), "reconciler has been churning since 15:00, what's wrong?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "max.poll.records" in d.root_cause and "2000" in d.root_cause
+
+
+def test_a_commit_that_lowered_the_batch_says_nothing(tmp_path: Path) -> None:
+    (tmp_path / "gitops-log.txt").write_text(_GIT_LOG.format(old=2000, new=200))
+    (tmp_path / "reconciler.log").write_text(_reconciler_log())
+    d = investigate(load_bundle(tmp_path), "reconciler has been churning since 15:00, what's wrong?")
+    assert "max.poll.records" not in d.root_cause, d.root_cause
+
+
+# ---------------------------------------------------------------- work that stopped at a release
+
+_HELM_INGEST = """\
+$ helm -n iot history telemetry-ingest --max 2
+REVISION\tUPDATED                 \tSTATUS    \tCHART                  \tAPP VERSION\tDESCRIPTION
+39      \tThu Nov 28 16:03:12 2024\tsuperseded\ttelemetry-ingest-0.9.4 \t3.7.2      \tUpgrade complete
+40      \tTue Dec  3 10:02:31 2024\tdeployed  \ttelemetry-ingest-0.10.0\t3.8.0      \tUpgrade complete
+"""
+
+
+def _matrix(acked_after: float) -> dict:
+    t0 = 1733218800  # 2024-12-03 09:40:00Z
+    labels = {"topic": "persistent://iot/telemetry/readings", "job": "pulsar-broker"}
+    rate_in = [[t0 + 60 * i, "8400"] for i in range(50)]
+    acked = [[t0 + 60 * i, "8350" if t0 + 60 * i < 1733220180 else str(acked_after)] for i in range(50)]
+    return {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "pulsar_rate_in", **labels}, "values": rate_in},
+        {"metric": {"__name__": "pulsar_subscription_msg_ack_rate", "subscription": "ingest", **labels},
+         "values": acked}]}}  # fmt: skip
+
+
+def test_acknowledgements_that_stopped_at_a_release_at_flat_input_are_its_defect(tmp_path: Path) -> None:
+    (tmp_path / "helm-history.txt").write_text(_HELM_INGEST)
+    (tmp_path / "prom.json").write_text(json.dumps(_matrix(0)))
+    d = investigate(load_bundle(tmp_path), "why has the ingest subscription stopped draining?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "3.8.0" in d.root_cause and "ack" in d.root_cause
+
+
+def test_acknowledgements_that_went_on_after_the_release_say_nothing(tmp_path: Path) -> None:
+    (tmp_path / "helm-history.txt").write_text(_HELM_INGEST)
+    (tmp_path / "prom.json").write_text(json.dumps(_matrix(8300)))
+    d = investigate(load_bundle(tmp_path), "why has the ingest subscription stopped draining?")
+    assert not any(f.code == "work_stopped_at_release" for f in d.findings), d.root_cause
+
+
+# ---------------------------------------------------------------- a client's 5xx from the server it names
+
+
+def test_a_clients_logfmt_line_names_the_server_that_answered_5xx(tmp_path: Path) -> None:
+    line = ('level=error ts=2024-11-12T02:{m:02d}:15.117Z caller=client.go:430 component=client '
+            'host=loki-gateway.logging-platform.svc.cluster.local:80 msg="final error sending batch" status=500 '
+            'error="server returned HTTP status 500 Internal Server Error (500): 2 live replicas"')  # fmt: skip
+    logs = tmp_path / "logs" / "monitoring"
+    logs.mkdir(parents=True)
+    (logs / "promtail-8kz6q.log").write_text("\n".join(line.format(m=m) for m in range(14, 54, 2)) + "\n")
+    d = investigate(load_bundle(tmp_path), "payments logs vanished from Grafana - is payments down?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert "loki-gateway" in d.root_cause
+    assert not any(f.code == "http_5xx" and f.title.startswith("promtail") for f in d.findings)
+
+
+# ---------------------------------------------------------------- 429s that began with a release
+
+
+def test_429s_counted_from_a_release_on_are_its_defect_though_its_log_is_clean(tmp_path: Path) -> None:
+    t0 = 1758014400  # 2025-09-16 09:20:00Z; the release at 10:09:48
+    result = [
+        {"metric": {"service": "search-api", "code": "all"}, "values": [[t0 + 60 * i, "2000"] for i in range(80)]},
+        {"metric": {"service": "search-api", "code": "429"},
+         "values": [[t0 + 60 * i, "0" if t0 + 60 * i < 1758017400 else "1520"] for i in range(80)]},
+    ]  # fmt: skip
+    (tmp_path / "prom.json").write_text(json.dumps({"status": "success", "data": {"resultType": "matrix",
+                                                                                  "result": result}}))  # fmt: skip
+    (tmp_path / "helm-history.txt").write_text(
+        "$ helm -n search history search-api --max 2\n"
+        "REVISION\tUPDATED                 \tSTATUS    \tCHART            \tAPP VERSION\tDESCRIPTION\n"
+        "41      \tFri Sep 12 16:44:12 2025\tsuperseded\tsearch-api-3.8.0 \t3.8.0      \tUpgrade complete\n"
+        "42      \tTue Sep 16 10:09:48 2025\tdeployed  \tsearch-api-3.9.0 \t3.9.0      \tUpgrade complete\n"
+    )
+    served = [json.dumps({"level": "info", "ts": f"2025-09-16T10:{m:02d}:00Z", "msg": "search served"})
+              for m in range(10, 60)]  # fmt: skip
+    (tmp_path / "search-api.log").write_text("\n".join(served) + "\n")
+    d = investigate(load_bundle(tmp_path), "shoppers get 429 from search since 10:10, is it a bot attack?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "3.9.0" in d.root_cause

@@ -19,6 +19,10 @@ from diagnosis.analyzers.remote_fs import file_server_stalled_by
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 
+# a client printing its settings at start-up ("ConsumerConfig values: ... max.poll.interval.ms = 300000"): a name,
+# not an event
+_CONFIG_DUMP = re.compile(r"\b(?:Consumer|Producer|Admin|Streams)Config values:|\bconfig(?:uration)? values:", re.I)
+
 
 @ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
 def app_capacity(evidence: EvidenceSet) -> list[Finding]:
@@ -29,8 +33,8 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
     for item in evidence.kind("log"):
         hits: dict[str, list[dict[str, Any]]] = {}
         for r in item.data.get("records") or ():
-            m = APP_CAPACITY.search(str(r.get("msg") or ""))
-            if m:
+            m = APP_CAPACITY.search(msg := str(r.get("msg") or ""))
+            if m and not _CONFIG_DUMP.search(msg, 0, 200):
                 hits.setdefault("poll" if m["poll"] else "pool", []).append(r)
         for kind, recs in hits.items():
             last = max((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)

@@ -172,7 +172,12 @@ _ACCESS_STATUS = re.compile(
     # HAProxy's HTTP log: the timers TR/Tw/Tc/Tr/Ta, then the status
     r"\s(?:-?\d+/){4}\+?-?\d+ (\d{3})\s"
 )
-_OUTBOUND = re.compile(r"upstream|backend|dependency|calling|call to|request to|from|://|\"host\"\s*:\s*\"", re.I)
+_OUTBOUND = re.compile(
+    r"upstream|backend|dependency|calling|call to|request to|from|://|\"host\"\s*:\s*\"|"
+    # a client's logfmt line naming the server it sent to, Go clients' "server returned HTTP status 500"
+    r"\bhost=[\w\[]|\bserver returned\b|\berror sending\b",
+    re.I,
+)
 _DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
 _LEVEL_WORDS = {"error", "warn", "warning", "info", "debug", "fatal", "err"}
 # words that precede "calling"/"request to" in prose without naming the caller ("failed while calling x")

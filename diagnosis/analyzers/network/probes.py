@@ -150,8 +150,8 @@ def _access_log_5xx(evidence: EvidenceSet, now: float | None) -> list[Finding]:
             if "HTTP/" not in msg and "status" not in msg and "code" not in msg:
                 continue
             m = _ACCESS_STATUS.search(msg)
-            if not m:
-                continue
+            if not m or _call_failure(msg) is not None:
+                continue  # (a client's line about a call it made is no answer of its own)
             code = next(g for g in m.groups() if g)
             total += 1
             if code.startswith("5"):
