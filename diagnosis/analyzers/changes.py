@@ -343,8 +343,11 @@ def served_cleanly(evidence: EvidenceSet, workload: str, since: float) -> bool:
             lines += 1
             if str(r.get("level") or "").lower() in _ERROR_LEVELS:
                 errors_early += 1
-    return went_on and lines >= CLEAN_MIN_RECORDS and errors_early == 0 and not _failures_counted_since(
-        evidence, name, since
+    return (
+        went_on
+        and lines >= CLEAN_MIN_RECORDS
+        and errors_early == 0
+        and not _failures_counted_since(evidence, name, since)
     )
 
 

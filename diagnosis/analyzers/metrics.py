@@ -677,9 +677,17 @@ def _failing(s: _Series, value: float, limit: float | None) -> bool:
     return limit is not None and value >= WITHIN_CAPACITY * limit
 
 
+# ratios where more is better: a cache's hits, a success or availability share, acknowledgements of work done
+_HIGHER_BETTER = re.compile(
+    r"hit[_-]?(?:ratio|rate|percent|pct)|success[_-]?(?:ratio|rate)|availability|apdex|ack(?:nowledge)?d?[_-]?rate",
+    re.I,
+)
+
+
 def _worse(s: _Series, free_like: bool, up: bool) -> bool:
-    """Whether the direction of a change is the bad one: up for use, latency and errors; down for free space."""
-    return up != free_like
+    """Whether the direction of a change is the bad one: up for use, latency and errors; down for free space, a
+    cache's hit ratio, a success share."""
+    return up != (free_like or bool(_HIGHER_BETTER.search(s.name)))
 
 
 def _tags(s: _Series) -> list[str]:

@@ -410,3 +410,18 @@ def test_429s_counted_from_a_release_on_are_its_defect_though_its_log_is_clean(t
     d = investigate(load_bundle(tmp_path), "shoppers get 429 from search since 10:10, is it a bot attack?")
     assert d.category == Category.CODE_DEFECT, d.root_cause
     assert "3.9.0" in d.root_cause
+
+
+# ---------------------------------------------------------------- a hit ratio that fell and stayed down
+
+
+def test_a_hit_ratio_that_fell_and_stayed_down_is_a_step_not_a_recovered_spike(tmp_path: Path) -> None:
+    t0 = 1741674000  # 2025-03-11 06:20:00Z
+    values = [[t0 + 300 * i, "0.93" if i < 12 else "0.40"] for i in range(40)]
+    body = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "catalog_cache_hit_ratio", "job": "catalog-api"}, "values": values}]}}  # fmt: skip
+    (tmp_path / "prom.json").write_text(json.dumps(body))
+    d = investigate(load_bundle(tmp_path))
+    codes = {f.code for f in d.findings}
+    assert "spike_recovered" not in codes, codes
+    assert any("0.93" in f.title and "0.4" in f.title for f in d.findings), [f.title for f in d.findings]
