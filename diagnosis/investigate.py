@@ -30,6 +30,7 @@ ANALYZER_MODULES = (
     "host",
     "disk_io",
     "remote_fs",
+    "sockets",
     "clock",
     "sandbox",
     "schedules",

@@ -158,7 +158,9 @@ def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | N
 
 # series labels that name the other end of a call, not the series' source
 _PEER_LABEL = re.compile(
-    r"\b(?:target|upstream|peer\w*|dest\w*|dst\w*|remote\w*|server_address|net_peer\w*|grpc_service|backend\w*|subgraph\w*)"
+    r"\b(?:target|upstream|peer\w*|dest\w*|dst\w*|remote\w*|server_address|net_peer\w*|grpc_service|backend\w*|subgraph\w*|"
+    # a client's request series (Micrometer's http_client_requests: client_name, uri) names the server it called
+    r"client_name|uri|url|http_url)"
     r"=[^,}]*"
 )
 
@@ -202,6 +204,22 @@ def _series_only(f: Finding, evidence: EvidenceSet) -> str | None:
     return f.object.removeprefix("upstream ").split(" (", 1)[0].split(":", 1)[0].split(".", 1)[0].strip().lower()
 
 
+_5XX_LABEL = re.compile(r"\b(?:status|code|status_code|http_status)=5\d\d\b")
+
+
+def _answered_5xx(host: str, evidence: EvidenceSet) -> bool:
+    """Whether a caller's request series counts answers of 5xx from this server (`client_name=pim-service...,
+    status=503` above zero): it was reached and answered that it failed, so the fault is in it, not on the way."""
+    short = host.split(".")[0].lower()
+    for item in evidence.kind("metric"):
+        obj = item.object.lower()
+        if short not in obj or not _5XX_LABEL.search(obj):
+            continue
+        if any(float(p[1]) > 0 for p in item.data.get("points") or () if len(p) == 2):
+            return True
+    return False
+
+
 def callers_only(findings: list[Finding], evidence: EvidenceSet) -> list[Finding]:
     """Calls failing to one of our own services (not a third party, not a datastore) with nothing in the bundle from
     that service itself: its callers only show that it fails, not why, so the cause is evidence that is missing."""
@@ -219,7 +237,7 @@ def callers_only(findings: list[Finding], evidence: EvidenceSet) -> list[Finding
             internal_of[id(f)] = hosts[named]
     for f in findings:
         internal = internal_of.get(id(f))
-        if internal is None or _seen_itself(internal[0], evidence, findings, f):
+        if internal is None or _seen_itself(internal[0], evidence, findings, f) or _answered_5xx(internal[0], evidence):
             out.append(f)
             continue
         out.append(

@@ -431,7 +431,9 @@ RATE_LIMITED = Guarded(
         r"(?:status(?: code)?|returned|responded with|HTTPError:?)\W{0,3}429\b|RESOURCE_EXHAUSTED|"
         r"code = ResourceExhausted|rate limit(?:ed| exceeded)|(?<!Memory )(?<!disk )quota exceeded|RateLimitError|"
         # a credit or usage quota a monitor enforces ("resource monitor 'RM_X' has exceeded its quota")
-        r"\bexceeded (?:its|the|your|their) (?:\w+ )?quota\b|"
+        r"\bexceeded (?:its|the|your|their) (?:\w+ ){0,2}quota\b|"
+        # Google Maps Platform and Google APIs' quota statuses
+        r"\bOVER_QUERY_LIMIT\b|\bOVER_DAILY_LIMIT\b|\b(?:daily|user)(?:Rate)?LimitExceeded\b|\bquotaExceeded\b|"
         r"LimitExceededException|"
         # a broker or store refusing writes at an account or stream limit (NATS JetStream, Kafka quotas)
         r"resource limits exceeded for account|maximum (?:bytes|messages) exceeded|insufficient storage resources",
@@ -456,6 +458,9 @@ RATE_LIMITED = Guarded(
         "exceeded their ",
         "ratelimit",
         "limitexceeded",
+        "over_query_limit",
+        "over_daily_limit",
+        "quotaexceeded",
         "resource limits exceeded",
         "maximum bytes exceeded",
         "maximum messages exceeded",
@@ -531,7 +536,9 @@ AUTH_DENIED = re.compile(
     r"kid \\?\"?[\w.\-]+\\?\"? not found in (?:the )?key ?set|jwt (?:verification|validation) failed|"
     r"unable to find (?:a )?(?:matching )?(?:signing )?key for kid|"
     # a client that cannot get its own credential (GCP Workload Identity, a metadata server refusing it)
-    r"Received 40[13]\W{0,3}Unable to generate access token|unable to (?:generate|fetch|obtain) (?:an )?access token",
+    r"Received 40[13]\W{0,3}Unable to generate access token|unable to (?:generate|fetch|obtain) (?:an )?access token|"
+    # an SMTP relay refusing to relay for a client it does not count as its own (Postfix mynetworks, Exchange)
+    r"Relay access denied|relaying denied|Unable to relay|Client host rejected: Access denied",
     re.I,
 )
 NETWORK_SIGNATURES = (
@@ -762,6 +769,7 @@ _TRIGGERS = (
     "http 5",
     "server error",
     "unauthori",
+    "relay",  # an SMTP relay refusing to relay ("Relay access denied", "Unable to relay")
     "googleapi: error 40",
     "forbidden",
     "denied",

@@ -520,3 +520,54 @@ def parse_sel(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         }
         last = records[-1]["ts"]
         yield ctx.item(doc.path, "log", f"ipmi/{host}", data, last if isinstance(last, float) else None)
+
+
+# --- socket states counted from `ss` / `netstat` (`... | awk '{print $1}' | sort | uniq -c`) -------------------
+
+_SOCKET_STATE = re.compile(
+    r"^\s*(?P<n>\d+)\s+(?P<state>CLOSE[-_]WAIT|ESTAB(?:LISHED)?|TIME[-_]WAIT|FIN[-_]WAIT[-_]?[12]|SYN[-_]SENT|"
+    r"SYN[-_]RECV|LAST[-_]ACK|LISTEN|CLOSING|UNCONN)\s*$"
+)
+_SOCKET_PEER = re.compile(r"^\s*(?P<n>\d+)\s+(?P<peer>\[?[\w.:\-]+\]?:\d+|\d{1,3}(?:\.\d{1,3}){3})\s*$")
+_SOCKET_CMD = re.compile(r"\b(?:ss|netstat)\b")
+_STATE_IN_CMD = re.compile(
+    r"\bstate\s+(?P<state>[\w-]+)|grep\s+-?\w*\s*['\"]?(?P<grep>CLOSE[-_]WAIT|TIME[-_]WAIT)", re.I
+)
+_PID_IN_CMD = re.compile(r"pid=(?P<pid>\d+)")
+
+
+def detect_socket_states(doc: Document) -> bool:
+    if not _SOCKET_CMD.search(doc.command or ""):
+        return False
+    lines = [line for line in doc.lines() if line.strip() and not _PROMPT.match(line.strip())]
+    return bool(lines) and all(_SOCKET_STATE.match(x) or _SOCKET_PEER.match(x) for x in lines[:20])
+
+
+@FORMATS.format("socket-states", shapes={"text"}, detect=detect_socket_states, order=20)
+def parse_socket_states(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Counts of a host's TCP sockets by state (`states: {CLOSE-WAIT: 8071, ESTAB: 61}`) or by peer (`peers:
+    [{peer, count}]`, with the state the command selected, `state`), and the process the command filtered on."""
+    states: dict[str, int] = {}
+    peers: list[dict[str, Any]] = []
+    for line in doc.lines():
+        if m := _SOCKET_STATE.match(line):
+            state = m["state"].upper().replace("_", "-")
+            state = "ESTAB" if state == "ESTABLISHED" else state
+            states[state] = states.get(state, 0) + int(m["n"])
+        elif m := _SOCKET_PEER.match(line):
+            peers.append({"peer": m["peer"], "count": int(m["n"])})
+    if not states and not peers:
+        return
+    data: dict[str, Any] = {"command": doc.command[:300]}
+    if states:
+        data["states"] = states
+    if peers:
+        data["peers"] = peers
+        sel = _STATE_IN_CMD.search(doc.command or "")
+        if sel:
+            data["state"] = (sel["state"] or sel["grep"] or "").upper().replace("_", "-")
+    if pid := _PID_IN_CMD.search(doc.command or ""):
+        data["pid"] = pid["pid"]
+    host = PROMPT_HOST.search(doc.text[:400]) or PROMPT_HOST.search(doc.command or "")
+    name = host["host"] if host else doc.path
+    yield ctx.item(doc.path, "host/sockets", f"host/{name}", data, None)

@@ -425,3 +425,88 @@ def test_a_hit_ratio_that_fell_and_stayed_down_is_a_step_not_a_recovered_spike(t
     codes = {f.code for f in d.findings}
     assert "spike_recovered" not in codes, codes
     assert any("0.93" in f.title and "0.4" in f.title for f in d.findings), [f.title for f in d.findings]
+
+
+# ---------------------------------------------------------------- a provider's quota; an SMTP relay's refusal
+
+
+def test_a_providers_daily_quota_spent_is_our_quota_not_its_outage(tmp_path: Path) -> None:
+    line = ('2024-09-18 05:{m:02d}:16.371   WARN 1 --- [http-nio-8080-exec-16] c.a.dispatch.geo.GeocodingClient : '
+            'Geocoding failed addressId=76333{m:02d} httpStatus=200 body={{"error_message":"You have exceeded your '
+            'daily request quota for this API.","results":[],"status":"OVER_QUERY_LIMIT"}}')  # fmt: skip
+    (tmp_path / "dispatch-api.log").write_text("\n".join(line.format(m=m) for m in range(38, 58)) + "\n")
+    d = investigate(load_bundle(tmp_path), "why can't dispatch create deliveries? google geocoding is failing")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+
+
+def test_an_smtp_relay_refusing_to_relay_is_our_configuration(tmp_path: Path) -> None:
+    line = ("[2024-11-07 13:{m:02d}:12,312: WARNING/ForkPoolWorker-5] Task notifications.tasks.send_receipt[51b3] "
+            "retry: Retry in 300s: SMTPRecipientsRefused({{'a{m}@example.com': (554, b'5.7.1 <a{m}@example.com>: "
+            "Relay access denied')}})")  # fmt: skip
+    (tmp_path / "celery-notifications.log").write_text("\n".join(line.format(m=m) for m in range(3, 40)) + "\n")
+    d = investigate(load_bundle(tmp_path), "order confirmation emails stopped going out around 13:00, why?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+
+
+# ---------------------------------------------------------------- connections left in CLOSE-WAIT
+
+_SS = """\
+ops@inv01:~$ sudo ss -tanp | grep 'pid=41877,' | awk '{{print $1}}' | sort | uniq -c | sort -rn
+   {close_wait} CLOSE-WAIT
+     61 ESTAB
+     14 LISTEN
+ops@inv01:~$ sudo ss -tanp state close-wait | grep 'pid=41877,' | awk '{{print $4}}' | sort | uniq -c | sort -rn
+   {close_wait} 10.50.2.40:443
+"""
+_FDS = "".join(
+    f'Oct 01 22:{m:02d}:11 inv01 invoicing[41877]: {{"level":"ERROR","msg":"write spool file failed","error":"open '
+    f'/var/lib/invoicing/spool/x: too many open files"}}\n'
+    for m in range(30, 59)
+)
+
+
+def test_thousands_of_close_wait_sockets_are_a_connection_leak_behind_the_fd_limit(tmp_path: Path) -> None:
+    (tmp_path / "inv01-shell.txt").write_text(_SS.format(close_wait=8071))
+    (tmp_path / "journal.txt").write_text(_FDS)
+    d = investigate(load_bundle(tmp_path), "invoicing is down with too many open files, should we raise LimitNOFILE?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "CLOSE-WAIT" in d.root_cause and "10.50.2.40:443" in d.root_cause and "invoicing" in d.root_cause
+
+
+def test_a_few_close_wait_sockets_leave_the_fd_limit_as_it_is(tmp_path: Path) -> None:
+    (tmp_path / "inv01-shell.txt").write_text(_SS.format(close_wait=12))
+    (tmp_path / "journal.txt").write_text(_FDS)
+    d = investigate(load_bundle(tmp_path), "invoicing is down with too many open files, should we raise LimitNOFILE?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+
+
+# ---------------------------------------------------------------- an in-cluster Service seen only by its callers
+
+
+def _client_series(status: str, value: str) -> dict:
+    return {"metric": {"__name__": "http_client_requests_seconds_count", "job": "billing",
+                       "client_name": "rates.pricing.svc.cluster.local", "status": status},
+            "values": [[1747911000 + 60 * i, value] for i in range(30)]}  # fmt: skip
+
+
+def _billing_bundle(tmp_path: Path, answered: str) -> Path:
+    line = (
+        "2025-05-22 10:{m:02d}:06.123 ERROR 1 --- [http-nio-8080-exec-14] c.e.billing.rating.RatesClient : rating "
+        "failed for invoice INV-{m}: I/O error on POST request for 'http://rates.pricing.svc.cluster.local:8080/"
+        "v2/quote': Read timed out"
+    )
+    (tmp_path / "billing.log").write_text("\n".join(line.format(m=m) for m in range(52, 60)) + "\n")
+    series = [_client_series("200", "40"), _client_series(answered, "3" if answered != "200" else "40")]
+    (tmp_path / "prom.json").write_text(json.dumps({"status": "success", "data": {"resultType": "matrix",
+                                                                                  "result": series}}))  # fmt: skip
+    return tmp_path
+
+
+def test_a_callers_series_naming_the_service_is_not_the_service_itself(tmp_path: Path) -> None:
+    d = investigate(load_bundle(_billing_bundle(tmp_path, "200")), "billing started failing around 10:52, why?")
+    assert d.category == Category.UNKNOWN, d.root_cause
+
+
+def test_a_service_that_answered_5xx_was_reached_and_is_the_dependency(tmp_path: Path) -> None:
+    d = investigate(load_bundle(_billing_bundle(tmp_path, "503")), "billing started failing around 10:52, why?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
