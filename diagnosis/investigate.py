@@ -13,7 +13,7 @@ from typing import Any
 
 from diagnosis.analyzers.base import ANALYZERS, Analyzer
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Category, Diagnosis, Domain, Finding
+from diagnosis.model import Category, Diagnosis, Domain, EvidenceItem, Finding
 from diagnosis.reasoning import REPORTED_PROBLEM, reason
 from diagnosis.timeline import evidence_now, fmt_ts
 
@@ -160,8 +160,9 @@ UNREAD_MIN = 3  # files in no known format that, outnumbering the files read, le
 def _unread(d: Diagnosis, evidence: EvidenceSet) -> Diagnosis:
     """A healthy answer made unknown when more of the bundle's files went unread (no known format) than were read:
     what was read shows nothing failing, but most of what the operator handed over was not looked at."""
-    # a commit's diff says what changed, not whether anything works: it is no file read for health
-    read = {item.source for item in evidence if item.kind != "change/diff"}
+    # a commit's diff or a cloud's activity log says what was changed, not whether anything works: no file read for
+    # health
+    read = {item.source for item in evidence if item.kind != "change/diff" and not _control_plane(item)}
     unread = [e.get("path", "?") for e in evidence.ignored]
     unread += sorted({item.source for item in evidence.kind("change/diff")} - read)
     if len(unread) < UNREAD_MIN or len(unread) <= len(read):
@@ -177,6 +178,11 @@ def _unread(d: Diagnosis, evidence: EvidenceSet) -> Diagnosis:
     d.missing = [*d.missing, f"the failure in a readable export: {paths}"]
     d.text = f"**Unknown.** {d.root_cause}\n\n{d.text}"
     return d
+
+
+def _control_plane(item: EvidenceItem) -> bool:
+    """A record of operations on resources (Azure's Activity Log), not of how they run."""
+    return item.kind == "log" and (item.data.get("source") or {}).get("export") == "azure-activity-log"
 
 
 def _failure_end(evidence: EvidenceSet, findings: list[Finding]) -> float | None:

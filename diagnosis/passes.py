@@ -177,6 +177,8 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
     show why)."""
     names = {host} if _PRIVATE_ADDRESS.match(host) else {host.split(".")[0]}
     for item in evidence:
+        if item.kind == "log" and (item.data.get("source") or {}).get("export") == "azure-activity-log":
+            continue  # operations on it (a restart, a scale-out) say nothing of why it fails
         if item.kind in ("log", "metric", "container/state", "trace/spans"):
             # a caller's series about its calls to it (`target="ledger-writer..."`) is not from it
             obj = _PEER_LABEL.sub("", item.object.lower())

@@ -728,6 +728,8 @@ HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW, HOST_LOST, *HOST_LIMI
 _TRIGGERS = (
     "time",
     "failed command",  # libata: a disk command that timed out or failed
+    "moved ",  # a Redis Cluster redirecting a client that does not follow it
+    "cluster support",
     "failed result",  # the SCSI layer giving up on a command
     "deadline",
     "refused",

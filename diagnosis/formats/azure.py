@@ -249,3 +249,61 @@ def parse_config_references(doc: Document, ctx: ParseContext) -> Iterator[Eviden
             "details": p.get("details"),
         }
         yield ctx.item(doc.path, "config/reference", f"appsetting/{site or 'app'}/{data['name']}", data, None)
+
+
+# --- the Activity Log (`az monitor activity-log list`, or the REST API's `{"value": [...]}`) --------------------
+
+
+def _activity_entries(v: Any) -> list[dict[str, Any]] | None:
+    rows = v.get("value") if isinstance(v, dict) and set(v) <= {"value", "nextLink"} else v
+    if not isinstance(rows, list) or not rows:
+        return None
+    if all(isinstance(r, dict) and "eventTimestamp" in r and "operationName" in r for r in rows):
+        return rows
+    return None
+
+
+def _localized(v: Any) -> str:
+    if isinstance(v, dict):
+        return str(v.get("localizedValue") or v.get("value") or "")
+    return str(v or "")
+
+
+_ACTIVITY_LEVELS = {
+    "critical": "fatal",
+    "error": "error",
+    "warning": "warn",
+    "informational": "info",
+    "verbose": "debug",
+}
+
+
+@FORMATS.format("azure-activity-log", shapes={"json"}, detect=lambda d: bool(_activity_entries(d.value)), order=30)
+def parse_activity_log(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `log` per resource: each entry a record "<resource>: <title> <details> (<category>: <operation>
+    <status>, <cause>, <type>)", at the entry's level (a Resource Health event's Critical is an error). Resource
+    Health's "unexpected failure on the host server" so reads as the host failing under the VM."""
+    by_resource: dict[str, list[dict[str, Any]]] = {}
+    for n, e in enumerate(_activity_entries(doc.value) or [], 1):
+        ts = parse_ts(e.get("eventTimestamp"))
+        rid = str(e.get("resourceId") or "")
+        name = rid.rstrip("/").rsplit("/", 1)[-1] if rid else "subscription"
+        raw = e.get("properties")
+        props: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        words = [w for w in (props.get("title"), props.get("details"), props.get("statusMessage")) if w]
+        extra = ", ".join(f"{k} {props[k]}" for k in ("cause", "type") if props.get(k))
+        what = f"{_localized(e.get('category'))}: {_localized(e.get('operationName'))} {_localized(e.get('status'))}"
+        msg = (
+            f"{name}: "
+            + (f"{' '.join(str(w) for w in words)} ({what}" if words else f"{what} (")
+            + (f", {extra})" if extra else ")")
+        )
+        level = _ACTIVITY_LEVELS.get(str(e.get("level") or "").lower())
+        if level == "fatal":
+            level = "error"
+        by_resource.setdefault(name, []).append({"ts": ts, "level": level, "msg": msg, "line": n})
+    for name, records in by_resource.items():
+        records.sort(key=lambda r: r["ts"] or 0)
+        stamps = [r["ts"] for r in records if r["ts"] is not None]
+        data = {"records": records, "source": {"path": doc.path, "export": "azure-activity-log"}, "truncated": False}
+        yield ctx.item(doc.path, "log", f"azure/{name}", data, max(stamps) if stamps else None)

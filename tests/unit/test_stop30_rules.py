@@ -510,3 +510,66 @@ def test_a_callers_series_naming_the_service_is_not_the_service_itself(tmp_path:
 def test_a_service_that_answered_5xx_was_reached_and_is_the_dependency(tmp_path: Path) -> None:
     d = investigate(load_bundle(_billing_bundle(tmp_path, "503")), "billing started failing around 10:52, why?")
     assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+
+
+# ---------------------------------------------------------------- bad data behind a consumer's spent retries
+
+
+def test_messages_dead_lettered_after_failing_every_try_on_their_content_are_bad_data(tmp_path: Path) -> None:
+    lines = []
+    for i in range(6):
+        for n in range(1, 4):
+            lines.append(
+                f"2024-09-17 08:{10 + i:02d}:{10 * n:02d}.000 +00:00 [WRN] Message m{i} on partner-orders failed "
+                f"(DeliveryCount {n}, Supplier HVL, PurchaseOrder HVL-24{i}); abandoning: "
+                "System.Text.Json.JsonException: The JSON value could not be converted to System.Decimal. "
+                "Path: $.lines[0].unitPrice"
+            )
+        lines.append(
+            f"2024-09-17 08:{10 + i:02d}:45.000 +00:00 [ERR] Message m{i} reached MaxDeliveryCount 3 and was moved to "
+            "the dead-letter queue (DeadLetterReason MaxDeliveryCountExceeded)"
+        )
+    (tmp_path / "orderfeed-worker.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why are partner-orders messages piling up in the dead-letter queue?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "unitPrice" in d.root_cause and "HVL" in d.root_cause
+
+
+# ---------------------------------------------------------------- a standalone Redis client on a Redis Cluster
+
+
+def test_moved_redirects_are_a_client_in_the_wrong_cluster_mode(tmp_path: Path) -> None:
+    line = ('{{"level":"error","ts":17477499{m:02d}.8,"caller":"store/redis.go:88","msg":"session store operation '
+            'failed","op":"GET","key":"sess:{{cb{m}}}","error":"MOVED 1{m}17 10.42.5.9:6379"}}')  # fmt: skip
+    (tmp_path / "session-api.log").write_text("\n".join(line.format(m=m) for m in range(10, 60)) + "\n")
+    d = investigate(load_bundle(tmp_path), "why are users being logged out since the afternoon?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "Redis Cluster" in d.root_cause
+
+
+# ---------------------------------------------------------------- Azure's Activity Log
+
+
+def _activity(ts: str, level: str, category: str, op: str, status: str, props: dict) -> dict:
+    rid = "/subscriptions/5d8e/resourceGroups/RG-CLAIMS/providers/Microsoft.Compute/virtualMachines/vm-claims-web02"
+    return {"caller": "Microsoft.Resourcehealth/healthevent", "eventTimestamp": ts, "level": level,
+            "category": {"value": category, "localizedValue": category},
+            "operationName": {"value": op, "localizedValue": op}, "status": {"value": status}, "resourceId": rid,
+            "properties": props}  # fmt: skip
+
+
+def test_resource_health_naming_a_host_failure_is_the_vms_infrastructure(tmp_path: Path) -> None:
+    entries = [
+        _activity("2024-11-14T03:47:33Z", "Critical", "ResourceHealth", "Health Event Activated", "Active",
+                  {"title": "Virtual machine unavailable", "cause": "PlatformInitiated", "type": "Downtime"}),
+        _activity("2024-11-14T03:52:10Z", "Critical", "ResourceHealth", "Health Event Updated", "Updated",
+                  {"title": "Rebooting your virtual machine", "details": "We're sorry, your virtual machine isn't "
+                   "available because an unexpected failure on the host server. Azure has begun the auto-recovery "
+                   "process.", "cause": "PlatformInitiated", "type": "Downtime"}),
+    ]  # fmt: skip
+    (tmp_path / "activitylog.json").write_text(json.dumps({"value": entries}))
+    ev = load_bundle(tmp_path)
+    assert [i.kind for i in ev] == ["log"] and not ev.ignored
+    d = investigate(ev, "why did web02 drop out of the backend pool at 03:47?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "vm-claims-web02" in d.root_cause

@@ -8,9 +8,9 @@ network, database or host analyzer.
 The package's modules: `errors` (error templates per source and their causes), `data` (naming bad data and its
 producer), `settings` (a refused Host, configuration changes quoted by errors, missing settings), `capacity` (an
 application at its own capacity), `empty` (an input that arrived empty), `drift` (an input that changed shape and
-loads anyway), `leaks` (a leak the runtime reports: the cause of a pool or heap that ran out), `stale` (replicas
-that kept state from before a change a newer replica does not have); `_shared` holds the thresholds and expressions
-they all read.
+loads anyway), `leaks` (a leak the runtime reports: the cause of a pool or heap that ran out), `retries` (bad data
+in the tries behind a consumer's give-ups), `stale` (replicas that kept state from before a change a newer replica
+does not have); `_shared` holds the thresholds and expressions they all read.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from diagnosis.analyzers.logs.drift import ignored_columns_nulled, input_drift, 
 from diagnosis.analyzers.logs.empty import empty_input
 from diagnosis.analyzers.logs.errors import log_errors
 from diagnosis.analyzers.logs.leaks import runtime_leaks
+from diagnosis.analyzers.logs.retries import bad_data_behind_retries
 from diagnosis.analyzers.logs.settings import host_not_allowed
 from diagnosis.analyzers.logs.stale import stale_startup_state
 
 __all__ = [
     "app_capacity",
+    "bad_data_behind_retries",
     "empty_input",
     "host_not_allowed",
     "ignored_columns_nulled",

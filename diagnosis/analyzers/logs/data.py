@@ -69,7 +69,9 @@ def _input_file(item: EvidenceItem, first_ts: float | None) -> str:
 _BAD_FIELD = re.compile(
     r"\bfield \[(?P<es>[\w.]+)\]|\bstruct field \w+\.(?P<go>\w+)|validation errors? for \w+\s+(?P<pyd>[a-z_][\w.]*)|"
     r"\b(?:column|field|property|attribute)\s+[\"'`](?P<q>[A-Za-z_][\w.]*)[\"'`]|"
-    r"\b(?:column|field)\s+(?P<bare>[a-z][a-z0-9]*_[a-z0-9_]+)\b"
+    r"\b(?:column|field)\s+(?P<bare>[a-z][a-z0-9]*_[a-z0-9_]+)\b|"
+    # System.Text.Json's and Jackson's path to the value it could not read ("Path: $.lines[0].unitPrice")
+    r"\bPath: \$\.(?:[\w\[\]]+\.)*(?P<json>\w+)\b"
 )
 
 
@@ -99,13 +101,18 @@ _GENERIC_LABELS = frozenset(
 )  # fmt: skip
 
 
+# a producer named by its code after the word, as .NET message templates render it ("Supplier HVL", "Partner ACME")
+_PRODUCER_CODE = re.compile(r"\b(?:Supplier|Partner|Vendor|Carrier|Merchant)\s+(?P<v>[A-Z][A-Z0-9]{1,11})\b")
+
+
 def _producer_named(text: str) -> str | None:
     """A producer field's value ('partner=northwind'), not a line of code that passes one ('partner=partner)')."""
     for m in _PRODUCER_FIELD.finditer(text):
         key = m.group(0).split("=", 1)[0].split(":", 1)[0].strip("\"'").lower()
         if m["v"].lower() != key and text[m.end() : m.end() + 1] not in (")", "("):
             return m["v"]
-    return None
+    m2 = _PRODUCER_CODE.search(text)
+    return m2["v"] if m2 else None
 
 
 def _producer(item: EvidenceItem, first_ts: float | None, msg: str) -> str:

@@ -129,9 +129,12 @@ def port_moved(evidence: EvidenceSet) -> list[Finding]:
 _PROTOCOL_MISMATCH = re.compile(
     r"error reading server preface|http2: frame too large|first record does not look like a TLS handshake|"
     r"SSL routines:[^\n]{0,60}wrong version number|\bwrong version number\b|malformed HTTP response \"\\x15|"
-    r"server gave HTTP response to HTTPS client|HTTP/1\.x transport connection broken",
+    r"server gave HTTP response to HTTPS client|HTTP/1\.x transport connection broken|"
+    # a standalone Redis client sent to a Redis Cluster (it gets MOVED redirects it does not follow), and the reverse
+    r"(?-i:\bMOVED \d{1,5} [\w.\-]+:\d+)|This instance has cluster support disabled",
     re.I,
 )
+_REDIS_MODE = re.compile(r"(?-i:\bMOVED \d{1,5} )|cluster support disabled", re.I)
 
 
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
@@ -145,6 +148,8 @@ def protocol_mismatch(evidence: EvidenceSet) -> list[Finding]:
             and "ersion number" not in rec.msg
             and "TLS" not in rec.msg
             and "HTTP" not in (rec.msg)
+            and "MOVED" not in rec.msg
+            and "cluster support" not in rec.msg
         ):
             continue
         if _PROTOCOL_MISMATCH.search(rec.msg):
@@ -168,9 +173,15 @@ def protocol_mismatch(evidence: EvidenceSet) -> list[Finding]:
                 title=f"{', '.join(callers) or 'a client'} speaks another protocol than {target} ({len(recs)}x)",
                 mechanism=(
                     f"{', '.join(callers) or 'the client'} calls {target} with a protocol that port does not speak "
-                    f"('{said}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}): the client is configured with "
-                    f"the wrong port{f' ({port})' if port else ''} or TLS setting (gRPC sent to an HTTP/1 port, TLS "
-                    "to a plain one), so every call fails while the server itself is healthy."
+                    f"('{said}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}): "
+                    + (
+                        "the client talks to a Redis Cluster in standalone mode (or the reverse): its cluster setting "
+                        "does not match the server, so every key the server does not hold is redirected and fails"
+                        if _REDIS_MODE.search(said)
+                        else f"the client is configured with the wrong port{f' ({port})' if port else ''} or TLS "
+                        "setting (gRPC sent to an HTTP/1 port, TLS to a plain one), so every call fails"
+                    )
+                    + " while the server itself is healthy."
                 ),
                 object=target,
                 score=0.85,
