@@ -1072,6 +1072,26 @@ class PodReader:
         status = (self.item.data.get("status") or {}) if self.item is not None else {}
         return status.get("phase") in ("Running", "Succeeded")
 
+    def _pulled_after(self, ts: float | None) -> bool:
+        """Whether the kubelet pulled the image and started the container after a failed pull (a registry that was
+        briefly away: the retry worked), with no pull failing after that."""
+        pulled = [
+            t
+            for e in self.idx.events_for("Pod", self.ns, self.pod)
+            if e.data.get("reason") in ("Pulled", "Started")
+            and (t := event_ts(e)) is not None
+            and (ts is None or t >= ts)
+        ]
+        if not pulled:
+            return False
+        return not any(
+            (t := event_ts(e)) is not None
+            and t > max(pulled)
+            and e.data.get("reason") in ("Failed", "ErrImagePull", "BackOff")
+            and re.search(r"pull|image", str(e.data.get("message") or ""), re.I)
+            for e in self.idx.events_for("Pod", self.ns, self.pod)
+        )
+
     def _started_late(self) -> bool:
         """Whether the application's logs show it still starting when the probe gave up: a slow start."""
         for item in self.logs:
@@ -1113,6 +1133,8 @@ class PodReader:
                     "image_pull_error",
                 }
             ):
+                if self._pulled_after(event_ts(ev)):
+                    continue  # the retry pulled it and the container started: a registry briefly away, over
                 image = re.search(r"image \"([^\"]+)\"", msg)
                 self._image(_container_in(msg) or "?", image.group(1) if image else "?", msg, refs, list(self.tags))
             elif reason == "Failed" and re.search(

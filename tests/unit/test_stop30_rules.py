@@ -573,3 +573,42 @@ def test_resource_health_naming_a_host_failure_is_the_vms_infrastructure(tmp_pat
     d = investigate(ev, "why did web02 drop out of the backend pool at 03:47?")
     assert d.category == Category.INFRASTRUCTURE, d.root_cause
     assert "vm-claims-web02" in d.root_cause
+
+
+# ---------------------------------------------------------------- an image pull that failed, then worked
+
+
+POD = "payments-api-6d9f8c7b5-qx7lm"
+
+
+def _pull_events(pulled: bool) -> dict:
+    def ev(ts: str, typ: str, reason: str, msg: str) -> dict:
+        return {"apiVersion": "v1", "kind": "Event", "type": typ, "reason": reason, "message": msg,
+                "lastTimestamp": ts, "firstTimestamp": ts, "count": 1,
+                "metadata": {"name": f"e-{reason}-{ts}", "namespace": "payments"},
+                "involvedObject": {"kind": "Pod", "namespace": "payments", "name": POD}}  # fmt: skip
+
+    image = "registry.acme.internal/payments/payments-api:2024.10.02-4f1c9ab"
+    items = [
+        ev("2024-10-02T22:13:02Z", "Warning", "Failed", f'Failed to pull image "{image}": rpc error: code = Unknown '
+           "desc = failed to resolve reference: unexpected status from HEAD request: 503 Service Unavailable"),
+        ev("2024-10-02T22:15:24Z", "Warning", "Failed", "Error: ImagePullBackOff"),
+    ]  # fmt: skip
+    if pulled:
+        items += [
+            ev("2024-10-02T22:15:42Z", "Normal", "Pulled", f'Successfully pulled image "{image}" in 2.1s'),
+            ev("2024-10-02T22:15:43Z", "Normal", "Started", "Started container payments-api"),
+        ]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def test_an_image_pull_that_worked_on_retry_is_over(tmp_path: Path) -> None:
+    (tmp_path / "events.json").write_text(json.dumps(_pull_events(True)))
+    d = investigate(load_bundle(tmp_path), "the deploy was stuck in ImagePullBackOff last night, anything to do?")
+    assert not any(f.code == "image_registry_unreachable" for f in d.findings), d.root_cause
+
+
+def test_an_image_pull_still_failing_is_the_registry(tmp_path: Path) -> None:
+    (tmp_path / "events.json").write_text(json.dumps(_pull_events(False)))
+    d = investigate(load_bundle(tmp_path), "the deploy is stuck in ImagePullBackOff, why?")
+    assert any(f.code == "image_registry_unreachable" for f in d.findings), d.root_cause
