@@ -270,16 +270,23 @@ REPORTED_PROBLEM = re.compile(
 )
 
 
-def _stands(h: Hypothesis, question: str | None = None) -> bool:
+def _stands(h: Hypothesis, question: str | None = None, resolved: frozenset[str] = frozenset()) -> bool:
     """A strong candidate stands alone; a weak one when it explains an observed symptom, or when the operator
-    reports a failure of the very object it names (their report is the symptom the evidence lacks)."""
+    reports a failure of the very object it names (their report is the symptom the evidence lacks), unless what
+    they report is an alert on that object the evidence shows resolved (`resolved`: the names of such alerts'
+    objects): the page they saw is accounted for, and over."""
     if h.strength >= STANDALONE_SCORE or h.explained:
         return True
     if not question or not REPORTED_PROBLEM.search(question):
         return False
+    if h.names & resolved and not _FAILING_NOW_WORDS.search(question):
+        return False
     words = set(WORD.findall(question.lower()))
     return any(len(n) >= 3 and n in words for n in h.names)
 
+
+# an operator saying it fails now ("is failing", "keeps", "still"), not only that it paged
+_FAILING_NOW_WORDS = re.compile(r"\b(?:still|keeps?|is failing|are failing|is down|are down|since)\b", re.I)
 
 _QUOTED = re.compile(
     r"(?<![\w])'([^'\n]{10,200}?)'(?![\w])|(?<![\w])\"([^\"\n]{10,200}?)\"(?![\w])|`([^`\n]{10,200}?)`"
@@ -572,7 +579,10 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
     benign = [f for f in findings if f.role == BENIGN]
     active = [f for f in findings if f.role in (CAUSE, SYMPTOM)]
     hypotheses, unexplained = build_hypotheses(findings, question)
-    standing = [h for h in hypotheses if _stands(h, question) and not _forecast_beside_failures(h, unexplained)]
+    resolved = frozenset(n for f in benign if is_alert(f) for n in entity_names(f))
+    standing = [
+        h for h in hypotheses if _stands(h, question, resolved) and not _forecast_beside_failures(h, unexplained)
+    ]
     checked = _what_was_checked(evidence, findings)
     base = {
         "findings": findings,

@@ -652,6 +652,9 @@ HOST_HW = re.compile(
     r"\bata\d+(?:\.\d+)?: failed command: |\[sd[a-z]+\] tag#\d+ FAILED Result: |"
     # memory: EDAC correctable/uncorrectable ECC errors, pages the kernel had to take offline; a kernel panic
     r"EDAC \S+: \d+ (?:CE|UE) memory|Memory failure: 0x|Kernel panic - not syncing|"
+    # a GPU the NVIDIA driver reports lost or failing (Xid 79 fallen off the bus, 48 double-bit ECC, 74 NVLink, 95
+    # uncontained ECC)
+    r"NVRM: Xid \([^)]*\): (?:79|48|74|92|94|95|119|120)\b|GPU has fallen off the bus|"
     # network interfaces: a transmit queue that stopped completing, a NIC the driver had to reset or found hung
     r"NETDEV WATCHDOG: .*transmit queue \d+ timed out|Found a Tx that wasn't completed on time|"
     r"lost tx completions is above the threshold|Detected Hardware Unit Hang|\bTX timeout detected|"
@@ -728,6 +731,8 @@ HOST_SIGNATURES = (HOST_OOM, HOST_FDS, HOST_DISK, HOST_HW, HOST_LOST, *HOST_LIMI
 _TRIGGERS = (
     "time",
     "failed command",  # libata: a disk command that timed out or failed
+    "nvrm: xid",  # the NVIDIA driver reporting a GPU error
+    "fallen off the bus",
     "moved ",  # a Redis Cluster redirecting a client that does not follow it
     "cluster support",
     "failed result",  # the SCSI layer giving up on a command

@@ -439,6 +439,7 @@ LINK_FLAPS = 2  # a network link that went down this often in the window is fail
 _LINK_DOWN = re.compile(r"NIC Link is Down|link status definitely down", re.I)
 
 _HW_PARTS = (
+    ("GPU", re.compile(r"NVRM: Xid|fallen off the bus", re.I)),
     (
         "network interface",
         re.compile(
@@ -579,14 +580,16 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     + "."
                 ),
                 object=(f"device {dev}" if dev != "?" else "host hardware") + (f" on {machine}" if machine else ""),
-                score=0.7,
+                # a GPU that failed takes its share of a scarce resource with it: the pods that wanted it wait
+                score=0.8 if part == "GPU" else 0.7,
                 ts=recs[0].ts,
                 tags=[
                     f"device:{dev}",
                     *([f"host:{machine}"] if machine else []),
-                    *(node_pod_tags(evidence, machine) if part == "network interface" else []),
+                    *(node_pod_tags(evidence, machine) if part in ("network interface", "GPU") else []),
                 ],
                 explains=[*_DOWN_EFFECTS, "io_high"]
+                + (["insufficient_resources", "crash_loop", "probe_failed", "gpu_*"] if part == "GPU" else [])
                 + (
                     ["upstream_timeout", "upstream_reset", "latency", "probe_*", "http_5xx"]
                     if part == "network interface"

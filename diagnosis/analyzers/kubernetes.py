@@ -613,9 +613,14 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
     out: list[Finding] = []
     # FailedCreate on controllers: quota exceeded, or admission refusing the pod spec
     for (kind, ns, name), evs in idx.events.items():
+        fails = [
+            e
+            for e in warning_events(evs)
+            if e.data.get("reason") in ("FailedCreate", "FailedCreatePod") and idx.recent(event_ts(e))
+        ]
         if kind not in ("ReplicaSet", "Job", "StatefulSet", "DaemonSet", "Deployment", "CronJob"):
-            continue
-        fails = [e for e in warning_events(evs) if e.data.get("reason") == "FailedCreate" and idx.recent(event_ts(e))]
+            # an operator's own resource (a PyTorchJob, a SparkApplication) that creates pods: its quota refusals
+            fails = [e for e in fails if "exceeded quota" in str(e.data.get("message") or "")]
         if not fails:
             continue
         e = fails[-1]

@@ -612,3 +612,55 @@ def test_an_image_pull_still_failing_is_the_registry(tmp_path: Path) -> None:
     (tmp_path / "events.json").write_text(json.dumps(_pull_events(False)))
     d = investigate(load_bundle(tmp_path), "the deploy is stuck in ImagePullBackOff, why?")
     assert any(f.code == "image_registry_unreachable" for f in d.findings), d.root_cause
+
+
+# ---------------------------------------------------------------- an operator's resource refused by a quota
+
+
+def test_a_quota_refusing_an_operators_job_pods_is_the_cause(tmp_path: Path) -> None:
+    msg = ('Error creating: pods "llama-ft-0827-master-0" is forbidden: exceeded quota: gpu-quota, requested: '
+           "limits.nvidia.com/gpu=4, used: limits.nvidia.com/gpu=16, limited: limits.nvidia.com/gpu=16")  # fmt: skip
+    ev = {"apiVersion": "v1", "kind": "Event", "type": "Warning", "reason": "FailedCreatePod", "message": msg,
+          "lastTimestamp": "2024-08-27T09:39:47Z", "count": 41, "metadata": {"name": "e1", "namespace": "ml"},
+          "involvedObject": {"kind": "PyTorchJob", "namespace": "ml", "name": "llama-ft-0827"}}  # fmt: skip
+    (tmp_path / "events.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [ev]}))
+    d = investigate(load_bundle(tmp_path), "my PyTorchJob has been sitting in Created for 45 minutes - why?")
+    assert d.category == Category.RESOURCE_EXHAUSTION, d.root_cause
+    assert "gpu-quota" in d.root_cause
+
+
+# ---------------------------------------------------------------- a GPU fallen off the bus
+
+
+def test_a_gpu_fallen_off_the_bus_is_failing_hardware(tmp_path: Path) -> None:
+    (tmp_path / "dmesg-gpu-node-07.txt").write_text(
+        "[Tue May 21 11:02:14 2024] NVRM: Xid (PCI:0000:b7:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen "
+        "off the bus.\n[Tue May 21 11:02:14 2024] NVRM: GPU 0000:b7:00.0: GPU has fallen off the bus.\n"
+        "[Tue May 21 11:02:15 2024] NVRM: Xid (PCI:0000:b7:00): 79, pid=4121, name=tritonserver, GPU has fallen off "
+        "the bus.\n"
+    )
+    d = investigate(load_bundle(tmp_path), "the GPU node's model server crashloops on CUDA errors, why?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "GPU" in d.root_cause or "Xid" in d.root_cause
+
+
+# ---------------------------------------------------------------- a page that resolved, asked about
+
+
+def test_a_rollout_does_not_stand_on_a_reported_page_that_resolved(tmp_path: Path) -> None:
+    alert = {"status": "resolved", "labels": {"alertname": "WSReconnectRateHigh", "namespace": "realtime",
+                                              "service": "ws-gateway", "severity": "page"},
+             "annotations": {"summary": "reconnect rate high"}, "startsAt": "2025-02-18T10:17:10Z",
+             "endsAt": "2025-02-18T10:21:40Z", "fingerprint": "ab12"}  # fmt: skip
+    hook = {"receiver": "pager", "status": "resolved", "alerts": [alert], "groupLabels": {}, "commonLabels": {},
+            "commonAnnotations": {}, "externalURL": "http://am:9093", "version": "4", "groupKey": "{}:{}",
+            "truncatedAlerts": 0}  # fmt: skip
+    (tmp_path / "alert.json").write_text(json.dumps(hook))
+    (tmp_path / "helm.txt").write_text(
+        "$ helm -n realtime history ws-gateway --max 2\n"
+        "REVISION\tUPDATED                 \tSTATUS    \tCHART            \tAPP VERSION\tDESCRIPTION\n"
+        "11      \tMon Feb 10 09:00:00 2025\tsuperseded\tws-gateway-2.30.0\t2.30.0     \tUpgrade complete\n"
+        "12      \tTue Feb 18 10:15:14 2025\tdeployed  \tws-gateway-2.31.0\t2.31.0     \tUpgrade complete\n"
+    )
+    d = investigate(load_bundle(tmp_path), "WSReconnectRateHigh paged for ws-gateway, is something broken?")
+    assert d.category == Category.HEALTHY, d.root_cause
