@@ -232,7 +232,9 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
             r"connection refused|ECONNREFUSED|could not connect|couldn't connect|failed to connect|unable to connect|"
             r"cannot connect|connection (?:timed out|reset)|ETIMEDOUT|i/o timeout|dial tcp|"
             r"temporary failure in name resolution|no route to host|broker(?:s)? (?:not available|unavailable)|"
-            r"service unavailable|upstream .*(?:timed out|unavailable)",
+            r"service unavailable|upstream .*(?:timed out|unavailable)|"
+            # a server it calls at start-up answering 5xx (a model registry, a config service)
+            r"(?:error|status|response) code:? 5\d\d\b|\b5\d\d (?:Internal Server Error|Bad Gateway|Gateway Time-?out)",
             re.I,
         ),
     ),

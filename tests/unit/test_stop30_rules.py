@@ -664,3 +664,46 @@ def test_a_rollout_does_not_stand_on_a_reported_page_that_resolved(tmp_path: Pat
     )
     d = investigate(load_bundle(tmp_path), "WSReconnectRateHigh paged for ws-gateway, is something broken?")
     assert d.category == Category.HEALTHY, d.root_cause
+
+
+# ---------------------------------------------------------------- a start-up dependency answering 5xx
+
+
+def test_an_init_container_crashing_on_its_registrys_500_is_that_dependency(tmp_path: Path) -> None:
+    logs = tmp_path / "logs" / "risk" / "fraud-scorer-84c6d7f9b5-7tq2m"
+    logs.mkdir(parents=True)
+    (logs / "model-fetch.log").write_text(
+        "2024-10-15T09:21:03Z INFO fetching model fraud-xgb@production from http://model-registry.ml-platform:5000\n"
+        "2024-10-15T09:21:33Z ERROR mlflow.exceptions.MlflowException: API request to endpoint "
+        "/api/2.0/mlflow/registered-models/get-latest-versions failed with error code 500 != 200. Response body: "
+        "'Internal Server Error'\n"
+    )
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "fraud-scorer-84c6d7f9b5-7tq2m", "namespace": "risk"},
+           "spec": {"initContainers": [{"name": "model-fetch", "image": "fetch:1"}],
+                    "containers": [{"name": "scorer", "image": "scorer:3"}]},
+           "status": {"phase": "Pending", "initContainerStatuses": [{
+               "name": "model-fetch", "ready": False, "restartCount": 4,
+               "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+               "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                                            "finishedAt": "2024-10-15T09:21:33Z"}}}]}}  # fmt: skip
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]}))
+    d = investigate(load_bundle(tmp_path), "fraud-scorer's new pods never get ready - why?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+
+
+# ---------------------------------------------------------------- an OCSP responder down
+
+
+def test_tls_failing_on_revocation_checks_is_the_ocsp_responder(tmp_path: Path) -> None:
+    line = ("2024-07-08T16:{m:02d}:02Z ERROR [payout-worker] c.l.payout.Client - payout failed: "
+            "javax.net.ssl.SSLHandshakeException: PKIX path validation failed: "
+            "java.security.cert.CertPathValidatorException: Unable to determine revocation status due to network "
+            "error")  # fmt: skip
+    (tmp_path / "billing-payout.log").write_text("\n".join(line.format(m=m) for m in range(17, 31)) + "\n")
+    (tmp_path / "revocation-check.log").write_text(
+        "2024-07-08T16:18:12Z WARN [ocsp] OCSP request to http://ocsp.certalis.net/ timed out after 10000 ms\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why are payouts failing since about 16:16?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert "ocsp.certalis.net" in d.root_cause

@@ -64,6 +64,55 @@ def _renewed_here(evidence: EvidenceSet, name: str) -> tuple[bool, EvidenceRef] 
     return (False, first) if first else None
 
 
+# a client that hard-fails revocation checking and cannot reach the CA's OCSP responder (or its CRL): Java's
+# "Unable to determine revocation status due to network error", OpenSSL's and Go's OCSP fetch errors
+_REVOCATION_UNREACHABLE = re.compile(
+    r"Unable to determine revocation status(?: due to network error)?|OCSP (?:responder|request|response)[^\n]{0,60}"
+    r"(?:timed? ?out|unreachable|unavailable|failed|error)|could not (?:fetch|retrieve|download) (?:the )?(?:OCSP|CRL)",
+    re.I,
+)
+_OCSP_HOST = re.compile(r"\b((?:ocsp|crl)[\w\-]*\.[\w.\-]+\.[a-z]{2,})\b", re.I)
+
+
+def _revocation_finding(f: Failures, host: str, callers: str, evidence: EvidenceSet) -> Finding:
+    """TLS failing because the client cannot check the certificate's revocation: the CA's OCSP responder (or CRL
+    host) is the failing dependency, the certificate and our settings unchanged."""
+    responder = next(
+        (m[1].lower() for item in evidence for m in [_OCSP_HOST.search(str(item.data)[:20000])] if m is not None),
+        None,
+    )
+    who = responder or "the certificate authority's OCSP responder"
+    return Finding(
+        analyzer="network_failures",
+        domain=Domain.NETWORK,
+        role="cause",
+        code="revocation_check_unreachable",
+        category=Category.DEPENDENCY_FAILURE,
+        title=f"TLS to {host}: revocation status cannot be checked ({who}), {len(f.recs)}x",
+        mechanism=(
+            f"{callers} cannot complete TLS with {host} because it cannot determine the certificate's revocation "
+            f"status: {who} does not answer ({len(f.recs)}x {span_text(f.first, f.last)}); with revocation checking "
+            "hard-failing, every handshake fails while the certificate itself is valid"
+        ),
+        object=who,
+        score=0.85,
+        ts=f.first,
+        tags=[f"upstream:{_base(who)}", f"tls:{_base(host)}", *(f"service:{c}" for c in sorted(f.callers))],
+        explains=["errors", "http_5xx", "latency", "tls_*"],
+        evidence=_refs(f.recs),
+        actions=[
+            Action(
+                description="Ask the OCSP responder directly",
+                command=f"curl -sv -m 10 http://{responder or '<ocsp host>'}/",
+            ),
+            Action(
+                description="Check the CA's status page; soft-fail revocation only as an approved exception",
+                command="openssl s_client -connect <host>:443 -status </dev/null | grep -A3 'OCSP'",
+            ),
+        ],
+    )
+
+
 def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: EvidenceSet) -> list[Finding]:
     out = []
     for host, f in tls.items():
@@ -82,6 +131,12 @@ def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: Evidenc
             )
             continue
         callers = ", ".join(sorted(f.callers)) or "clients"
+        revocation = next((r for r in f.recs if _REVOCATION_UNREACHABLE.search(r.msg)), None)
+        if revocation is not None and len([r for r in f.recs if _REVOCATION_UNREACHABLE.search(r.msg)]) * 2 >= len(
+            f.recs
+        ):
+            out.append(_revocation_finding(f, host, callers, evidence))
+            continue
         expired = f.kind == "expired"
         # a provider's own certificate expiring is the provider failing; ours (or one we could fix) is our setting
         theirs = expired and host != "unknown host" and not _cert_is_ours(evidence, host)
