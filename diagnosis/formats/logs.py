@@ -730,7 +730,7 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 and abs(ts - last["ts"]) <= 1.0
                 and level in (None, "info", last["level"])
                 and (
-                    _continues(relayed := _RELAY_PREFIX.sub("", msg, count=1))
+                    _continues(relayed := _RELAY_PREFIX.sub("", msg, count=1) if msg[:1] == "{" else msg)
                     or (last["level"] in ("error", "fatal", "warn") and _EXCEPTION_HEAD.match(relayed) is not None)
                 )
             ):

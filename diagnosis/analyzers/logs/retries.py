@@ -28,15 +28,17 @@ MIN = 3
 def bad_data_behind_retries(evidence: EvidenceSet) -> list[Finding]:
     out: list[Finding] = []
     for item in evidence.kind("log"):
-        gave_up: list[dict[str, Any]] = []
-        tries: list[dict[str, Any]] = []
-        for r in item.data.get("records") or ():
-            msg = str(r.get("msg") or "")
-            if is_error(r) and _GAVE_UP.search(msg):
-                gave_up.append(r)
-            elif level_of(r) == "warn" and BAD_DATA.search(msg) and not claimed_elsewhere(msg):
-                tries.append(r)
-        if len(gave_up) < MIN or len(tries) < MIN:
+        records = item.data.get("records") or ()
+        # the give-ups first (a cheap expression): only a log that has them is read for its tries' bad data
+        gave_up = [r for r in records if _GAVE_UP.search(str(r.get("msg") or "")) and is_error(r)]
+        if len(gave_up) < MIN:
+            continue
+        tries: list[dict[str, Any]] = [
+            r
+            for r in records
+            if level_of(r) == "warn" and BAD_DATA.search(msg := str(r.get("msg") or "")) and not claimed_elsewhere(msg)
+        ]
+        if len(tries) < MIN:
             continue
         stamps = [r["ts"] for r in tries if isinstance(r.get("ts"), int | float)]
         first = min(stamps, default=None)
