@@ -707,3 +707,18 @@ def test_tls_failing_on_revocation_checks_is_the_ocsp_responder(tmp_path: Path) 
     d = investigate(load_bundle(tmp_path), "why are payouts failing since about 16:16?")
     assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
     assert "ocsp.certalis.net" in d.root_cause
+
+
+# ---------------------------------------------------------------- the evidence as of a moment
+
+
+def test_an_alert_that_resolved_later_reads_firing_as_of_an_earlier_moment() -> None:
+    from diagnosis.evidence import EvidenceSet
+    from diagnosis.model import EvidenceItem
+
+    alert = EvidenceItem(id="a#1", kind="alert", source="a.json", object="alert/X", ts=1000.0,
+                         data={"status": "resolved", "starts_at": 1000.0, "ends_at": 2000.0})  # fmt: skip
+    ev = EvidenceSet([alert])
+    assert ev.at(1500.0).get("a#1").data["status"] == "firing"
+    assert ev.at(2500.0).get("a#1").data["status"] == "resolved"
+    assert ev.get("a#1").data["status"] == "resolved"  # the set itself is not changed
