@@ -719,6 +719,12 @@ def test_an_alert_that_resolved_later_reads_firing_as_of_an_earlier_moment() -> 
     alert = EvidenceItem(id="a#1", kind="alert", source="a.json", object="alert/X", ts=1000.0,
                          data={"status": "resolved", "starts_at": 1000.0, "ends_at": 2000.0})  # fmt: skip
     ev = EvidenceSet([alert])
-    assert ev.at(1500.0).get("a#1").data["status"] == "firing"
-    assert ev.at(2500.0).get("a#1").data["status"] == "resolved"
-    assert ev.get("a#1").data["status"] == "resolved"  # the set itself is not changed
+
+    def status(s: EvidenceSet) -> str:
+        item = s.get("a#1")
+        assert item is not None
+        return str(item.data["status"])
+
+    assert status(ev.at(1500.0)) == "firing"
+    assert status(ev.at(2500.0)) == "resolved"
+    assert status(ev) == "resolved"  # the set itself is not changed
