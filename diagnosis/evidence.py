@@ -100,6 +100,15 @@ def resolve(data: Any, path: str) -> Any:
     return cur
 
 
+# exports that record operations on resources (Azure's Activity Log), not how the resources run: no evidence of health
+CONTROL_PLANE_EXPORTS = frozenset({"azure-activity-log"})
+
+
+def control_plane(item: EvidenceItem) -> bool:
+    """Whether the item records operations on resources rather than how they run."""
+    return item.kind == "log" and (item.data.get("source") or {}).get("export") in CONTROL_PLANE_EXPORTS
+
+
 def _cut(item: EvidenceItem, ts: float) -> EvidenceItem:
     """The item as of `ts`: a log's records and a series' points up to then (records without a time are kept), an
     alert that resolved later still firing."""

@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from diagnosis.analyzers.base import ANALYZERS, Analyzer
-from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Category, Diagnosis, Domain, EvidenceItem, Finding
+from diagnosis.evidence import EvidenceSet, control_plane
+from diagnosis.model import Category, Diagnosis, Domain, Finding
 from diagnosis.reasoning import REPORTED_PROBLEM, reason
 from diagnosis.timeline import evidence_now, fmt_ts
 
@@ -162,7 +162,7 @@ def _unread(d: Diagnosis, evidence: EvidenceSet) -> Diagnosis:
     what was read shows nothing failing, but most of what the operator handed over was not looked at."""
     # a commit's diff or a cloud's activity log says what was changed, not whether anything works: no file read for
     # health
-    read = {item.source for item in evidence if item.kind != "change/diff" and not _control_plane(item)}
+    read = {item.source for item in evidence if item.kind != "change/diff" and not control_plane(item)}
     unread = [e.get("path", "?") for e in evidence.ignored]
     unread += sorted({item.source for item in evidence.kind("change/diff")} - read)
     if len(unread) < UNREAD_MIN or len(unread) <= len(read):
@@ -178,11 +178,6 @@ def _unread(d: Diagnosis, evidence: EvidenceSet) -> Diagnosis:
     d.missing = [*d.missing, f"the failure in a readable export: {paths}"]
     d.text = f"**Unknown.** {d.root_cause}\n\n{d.text}"
     return d
-
-
-def _control_plane(item: EvidenceItem) -> bool:
-    """A record of operations on resources (Azure's Activity Log), not of how they run."""
-    return item.kind == "log" and (item.data.get("source") or {}).get("export") == "azure-activity-log"
 
 
 def _failure_end(evidence: EvidenceSet, findings: list[Finding]) -> float | None:

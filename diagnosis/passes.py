@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from diagnosis.evidence import EvidenceSet
+from diagnosis.evidence import EvidenceSet, control_plane
 from diagnosis.links import BENIGN, CAUSE, SYMPTOM, WORD, code_in, entity_names, is_alert
 from diagnosis.model import Category, Finding
 
@@ -177,7 +177,7 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
     show why)."""
     names = {host} if _PRIVATE_ADDRESS.match(host) else {host.split(".")[0]}
     for item in evidence:
-        if item.kind == "log" and (item.data.get("source") or {}).get("export") == "azure-activity-log":
+        if control_plane(item):
             continue  # operations on it (a restart, a scale-out) say nothing of why it fails
         if item.kind in ("log", "metric", "container/state", "trace/spans"):
             # a caller's series about its calls to it (`target="ledger-writer..."`) is not from it

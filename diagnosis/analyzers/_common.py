@@ -507,6 +507,20 @@ UPSTREAM_5XX = re.compile(
     r"|\"(?:code|status|statusCode|status_code)\"\s*:\s*(50[0-4])\b",
     re.I,
 )
+# Kubernetes' admission refusal at a ResourceQuota, wherever it is printed (a controller's event, a CI job's `kubectl
+# get events`, helm, Argo CD): 'pods "x" is forbidden: exceeded quota: compute-quota, requested: limits.memory=4Gi,
+# used: limits.memory=30Gi, limited: limits.memory=32Gi'
+KUBE_QUOTA = re.compile(
+    r"exceeded quota: (?P<quota>[\w.\-]+)(?:, requested: (?P<requested>.+?), used: (?P<used>.+?), "
+    r"limited: (?P<limited>[^\s\"']+(?:,[^\s\"']+)*))?"
+)
+
+
+def quota_detail(m: re.Match[str]) -> str:
+    """' (requested X, used Y, limited Z)' from a KUBE_QUOTA match, where the message says them."""
+    return f" (requested {m['requested']}, used {m['used']}, limited {m['limited']})" if m["requested"] else ""
+
+
 # the other side understood the call and refused who made it: wrong or expired credentials, missing permissions
 # a database user without the role or grant for a command it runs (MongoDB code 13, PostgreSQL, MySQL)
 DB_DENIED = re.compile(

@@ -351,19 +351,18 @@ def served_cleanly(evidence: EvidenceSet, workload: str, since: float) -> bool:
     )
 
 
-_FAILED_STATUS = re.compile(r"^(?:5\d\d|5xx|429)$", re.I)
-_STATUS_KEYS = ("code", "status", "status_code", "response_code", "http_status")
-
-
 def _failures_counted_since(evidence: EvidenceSet, name: str, since: float) -> bool:
-    """Whether a request counter of the workload split by status (its 5xx or 429 series) rose from about nothing
-    to something within 20 minutes of the release: the failures are counted where the workload answers (at the
-    ingress, in its metrics), whatever its own log says."""
+    """Whether a failure series of the workload (a request counter's 5xx or 429 series, by the metrics analyzer's
+    reading of its labels) rose from about nothing to something within 20 minutes of the release: the failures are
+    counted where the workload answers (at the ingress, in its metrics), whatever its own log says."""
+    from diagnosis.analyzers.metrics import _kind
+    from diagnosis.analyzers.regressions import same_workload
+
     for s in evidence.kind("metric"):
         labels = {str(k): str(v) for k, v in (s.data.get("labels") or {}).items()}
-        if not any(_FAILED_STATUS.match(labels.get(k, "")) for k in _STATUS_KEYS):
+        if _kind(str(s.data.get("name") or ""), labels) != "errors":
             continue
-        if not any(name == v.lower() or v.lower().startswith(name + "-") for v in labels.values()):
+        if not any(same_workload(v, name) for v in labels.values() if v):
             continue
         pts = [(float(p[0]), float(p[1])) for p in s.data.get("points") or () if len(p) == 2]
         before = [v for t, v in pts if t < since]

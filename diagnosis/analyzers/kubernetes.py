@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnosis.analyzers._common import object_tags, service_of, workload_of_pod
+from diagnosis.analyzers._common import KUBE_QUOTA, object_tags, quota_detail, service_of, workload_of_pod
 from diagnosis.analyzers._kube import (
     RECENT_S,
     KubeIndex,
@@ -627,7 +627,7 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
         msg = str(e.data.get("message") or "")
         workload = _RS_TO_DEPLOY(name) if kind == "ReplicaSet" else name
         tags = workload_tags(ns, workload)
-        quota = re.search(r"exceeded quota: ([\w.-]+)", msg)
+        quota = KUBE_QUOTA.search(msg)
         if quota:
             qitem = idx.objects.get(("ResourceQuota", ns, quota.group(1)))
             refs = [ref(e, "message", msg)] + (
@@ -635,7 +635,6 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
                 if qitem and "status" in qitem.data
                 else []
             )
-            detail = re.search(r"requested: ([^,]+(?:,[^,]+)*?), used: ([^,]+(?:,[^,]+)*?), limited: (.+)$", msg)
             out.append(
                 k8s_finding(
                     "kubernetes_capacity",
@@ -647,13 +646,8 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
                     ts=event_ts(e),
                     tags=[*tags, f"quota:{ns}/{quota.group(1)}"],
                     title=f"ResourceQuota {ns}/{quota.group(1)} exhausted: {kind} {ns}/{name} cannot create pods",
-                    mechanism=f"ResourceQuota {ns}/{quota.group(1)} is used up"
-                    + (
-                        f" (requested {detail.group(1)}, used {detail.group(2)}, limited {detail.group(3)})"
-                        if detail
-                        else ""
-                    )
-                    + f", so {kind} {ns}/{name} cannot create its pods",
+                    mechanism=f"ResourceQuota {ns}/{quota.group(1)} is used up{quota_detail(quota)}, so {kind} "
+                    f"{ns}/{name} cannot create its pods",
                     explains=[
                         "replicas_unavailable",
                         "rollout_stuck",

@@ -223,3 +223,11 @@ APP_CAPACITY = re.compile(
     r"the group has already rebalanced)",
 )
 CAPACITY_MIN = 3
+
+
+# a caller that gave up after its retries: what failed is in the tries, not in this line
+RETRIES_SPENT = re.compile(
+    r"after \d+ (?:attempts|retries|tries)|retries (?:exhausted|exceeded)|max(?:imum)? (?:retries|attempts) "
+    r"(?:reached|exceeded)",
+    re.I,
+)

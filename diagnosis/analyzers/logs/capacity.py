@@ -6,9 +6,11 @@ import re
 from typing import Any
 
 from diagnosis.analyzers._common import (
+    KUBE_QUOTA,
     NET_TIMEOUT,
     now_of,
     object_tags,
+    quota_detail,
     service_of,
     span_text,
     with_aliases,
@@ -126,18 +128,13 @@ def _workers_wait_in_calls(evidence: EvidenceSet, pool_first: float | None) -> b
 
 # --- a quota that refused what a deploy or job asked for, as a tool printed it ----------------------------------
 
-# Kubernetes' admission message, wherever it is printed (a CI job's `kubectl get events`, helm, Argo CD, a
-# controller's log): 'pods "x" is forbidden: exceeded quota: compute-quota, requested: limits.memory=4Gi, used: ...'
-_KUBE_QUOTA = re.compile(
-    r"exceeded quota: (?P<quota>[\w.\-]+)(?:, requested: (?P<requested>.+?), used: (?P<used>.+?), "
-    r"limited: (?P<limited>[^\s\"']+(?:,[^\s\"']+)*))?"
-)
 # a cloud refusing capacity past the account's quota (AWS, GCP, Azure)
 _CLOUD_QUOTA = re.compile(
     r"\b(?:VcpuLimitExceeded|InstanceLimitExceeded|You have requested more (?:vCPU|instances?)[^.\n]{0,40} than your "
     r"current (?:vCPU |instance )?limit|QUOTA_EXCEEDED|Quota '[\w\-]+' exceeded|QuotaExceeded|"
     r"Operation could not be completed as it results in exceeding approved \w+ quota)\b"
 )
+_QUOTA_HINT = re.compile(r"uota|UOTA|LimitExceeded|requested more")
 _NS_IN_MSG = re.compile(r"\b(?:-n|--namespace)[ =]([a-z0-9][a-z0-9\-]*)|\bnamespace[ =\"':]+([a-z0-9][a-z0-9\-]*)")
 
 
@@ -150,8 +147,10 @@ def quota_refused(evidence: EvidenceSet) -> list[Finding]:
     out: list[Finding] = []
     for item in evidence.kind("log"):
         recs = item.data.get("records") or ()
-        hits = [(r, m) for r in recs if (m := _KUBE_QUOTA.search(str(r.get("msg") or "")))]
-        cloud = [(r, m) for r in recs if (m := _CLOUD_QUOTA.search(str(r.get("msg") or "")))]
+        # (the cheap test first: this reads every line of every log)
+        maybe = [(r, msg) for r in recs if _QUOTA_HINT.search(msg := str(r.get("msg") or ""))]
+        hits = [(r, m) for r, msg in maybe if (m := KUBE_QUOTA.search(msg))]
+        cloud = [(r, m) for r, msg in maybe if (m := _CLOUD_QUOTA.search(msg))]
         for found, kube in ((hits, True), (cloud, False)):
             if not found:
                 continue
@@ -164,10 +163,7 @@ def quota_refused(evidence: EvidenceSet) -> list[Finding]:
             if kube:
                 ns = next((g for mm in _NS_IN_MSG.finditer(msg) for g in mm.groups() if g), None)
                 name = f"ResourceQuota {ns + '/' if ns else ''}{m['quota']}"
-                detail = (
-                    f" (requested {m['requested']}, used {m['used']}, limited {m['limited']})" if m["requested"] else ""
-                )
-                what = f"{name} is used up{detail}, so the pods asked for are refused at admission"
+                what = f"{name} is used up{quota_detail(m)}, so the pods asked for are refused at admission"
                 tags = [f"quota:{ns + '/' if ns else ''}{m['quota']}"]
                 command = f"kubectl describe resourcequota {m['quota']}" + (f" -n {ns}" if ns else "")
             else:

@@ -45,6 +45,7 @@ from diagnosis.analyzers.logs._shared import (
     LOG_START_SLACK_S,
     REJECTED_INPUT,
     REMOTE_FAILURE,
+    RETRIES_SPENT,
     ROLLOUT_SLACK_S,
     SPORADIC,
     STOPPED_AFTER_S,
@@ -375,11 +376,6 @@ _SCHEMA_FETCH = re.compile(
     re.I,
 )
 # a record parked (dead-lettered) because its retries ran out: the calls it needed failed, not the record
-_RETRIES_SPENT = re.compile(
-    r"after \d+ (?:attempts|retries|tries)|retries (?:exhausted|exceeded)|max(?:imum)? (?:retries|attempts) "
-    r"(?:reached|exceeded)",
-    re.I,
-)
 # the kernel failing a file operation: the disk or the mount under the process, whatever exception wraps it
 _OS_IO_ERROR = re.compile(r"Input/output error|\bEIO\b|Read-only file system|\bEROFS\b|Stale file handle|\bESTALE\b")
 # a client library reporting that the API it called refused the request's values as invalid (HTTP 400/422): a
@@ -565,7 +561,7 @@ def _cause_of(
     setting = _missing_setting(item, tpl, who, tags, active)
     if setting is not None:
         return setting
-    if BAD_DATA.search(msg) and not _SCHEMA_FETCH.search(msg) and not _RETRIES_SPENT.search(msg):
+    if BAD_DATA.search(msg) and not _SCHEMA_FETCH.search(msg) and not RETRIES_SPENT.search(msg):
         what = _data_error_name(msg)
         stuck = (
             (_stuck_offset(item) or _input_file(item, tpl.first_ts))

@@ -10,15 +10,15 @@ from typing import Any
 
 from diagnosis.analyzers._common import claimed_elsewhere, is_error, level_of, service_of, span_text
 from diagnosis.analyzers.base import ANALYZERS
-from diagnosis.analyzers.logs._shared import BAD_DATA
+from diagnosis.analyzers.logs._shared import BAD_DATA, RETRIES_SPENT
 from diagnosis.analyzers.logs.data import _bad_field, _data_error_name, _producer
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
 
+# a message given up: its delivery count spent and dead-lettered, or its retries spent (RETRIES_SPENT)
 _GAVE_UP = re.compile(
     r"MaxDeliveryCount|maxReceiveCount|(?:moved|sent|routed) to (?:the )?dead[- ]?letter|dead[- ]?lettered|"
-    r"retries (?:exhausted|exceeded)|after \d+ (?:attempts|retries|tries|deliveries)|max(?:imum)? (?:retries|attempts) "
-    r"(?:reached|exceeded)",
+    r"after \d+ deliveries|" + RETRIES_SPENT.pattern,
     re.I,
 )
 MIN = 3

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from diagnosis.analyzers._common import Rec, level_of, now_of, span_text, template_of
+from diagnosis.analyzers._common import Rec, level_of, now_of, pod_tag, span_text, template_of
 from diagnosis.analyzers._kube import kube_index
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.logs._shared import STOPPED_AFTER_S
@@ -29,11 +29,11 @@ _FAILING = ("error", "fatal", "warn")
 
 
 def _pod_of(item: EvidenceItem) -> tuple[str, str] | None:
-    obj = str(item.object)
-    if not obj.startswith("Pod/"):
+    tag = pod_tag(item)  # "pod:<ns>/<name>"
+    if tag is None:
         return None
-    parts = obj.split("/")
-    return (parts[1], parts[2]) if len(parts) >= 3 else None
+    ns, _, pod = tag.removeprefix("pod:").partition("/")
+    return ns, pod
 
 
 def _started(evidence: EvidenceSet, ns: str, pod: str, item: EvidenceItem) -> float | None:
