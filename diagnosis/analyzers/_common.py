@@ -541,6 +541,10 @@ AUTH_DENIED = re.compile(
     r"PERMISSION_DENIED|UNAUTHENTICATED|code = (?:PermissionDenied|Unauthenticated)|"
     r"invalid[ _]api[ _]?key|invalid (?:access |bearer )?token|invalid_grant|invalid_client|jwt expired|"
     r"token (?:has )?expired|authentication failed for|bad credentials|"
+    # a datastore refusing the password it is sent (PostgreSQL and its poolers, MySQL, SQL Server, Redis, MongoDB,
+    # Kafka's SASL): a rotated credential that one side did not get
+    r"password authentication failed|Access denied for user '[^']*'@|Login failed for user '|WRONGPASS|"
+    r"NOAUTH Authentication required|SASL authentication failed|Authentication failed\. User:|"
     # a partner refusing calls from an address it does not allow (our egress IP changed)
     r"not on the allow-?list|IP_NOT_ALLOWED|not (?:allow|white)listed|origin [\d.]+ is not allowed|"
     # Vault's Kubernetes auth refusing a ServiceAccount its role is not bound to
@@ -805,6 +809,9 @@ _TRIGGERS = (
     "token",
     "credentials",
     "authentication failed",
+    "login failed",
+    "wrongpass",
+    "noauth",
     "not authorized",
     "bad gateway",
     "unavailable",
@@ -971,6 +978,7 @@ _INFO_TRIGGERS = (
     "watermark",
     "disk space is insufficient",
     "too many open connections",  # mongod logs its refusals at level I
+    "password authentication failed",  # pgbouncer logs the refusal it forwards at LOG/WARNING
     "quota",  # a job runner relaying its tool's output at INFO ("resource monitor ... has exceeded its quota")
 )
 _QUIET_LEVELS = {"info", "debug", "trace", "notice", "log"}

@@ -96,6 +96,7 @@ class KubeIndex:
     logs: dict[tuple[str, str], list[EvidenceItem]] = field(default_factory=lambda: defaultdict(list))
     pods_by_ns: dict[str, list[tuple[str, EvidenceItem]]] = field(default_factory=lambda: defaultdict(list))
     pods_by_node: dict[str, list[tuple[str, str, EvidenceItem]]] = field(default_factory=lambda: defaultdict(list))
+    other_logs: list[EvidenceItem] = field(default_factory=list)  # logs no pod is named for (an app's own file)
 
     def of_kind(self, kind: str) -> list[EvidenceItem]:
         return [item for (k, _, _), item in self.objects.items() if k == kind]
@@ -143,6 +144,8 @@ def kube_index(evidence: EvidenceSet) -> KubeIndex:
         src = item.data.get("source") or {}
         if isinstance(src, dict) and src.get("pod"):
             idx.logs[(str(src.get("namespace") or ""), str(src["pod"]))].append(item)
+        else:
+            idx.other_logs.append(item)
     _CACHE[evidence] = (len(evidence), idx)
     return idx
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from diagnosis.analyzers._common import NET_REFUSED, NET_TIMEOUT, PG_DOWN, is_error, service_of
 from diagnosis.analyzers._kube import (
     RECENT_S,
     KubeIndex,
@@ -902,7 +903,7 @@ class PodReader:
                 # out of rotation for a probe period: a blip, not a misconfigured probe
                 code, category, score, role = "probe_blip", Category.HEALTHY, 0.2, BENIGN
                 why = f"it timed out {count}x and passed since: a slow moment, not a fault"
-            elif timeout <= 2 and not self._reports_unhealthy():
+            elif timeout <= 2 and not self._reports_unhealthy() and not self._calls_time_out():
                 code, category, score, role = "probe_timeout", Category.CONFIGURATION_ERROR, 0.5, CAUSE
                 why = f"its timeoutSeconds is {timeout}s and the application answers more slowly than that"
             else:
@@ -1036,6 +1037,28 @@ class PodReader:
             re.search(r"NOT_SERVING|statuscode: 5\d\d|responded with", str(e.data.get("message") or ""))
             for e in self._recent_events({"Unhealthy"})
         )
+
+    def _calls_time_out(self) -> bool:
+        """Whether the application's own log (the pod's, or a file named for its workload) shows its calls to a
+        database or another service timing out or failing to connect: then a probe that times out is the
+        application stuck waiting on them, not a probe timeout set too tight."""
+        wl = self.workload or ""
+        items = list(self.logs)
+        if len(wl) >= 3:
+            items += [
+                it
+                for it in self.idx.other_logs
+                if (svc := service_of(it)) and (svc.startswith(wl) or wl.startswith(svc))
+            ]
+        n = 0
+        for it in items:
+            for r in it.data.get("records") or ():
+                msg = str(r.get("msg") or "")
+                if is_error(r) and (NET_TIMEOUT.search(msg) or PG_DOWN.search(msg) or NET_REFUSED.search(msg)):
+                    n += 1
+                    if n >= 3:
+                        return True
+        return False
 
     def _terminated_before(self, cname: str | None, *, killed_by_probe: bool) -> bool:
         """Whether this container has restarted after terminating for a reason of its own (its lastState says how

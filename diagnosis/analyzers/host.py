@@ -672,7 +672,9 @@ def _mount_of(msg: str) -> str | None:
 
 def _host_of(rec: Rec) -> str | None:
     # syslog: "Mar  3 10:00:01 web-1 kernel: ..."; "<host> kernel:"
-    m = re.search(r"(?:^|\s)([A-Za-z0-9][\w.\-]*)\s+kernel:", rec.msg)
+    m = re.search(
+        r"(?:^|\s)([A-Za-z0-9][\w.\-]*)\s+(?:(?:EMERG|ALERT|CRIT|ERR|WARNING|NOTICE|INFO|DEBUG)\s+)?kernel:", rec.msg
+    )
     if m and not m.group(1).isdigit():
         return m.group(1)
     src = rec.item.data.get("source")

@@ -9,6 +9,11 @@ views so the database analyzer follows the same blocking chain:
   has been in its state
 - sys.innodb_lock_waits (waiting_pid, blocking_pid, locked_table) -> `blocked_by`, and `pg/lock` rows naming the
   table: the blocker's lock granted, the waiter's not
+- performance_schema.metadata_locks joined to its threads (OBJECT_NAME, LOCK_TYPE, LOCK_STATUS, PROCESSLIST_ID) ->
+  `pg/lock` rows: a metadata lock GRANTED or PENDING, its type (`mdl`) and the PostgreSQL mode that conflicts alike
+  (`mode`: SHARED_READ as AccessShareLock, EXCLUSIVE as AccessExclusiveLock), so DDL queued behind an open
+  transaction, and every statement queued behind the DDL, read as one blocking chain
+- a processlist row "Waiting for table metadata lock" is a session waiting on a lock
 - a processlist grouped by user (`SELECT user, command, COUNT(*) AS n ... GROUP BY`) -> one session per group that
   stands for `count` threads, so the connection rules see who holds the slots
 - `SHOW VARIABLES` / `mysqladmin variables` (Variable_name, Value) -> `pg/settings` (max_connections, wait_timeout)
@@ -74,6 +79,8 @@ def _kind(rows: list[dict[str, str]]) -> str | None:
         return "trx"
     if {"waiting_pid", "blocking_pid"} <= cols:
         return "waits"
+    if {"object_name", "lock_type", "lock_status", "processlist_id"} <= cols:
+        return "mdl"
     if {"id", "user", "command", "time"} <= cols:
         return "processlist"
     if "user" in cols and "id" not in cols and cols & set(_COUNT_COLUMNS):
@@ -87,7 +94,7 @@ def _kind(rows: list[dict[str, str]]) -> str | None:
 
 _COUNT_COLUMNS = (*COUNT_COLUMNS, "count(*)", "cnt", "threads")  # pg_stat_activity's group counts, and MySQL's
 # the tables that make a paste MySQL's own: lock views, the processlist (raw or grouped by user), server variables
-_SESSION_KINDS = ("trx", "waits", "processlist", "grouped", "variables")
+_SESSION_KINDS = ("trx", "waits", "mdl", "processlist", "grouped", "variables")
 
 
 def _detect(doc: Document) -> bool:
@@ -142,6 +149,23 @@ def _table(name: str | None) -> str | None:
     return name.replace("`", "") if name else None
 
 
+# a metadata lock's type, as the PostgreSQL table-lock mode with the same conflicts (MySQL's MDL compatibility matrix:
+# shared reads and writes coexist, an upgradable lock excludes only its like and stronger, EXCLUSIVE excludes all)
+_MDL_MODE = {
+    "SHARED": "AccessShareLock",
+    "SHARED_HIGH_PRIO": "AccessShareLock",
+    "SHARED_READ": "AccessShareLock",
+    "SHARED_WRITE": "RowExclusiveLock",
+    "SHARED_WRITE_LOW_PRIO": "RowExclusiveLock",
+    "SHARED_UPGRADABLE": "ShareUpdateExclusiveLock",
+    "SHARED_READ_ONLY": "ShareLock",
+    "SHARED_NO_WRITE": "ShareLock",
+    "SHARED_NO_READ_WRITE": "ExclusiveLock",
+    "EXCLUSIVE": "AccessExclusiveLock",
+}
+_MDL_WAIT = re.compile(r"^Waiting for (?:table metadata|table level|global read|schema metadata) lock", re.I)
+
+
 @FORMATS.format("mysql-text", shapes={"text"}, detect=_detect, order=39)
 def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     tables = [(k, t) for t in mysql_tables(doc.text) if (k := _kind(t))]
@@ -177,6 +201,8 @@ def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                     s["state_change"] = captured - secs
                 if s["state"] is None:
                     s["state"] = "idle" if _v(row, "command") == "Sleep" else "active"
+                if _MDL_WAIT.match(_v(row, "state") or ""):
+                    s["wait_event_type"], s["wait_event"] = "Lock", str(_v(row, "state"))
                 s["query"] = s["query"] or _v(row, "info")
             elif kind == "trx" and (pid := _int(_v(row, "trx_mysql_thread_id"))) is not None:
                 s = session(pid)
@@ -188,6 +214,8 @@ def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 s["query"] = query or s["query"]
     locks: list[dict[str, Any]] = []
     for kind, rows in tables:
+        if kind == "mdl":
+            locks += _metadata_locks(rows, session)
         if kind != "waits":
             continue
         for row in rows:
@@ -203,14 +231,14 @@ def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             b["query"] = b["query"] or _v(row, "blocking_query")
             if b["state"] is None:
                 b["state"] = "idle in transaction" if _v(row, "blocking_query") is None else "active"
-            table = _table(_v(row, "locked_table"))
+            table = _table(_v(row, "locked_table", "object_name"))
             locktype = "tuple" if (_v(row, "locked_type") or "").upper() == "RECORD" else "relation"
             locks.append(
                 {
                     "pid": waiter,
                     "locktype": locktype,
                     "relation": table,
-                    "mode": _v(row, "waiting_lock_mode") or "X",
+                    "mode": _v(row, "waiting_lock_mode", "waiting_lock_type") or "X",
                     "granted": False,
                 }
             )
@@ -219,7 +247,7 @@ def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                     "pid": blocker,
                     "locktype": "relation",
                     "relation": table,
-                    "mode": _v(row, "blocking_lock_mode") or "X",
+                    "mode": _v(row, "blocking_lock_mode", "blocking_lock_type") or "X",
                     "granted": True,
                 }
             )
@@ -236,12 +264,38 @@ def parse_mysql(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         yield ctx.item(doc.path, "pg/settings", "mysql variables", settings, captured)
     seen: set[tuple[Any, ...]] = set()
     for lk in locks:
-        key = (lk["pid"], lk["relation"], lk["granted"])
+        key = (lk["pid"], lk["relation"], lk["granted"], lk.get("mdl"))
         if key in seen:
             continue
         seen.add(key)
         lk.update(waitstart=None, transactionid=None)
         yield ctx.item(doc.path, "pg/lock", f"pid {lk['pid']} {lk['mode']} on {lk['relation']}", lk, captured)
+
+
+def _metadata_locks(rows: list[dict[str, str]], session: Any) -> Iterator[dict[str, Any]]:
+    """performance_schema.metadata_locks rows on tables, as `pg/lock` rows; a PENDING lock's thread waits."""
+    for row in rows:
+        pid, table = _int(_v(row, "processlist_id")), _table(_v(row, "object_name"))
+        mdl = (_v(row, "lock_type") or "").upper()
+        if pid is None or table is None or mdl not in _MDL_MODE:
+            continue
+        if (_v(row, "object_type") or "TABLE").upper() != "TABLE":
+            continue
+        granted = (_v(row, "lock_status") or "").upper() == "GRANTED"
+        if not granted:
+            s = session(pid)
+            s["wait_event_type"] = "Lock"
+            s["state"] = s["state"] or "active"
+        schema = _v(row, "object_schema")
+        yield {
+            "pid": pid,
+            "locktype": "relation",
+            "relation": table,
+            "schema": schema,
+            "mode": _MDL_MODE[mdl],
+            "mdl": mdl,
+            "granted": granted,
+        }
 
 
 # --- the slow query log (`slow_query_log_file`, or `grep -A` of it) ---------------------------------------------

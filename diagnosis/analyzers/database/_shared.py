@@ -78,7 +78,7 @@ _DDL = re.compile(
 _RELATION_IN_QUERY = re.compile(
     r"\b(?:update|into|from|lock\s+table|alter\s+table|truncate(?:\s+table)?|join)\s+(?:only\s+)?([\w.\"]+)", re.I
 )
-_VACUUM_TABLE = re.compile(r"vacuum(?: of table| analyze| verbose)?\s+\"?([\w.]+)\"?", re.I)
+_VACUUM_TABLE = re.compile(r"vacuum(?: to prevent wraparound)?(?: of table| analyze| verbose)?\s+\"?([\w.]+)\"?", re.I)
 _ELAPSED = re.compile(r"elapsed:\s*([\d.]+)\s*s", re.I)
 
 

@@ -7,6 +7,7 @@ import re
 from diagnosis.analyzers._common import (
     PG_CHECKPOINT,
     PG_VACUUM,
+    Rec,
     fmt_ts,
     ref_of,
     span_text,
@@ -23,6 +24,7 @@ from diagnosis.analyzers.database._shared import (
     _pts,
 )
 from diagnosis.analyzers.database.capacity import _rds_modify, _top_statement
+from diagnosis.analyzers.logs._shared import ENDED_LONG_AGO_S
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 from diagnosis.series import (
     Point,
@@ -244,6 +246,15 @@ def _burst_balance(ctx: Context) -> list[Finding]:
     return out
 
 
+def _vacuum_over(ctx: Context, heavy: list[Rec], sessions: list[EvidenceItem]) -> bool:
+    """A heavy vacuum is over when its completion report (PostgreSQL logs `automatic vacuum of table ...` when the
+    run ends) came an hour or more before the evidence ends and no vacuum was seen running after it."""
+    last = heavy[-1].ts
+    if last is None or ctx.now is None or ctx.now - last < ENDED_LONG_AGO_S:
+        return False
+    return not any(isinstance(c, int | float) and c > last for c in (s.data.get("captured_at") for s in sessions))
+
+
 def _io_storms(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     surge: tuple[EvidenceItem, StepChange | None, list[Point]] | None = None
@@ -344,6 +355,33 @@ def _io_storms(ctx: Context) -> list[Finding]:
             heavy_vac.append(r)
     vac_refs: list[EvidenceRef] = []
     table = None
+    if heavy_vac and not surge and not vac_pi_heavy and _vacuum_over(ctx, heavy_vac, vac_sessions):
+        last = heavy_vac[-1]
+        mt = _VACUUM_TABLE.search(last.msg)
+        table = mt.group(1) if mt else None
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="benign",
+                code="vacuum_completed",
+                category=Category.HEALTHY,
+                title=f"{ident}: autovacuum of {table or 'a large table'} completed at {fmt_ts(last.ts)}",
+                mechanism=(
+                    f"autovacuum{' (to prevent wraparound)' if 'wraparound' in last.msg.lower() else ''} of "
+                    f"{table or 'a large table'} on {ident} finished at {fmt_ts(last.ts)} "
+                    f"('{last.msg.strip().splitlines()[0][:140]}'): PostgreSQL's own upkeep ran its course (an "
+                    "anti-wraparound vacuum freezes old rows so transaction ids can be reused), and nothing shows "
+                    "it still loading the server."
+                ),
+                object=f"autovacuum of {table or 'a table'}",
+                score=0.3,
+                ts=last.ts,
+                tags=[f"db:{ident}", *([f"relation:{table}"] if table else [])],
+                evidence=[ref_of(last)],
+            )
+        )
+        heavy_vac, vacuums = [], []
     if heavy_vac or vac_pi_heavy or (vac_sessions and surge) or (vacuums and surge):
         src = heavy_vac or vacuums
         if src:

@@ -177,7 +177,39 @@ def _blocking_graph(ctx: Context) -> dict[int, set[int]]:
         for holder, mode in granted.get(str(d["relation"]), ()):
             if holder != waiter and mode in _CONFLICTS.get(str(d.get("mode")), set(_CONFLICTS)):
                 graph[waiter].add(holder)
+    _queued_behind(ctx, graph)
     return dict(graph)
+
+
+def _queued_behind(ctx: Context, graph: dict[int, set[int]]) -> None:
+    """Waiters that no granted lock blocks queue behind an earlier request that one does: a table's lock queue is
+    first come, first served, so once DDL waits for AccessExclusiveLock (MySQL: an EXCLUSIVE metadata lock) behind
+    an open transaction, every later read or write of the table waits behind the DDL. A session the processlist
+    shows waiting for a metadata lock, with no lock row of its own, queues so on the table its statement names."""
+    heads: dict[str, list[tuple[int, str]]] = defaultdict(list)  # relation -> (pid, mode) of waiting requests
+    for lk in ctx.locks:
+        d = lk.data
+        pid = _int(d.get("pid"))
+        if not d.get("granted") and pid in graph and d.get("relation") is not None:
+            heads[str(d["relation"])].append((pid, str(d.get("mode"))))
+    if not heads:
+        return
+    for lk in ctx.locks:
+        d = lk.data
+        waiter = _int(d.get("pid"))
+        if d.get("granted") or waiter is None or waiter in graph or d.get("relation") is None:
+            continue
+        for head, mode in heads.get(str(d["relation"]), ()):
+            if head != waiter and mode in _CONFLICTS.get(str(d.get("mode")), set(_CONFLICTS)):
+                graph[waiter].add(head)
+    for pid, s in ctx.sessions.items():
+        if pid in graph or pid < 0 or "metadata lock" not in str(s.data.get("wait_event") or ""):
+            continue
+        m = _RELATION_IN_QUERY.search(str(s.data.get("query") or ""))
+        relation = m.group(1).strip('"`').rsplit(".", 1)[-1] if m else None
+        strongest = max(heads.get(relation or "", ()), key=lambda pm: _rank(pm[1]), default=None)
+        if strongest is not None and strongest[0] != pid:
+            graph[pid].add(strongest[0])
 
 
 def _roots(graph: dict[int, set[int]], pid: int) -> tuple[set[int], bool]:
@@ -279,7 +311,11 @@ def _relation_between(ctx: Context, root: int, waiters: set[int]) -> tuple[str |
     mode: str | None = None
     if relation and relation in held:
         mode, lk = held[relation]
-        refs.append(EvidenceRef(item=lk.id, field="mode", value=mode))
+        if lk.data.get("mdl"):  # MySQL: the metadata lock's own type, as the server names it
+            mode = f"a {lk.data['mdl']} metadata lock"
+            refs.append(EvidenceRef(item=lk.id, field="mdl", value=lk.data["mdl"]))
+        else:
+            refs.append(EvidenceRef(item=lk.id, field="mode", value=mode))
     if relation is None:
         for pid in (root, *waiters):
             s = ctx.sessions.get(pid)
@@ -354,6 +390,16 @@ def _blocker_finding(ctx: Context, root: int, waiters: set[int]) -> Finding:
             "session(s) wait behind it."
         )
         title = f"pid {root} ({state}{', DDL' if ddl else ''}) {holds}, blocking {n}"
+    ddl_waiter = next(
+        (w for w in sorted(waiters) if (ws := ctx.sessions.get(w)) and _DDL.search(str(ws.data.get("query") or ""))),
+        None,
+    )
+    if ddl_waiter is not None and ddl_waiter != root:
+        ddl = " ".join(str(ctx.sessions[ddl_waiter].data.get("query") or "").split())[:100]
+        mech += (
+            f" DDL pid {ddl_waiter} ('{ddl}') waits for its lock, and every later statement on "
+            f"{relation or 'the table'} queues behind the DDL."
+        )
     asked = ctx.asked_databases()
     elsewhere = bool(asked) and bool(d.get("datname")) and d.get("datname") not in asked
     if elsewhere:  # on the same server, but not in the database the checks were pointed at
@@ -386,7 +432,9 @@ def _blocker_finding(ctx: Context, root: int, waiters: set[int]) -> Finding:
             "app_pool_exhausted",
         ],
         evidence=refs,
-        actions=[
+        actions=_mysql_blocker_actions(root, db)
+        if d.get("engine") == "mysql"
+        else [
             Action(
                 description="Show the blocker, its transaction age and what waits for it",
                 command=(
@@ -409,6 +457,28 @@ def _blocker_finding(ctx: Context, root: int, waiters: set[int]) -> Finding:
             ),
         ],
     )
+
+
+def _mysql_blocker_actions(root: int, db: str) -> list[Action]:
+    return [
+        Action(
+            description="Show the blocker's transaction and what waits for it",
+            command=(
+                f'mysql -D {db} -e "SELECT * FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = {root}; '
+                'SELECT * FROM sys.schema_table_lock_waits; SELECT * FROM sys.innodb_lock_waits"'
+            ),
+        ),
+        Action(
+            description=f"Kill thread {root}: its transaction rolls back and the waiters proceed",
+            command=f"mysql -e 'KILL {root}'",
+            kind="write",
+        ),
+        Action(
+            description="Stop it recurring: close forgotten idle connections and bound DDL's wait for its lock",
+            command='mysql -e "SET GLOBAL wait_timeout = 600; SET GLOBAL lock_wait_timeout = 60"',
+            kind="write",
+        ),
+    ]
 
 
 def _waiters_finding(ctx: Context, root: int, waiters: set[int]) -> Finding:

@@ -5,7 +5,8 @@ DNS name, the certificate's host), and the service that saw it is its symptom.
 The package's modules: `extraction` (failure lines into caller, target and kind), `upstreams` (failing upstreams,
 the caller's own egress, a provider's status page), `dns`, `tls`, `probes` (HTTP probes, access-log 5xx share),
 `not_found` (paths served before that answer 404 now), `refusals` (credentials refused, our own rate limiter),
-`interface` (a node's interface taking errors), `flows` (firewalls rejecting connections in VPC flow logs);
+`interface` (a node's interface taking errors), `bgp` (a router or switch whose BGP sessions all went down),
+`flows` (firewalls rejecting connections in VPC flow logs);
 `_shared` holds the thresholds and what they all read.
 """
 
@@ -30,6 +31,7 @@ from diagnosis.analyzers._common import (
 )
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.network._shared import Failures, _base
+from diagnosis.analyzers.network.bgp import routing_device_down
 from diagnosis.analyzers.network.dns import (
     _COREDNS_QUERY,
     _LOG_FETCH,
@@ -225,5 +227,6 @@ __all__ = [
     "protocol_mismatch",
     "rejected_flows",
     "route_to_missing_cluster",
+    "routing_device_down",
     "vrrp_split_brain",
 ]

@@ -399,8 +399,16 @@ _SDK_5XX = re.compile(r"[A-Z]\w*(?:Error|Exception)\b[^\n]{0,300}: status 5\d\d\
 HOST_UNREACHABLE = re.compile(r"no route to host|EHOSTUNREACH|host is unreachable", re.I)
 
 
+# a pooler closing a connection it keeps by its own schedule (pgbouncer's server_idle_timeout, server_lifetime,
+# client_idle_timeout): routine housekeeping, not a call that timed out
+_POOLER_HOUSEKEEPING = re.compile(
+    r"closing because: (?:server idle timeout|client_idle_timeout|client idle timeout|server lifetime|"
+    r"client close request)"
+)
+
+
 def _call_failure(msg: str) -> str | None:
-    if _LOCK_WAIT.search(msg) or _OWN_ROUTER.search(msg):
+    if _LOCK_WAIT.search(msg) or _OWN_ROUTER.search(msg) or _POOLER_HOUSEKEEPING.search(msg):
         return None
     if RATE_LIMITED.search(msg):
         return "rate_limited"

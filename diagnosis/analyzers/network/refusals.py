@@ -75,6 +75,14 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
                 f"not in the key set it fetches{' from ' + jwks['url'] if jwks['url'] else ''} (a JWKS URL of another "
                 "environment in its settings, or an issuer key it does not know)"
             )
+        elif pw := _DATASTORE_PASSWORD.search(sample):
+            user = _DB_USER.search(" ".join(r.msg for r in recs[-5:]))
+            what = (
+                f"the datastore {'at ' + target + ' ' if target not in callers else ''}refuses the password "
+                f"{'of user ' + user.group(1) + ' ' if user else ''}that {', '.join(callers) or 'its client'} "
+                f"sends ({pw.group(0)}): the credential the client holds and the one the server (or its connection "
+                "pooler's auth file) checks differ, as when a rotation reached only one side"
+            )
         elif db:
             what = (
                 f"the database refuses the commands of {', '.join(callers) or target} ({db.group(0)}): the database "
@@ -130,6 +138,16 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
     return with_aliases(out)
 
 
+_DATASTORE_PASSWORD = re.compile(
+    r"password authentication failed|Access denied for user|Login failed for user|WRONGPASS|NOAUTH|"
+    r"SASL authentication failed",
+    re.I,
+)
+_DB_USER = re.compile(
+    r"(?:password authentication failed for user|Access denied for user|Login failed for user|\buser[= ])"
+    r"\W{0,2}([\w.\-]+)",
+    re.I,
+)
 _NOT_ALLOWED_ORIGIN = re.compile(r"not (?:on the allow-?list|(?:allow|white)listed|allowed)|IP_NOT_ALLOWED", re.I)
 _ORIGIN_IP = re.compile(r"\b(\d{1,3}(?:\.\d{1,3}){3})\b[^\n]{0,40}?not (?:on|allow|white)", re.I)
 _KEY_SET_MISS = re.compile(
