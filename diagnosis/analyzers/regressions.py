@@ -24,6 +24,11 @@ from diagnosis.timeline import fmt_ts, parse_ts
 # memory in use, including the JVM's live set after GC (the truest leak signal) and its old generation
 _MEMORY = re.compile(r"mem(?:ory)?|rss|heap|working[_-]?set|live_data|old_gen|tenured", re.I)
 _CPU = re.compile(r"cpu", re.I)
+# connections a client holds open (Envoy's upstream_cx_active, a pool's active or open connections)
+_CONNECTIONS = re.compile(
+    r"cx[_-]active|(?:active|open|established)[_-]?conn(?:ection)?s|conn(?:ection)?s[_-](?:active|open|in[_-]?use)",
+    re.I,
+)
 _NOT_USAGE = re.compile(r"free|avail|limit|request|capacity|throttl|pressure|fail|oom|max_bytes|total_bytes", re.I)
 _TRAFFIC = re.compile(
     r"requests?|rps|qps|tps|throughput|invocations|hits|calls|messages_in|records_in|operations|deliveries|"
@@ -375,6 +380,18 @@ def _levelled(seg: list[Point]) -> bool:
     return second.slope < LEVELLING * first.slope
 
 
+def _cap(seg: list[Point]) -> float | None:
+    """The value a series is pinned at when it ends on three or more samples of exactly its maximum (a count held at
+    a hard limit), else None."""
+    top = max(v for _, v in seg)
+    tail = 0
+    for _, v in reversed(seg):
+        if v != top:
+            break
+        tail += 1
+    return top if tail >= 3 and tail < len(seg) - MIN_POINTS + 1 else None
+
+
 def _flat(points: list[Point]) -> bool:
     vals = [v for _, v in points]
     mid = median(vals)
@@ -537,8 +554,8 @@ def _retained(evidence: EvidenceSet) -> tuple[str, EvidenceRef] | None:
 
 
 def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list[Finding]:
-    """Memory, file descriptors or goroutines that grow without levelling off from a release on, at flat traffic:
-    the new version leaks them."""
+    """Memory, file descriptors, connections or goroutines that grow without levelling off from a release on, at flat
+    traffic: the new version leaks them."""
     out: list[Finding] = []
     seen: set[str] = set()
     for s in series:
@@ -549,6 +566,10 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
             limit = _fd_limit(series, s)
         elif _MEMORY.search(s.name) and not _NOT_USAGE.search(s.name) and not _CPU.search(s.name):
             noun, unit, code = "memory", _mib, "memory_leak"
+            limit = None
+        elif _CONNECTIONS.search(s.name) and not re.search(r"max|limit|total", s.name, re.I):
+            # connections to a backend that pile up at flat traffic: the client never closes or returns them
+            noun, unit, code = "connections", _count, "connection_leak"
             limit = None
         elif _GOROUTINES.search(s.name):
             # goroutines that pile up (a connection's read and write loops never closed, a blocked send)
@@ -577,6 +598,10 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
         if len(before) >= MIN_POINTS and not _flat(before):
             continue  # it was not steady before the release: not this release's doing
         segs = [g for g in _segments(after) if len(g) >= MIN_POINTS]
+        capped = _cap(segs[-1]) if segs and noun == "connections" else None
+        if capped is not None:  # pinned at a hard cap (a pool's maximum): the growth up to it is what counts
+            segs[-1] = [p for p in segs[-1] if p[1] < capped] or segs[-1]
+            limit = capped
         if not segs or not all(_growing(g) for g in segs) or _levelled(segs[-1]):
             continue
         lives = sorted(g[-1][0] - g[0][0] for g in _segments(after)[:-1])
@@ -662,6 +687,12 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                     "errors",
                     "latency",
                     "alert:*",
+                    # the calls a leak of connections makes fail: the caller's own pool or circuit breaker full
+                    *(
+                        ["upstream_pool_wait", "connection_refused", "upstream_reset", "http_5xx", "upstream_5xx"]
+                        if code == "connection_leak"
+                        else []
+                    ),
                 ],
                 evidence=refs,
                 actions=[

@@ -4,6 +4,8 @@ though nothing is wrong with them. The cause is the pool and the function that f
 
 from __future__ import annotations
 
+import re
+
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
@@ -14,9 +16,28 @@ ACCOUNT_LIMIT = 1000.0  # Lambda's default concurrency quota per region
 FULL = 0.85
 
 
+# a GetMetricData result named by its label, not its request: "fares-api Throttles", "ConcurrentExecutions (account)"
+_LABELLED = re.compile(r"^(?:(?P<fn>[\w.\-]+) )?(?P<metric>[A-Za-z]+)(?: \((?P<scope>[^)]*)\))?$")
+
+
 def _lambda(m: EvidenceItem, name: str) -> bool:
     labels = m.data.get("labels") or {}
-    return str(m.data.get("name") or "") == name and labels.get("namespace", "AWS/Lambda") == "AWS/Lambda"
+    if labels.get("namespace", "AWS/Lambda") != "AWS/Lambda":
+        return False
+    full = str(m.data.get("name") or "")
+    if full == name:
+        return True
+    lm = _LABELLED.match(full)
+    return lm is not None and lm["metric"] == name
+
+
+def _function(m: EvidenceItem) -> str | None:
+    """The function a series is about: its FunctionName dimension, or the function its label names first."""
+    fn = (m.data.get("labels") or {}).get("FunctionName")
+    if fn:
+        return str(fn)
+    lm = _LABELLED.match(str(m.data.get("name") or ""))
+    return lm["fn"] if lm and lm["fn"] and (lm["scope"] or "").lower() != "account" else None
 
 
 def _peak(m: EvidenceItem) -> tuple[int, float]:
@@ -32,7 +53,7 @@ def lambda_concurrency(evidence: EvidenceSet) -> list[Finding]:
     pool = [
         m for m in metrics
         if (_lambda(m, "UnreservedConcurrentExecutions") or _lambda(m, "ConcurrentExecutions"))
-        and not (m.data.get("labels") or {}).get("FunctionName")
+        and not _function(m)
     ]  # fmt: skip
     if not throttled or not pool:
         return []
@@ -40,11 +61,10 @@ def lambda_concurrency(evidence: EvidenceSet) -> list[Finding]:
     at, used = _peak(account)
     if used < FULL * ACCOUNT_LIMIT:
         return []
-    by_function = [m for m in metrics if _lambda(m, "ConcurrentExecutions") and (m.data.get("labels") or {}).get(
-        "FunctionName")]  # fmt: skip
+    by_function = [m for m in metrics if _lambda(m, "ConcurrentExecutions") and _function(m)]
     culprit = max(by_function, key=lambda m: _peak(m)[1], default=None)
-    hog = str((culprit.data.get("labels") or {}).get("FunctionName")) if culprit is not None else None
-    victims = sorted({str((m.data.get("labels") or {}).get("FunctionName") or "?") for m in throttled} - {hog or ""})
+    hog = _function(culprit) if culprit is not None else None
+    victims = sorted({_function(m) or "?" for m in throttled} - {hog or ""})
     ts = points_of(account.data.get("points"))[at][0]
     refs = [EvidenceRef(item=account.id, field=f"points.{at}", value=used)]
     share = ""

@@ -210,7 +210,8 @@ _ENVOY_ACCESS = re.compile(
     r"\"[A-Z]+ \S+ HTTP/[\d.]+\" (?P<code>\d{3}) (?P<flags>[A-Z,]+|-) "
     r".*\"(?P<authority>[^\"]*)\" \"(?P<upstream>[^\"]*)\"(?:\s+[^\s\"]+)*\s*$"
 )
-_ENVOY_FLAGS = {"UT": "timeout", "UF": "refused", "URX": "refused", "UH": "refused", "UO": "refused",
+# UO is the caller's own sidecar refusing: its circuit breaker's connection or request limit to that upstream is full
+_ENVOY_FLAGS = {"UT": "timeout", "UF": "refused", "URX": "refused", "UH": "refused", "UO": "pool_wait",
                 "UC": "reset", "UR": "reset", "UPE": "reset"}  # fmt: skip
 
 
@@ -420,7 +421,7 @@ def _call_failure(msg: str) -> str | None:
         return "http_5xx"
     if TLS_REMOTE.search(msg):
         return "tls_handshake"
-    if HTTP_POOL_WAIT.search(msg):
+    if HTTP_POOL_WAIT.search(msg) or "{overflow}" in msg:  # Envoy's circuit breaker: the caller's own pool is full
         return "pool_wait"
     if HOST_UNREACHABLE.search(msg):
         return "unreachable"
