@@ -128,11 +128,31 @@ def _reported_unseen(d: Diagnosis, question: str) -> bool:
     failure (now or over) of which nothing read shows a trace, not even a benign one (a recovered spike, a resolved
     alert, planned work)."""
     if _FAILING_NOW.search(question):
-        return True
+        return not _planned_and_resolved(d, question)
     if _ASKS_WHETHER.match(question):
         return False  # "is the ledger database down?" asks; "healthy" answers it
     reported = REPORTED_PROBLEM.search(question) or _PAST_FAILURE.search(question) or _5XX.search(question)
     return bool(reported) and not any(f.role == "benign" for f in d.findings)
+
+
+_WORD = re.compile(r"[a-z]{4,}")
+
+
+def _planned_and_resolved(d: Diagnosis, question: str) -> bool:
+    """Whether what the operator reports is an alert that fired during planned work and resolved since: the alert
+    they name (a word of its name in the question: "the pending-jobs alert") is among the resolved ones, and planned
+    work explains it. Then "nothing is failing, it was the maintenance" answers them."""
+    if not any(f.code == "planned_work" for f in d.findings):
+        return False
+    asked = set(_WORD.findall(question.lower()))
+    for f in d.findings:
+        if f.role != "benign" or not f.code.startswith("alert:") or "resolved" not in f.title:
+            continue
+        name = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", f.code.split(":", 1)[1]).lower()
+        words = {w.rstrip("s") for w in _WORD.findall(name)} - {"high", "alert", "firing", "rate", "total"}
+        if words & {w.rstrip("s") for w in asked}:
+            return True
+    return False
 
 
 _ASKS_WHETHER = re.compile(r"^\W*(?:is|are|was|were|does|do|did|has|have|can|could|should)\b", re.I)

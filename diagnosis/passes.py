@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from diagnosis.evidence import EvidenceSet, control_plane
 from diagnosis.links import BENIGN, CAUSE, SYMPTOM, WORD, code_in, entity_names, is_alert
-from diagnosis.model import Category, Finding
+from diagnosis.model import Category, EvidenceItem, Finding
 
 _CALL_FAILURES = {"upstream_timeout", "upstream_5xx", "upstream_reset", "connection_refused"}
 _SELF_REPORTED = {"dependency_unhealthy", "search_cluster_red"}  # a service's own health status, red or down
@@ -134,6 +134,11 @@ def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | N
     target = f.object.removeprefix("upstream ").split(" (", 1)[0].strip()
     host, _, port = target.rpartition(":") if re.search(r":\d+$", target) else (target, "", "")
     host = host.lower()
+    # a Service of our own cluster, addressed by its cluster DNS name, whose calls only time out: the service (a
+    # datastore's too), its node or the network between could each be slow (one that answers 5xx says itself that
+    # it fails)
+    if re.search(r"\.svc(?:\.cluster\.local)?$", host) and f.code == "upstream_timeout":
+        return host, port
     if not host or port in _DATASTORE_PORTS or _DATASTORE_NAME.search(host):
         return None
     # an address that nothing names: one server of ours behind a proxy or a pool (a named service, even
@@ -141,9 +146,8 @@ def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | N
     named = [t.split(":", 1)[1] for t in f.tags if t.startswith("upstream:")]
     if _PRIVATE_ADDRESS.match(host) and all(_PRIVATE_ADDRESS.match(n.split(":")[0]) for n in named):
         return host, port
-    # a Service of our own cluster, addressed by its cluster DNS name, whose calls only time out: the service, its
-    # datastore or the network between could each be slow (one that answers 5xx says itself that it fails)
-    if re.search(r"\.svc(?:\.cluster\.local)?$", host) and (f.code == "upstream_timeout" or _proxy_made(f, evidence)):
+    # ... and one whose failures a proxy made (its sidecar's own words for them)
+    if re.search(r"\.svc(?:\.cluster\.local)?$", host) and _proxy_made(f, evidence):
         return host, port
     # the backend service of our own cloud load balancer, timing out or refusing it (GCP's statusDetails
     # backend_timeout, failed_to_connect_to_backend): the service behind it is the one that fails
@@ -182,7 +186,7 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
         if item.kind in ("log", "metric", "container/state", "trace/spans"):
             # a caller's series about its calls to it (`target="ledger-writer..."`) is not from it
             obj = _PEER_LABEL.sub("", item.object.lower())
-            if any(n in obj for n in names):
+            if any(n in obj for n in names) and not _callers_series(item, names) and not _ok_spans(item):
                 return True
     for f in findings:
         if f is call or f.code in _CALL_FAILURES or f.role == BENIGN:
@@ -192,6 +196,38 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
         if any(n in entity_names(f) for n in names):
             return True
     return False
+
+
+def _ok_spans(item: EvidenceItem) -> bool:
+    """The upstream's own spans in a trace export that all succeeded: they show it answering, not why calls fail."""
+    src = item.data.get("source")
+    if (
+        item.kind != "log"
+        or not isinstance(src, dict)
+        or src.get("export") not in ("jaeger", "zipkin", "otlp", "tempo")
+    ):
+        return False
+    return not any(r.get("level") in ("error", "fatal", "warn") for r in item.data.get("records") or ())
+
+
+_OWNER_LABEL = re.compile(r"\b(?:job|service|app|container|pod|instance)=([^,}]*)")
+
+
+def _callers_series(item: EvidenceItem, names: set[str]) -> bool:
+    """A series named for its calls to the upstream ("storefront-pricing-client") whose labels say another service
+    exports it (`job=storefront-web`): the caller's view of the upstream, not the upstream's own."""
+    if item.kind != "metric":
+        return False
+    obj = item.object.lower()
+    name, _, labels = obj.partition("{")
+    labels = re.sub(r"\bclient=[^,}]*", "", labels)  # the client a caller configured for the upstream
+    owners = _OWNER_LABEL.findall(labels)
+    return (
+        bool(owners)
+        and any(n in name for n in names)
+        and not any(n in labels for n in names)
+        and all(not any(n in o for n in names) for o in owners)
+    )
 
 
 _STATUS_SERIES = re.compile(r"5xx|\b5\d\d\b|status|code", re.I)

@@ -810,6 +810,8 @@ _TRIGGERS = (
     "credentials",
     "authentication failed",
     "login failed",
+    "connect to",
+    "connecting to",
     "wrongpass",
     "noauth",
     "not authorized",

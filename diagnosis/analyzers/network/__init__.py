@@ -24,6 +24,7 @@ from diagnosis.analyzers._common import (
     TLS_REMOTE,
     UPSTREAM_5XX,
     Rec,
+    may_carry_signature,
     now_of,
     service_of,
     with_aliases,
@@ -105,14 +106,19 @@ def _operation(msg: str) -> str | None:
 
 
 def _operation_targets(evidence: EvidenceSet) -> dict[tuple[str, str | None], str]:
-    """(log item, operation) -> the one target the operation's failures name where they name one."""
+    """(log item, operation) -> the one target the operation's failures name where they name one; (log item, None)
+    -> the one target all of the log's failures that name one name (a client that only ever calls one service: its
+    other failure lines are about that service too)."""
     seen: dict[tuple[str, str | None], set[str]] = {}
     for item in evidence.kind("log"):
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
-            op = _operation(msg)
-            if op and (t := _target(msg)) and _call_failure(msg):
-                seen.setdefault((item.id, op), set()).add(t)
+            if not may_carry_signature(msg, r.get("level")):
+                continue
+            if (t := _target(msg)) and _call_failure(msg):
+                seen.setdefault((item.id, None), set()).add(t)
+                if op := _operation(msg):
+                    seen.setdefault((item.id, op), set()).add(t)
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
 
 
@@ -168,6 +174,8 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
                 _target(msg)
                 or _target_of_request(msg, requests)
                 or operations().get((rec.item.id, _operation(msg)))
+                # a one-line failure that names nothing; a stack trace says what it was calling or says nothing
+                or (operations().get((rec.item.id, None)) if "\n" not in msg else None)
                 or (_quota_owner(msg) if call_kind == "rate_limited" else None)
                 or {"rate_limited": "a rate-limited API", "broker_error": "kafka"}.get(call_kind)
             )

@@ -129,7 +129,7 @@ _TARGET_PATTERNS = [
     re.compile(rf"\b(?:provider|vendor)[\"']?\s*[=:]\s*[\"']?({_NAME})"),
     re.compile(
         rf"(?:connect(?:ing)? to|connection to|calling|call to|request to|requests? to|host|server at|server)\s+"
-        rf"\"?(?:[a-z]+://)?({_NAME})",
+        rf"(?:(?:the )?(?:server|host) (?:at )?)?[\"'`]?(?:[a-z]+://)?({_NAME})",
         re.I,
     ),
     # cloud SDKs name the service or the operation: "(Service: S3, Status Code: 503", "operation error
@@ -175,7 +175,7 @@ _ACCESS_STATUS = re.compile(
 _OUTBOUND = re.compile(
     r"upstream|backend|dependency|calling|call to|request to|from|://|\"host\"\s*:\s*\"|"
     # a client's logfmt line naming the server it sent to, Go clients' "server returned HTTP status 500"
-    r"\bhost=[\w\[]|\bserver returned\b|\berror sending\b",
+    r"\bhost=[\w\[]|\bserver returned\b|\berror sending\b|\bHTTP request failed\b",
     re.I,
 )
 _DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
@@ -395,6 +395,13 @@ _OWN_ROUTER = re.compile(r"heroku\[router\]: at=(?:error|info)")
 _SDK_5XX = re.compile(r"[A-Z]\w*(?:Error|Exception)\b[^\n]{0,300}: status 5\d\d\b")
 
 
+# a client that could not open its connection and does not say why ("error connecting to server `smpp1.x' at port
+# `2775'", "Couldn't connect to server", "failed to connect to db-1"): the server did not take it
+_CONNECT_FAILED = re.compile(
+    r"(?:could ?n[o']t|can ?n[o']t|unable to|failed to|error) (?:re)?connect(?:ing)? to\b", re.I
+)
+
+
 # the network has no path to the host: it is down, or cut off from its segment (the kernel's EHOSTUNREACH, after ARP
 # went unanswered); not a service that refused or failed
 HOST_UNREACHABLE = re.compile(r"no route to host|EHOSTUNREACH|host is unreachable", re.I)
@@ -432,6 +439,8 @@ def _call_failure(msg: str) -> str | None:
         return None if _OWN_DEADLINE.search(msg) else "timeout"
     if NET_RESET.search(msg):
         return "reset"
+    if _CONNECT_FAILED.search(msg):
+        return "refused"
     # a 5xx the service received from a call it made: the message names the call (a URL, "upstream", "calling"),
     # or a client SDK's error carries the server's status ("StripeAPIError: ... (status 500)")
     if (UPSTREAM_5XX.search(msg) and _OUTBOUND.search(msg)) or _SDK_5XX.search(msg):
@@ -458,6 +467,8 @@ def _target(msg: str) -> str | None:
                 continue  # a Rust module path (tracing's target=apollo_router::query_planner), not a host
             if ":" in name and re.match(r":\d", msg[m.end(1) : m.end(1) + 2]):
                 continue  # a stack frame's file:line:column (node:internal/process/task_queues:95:5)
+            if name.isupper() and len(name) <= 5 and re.match(r" [a-z]{3,}", msg[m.end(1) : m.end(1) + 8]):
+                continue  # an acronym before a noun ("connect to SMS center", "DB server"): a kind, not a name
             before = msg[max(0, m.start() - 120) : m.start(1)]
             if _DOC_LINK.search(before[-48:]) or _DOC_ARTICLE.search(before):
                 continue  # "(see https://curl.haxx.se/libcurl/...)": a documentation link, not the call

@@ -250,6 +250,7 @@ _KIND_WORDS = {
 }
 
 
+_LOOPBACK = re.compile(r"^(?:127\.\d+\.\d+\.\d+|localhost|\[?::1\]?)(?::\d+)?$")
 _PRIVATE_IP = re.compile(r"^(?:10\.|172\.(?:1[6-9]|2\d|3[01])\.|192\.168\.)\d+\.\d+")
 
 
@@ -354,7 +355,9 @@ def _call_findings(
                 title=f"upstream {base} {_KIND_WORDS[main.kind]} for {callers_txt} ({count}x)",
                 mechanism=mechanism,
                 object=f"upstream {target}" + (f" (called by {callers_txt})" if callers else ""),
-                score=0.2 if stopped else min(0.9, 0.55 + count / 400),
+                # a loopback address is a sidecar or local proxy in front of the real upstream: what it reports of
+                # its own calls says more than its clients' failures
+                score=0.2 if stopped else min(0.9, 0.55 + count / 400) * (0.6 if _LOOPBACK.match(target) else 1.0),
                 ts=first,
                 tags=list(dict.fromkeys(tags)),
                 explains=[]
