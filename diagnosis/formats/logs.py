@@ -484,6 +484,9 @@ PEER_KEYS = (
     "http.url",
     "url",
     "endpoint",
+    # a business field naming the external provider called (weaker than a host: the target rules read it last)
+    "provider",
+    "vendor",
 )
 
 

@@ -207,7 +207,10 @@ APP_OOM = re.compile(
     # (not "unable to create native thread": the process or thread limit, not memory)
     r"java\.lang\.OutOfMemoryError(?!: unable to create (?:new )?native thread)|JavaScript heap out of memory|"
     r"\bMemoryError\b|fatal error: runtime: out of memory|"
-    r"Cannot allocate memory|std::bad_alloc",
+    r"Cannot allocate memory|std::bad_alloc|"
+    # a server's own fixed memory pool full: Kamailio/OpenSIPS shared and private memory ("out of shm memory", "no
+    # more shm mem", "no more pkg memory")
+    r"\bout of (?:shm|pkg|shared) memory\b|\bno more (?:shm|pkg) mem(?:ory)?\b",
 )
 
 

@@ -175,7 +175,9 @@ _ACCESS_STATUS = re.compile(
 _OUTBOUND = re.compile(
     r"upstream|backend|dependency|calling|call to|request to|from|://|\"host\"\s*:\s*\"|"
     # a client's logfmt line naming the server it sent to, Go clients' "server returned HTTP status 500"
-    r"\bhost=[\w\[]|\bserver returned\b|\berror sending\b|\bHTTP request failed\b",
+    r"\bhost=[\w\[]|\bserver returned\b|\berror sending\b|\bHTTP request failed\b|"
+    # a client's request that failed: "POST /v2/charges failed: 503 Service Unavailable"
+    r"\b(?:GET|POST|PUT|PATCH|DELETE) /\S* failed\b",
     re.I,
 )
 _DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
