@@ -175,6 +175,18 @@ def first_and_last_refs(recs: list[Rec]) -> list[EvidenceRef]:
 # ---------------------------------------------------------------- objects
 
 
+_KERNEL_WORDS = "dmesg|syslog|kern|kernel|messages|journal|journalctl"
+_KERNEL_FILE = re.compile(rf"^(?:{_KERNEL_WORDS})[-_.]+|[-_.]+(?:{_KERNEL_WORDS})$", re.I)
+
+
+def host_of_kernel_file(item: EvidenceItem) -> str | None:
+    """The machine a kernel log was saved for, from its name: `dmesg-ip-10-0-1-23.txt`, `web-1.syslog`."""
+    name = item.object.rstrip("/").rsplit("/", 1)[-1]
+    name = re.sub(r"(\.(log|txt|out|gz|zst|\d+))+$", "", name)
+    host = _KERNEL_FILE.sub("", name)
+    return host if host and host != name else None
+
+
 def service_of(item: EvidenceItem) -> str | None:
     """The service a log or metric item speaks for: a Datadog service, a pod's workload, a log file's name."""
     src = item.data.get("source")

@@ -23,6 +23,7 @@ from diagnosis.analyzers._common import (
     Rec,
     Searcher,
     first_and_last_refs,
+    host_of_kernel_file,
     is_db_storage_line,
     now_of,
     ref_of,
@@ -554,7 +555,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
         if stale or (len(recs) < LINK_FLAPS and all(_LINK_DOWN.search(r.msg) for r in recs)):
             continue
         part = _hardware_part(recs)
-        machine = next((h for r in reversed(recs) if (h := _host_of(r))), None) or _host_of_file(recs[0].item)
+        machine = next((h for r in reversed(recs) if (h := _host_of(r))), None) or host_of_kernel_file(recs[0].item)
         panic = any("kernel panic" in r.msg.lower() for r in recs)
         bmc = "ipmi: " in recs[-1].msg  # the line shown is from the machine's own controller (ipmitool sel)
         out.append(
@@ -999,22 +1000,10 @@ def _limit_owner(code: str, rec: Rec) -> str:
         if node:
             return node.strip(".,")
     if code in _PATH_LIMITS:
-        host = _host_of(rec) or _host_of_file(rec.item)
+        host = _host_of(rec) or host_of_kernel_file(rec.item)
         if host:
             return host
     return service_of(rec.item) or _host_of(rec) or rec.item.object
-
-
-_KERNEL_WORDS = "dmesg|syslog|kern|kernel|messages|journal|journalctl"
-_KERNEL_FILE = re.compile(rf"^(?:{_KERNEL_WORDS})[-_.]+|[-_.]+(?:{_KERNEL_WORDS})$", re.I)
-
-
-def _host_of_file(item: EvidenceItem) -> str | None:
-    """The machine a kernel log was saved for, from its name: `dmesg-ip-10-0-1-23.txt`, `web-1.syslog`."""
-    name = item.object.rstrip("/").rsplit("/", 1)[-1]
-    name = re.sub(r"(\.(log|txt|out|gz|zst|\d+))+$", "", name)
-    host = _KERNEL_FILE.sub("", name)
-    return host if host and host != name else None
 
 
 # limits on the network path of a host: every connection through it suffers, whatever its destination
@@ -1113,7 +1102,7 @@ def resource_limits(evidence: EvidenceSet) -> list[Finding]:
             )
         recs.sort(key=lambda r: r.ts or 0)
         services = sorted({s for r in recs if (s := service_of(r.item))})
-        host = _host_of(recs[0]) or _host_of_file(recs[0].item)
+        host = _host_of(recs[0]) or host_of_kernel_file(recs[0].item)
         victims = _path_victims(evidence, recs[0].ts) if code in _PATH_LIMITS else {}
         if host:
             services = [s for s in services if s != service_of(recs[0].item)]  # the kernel log's file name

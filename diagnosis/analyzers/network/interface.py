@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import re
 
-from diagnosis.analyzers._common import Rec, records_with, ref_of, service_of, span_text, workload_of_pod
+from diagnosis.analyzers._common import (
+    Rec,
+    host_of_kernel_file,
+    records_with,
+    ref_of,
+    service_of,
+    span_text,
+    workload_of_pod,
+)
 from diagnosis.analyzers._kube import kube_index
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
@@ -165,7 +173,9 @@ def interface_errors(evidence: EvidenceSet) -> list[Finding]:
 # eth2: NIC Link is Down"), bonding ("link status definitely down for interface eno2")
 _LINK_DOWN = re.compile(
     r"\b(?P<dev>(?:eth|ens|eno|enp|em|p\d+p|bond|ib)[\w.\-]*):? (?:NIC )?Link (?:is )?[Dd]own\b|"
-    r"link status definitely down for interface (?P<dev2>[\w.\-]+)"
+    r"link status definitely down for interface (?P<dev2>[\w.\-]+)|"
+    # an InfiniBand or Ethernet port that lost its carrier ("IPoIB: ib0: lost carrier", "eth0: carrier lost")
+    r"\b(?P<dev3>(?:eth|ens|eno|enp|em|ib)[\w.\-]*): (?:lost carrier|carrier lost)\b"
 )
 FLAPS_MIN = 3  # downs of one link before it reads as flapping (one down is a reboot or a re-cabling)
 _WIRE_COUNTER = re.compile(r"crc|frame|align|symbol|fcs|pcs|link_down_events", re.I)
@@ -174,7 +184,9 @@ _WIRE_COUNTER = re.compile(r"crc|frame|align|symbol|fcs|pcs|link_down_events", r
 def _host_of(item: EvidenceItem, hosts: set[str]) -> str:
     """The host a log or a saved session comes from: a known node or host its name or command names."""
     where = " ".join(str(x) for x in (item.object, item.source, (item.data.get("source") or {}).get("command", "")))
-    return next((h for h in sorted(hosts, key=len, reverse=True) if h and h in where), "") or service_of(item) or ""
+    named = next((h for h in sorted(hosts, key=len, reverse=True) if h and h in where), "")
+    # a kernel log saved under its machine's name: "cn117-dmesg.txt", "dmesg-web-1", "db02.syslog"
+    return named or host_of_kernel_file(item) or service_of(item) or ""
 
 
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "host/nic", "k8s/Node"})
@@ -184,9 +196,9 @@ def link_failing(evidence: EvidenceSet) -> list[Finding]:
     hosts = {str((n.data.get("metadata") or {}).get("name") or "") for n in evidence.kind("k8s/Node")}
     hosts |= {str(n.data.get("host") or "") for n in evidence.kind("host/nic")}
     downs: dict[tuple[str, str], list[Rec]] = {}
-    for rec in records_with(evidence, ("Link", "link status")):
+    for rec in records_with(evidence, ("Link", "link status", "carrier")):
         if m := _LINK_DOWN.search(rec.msg):
-            downs.setdefault((_host_of(rec.item, hosts), m["dev"] or m["dev2"]), []).append(rec)
+            downs.setdefault((_host_of(rec.item, hosts), m["dev"] or m["dev2"] or m["dev3"]), []).append(rec)
     climbing: dict[tuple[str, str], tuple[EvidenceItem, str, int, int]] = {}
     readings: dict[tuple[str, str, str], list[EvidenceItem]] = {}  # one file's readings of one NIC, in its order
     for nic in evidence.kind("host/nic"):
