@@ -162,8 +162,11 @@ WARM_UP_S = 120.0  # a readiness probe failing once this soon after its containe
 # the taints a node autoscaler puts on nodes it is about to remove (Karpenter's consolidation, cluster-autoscaler)
 _DISRUPTING = re.compile(
     r"karpenter\.sh/disrupt\w*|ToBeDeletedByClusterAutoscaler|DeletionCandidateOfClusterAutoscaler|"
-    r"karpenter\.sh/disruption"
+    r"karpenter\.sh/disruption|"
+    # nodes cordoned for an upgrade or a drain: the pod waits for the surge node or the autoscaler's new one
+    r"\d+ node\(s\) were unschedulable"
 )
+_CORDONED = re.compile(r"\d+ node\(s\) were unschedulable")
 STARTUP_S = 60.0  # readiness failures in a new pod's first minute are its start
 
 
@@ -1086,6 +1089,12 @@ class PodReader:
                     return int(m.group(1))
         return None
 
+    def _cordons_lifted(self) -> bool:
+        """Whether the Nodes exported show every node schedulable again (none cordoned): a drain or upgrade that
+        left the scheduler short of room while it ran is over."""
+        nodes = self.idx.of_kind("Node")
+        return bool(nodes) and not any((n.data.get("spec") or {}).get("unschedulable") for n in nodes)
+
     def _scheduled_after(self, ts: float | None) -> bool:
         """Whether the pod was scheduled after the given time (a Scheduled event, or its status says it runs)."""
         for e in self.idx.events_for("Pod", self.ns, self.pod):
@@ -1133,6 +1142,8 @@ class PodReader:
             refs = [ref(ev, "message", msg)]
             if reason == "FailedScheduling" and _DISRUPTING.search(msg) and self._scheduled_after(event_ts(ev)):
                 continue  # nodes being consolidated or scaled in, then a new node took it: the autoscaler's work
+            if reason == "FailedScheduling" and _CORDONED.search(msg) and self._cordons_lifted():
+                continue  # it counted nodes cordoned for an upgrade or drain, and every node takes pods again
             if reason == "FailedScheduling" and not (
                 {
                     "insufficient_resources",

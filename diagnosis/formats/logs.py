@@ -1105,6 +1105,75 @@ def detect_log_table(doc: Document) -> bool:
     return _log_table(doc) is not None
 
 
+# --- a cloud CLI's table of operations: what the provider did to a cluster, instance or database, and when ------
+# $ gcloud container operations list
+# NAME              TYPE           LOCATION      TARGET    STATUS_MESSAGE  STATUS  START_TIME            END_TIME
+# operation-17410.. UPGRADE_NODES  europe-west4  web-pool                  DONE    2025-03-04T02:01:00Z  2025-03-..
+_OP_TYPE = re.compile(r"^(?:TYPE|OPERATION_?TYPE|OPERATION|ACTION)$")
+_OP_START = re.compile(r"^(?:START_?TIME|START|CREATE_?TIME|CREATION_?TIME|INSERT_?TIME|CREATED)$")
+_OP_END = re.compile(r"^(?:END_?TIME|END|COMPLETED|FINISHED|DONE_?TIME)$")
+_OP_TARGET = re.compile(r"^(?:TARGET|TARGET_?LINK|RESOURCE|INSTANCE|CLUSTER|NODE_?POOL)$")
+_OP_FAILED = re.compile(r"^(?:FAILED|ERROR|ABORTING|ABORTED|CANCELLED)$", re.I)
+
+
+def _operations_header(doc: Document) -> tuple[int, list[tuple[str, int]]] | None:
+    for n, line in enumerate(itertools.islice(doc.lines(), 5), 1):
+        if TERMINAL_PROMPT.match(line) or not line.strip():
+            continue
+        cols = [(m.group(0), m.start()) for m in re.finditer(r"\S+", line.rstrip())]
+        names = [c for c, _ in cols]
+        if len(cols) < 3 or not all(c.isupper() for c in names) or "STATUS" not in names:
+            return None
+        if any(_OP_TYPE.match(c) for c in names) and any(_OP_START.match(c) for c in names):
+            return n, cols
+        return None
+    return None
+
+
+def _cells_by_offset(line: str, starts: list[int]) -> list[str]:
+    """A table row's cells: each word goes to the column that starts at or just after it (a column a character off
+    its header still reads right; an empty cell stays empty)."""
+    cells: list[list[str]] = [[] for _ in starts]
+    for m in re.finditer(r"\S+", line):
+        i = max((k for k, s in enumerate(starts) if s <= m.start() + 2), default=0)
+        cells[i].append(m.group(0))
+    return [" ".join(c) for c in cells]
+
+
+@FORMATS.format("operations-table", shapes={"text"}, detect=lambda doc: _operations_header(doc) is not None, order=93)
+def parse_operations_table(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each operation a record at its start: its type in words, its target and status, and when it ended."""
+    found = _operations_header(doc)
+    assert found is not None
+    header_line, cols = found
+    names = [c for c, _ in cols]
+
+    def col(rx: re.Pattern[str]) -> int | None:
+        return next((i for i, c in enumerate(names) if rx.match(c)), None)
+
+    tcol, scol, ecol = col(_OP_TYPE), col(_OP_START), col(_OP_END)
+    gcol, stcol, ncol = col(_OP_TARGET), names.index("STATUS"), col(re.compile(r"^NAME$"))
+    records: list[dict[str, Any]] = []
+    for n, line in enumerate(doc.lines(), 1):
+        if n <= header_line:
+            continue
+        if not line.strip() or TERMINAL_PROMPT.match(line):
+            break  # the table ends; what follows is another command's output
+        cells = _cells_by_offset(line, [start for _, start in cols])
+        assert tcol is not None and scol is not None
+        ts = parse_ts(cells[scol])
+        kind = cells[tcol].replace("_", " ").lower()
+        target = cells[gcol] if gcol is not None and cells[gcol] else cells[ncol] if ncol is not None else ""
+        status = cells[stcol]
+        end = cells[ecol] if ecol is not None and cells[ecol] else ""
+        msg = f"operation {kind} of {target}: {status}" + (f", ended {end}" if end else "")
+        level = "error" if _OP_FAILED.match(status) else "info"
+        records.append({"ts": ts, "level": level, "msg": msg, "line": n})
+    stamps = [r["ts"] for r in records if r["ts"] is not None]
+    data = {"records": records, "source": {"path": doc.path, "format": "operations"}, "truncated": False}
+    yield ctx.item(doc.path, "log", doc.path, data, max(stamps) if stamps else None)
+
+
 @FORMATS.format("log-table", shapes={"text"}, detect=detect_log_table, order=94)
 def parse_log_table(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     """Each row a record: its time and level columns, the message column (the rest of the line) as the message;

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 
 from diagnosis.analyzers._common import (
     APP_POOL,
+    AUTH_DENIED,
     HTTP_POOL_WAIT,
     NAMES_HTTP_UPSTREAM,
     PG_TOO_MANY,
@@ -56,15 +57,19 @@ def _app_pools(ctx: Context) -> list[Finding]:
             continue
         recs.sort(key=lambda r: r.ts or 0)
         burst = _passing_burst(recs, ctx.now)
+        # a pool that could not open connections while the database refused its password, both over: the blip of a
+        # credential rotation the clients caught up with
+        refused = burst and _refused_meanwhile(recs)
         out.append(
             Finding(
                 analyzer="database",
                 domain=Domain.DATABASE,
-                role="symptom" if burst else "cause",
+                role="benign" if refused else "symptom" if burst else "cause",
                 code="app_pool_exhausted",
-                category=Category.UNKNOWN if burst else Category.RESOURCE_EXHAUSTION,
+                category=Category.HEALTHY if refused else Category.UNKNOWN if burst else Category.RESOURCE_EXHAUSTION,
                 title=f"{svc}: database connection pool exhausted ({len(recs)}x)"
-                + (" for a few minutes, then no more" if burst else ""),
+                + (" while the database refused its password, then no more" if refused else "")
+                + (" for a few minutes, then no more" if burst and not refused else ""),
                 mechanism=(
                     f"{svc}'s database connection pool has no free connection: '{recs[0].msg.strip()[:160]}' "
                     f"{len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}; requests wait for a connection and time out "
@@ -87,17 +92,39 @@ def _app_pools(ctx: Context) -> list[Finding]:
     return out
 
 
+def _refused_meanwhile(recs: list[Rec]) -> bool:
+    first, last = recs[0].ts, recs[-1].ts
+    if first is None or last is None:
+        return False
+    return any(
+        isinstance(x.get("ts"), int | float)
+        and first - 120 <= x["ts"] <= last + 120
+        and AUTH_DENIED.search(str(x.get("msg") or ""))
+        for it in {r.item.id: r.item for r in recs}.values()
+        for x in it.data.get("records") or ()
+    )
+
+
 POOL_BURST_S = 300.0  # a pool out of connections for at most this long...
 POOL_OVER_S = 900.0  # ...and fine for this long since: connections held up by something that passed
+POOL_QUIET_S = 120.0  # ...or its own log went on this long without another
 
 
 def _passing_burst(recs: list[Rec], now: float | None) -> bool:
     """A pool that ran dry for a few minutes and recovered was held up by something else (a failover, an I/O
     stall, a lock): it is not too small, or it would still be dry."""
     stamps = [r.ts for r in recs if r.ts is not None]
-    if not stamps or now is None:
+    if not stamps or now is None or max(stamps) - min(stamps) > POOL_BURST_S:
         return False
-    return max(stamps) - min(stamps) <= POOL_BURST_S and now - max(stamps) >= POOL_OVER_S
+    if now - max(stamps) >= POOL_OVER_S:
+        return True
+    # or the service's own log went on for a while after it without another
+    log_end = max(
+        (t for it in {r.item.id: r.item for r in recs}.values() for x in it.data.get("records") or ()
+         if isinstance(t := x.get("ts"), int | float)),
+        default=max(stamps),
+    )  # fmt: skip
+    return log_end - max(stamps) >= POOL_QUIET_S
 
 
 # ---------------------------------------------------------------- locks

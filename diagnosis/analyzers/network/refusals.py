@@ -9,6 +9,7 @@ from diagnosis.analyzers._common import (
     AUTH_DENIED,
     DB_DENIED,
     Rec,
+    fmt_ts,
     now_of,
     records_with,
     service_of,
@@ -100,6 +101,14 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
         revoked = revoked or _policy_changed(evidence, recs, first)
         if revoked is not None:
             what += f"; {revoked[0]}"
+        rotation = _rotated_before(evidence, recs) if _DATASTORE_PASSWORD.search(sample) and not stopped else None
+        if rotation is not None:  # the clients refreshed the rotated password after a few refusals
+            stopped = True
+            what = (
+                f"the password of {', '.join(callers) or 'its clients'} was rotated at {fmt_ts(rotation.ts)} "
+                f"('{rotation.msg.strip()[:120]}'); they were refused while they still held the old one and "
+                "reconnected with the new one: a rotation's expected blip, over since"
+            )
         out.append(
             Finding(
                 analyzer="access_denied",
@@ -136,6 +145,40 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+_ROTATION = re.compile(
+    r"\bRotation(?:Succeeded|Started)\b|\bRotateSecret\b|\brotation of \S+|"
+    r"rotat\w+ (?:of )?(?:the )?(?:\S+ )?(?:password|secret|credential)",
+    re.I,
+)
+ROTATION_BEFORE_S = 15 * 60  # a rotation this long before the first refusal can be what the clients missed
+ROTATION_BLIP_S = 10 * 60  # clients that refresh on a refusal reconnect within this of the rotation
+
+
+def _rotated_before(evidence: EvidenceSet, recs: list[Rec]) -> Rec | None:
+    """A rotation of the credential (Secrets Manager's RotationSucceeded, a change record naming a password
+    rotation) shortly before the first refusal, with the refusals over within minutes of it while the clients' log
+    went on: the clients refreshed the rotated password on their own."""
+    first, last = recs[0].ts, recs[-1].ts
+    if first is None or last is None:
+        return None
+    rotation = next(
+        (
+            r
+            for r in records_with(evidence, ("otation", "otate", "OTATION"))
+            if r.ts is not None and first - ROTATION_BEFORE_S <= r.ts <= first + 60 and _ROTATION.search(r.msg)
+        ),
+        None,
+    )
+    if rotation is None or rotation.ts is None or last - rotation.ts > ROTATION_BLIP_S:
+        return None
+    log_end = max(
+        (t for it in {r.item.id: r.item for r in recs}.values() for x in it.data.get("records") or ()
+         if isinstance(t := x.get("ts"), int | float)),
+        default=last,
+    )  # fmt: skip
+    return rotation if log_end - last >= 120 else None
 
 
 _DATASTORE_PASSWORD = re.compile(
