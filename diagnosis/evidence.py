@@ -100,8 +100,9 @@ def resolve(data: Any, path: str) -> Any:
     return cur
 
 
-# exports that record operations on resources (Azure's Activity Log), not how the resources run: no evidence of health
-CONTROL_PLANE_EXPORTS = frozenset({"azure-activity-log"})
+# exports that record operations on resources (Azure's Activity Log, Cloudflare's audit log), not how the resources
+# run: no evidence of health
+CONTROL_PLANE_EXPORTS = frozenset({"azure-activity-log", "cloudflare-audit"})
 
 
 def control_plane(item: EvidenceItem) -> bool:

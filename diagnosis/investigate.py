@@ -46,6 +46,7 @@ ANALYZER_MODULES = (
     "network",
     "routing",
     "balancers",
+    "caching",
     "runtime",
     "profiles",
     "secrets",

@@ -6,6 +6,7 @@ it ended; a change that failed or was backed out says so at error level, and is 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -239,3 +240,55 @@ def parse_git_diff(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         ts = _git_ts(header)
         data = {"sha": sha[:12], "ts": ts, "subject": subject[:200], "files": files, "command": doc.command[:300]}
         yield ctx.item(doc.path, "change/diff", f"commit {sha[:7] or doc.stem}", data, ts)
+
+
+# --- Cloudflare's audit log (`GET /accounts/{id}/audit_logs`): who changed what in a zone, and when ----------------
+def _cloudflare_audit(v: Any) -> list[dict[str, Any]] | None:
+    rows = v.get("result") if isinstance(v, dict) and "success" in v else None
+    if not isinstance(rows, list) or not rows:
+        return None
+    ok = all(isinstance(r, dict) and "when" in r and isinstance(r.get("action"), dict) for r in rows)
+    return rows if ok else None
+
+
+def _rule_summary(value: Any) -> str:
+    """What a changed ruleset or setting now says, briefly: its rules' actions and expressions, or its fields."""
+    if isinstance(value, dict) and isinstance(value.get("rules"), list):
+        parts = []
+        for r in value["rules"][:3]:
+            if isinstance(r, dict):
+                desc = r.get("description") or r.get("expression") or ""
+                params = r.get("action_parameters")
+                parts.append(f"{r.get('action')}: {desc}" + (f" {json.dumps(params)[:160]}" if params else ""))
+        return "; ".join(parts)[:400]
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in list(value.items())[:6])[:300]
+    return str(value or "")[:300]
+
+
+@FORMATS.format("cloudflare-audit", shapes={"json"}, detect=lambda d: _cloudflare_audit(d.value) is not None, order=30)
+def parse_cloudflare_audit(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each entry a record "<action> <resource type> (<phase>) in <zone> by <actor>: <what it now says>"; logins
+    are left out. The log records operations on the zone, not how it serves."""
+    records = []
+    for n, e in enumerate(_cloudflare_audit(doc.value) or [], 1):
+        action = str((e.get("action") or {}).get("type") or "")
+        if action == "login":
+            continue
+        res = e.get("resource") or {}
+        meta = e.get("metadata") or {}
+        actor = (e.get("actor") or {}).get("email") or (e.get("actor") or {}).get("type") or "?"
+        phase = meta.get("ruleset_phase") if isinstance(meta, dict) else None
+        zone = meta.get("zone_name") if isinstance(meta, dict) else None
+        new = _rule_summary(e.get("newValueJson") or e.get("newValue"))
+        msg = (
+            f"{action} {res.get('type') or 'resource'}{f' ({phase})' if phase else ''}{f' in {zone}' if zone else ''}"
+            f" by {actor}" + (f": {new}" if new else "")
+        )
+        ok = (e.get("action") or {}).get("result")
+        records.append({"ts": parse_ts(e.get("when")), "level": "error" if ok is False else "info", "msg": msg,
+                        "line": n})  # fmt: skip
+    records.sort(key=lambda r: r["ts"] or 0)
+    stamps = [r["ts"] for r in records if r["ts"] is not None]
+    data = {"records": records, "source": {"path": doc.path, "export": "cloudflare-audit"}, "truncated": False}
+    yield ctx.item(doc.path, "log", "cloudflare/audit", data, max(stamps) if stamps else None)

@@ -571,3 +571,60 @@ def parse_socket_states(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIt
     host = PROMPT_HOST.search(doc.text[:400]) or PROMPT_HOST.search(doc.command or "")
     name = host["host"] if host else doc.path
     yield ctx.item(doc.path, "host/sockets", f"host/{name}", data, None)
+
+
+# --- HTTP response headers: `curl -sI URL`, `curl -D - URL`, `curl -v` (its "< " lines) ---------------------------
+# HTTP/2 200
+# cache-control: private, no-store
+# cf-cache-status: HIT
+_STATUS_LINE = re.compile(r"^(?:< )?HTTP/[\d.]+ (\d{3})\b")
+_HEADER_LINE = re.compile(r"^(?:< )?([A-Za-z][\w\-]*): ?(.*)$")
+_CURL_URL = re.compile(r"\bcurl\b.*?\s['\"]?(https?://[^\s'\"|]+)")
+
+
+_KNOWN_HEADER = re.compile(
+    r"^(?:< )?(?:cache-control|content-type|server|date|age|x-cache\S*|cf-cache-status|via|location): ", re.M | re.I
+)
+
+
+def detect_http_headers(doc: Document) -> bool:
+    head = doc.text[:20_000]
+    status = re.search(r"^(?:< )?HTTP/[\d.]+ \d{3}\b", head, re.M)
+    # a session split at its prompts: one curl's headers, maybe grepped down to a few
+    fetched = doc.command is not None and _CURL_URL.search(doc.command) is not None
+    return bool(status or fetched) and bool(_KNOWN_HEADER.search(head))
+
+
+@FORMATS.format("http-headers", shapes={"text"}, detect=detect_http_headers, order=22)
+def parse_http_headers(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each response's status and headers (names lower-cased), with the URL of the curl command that fetched it. A
+    `| grep` of a response's headers, with no status line, is a response too."""
+    m0 = _CURL_URL.search(doc.command or "")
+    url: str | None = m0.group(1) if m0 else None
+    resp: dict[str, Any] | None = None
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(doc.lines(), 1):
+        if _PROMPT.match(line):
+            if resp:
+                out.append(resp)
+            resp = None
+            m = _CURL_URL.search(line)
+            url = m.group(1) if m else None
+            continue
+        if m := _STATUS_LINE.match(line):
+            if resp:
+                out.append(resp)
+            resp = {"url": url, "status": int(m.group(1)), "headers": {}, "line": n}
+            continue
+        h = _HEADER_LINE.match(line.rstrip())
+        if h and (resp is not None or url is not None):
+            if resp is None:  # headers grepped out of a response
+                resp = {"url": url, "status": None, "headers": {}, "line": n}
+            resp["headers"][h.group(1).lower()] = h.group(2).strip()
+    if resp:
+        out.append(resp)
+    for r in out:
+        if not r["headers"]:
+            continue
+        ts = parse_ts(r["headers"].get("date"))
+        yield ctx.item(doc.path, "http/response", f"http {r['url'] or doc.path}", r, ts)

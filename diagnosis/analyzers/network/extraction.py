@@ -101,6 +101,8 @@ _TARGET_PATTERNS = [
     re.compile(r"(?:[a-z]+://)?unix:(?:[^\s\":]*/)?([A-Za-z0-9][\w.\-]*?)(?:\.sock(?:et)?)?(?=[\s\":|]|$)"),
     re.compile(rf"upstream:\s*\"?(?:[a-z]+://)?({_NAME})"),  # nginx error log: upstream: "http://10.0.0.5:8080/x"
     re.compile(rf"\{{Addr: \"({_NAME})\""),  # grpc-go: failed to connect to {Addr: "tempo:4317", ServerName: ...}
+    # a proxy's JSON access log names the server it passed the request to (its remote_addr is the client)
+    re.compile(rf"\"upstream_(?:addr|host)\"\s*:\s*\"(?:[a-z]+://)?({_NAME})"),
     # structured attributes that name the peer (OpenTelemetry, grpc-go, logfmt): peer.service=..., target=...,
     # grpc-java's remote_addr=inventory.stock.svc/10.0.4.3:9090
     re.compile(
