@@ -55,8 +55,9 @@ LOG_SYMPTOM_STOPPED_S = 15 * 60  # database errors in client logs whose last is 
 VACUUM_HEAVY_S = 300.0
 
 _FAILOVER = re.compile(
+    # (not a pending change's notice: "These changes will take effect after the DB instance is rebooted")
     r"failover|fail-?over|Multi-AZ .*(?:started|completed|in progress)|instance restarted|DB instance restarted|"
-    r"rebooted|reboot|instance shutdown|recovery|promoted|crash",
+    r"(?<!after the DB instance is )rebooted|reboot(?!ed)|instance shutdown|recovery|promoted|crash",
     re.I,
 )
 _RDS_STORAGE = re.compile(

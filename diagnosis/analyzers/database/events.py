@@ -14,6 +14,7 @@ from diagnosis.analyzers._common import (
     Rec,
     first_and_last_refs,
     fmt_ts,
+    records_with,
     ref_of,
     service_of,
     span_text,
@@ -99,6 +100,24 @@ def _maintenance_around(ctx: Context, src: str, failover: list[EvidenceItem]) ->
     return False
 
 
+_SLOT_GONE = re.compile(r"replication slot \"?[\w.\-]+\"? does not exist", re.I)
+
+
+def _slot_lost_after(ctx: Context, failovers: list[EvidenceItem]) -> Rec | None:
+    """A record, after one of the failovers, of a replication slot that no longer exists."""
+    first = min((t for e in failovers if (t := _ev_ts(e)) is not None), default=None)
+    if first is None:
+        return None
+    return next(
+        (
+            r
+            for r in records_with(ctx.evidence, ("does not exist",))
+            if _SLOT_GONE.search(r.msg) and (r.ts is None or r.ts >= first)
+        ),
+        None,
+    )
+
+
 def _rds_events(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     failovers = [
@@ -112,6 +131,14 @@ def _rds_events(ctx: Context) -> list[Finding]:
         if ctx.now is None or (_ev_ts(e) is not None and ctx.now - (_ev_ts(e) or 0) <= FAILOVER_RECENT_S)
     ]
     old = [e for e in failovers if e not in recent]
+    # a failover long ago whose loss is still felt: logical replication slots live on the old primary's disk, so a
+    # CDC reader (Debezium, a logical subscriber) finds its slot gone and stays failed until it is re-snapshotted
+    slot_lost = _slot_lost_after(
+        ctx, [e for e in old if not _maintenance_around(ctx, str(e.data.get("source_id")), [e])]
+    )
+    if slot_lost is not None:
+        recent += [e for e in old if (_ev_ts(e) or 0) <= (slot_lost.ts or float("inf"))]
+        old = [e for e in old if e not in recent]
     if recent:
         by_src: dict[str, list[EvidenceItem]] = defaultdict(list)
         for e in recent:
@@ -156,7 +183,13 @@ def _rds_events(ctx: Context) -> list[Finding]:
                     title=f"{src} failed over / restarted at {fmt_ts(_ev_ts(evs[0]))}",
                     mechanism=(
                         f"RDS instance {src} failed over or restarted ({msgs}): connections to it were dropped and "
-                        "refused until the new primary took the endpoint, so clients errored meanwhile."
+                        "refused until the new primary took the endpoint, so clients errored meanwhile"
+                        + (
+                            f"; the new primary has no logical replication slots, so the change-data reader fails "
+                            f"until it is re-created and re-snapshotted ('{slot_lost.msg.strip()[:160]}')."
+                            if slot_lost is not None
+                            else "."
+                        )
                     ),
                     object=f"RDS instance {src}",
                     score=0.85,
