@@ -556,6 +556,7 @@ AUTH_DENIED = re.compile(
     # a datastore refusing the password it is sent (PostgreSQL and its poolers, MySQL, SQL Server, Redis, MongoDB,
     # Kafka's SASL): a rotated credential that one side did not get
     r"password authentication failed|Access denied for user '[^']*'@|Login failed for user '|WRONGPASS|"
+    r"no pg_hba\.conf entry for host|"
     r"NOAUTH Authentication required|SASL authentication failed|Authentication failed\. User:|"
     # a partner refusing calls from an address it does not allow (our egress IP changed)
     r"not on the allow-?list|IP_NOT_ALLOWED|not (?:allow|white)listed|origin [\d.]+ is not allowed|"
@@ -822,6 +823,7 @@ _TRIGGERS = (
     "credentials",
     "authentication failed",
     "login failed",
+    "pg_hba",
     "connect to",
     "connecting to",
     "wrongpass",

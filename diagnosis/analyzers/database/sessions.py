@@ -57,6 +57,10 @@ def _app_pools(ctx: Context) -> list[Finding]:
             continue
         recs.sort(key=lambda r: r.ts or 0)
         burst = _passing_burst(recs, ctx.now)
+        tiny = None if burst else _configured_pool(ctx, svc)
+        if tiny is not None:
+            out.append(_tiny_pool_finding(svc, recs, tiny))
+            continue
         # a pool that could not open connections while the database refused its password, both over: the blip of a
         # credential rotation the clients caught up with
         refused = burst and _refused_meanwhile(recs)
@@ -90,6 +94,63 @@ def _app_pools(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+# a connection pool's size in a service's settings: Spring's hikari maximum-pool-size, maximumPoolSize, a pool_size
+# or max_pool_size, Rails' `pool:`, a DB_POOL variable
+_POOL_SIZE = re.compile(
+    r"(?:maximum-pool-size|maximumPoolSize|max[_-]?pool[_-]?size|pool[_-]?size|DB_POOL(?:_SIZE)?|\bpool)"
+    r"[\"']?\s*[:=]\s*[\"']?(\d+)\b",
+    re.I,
+)
+TINY_POOL = 4  # connections: a pool this small serves one request at a time per few connections
+
+
+def _configured_pool(ctx: Context, svc: str) -> tuple[int, EvidenceItem, str] | None:
+    """A pool size of at most TINY_POOL set for the service in a ConfigMap (its name or its settings name it)."""
+    short = re.sub(r"-[a-z0-9]{8,10}-[a-z0-9]{5}$|-[a-z0-9]{5}$", "", svc)
+    for item in ctx.evidence.kind("k8s/ConfigMap"):
+        data = item.data.get("data") or {}
+        name = str((item.data.get("metadata") or {}).get("name") or "")
+        for key, value in data.items():
+            text = f"{key}: {value}"
+            if short not in name and short not in text:
+                continue
+            m = _POOL_SIZE.search(text)
+            if m and 0 < int(m.group(1)) <= TINY_POOL:
+                return int(m.group(1)), item, f"{name}/{key}: {m.group(0)}"
+    return None
+
+
+def _tiny_pool_finding(svc: str, recs: list[Rec], tiny: tuple[int, EvidenceItem, str]) -> Finding:
+    size, item, where = tiny
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="cause",
+        code="pool_too_small",
+        category=Category.CONFIGURATION_ERROR,
+        title=f"{svc}: its connection pool is set to {size} ({where})",
+        mechanism=(
+            f"{svc}'s connection pool is configured to {size} connection(s) ({where}): its request threads queue for "
+            f"one and time out ('{recs[0].msg.strip()[:160]}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}), "
+            "while the database has room: the setting, not the database, is the limit."
+        ),
+        object=f"connection pool of {svc}",
+        score=0.85,
+        ts=recs[0].ts,
+        tags=[f"service:{svc}"],
+        explains=["errors", "latency", "http_5xx", "upstream_timeout", "app_pool_exhausted", "exception"],
+        evidence=[EvidenceRef(item=item.id, field="data", value=where), ref_of(recs[0])],
+        actions=[
+            Action(
+                description="Set the pool to what the service's threads need (and the database's connection limit "
+                "allows), then roll the pods",
+                command=f"kubectl edit configmap {where.split('/', 1)[0]}",
+                kind="write",
+            )
+        ],
+    )
 
 
 def _refused_meanwhile(recs: list[Rec]) -> bool:

@@ -19,21 +19,31 @@ ENDED_LONG_AGO_S = 60 * 60
 # run's outcome, not a past episode, however long the log went on after them
 _RUN_FAILED = re.compile(
     r"\b(?:finished|completed|ended|done)\b[^\n]{0,80}?\b[1-9]\d*\s+(?:failed|failures?|errors?)\b|"
-    r"\b(?:finished|completed) with (?:errors|failures)\b|\bstatus[=: ]+FAILED\b",
+    r"\b(?:finished|completed) with (?:errors|failures)\b|\bstatus[=: ]+FAILED\b|"
+    # systemd's outcome of a unit's run (a oneshot batch, a timer's service)
+    r"\bFailed with result '|\bFailed to start \S",
+    re.I,
+)
+# a later run that went well: the failed one before it is over
+_RUN_OK = re.compile(
+    r"\bDeactivated successfully\b|\bFinished \S|\bSucceeded\.|\bcompleted successfully\b|"
+    r"\bstatus[=: ]+(?:SUCCESS|OK)\b",
     re.I,
 )
 
 
 def last_failed_run(item: EvidenceItem) -> float | None:
     """When the log last reports a run that finished with failures (one pass over its records)."""
-    stamps = [
-        t
-        for r in item.data.get("records") or ()
-        if isinstance(t := r.get("ts"), int | float)
-        and ("fail" in (msg := str(r.get("msg") or "")).lower() or "error" in msg.lower() or "FAILED" in msg)
-        and _RUN_FAILED.search(msg)
-    ]
-    return max(stamps) if stamps else None
+    last: float | None = None
+    for r in item.data.get("records") or ():
+        t, msg = r.get("ts"), str(r.get("msg") or "")
+        if not isinstance(t, int | float):
+            continue
+        if ("fail" in msg.lower() or "error" in msg.lower() or "FAILED" in msg) and _RUN_FAILED.search(msg):
+            last = t if last is None else max(last, t)
+        elif last is not None and t > last and _RUN_OK.search(msg):
+            last = None  # a later run succeeded
+    return last
 
 
 def run_failed_after(item: EvidenceItem, ts: float | None) -> bool:
@@ -82,6 +92,9 @@ BAD_DATA = re.compile(
     r"schema validation failed|incompatible schema|schema (?:is )?incompatible|"
     r"unknown (?:field|column|magic byte)|Unrecognized field|value too long for type|out of range for type|"
     r"invalid literal for \w+\(\)|could not convert string to \w+|does not match format|"
+    # a value the database could not convert to its column's type (SQL Server 241/245/8114, MySQL, PostgreSQL)
+    r"Conversion failed when converting|Error converting data type|Incorrect (?:date|datetime|integer|decimal) value:|"
+    r"invalid input syntax for (?:type )?\w+|date/time field value out of range|"
     # warehouses casting a loaded value: Snowflake 100038/100040, BigQuery, Redshift
     r"(?:Numeric|Date|Timestamp|Time|Boolean) value '[^']*' is not recognized|Can't parse '[^']*' as |"
     r"Bad (?:int64|double|numeric|bool|date|timestamp) value|Could not parse '[^']*' as |Invalid digit, Value '|"

@@ -76,6 +76,13 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
                 f"not in the key set it fetches{' from ' + jwks['url'] if jwks['url'] else ''} (a JWKS URL of another "
                 "environment in its settings, or an issuer key it does not know)"
             )
+        elif _NO_ENCRYPTION.search(sample):
+            user = _DB_USER.search(sample)
+            what = (
+                f"the database refuses the unencrypted connections of {', '.join(callers) or 'its client'}"
+                f"{' (user ' + user.group(1) + ')' if user else ''}: it now accepts only SSL (pg_hba `hostssl`, "
+                "rds.force_ssl=1) and the client connects without it (sslmode=disable in its settings)"
+            )
         elif pw := _DATASTORE_PASSWORD.search(sample):
             user = _DB_USER.search(" ".join(r.msg for r in recs[-5:]))
             what = (
@@ -181,13 +188,15 @@ def _rotated_before(evidence: EvidenceSet, recs: list[Rec]) -> Rec | None:
     return rotation if log_end - last >= 120 else None
 
 
+_NO_ENCRYPTION = re.compile(r"no pg_hba\.conf entry for host [^\n]*(?:no encryption|SSL off)", re.I)
 _DATASTORE_PASSWORD = re.compile(
     r"password authentication failed|Access denied for user|Login failed for user|WRONGPASS|NOAUTH|"
     r"SASL authentication failed",
     re.I,
 )
 _DB_USER = re.compile(
-    r"(?:password authentication failed for user|Access denied for user|Login failed for user|\buser[= ])"
+    r"(?:password authentication failed for user|Access denied for user|Login failed for user|\buser[= ]|"
+    r"\buser \")"
     r"\W{0,2}([\w.\-]+)",
     re.I,
 )
