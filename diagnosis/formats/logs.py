@@ -955,6 +955,9 @@ _UNTIMED_ERROR = re.compile(
     r"|^(?:< )?HTTP/[\d.]+ 5\d\d\b|^Out of memory: Kill"
     # a JVM thread dump's verdict, and Go's runtime when every goroutine waits on another
     r"|^Found (?:one|\d+) Java-level deadlock|^fatal error: all goroutines are asleep - deadlock"
+    # a file that fails its check: `md5sum -c` / `sha256sum -c` ("x.gz: FAILED", "WARNING: 3 computed checksums did
+    # NOT match"), `gzip -t` on a truncated file
+    r"|^[\w.\-/]+: FAILED(?: open or read)?\s*$|computed checksums? did NOT match|: unexpected end of file\s*$"
 )
 _HTTP_5XX = re.compile(r"^(?:< )?HTTP/[\d.]+ 5\d\d\b")
 # the URL an HTTP client's command line fetched (`curl -si https://registry.internal/schemas/ids/1187`)

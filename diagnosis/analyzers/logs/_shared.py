@@ -134,7 +134,7 @@ BAD_DATA = re.compile(
     # a validator naming the field and the value it refused: invalid amount "12,50": expected ...
     r"invalid [a-z_]{2,30} [\"'][^\"']{0,60}[\"']: expected|"
     r"premature end of (?:file|data|stream)|truncated (?:file|gzip|archive|input)|crc (?:check failed|mismatch)|"
-    r"checksum mismatch|"
+    r"checksum mismatch|computed checksums? did NOT match|"
     r"data (?:quality|validation) (?:check )?failed|expectation (?:suite )?failed|"
     r"(?:not_null|unique|accepted_values|relationships) test failed|"
     # Java/Kotlin: Jackson, Kafka serdes, Avro, protobuf, java.time, charsets, bean validation
