@@ -66,7 +66,10 @@ _KIND_PATTERNS = [
         "errors",
         re.compile(
             r"5xx|error|errors|fail|exception|HTTPCode_\w+_5XX|under_?replicated|offline_?partitions|"
-            r"unavailable_?replicas|unassigned|degraded|unhealthy",
+            r"unavailable_?replicas|unassigned|degraded|unhealthy|"
+            # the share of answers that fell back to nothing useful: searches with no result, offers or features
+            # served from the default, a fallback path taken
+            r"zero[_-]?results?|no[_-]?results?|empty[_-]?results?|default[_-]?(?:ratio|rate|share)|fallback",
             re.I,
         ),
     ),
