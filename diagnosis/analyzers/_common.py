@@ -557,6 +557,8 @@ AUTH_DENIED = re.compile(
     # Kafka's SASL): a rotated credential that one side did not get
     r"password authentication failed|Access denied for user '[^']*'@|Login failed for user '|WRONGPASS|"
     r"no pg_hba\.conf entry for host|"
+    # a DNS primary refusing its secondaries' zone transfers (allow-transfer, a TSIG key they do not hold)
+    r"zone transfer '[^']+' denied|"
     r"NOAUTH Authentication required|SASL authentication failed|Authentication failed\. User:|"
     # a partner refusing calls from an address it does not allow (our egress IP changed)
     r"not on the allow-?list|IP_NOT_ALLOWED|not (?:allow|white)listed|origin [\d.]+ is not allowed|"

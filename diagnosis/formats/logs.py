@@ -189,7 +189,13 @@ _RELAYED = re.compile(
 )
 
 
+# BIND's "<category>: <severity>: message" ("security: error: client ... denied", "xfer-in: info: ...")
+_BIND_LEVEL = re.compile(r"^[a-z][\w\-]{1,20}: (critical|error|warning|notice|info|debug(?: \d+)?): ")
+
+
 def _level_in(text: str) -> str | None:
+    if text[:1].islower() and (b := _BIND_LEVEL.match(text)) is not None:
+        return LEVELS.get(b.group(1).split()[0], "info")
     for m in LEVEL_TOKEN.finditer(text, 0, 120):
         word = m["up"]
         if word is None:
@@ -343,6 +349,9 @@ class LineParser:
                     m = CLF_RE.search(body, 0, 200)
                     if m:  # an access log: the status code is not a level
                         return clf_match(m), None, body
+        if end and body[end : end + 1] == "," and (samba := _SAMBA_LEVEL.match(body, end)) is not None:
+            # Samba's "[2024/07/09 08:14:02.149436,  2] ../source3/winbindd/x.c:1442(fn)" then the message
+            return ts, _SAMBA_LEVELS.get(int(samba.group(1)), "debug"), body[samba.end() :].strip()
         rest = body[end:].lstrip(" ]\t|-:>") if end else body
         if ts is None and "deployed as release " in body and (m := CAPISTRANO_RELEASE.search(body)) is not None:
             ts = _release_time(m[1])
@@ -357,6 +366,11 @@ class LineParser:
             if m:
                 return ts, LEVELS[m["lvl"].lower()], rest
         return ts, _level_in(rest), rest
+
+
+# Samba's debug level after its timestamp (0 error, 1 warning, 2 notice, 3 and up detail) and the source location
+_SAMBA_LEVEL = re.compile(r",\s+(\d+)(?:, [^\]]*)?\] \S+:\d+\(\w+\)\s*")
+_SAMBA_LEVELS = {0: "error", 1: "warn", 2: "info", 3: "info"}
 
 
 # a Capistrano revisions.log line: "Branch main (at 4be91c2) deployed as release 20261104130214 by jenkins"

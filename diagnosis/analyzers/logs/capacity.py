@@ -26,6 +26,9 @@ from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef,
 _CONFIG_DUMP = re.compile(r"\b(?:Consumer|Producer|Admin|Streams)Config values:|\bconfig(?:uration)? values:", re.I)
 
 
+_SUBNET = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}\b")
+
+
 @ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
 def app_capacity(evidence: EvidenceSet) -> list[Finding]:
     """A service whose worker or thread pool is full (requests rejected or queued), or a Kafka consumer whose
@@ -37,7 +40,7 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
         for r in item.data.get("records") or ():
             m = APP_CAPACITY.search(msg := str(r.get("msg") or ""))
             if m and not _CONFIG_DUMP.search(msg, 0, 200):
-                hits.setdefault("poll" if m["poll"] else "pool", []).append(r)
+                hits.setdefault("poll" if m["poll"] else "lease" if m["lease"] else "pool", []).append(r)
         for kind, recs in hits.items():
             last = max((r["ts"] for r in recs if isinstance(r.get("ts"), int | float)), default=None)
             if len(recs) < CAPACITY_MIN or (now is not None and last is not None and now - last >= STOPPED_AFTER_S):
@@ -56,6 +59,14 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
                     "from its group, the group rebalances and its partitions' lag grows"
                 )
                 title = f"{who}: consumer exceeds max.poll.interval.ms ({len(recs)}x)"
+            elif kind == "lease":
+                subnet = next((s.group(0) for r in recs if (s := _SUBNET.search(str(r.get("msg") or "")))), None)
+                what = (
+                    f"{who} has no address left to lease{f' in subnet {subnet}' if subnet else ''}: every address of "
+                    "the pool is leased (more clients than addresses, or leases too long for the turnover), so new "
+                    "clients get no address and cannot join the network"
+                )
+                title = f"{who}: DHCP pool{f' {subnet}' if subnet else ''} exhausted ({len(recs)}x)"
             else:
                 what = f"{who}'s worker/thread pool is exhausted: requests are rejected or queue"
                 title = f"{who}: worker/thread pool exhausted ({len(recs)}x)"
@@ -67,7 +78,7 @@ def app_capacity(evidence: EvidenceSet) -> list[Finding]:
                     domain=Domain.LOGS,
                     # a pool full of threads waiting on a slow dependency is that dependency's symptom
                     role="symptom" if waiting else "cause",
-                    code="consumer_too_slow" if kind == "poll" else "app_pool_exhausted",
+                    code={"poll": "consumer_too_slow", "lease": "dhcp_pool_exhausted"}.get(kind, "app_pool_exhausted"),
                     category=Category.UNKNOWN if waiting else Category.RESOURCE_EXHAUSTION,
                     title=title,
                     mechanism=f"{what}: '{sample}' x{len(recs)} {span_text(first, last)}.",

@@ -134,6 +134,9 @@ _TARGET_PATTERNS = [
         rf"(?:(?:the )?(?:server|host) (?:at )?)?[\"'`]?(?:[a-z]+://)?({_NAME})",
         re.I,
     ),
+    # Samba/winbind naming the domain controller it talks to: "Remote machine dc02.corp pipe \netlogon ... returned
+    # NT_STATUS_IO_TIMEOUT", "SPNEGO login to dc02.corp failed", "connecting to DC dc02.corp"
+    re.compile(rf"\b(?:Remote machine|login to|to DC) ({_NAME})"),
     # cloud SDKs name the service or the operation: "(Service: S3, Status Code: 503", "operation error
     # DynamoDB: PutItem", botocore "when calling the PutObject operation"
     re.compile(r"\(Service: ([\w\-]+)[;,]"),

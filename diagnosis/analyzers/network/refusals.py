@@ -76,6 +76,14 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
                 f"not in the key set it fetches{' from ' + jwks['url'] if jwks['url'] else ''} (a JWKS URL of another "
                 "environment in its settings, or an issuer key it does not know)"
             )
+        elif xfr := _XFR_DENIED.search(sample):
+            peers = sorted({p.group(1) for r in recs if (p := _XFR_PEER.search(r.msg))})
+            what = (
+                f"the DNS primary {', '.join(callers) or target} refuses transfers of zone {xfr.group(1)} to its "
+                f"secondaries{' ' + ', '.join(peers[:4]) if peers else ''}: its allow-transfer (or the TSIG key it "
+                "now requires) does not admit them, so they keep serving the old zone and answer NXDOMAIN for "
+                "records added since"
+            )
         elif _NO_ENCRYPTION.search(sample):
             user = _DB_USER.search(sample)
             what = (
@@ -188,6 +196,8 @@ def _rotated_before(evidence: EvidenceSet, recs: list[Rec]) -> Rec | None:
     return rotation if log_end - last >= 120 else None
 
 
+_XFR_DENIED = re.compile(r"zone transfer '([^'/]+)[^']*' denied")
+_XFR_PEER = re.compile(r"client (?:@0x[0-9a-f]+ )?([\d.:a-f]+)#\d+")
 _NO_ENCRYPTION = re.compile(r"no pg_hba\.conf entry for host [^\n]*(?:no encryption|SSL off)", re.I)
 _DATASTORE_PASSWORD = re.compile(
     r"password authentication failed|Access denied for user|Login failed for user|WRONGPASS|NOAUTH|"
