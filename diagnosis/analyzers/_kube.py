@@ -97,6 +97,7 @@ class KubeIndex:
     pods_by_ns: dict[str, list[tuple[str, EvidenceItem]]] = field(default_factory=lambda: defaultdict(list))
     pods_by_node: dict[str, list[tuple[str, str, EvidenceItem]]] = field(default_factory=lambda: defaultdict(list))
     other_logs: list[EvidenceItem] = field(default_factory=list)  # logs no pod is named for (an app's own file)
+    evidence_logs: list[EvidenceItem] = field(default_factory=list)  # every log
 
     def of_kind(self, kind: str) -> list[EvidenceItem]:
         return [item for (k, _, _), item in self.objects.items() if k == kind]
@@ -137,6 +138,7 @@ def kube_index(evidence: EvidenceSet) -> KubeIndex:
                 idx.pods_by_node[str(node)].append((ns, name, item))
     _drop_retold_events(idx)
     for item in evidence.kind("log"):
+        idx.evidence_logs.append(item)
         parts = item.object.split("/")
         if len(parts) >= 3 and parts[0] == "Pod":
             idx.logs[(parts[1], parts[2])].append(item)
