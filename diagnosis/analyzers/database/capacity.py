@@ -109,6 +109,43 @@ def _cpu(ctx: Context) -> list[Finding]:
                     ],
                 )
             )
+        elif not top and (busy := _top_active(ctx)) is not None:
+            query, sessions, active = busy
+            apps = sorted({str(s.data.get("application_name") or s.data.get("usename") or "?") for s in sessions})
+            out.append(
+                Finding(
+                    analyzer="database",
+                    domain=Domain.DATABASE,
+                    role="cause",
+                    code="cpu_saturated_by_query",
+                    category=Category.RESOURCE_EXHAUSTION,
+                    title=f"{ident} CPU {sat.value:.0f}%: {len(sessions)} of {active} active sessions run one query",
+                    mechanism=(
+                        f"{ident} CPU has been at {sat.value:.0f}% {since}; {len(sessions)} of its {active} active "
+                        f"sessions ({', '.join(apps[:3])}) run the same statement: '{query[:240]}'. Its copies take "
+                        "the CPU every other query waits for."
+                    ),
+                    object=f"statement of {', '.join(apps[:2])} on {ident}",
+                    score=0.85,
+                    ts=sat.since,
+                    tags=[f"db:{ident}", *(f"service:{a}" for a in apps[:3])],
+                    explains=["cpu_high", "latency", "db_waits", "errors", "upstream_timeout", "http_5xx"],
+                    evidence=[
+                        cpu_ref,
+                        *(EvidenceRef(item=s.id, field="query", value=query[:300]) for s in sessions[:3]),
+                    ],
+                    actions=[
+                        Action(
+                            description="Cancel the running copies of the statement",
+                            command=(
+                                'psql -c "SELECT pid, pg_cancel_backend(pid) FROM pg_stat_activity WHERE state = '
+                                f"'active' AND application_name = '{apps[0]}'\""
+                            ),
+                            kind="write",
+                        ),
+                    ],
+                )
+            )
         else:
             listing = ""
             if top:
@@ -139,6 +176,32 @@ def _cpu(ctx: Context) -> list[Finding]:
                 )
             )
     return out
+
+
+_LITERALS = re.compile(r"'[^']*'|\b\d+\b")
+BUSY_SESSIONS = 5  # active sessions running one statement before it counts as the load
+
+
+def _top_active(ctx: Context) -> tuple[str, list[EvidenceItem], int] | None:
+    """The statement most active sessions of a pg_stat_activity snapshot run (literals aside), when it is most of
+    them: without Performance Insights, the running sessions say what holds the CPU."""
+    active = [
+        s
+        for s in ctx.sessions.values()
+        if str(s.data.get("state") or "") == "active"
+        and s.data.get("query")
+        and "pg_stat_activity" not in str(s.data.get("query"))
+        and s.data.get("wait_event_type") != "Lock"
+    ]
+    groups: dict[str, list[EvidenceItem]] = defaultdict(list)
+    for s in active:
+        groups[_LITERALS.sub("?", " ".join(str(s.data["query"]).split()))[:200]].append(s)
+    if not groups:
+        return None
+    query, sessions = max(groups.items(), key=lambda kv: len(kv[1]))
+    if len(sessions) < BUSY_SESSIONS or len(sessions) < DOMINANT_SHARE * len(active):
+        return None
+    return " ".join(str(sessions[0].data["query"]).split()), sessions, len(active)
 
 
 def _top_statement(ctx: Context) -> tuple[EvidenceItem, float, float] | None:
