@@ -59,6 +59,9 @@ def alert_tags(labels: dict[str, Any]) -> list[str]:
         "upstream",
         "backend",
         "target_service",
+        # a consumer group is the consuming service's name (Kafka lag exporters, Burrow)
+        "consumergroup",
+        "consumer_group",
     ):
         if labels.get(key):
             tags.append(f"service:{labels[key]}")

@@ -165,6 +165,8 @@ def config_changes(evidence: EvidenceSet) -> list[ConfigChange]:
             ts = r.get("ts")
             if not isinstance(ts, int | float) or ("=" not in msg and " to " not in msg):
                 continue
+            if str(r.get("level") or "").lower() in ("error", "fatal", "warn"):
+                continue  # an error's own words ("the data set are disabled ... configured to report") change nothing
             if not _CHANGE_WORD.search(msg):
                 continue
             m = _NEW_VALUE.search(msg)
