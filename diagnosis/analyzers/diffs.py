@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, is_error, log_records
+from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, Rec, is_error, log_records
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.spans import duration_ms
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
+from diagnosis.series import points_of
 from diagnosis.timeline import fmt_ts
 
 AFTER_S = 24 * 3600  # errors this long after the commit can be its doing
@@ -25,6 +26,16 @@ _TIMEOUT_KEY = re.compile(r"time.?out|deadline", re.I)
 # a consumer's batch per poll raised (more work between two polls), or the time it may take between polls cut: the
 # consumer outlasts the poll interval, leaves its group and rebalances (Kafka; other clients' batch settings alike)
 _BATCH_KEY = re.compile(r"max.?poll.?records|max.?batch.?size|batch.?size|prefetch.?count|max.?messages", re.I)
+# how long a queue hides a message a consumer took before handing it out again (SQS visibility timeout, Pub/Sub ack
+# deadline, Service Bus lock duration): cut below the time the work takes, messages are delivered again mid-work,
+# processed twice, and land in the dead-letter queue once their receive count runs out
+_VISIBILITY_KEY = re.compile(r"visibility.?timeout|ack.?deadline|lock.?duration", re.I)
+_REDELIVERED = re.compile(
+    r"duplicate|already (?:processed|rendered|sent|handled)|receive ?count|redeliver|visibility|"
+    r"message lock (?:was )?lost|MessageLockLost|ack deadline",
+    re.I,
+)
+_DLQ_SERIES = re.compile(r"dlq|dead.?letter|deadletter|NumberOfMessagesReceived", re.I)
 _POLL_INTERVAL_KEY = re.compile(r"max.?poll.?interval", re.I)
 _POLL = re.compile(r"max\.poll\.interval\.ms|consumer poll timeout has expired|CommitFailedException|"
                    r"the group has already rebalanced")  # fmt: skip
@@ -61,7 +72,9 @@ def _cuts(evidence: EvidenceSet) -> list[_Cut]:
                     if a is not None and b is not None and a > 0 and b >= RAISED * a:
                         out.append(_Cut(item, str(f.get("path") or ""), key, old, new, "poll"))
                     continue
-                if _POLL_INTERVAL_KEY.search(key):
+                if _VISIBILITY_KEY.search(key):
+                    kind = "visibility"
+                elif _POLL_INTERVAL_KEY.search(key):
                     kind = "poll"
                 elif _POOL_KEY.search(key):
                     kind = "pool"
@@ -69,9 +82,27 @@ def _cuts(evidence: EvidenceSet) -> list[_Cut]:
                     kind = "timeout"
                 else:
                     continue
-                a, b = _value(old, "pool" if kind == "poll" else kind), _value(new, "pool" if kind == "poll" else kind)
+                unit = {"poll": "pool", "visibility": "pool"}.get(kind, kind)
+                a, b = _value(old, unit), _value(new, unit)
                 if a is not None and b is not None and 0 <= b < a:
                     out.append(_Cut(item, str(f.get("path") or ""), key, old, new, kind))
+    return out
+
+
+def _dead_letters_rose(evidence: EvidenceSet, since: float | None) -> list[Rec]:
+    """A dead-letter queue's depth (or a queue's receives) that rose after the change, as records standing for it."""
+    out: list[Rec] = []
+    for m in evidence.kind("metric"):
+        if not _DLQ_SERIES.search(str(m.data.get("name") or "") + " " + m.object):
+            continue
+        pts = points_of(m.data.get("points"))
+        after = [v for t, v in pts if since is None or t >= since]
+        before = [v for t, v in pts if since is not None and t < since]
+        base = max(before) if before else (after[0] if after else 0.0)
+        if after and max(after) > max(2 * base, base + 10):
+            msg = f"{m.object} rose from {base:g} to {max(after):g}"
+            out += [Rec(m, pts[-1][0], msg, None, "warn")] * MIN_ERRORS
+            break
     return out
 
 
@@ -91,29 +122,34 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
     seen: set[str] = set()
     for cut in cuts:
         since = cut.item.data.get("ts")
-        sig = {"pool": APP_POOL, "poll": _POLL}.get(cut.kind, NET_TIMEOUT)
+        sig = {"pool": APP_POOL, "poll": _POLL, "visibility": _REDELIVERED}.get(cut.kind, NET_TIMEOUT)
         service = _service_in(cut.path)
         hits = [
             r
             for r in log_records(evidence)
             if r.ts is not None
             and (since is None or 0 <= r.ts - since <= AFTER_S)
-            and is_error({"level": r.level, "msg": r.msg})
+            and (is_error({"level": r.level, "msg": r.msg}) or (cut.kind == "visibility" and r.level == "warn"))
             and sig.search(r.msg)
             and (cut.kind != "timeout" or service is None or service in r.msg or service in r.item.object)
         ]
+        if cut.kind == "visibility" and len(hits) < MIN_ERRORS:
+            hits += _dead_letters_rose(evidence, since)
         if len(hits) < MIN_ERRORS or cut.key in seen:
             continue
         seen.add(cut.key)
         sha = str(cut.item.data.get("sha") or "")[:7]
+        label = f"commit {sha}" if sha else "a change"
         when = f" at {fmt_ts(since)}" if since is not None else ""
         what = {
             "pool": "a connection pool with no free connection",
             "poll": "a consumer that outlasts its poll interval, leaves its group and rebalances",
+            "visibility": "messages delivered again while still being worked on (duplicates, dead letters)",
         }.get(cut.kind, "calls timing out")
         why = {
             "pool": "the pool is set too small for the load",
             "poll": "one poll's batch now takes longer than the consumer may take between polls",
+            "visibility": "the queue now hands a message out again before its consumer has finished it",
         }.get(cut.kind, "the timeout is set too short for the load")
         verb = "raised" if _BATCH_KEY.search(cut.key) else "cut"
         out.append(
@@ -123,9 +159,9 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
                 role="cause",
                 code="setting_cut",
                 category=Category.CONFIGURATION_ERROR,
-                title=f"commit {sha} {verb} {cut.key} from {cut.old} to {cut.new}",
+                title=f"{label} {verb} {cut.key} from {cut.old} to {cut.new}",
                 mechanism=(
-                    f"commit {sha}{when} ('{cut.item.data.get('subject', '')[:120]}') {verb} {cut.key} in {cut.path} "
+                    f"{label}{when} ('{cut.item.data.get('subject', '')[:120]}') {verb} {cut.key} in {cut.path} "
                     f"from {cut.old} to {cut.new}; since then {len(hits)} errors show {what} (e.g. "
                     f"'{hits[0].msg[:160]}'): {why}, a configuration error"
                 ),

@@ -242,6 +242,62 @@ def parse_git_diff(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         yield ctx.item(doc.path, "change/diff", f"commit {sha[:7] or doc.stem}", data, ts)
 
 
+# --- Terraform's plan and apply output: the attributes each resource changes ----------------------------------------
+#   # module.q.aws_sqs_queue.this will be updated in-place
+#   ~ resource "aws_sqs_queue" "this" {
+#       ~ visibility_timeout_seconds        = 900 -> 30
+_TF_RESOURCE = re.compile(r"^\s*# (\S+) (?:will be|must be) (updated in-place|created|destroyed|replaced)")
+_TF_ATTR = re.compile(r"^\s*([~+-]) \"?([\w.\-]+)\"?\s+= (.+?)(?: -> (.+?))?(?:\s+# forces replacement)?\s*$")
+_TF_MARK = re.compile(
+    r"Terraform will perform the following actions|^Plan: \d+ to add|^Apply complete! Resources:", re.M
+)
+
+
+def detect_terraform(doc: Document) -> bool:
+    head = doc.text[:200_000]
+    return bool(_TF_MARK.search(head)) and bool(_TF_RESOURCE.search(head) or "Apply complete!" in head)
+
+
+@FORMATS.format("terraform-plan", shapes={"text"}, detect=detect_terraform, order=17)
+def parse_terraform(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """A plan (or the plan an apply printed) as one `change/diff` item: each resource a file entry whose settings
+    are the attributes it changes ({key, old, new}; a new attribute's old value is empty). Applied or only planned
+    is said by `applied`."""
+    files: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for line in doc.lines():
+        if m := _TF_RESOURCE.match(line):
+            current = {"path": m.group(1), "action": m.group(2), "settings": []}
+            files.append(current)
+            continue
+        if current is None:
+            continue
+        a = _TF_ATTR.match(line)
+        if a is None:
+            continue
+        sign, key, first, second = a.groups()
+        unq = lambda v: (v or "").strip().strip('"')  # noqa: E731 (a one-line helper reads best here)
+        if sign == "~" and second is not None:
+            old, new = unq(first), unq(second)
+        elif sign == "+":
+            old, new = "", unq(first)
+        elif sign == "-":
+            old, new = unq(first), unq(second) if second else "null"
+        else:
+            continue
+        if old != new and not new.startswith("{") and not new.startswith("["):
+            current["settings"].append({"key": key, "old": old, "new": new})
+    if not files:
+        return
+    applied = "Apply complete!" in doc.text
+    subject = f"terraform {'apply' if applied else 'plan'}: " + ", ".join(
+        f"{f['path']} {f['action']}" for f in files[:3]
+    )
+    data = {"sha": "", "ts": None, "subject": subject[:200], "files": files, "command": doc.command[:300],
+            "applied": applied}  # fmt: skip
+    yield ctx.item(doc.path, "change/diff", f"terraform {files[0]['path']}", data, None)
+
+
 # --- Cloudflare's audit log (`GET /accounts/{id}/audit_logs`): who changed what in a zone, and when ----------------
 def _cloudflare_audit(v: Any) -> list[dict[str, Any]] | None:
     rows = v.get("result") if isinstance(v, dict) and "success" in v else None

@@ -198,7 +198,7 @@ def _top_active(ctx: Context) -> tuple[str, list[EvidenceItem], int] | None:
         groups[_LITERALS.sub("?", " ".join(str(s.data["query"]).split()))[:200]].append(s)
     if not groups:
         return None
-    query, sessions = max(groups.items(), key=lambda kv: len(kv[1]))
+    _, sessions = max(groups.items(), key=lambda kv: len(kv[1]))
     if len(sessions) < BUSY_SESSIONS or len(sessions) < DOMINANT_SHARE * len(active):
         return None
     return " ".join(str(sessions[0].data["query"]).split()), sessions, len(active)
