@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from diagnosis.analyzers._common import (
+    AUTH_DENIED,
     PG_DOWN,
     PG_TOO_MANY,
     Rec,
@@ -280,7 +281,7 @@ def _log_symptoms(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     groups: dict[str, list[Rec]] = defaultdict(list)
     for r in ctx.logs:
-        if PG_DOWN.search(r.msg):
+        if PG_DOWN.search(r.msg) and not AUTH_DENIED.search(r.msg):  # a refused password is the credential's
             groups["db_connection_errors"].append(r)
         elif re.search(r"deadlock detected", r.msg, re.I):
             groups["deadlock"].append(r)
