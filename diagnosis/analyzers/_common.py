@@ -484,7 +484,9 @@ RATE_LIMITED = Guarded(
 KAFKA_BROKER_ERR = re.compile(
     r"NOT_ENOUGH_REPLICAS|NotEnoughReplicas(?:AfterAppend)?Exception|NOT_LEADER_(?:OR_FOLLOWER|FOR_PARTITION)|"
     r"NotLeader(?:OrFollower|ForPartition)Exception|LEADER_NOT_AVAILABLE|LeaderNotAvailableException|"
-    r"KAFKA_STORAGE_ERROR|KafkaStorageException|not present in metadata after \d+ ?ms",
+    r"KAFKA_STORAGE_ERROR|KafkaStorageException|not present in metadata after \d+ ?ms|"
+    # Pulsar: a producer whose sends the broker stopped acknowledging (its bookies cannot take writes)
+    r"ProducerQueueIsFullError|Not enough non-faulty bookies|BKNotEnoughBookiesException",
 )
 # names an HTTP(S)/gRPC endpoint rather than a database
 NAMES_HTTP_UPSTREAM = re.compile(r"\b(?:https?|grpcs?)://|\broute: |\bfor https?\b", re.I)

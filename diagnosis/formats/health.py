@@ -299,3 +299,42 @@ def parse_allocation_explain(doc: Document, ctx: ParseContext) -> Iterator[Evide
     ts = parse_ts(info.get("at"))
     kind = "primary" if data["primary"] else "replica"
     yield ctx.item(doc.path, "search/allocation", f"shard {data['index']}[{data['shard']}] ({kind})", data, ts)
+
+
+# --- an Elasticsearch/OpenSearch `_bulk` response: the items the cluster refused, and why ------------------------
+def _is_bulk_response(v: Any) -> bool:
+    return (
+        isinstance(v, dict)
+        and "errors" in v
+        and isinstance(v.get("items"), list)
+        and any(isinstance(i, dict) and set(i) & {"index", "create", "update", "delete"} for i in v["items"][:5])
+    )
+
+
+@FORMATS.format("es-bulk-response", shapes={"json"}, detect=lambda d: _is_bulk_response(d.value), order=30)
+def parse_bulk_response(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each refused item a record at error level ("offers-v12 S-1187-889100: mapper_parsing_exception: failed to
+    parse field [weight] ..."), and a last record counting the accepted ones: a document the index's mapping
+    refuses is bad input, a 429 or 503 is the cluster pushing back."""
+    records: list[dict[str, Any]] = []
+    ok = 0
+    for n, item in enumerate(doc.value.get("items") or (), 1):
+        if not isinstance(item, dict) or not item:
+            continue
+        op = next(iter(item.values()))
+        if not isinstance(op, dict):
+            continue
+        err = op.get("error")
+        if not isinstance(err, dict):
+            ok += 1
+            continue
+        cause = err.get("caused_by") if isinstance(err.get("caused_by"), dict) else {}
+        msg = (
+            f"{op.get('_index')} {op.get('_id')}: status {op.get('status')} {err.get('type')}: {err.get('reason')}"
+            + (f" (caused by {cause.get('type')}: {cause.get('reason')})" if cause else "")
+        )
+        records.append({"ts": None, "level": "error", "msg": msg[:600], "line": n})
+    records.append({"ts": None, "level": "info", "msg": f"bulk: {ok} item(s) accepted, {len(records)} refused",
+                    "line": 0})  # fmt: skip
+    data = {"records": records, "source": {"path": doc.path, "export": "es-bulk"}, "truncated": False}
+    yield ctx.item(doc.path, "log", doc.path, data, None)

@@ -135,6 +135,8 @@ BAD_DATA = re.compile(
     r"invalid [a-z_]{2,30} [\"'][^\"']{0,60}[\"']: expected|"
     r"premature end of (?:file|data|stream)|truncated (?:file|gzip|archive|input)|crc (?:check failed|mismatch)|"
     r"checksum mismatch|computed checksums? did NOT match|"
+    # a search index's mapping refusing a document's field (Elasticsearch/OpenSearch)
+    r"mapper_parsing_exception|failed to parse field \[|document_parsing_exception|"
     r"data (?:quality|validation) (?:check )?failed|expectation (?:suite )?failed|"
     r"(?:not_null|unique|accepted_values|relationships) test failed|"
     # Java/Kotlin: Jackson, Kafka serdes, Avro, protobuf, java.time, charsets, bean validation

@@ -149,6 +149,8 @@ _TARGET_PATTERNS = [
     re.compile(
         r"\b(?:Microsoft\.Azure|Azure|software\.amazon\.awssdk\.services|com\.azure|google\.cloud)\.([A-Za-z]\w+)\."
     ),
+    # a messaging client's package names the system it talks to (org.apache.pulsar.client..., io.nats...)
+    re.compile(r"\borg\.apache\.(pulsar|kafka|activemq|rocketmq)\.client\b|\bio\.(nats)\.client\b"),
     re.compile(r"\b([A-Za-z][A-Za-z0-9_.\-]*:\d{2,5}|(?:\d{1,3}\.){3}\d{1,3}:\d{2,5})\b"),
     # a gRPC full method names the service called: "/inventory.v1.Inventory/Reserve" -> inventory.v1.Inventory
     re.compile(r"(?:^|[\s\[\"'=(])/((?:[a-z_][\w]*\.)+[A-Z]\w*)/[A-Z]\w*"),
