@@ -241,7 +241,7 @@ APP_CAPACITY = re.compile(
     r"the group has already rebalanced)|"
     # a DHCP server with no address left to lease (Kea's allocation engine, ISC dhcpd)
     r"(?P<lease>ALLOC_ENGINE_V[46]_ALLOC_FAIL|failed to allocate an IPv[46] (?:address|lease)|no free leases|"
-    r"(?:address )?pool (?:is )?(?:exhausted|depleted)|DHCPSRV_\w*POOL_EXHAUSTED)",
+    r"(?:address|lease|DHCP) pool (?:is )?(?:exhausted|depleted)|DHCPSRV_\w*POOL_EXHAUSTED)",
 )
 CAPACITY_MIN = 3
 
