@@ -1410,6 +1410,11 @@ def scheduling_reason(text: str) -> tuple[str, str, str]:
         if re.search(r"persistentvolumeclaim", text, re.I):
             return "configuration_error", "unbound_pvc", "its PersistentVolumeClaim is not bound"
         return "configuration_error", "unschedulable", f"no node fits it ({text[:120]})"
+    # nodes its selector or a taint keeps it off are excluded by design: when the nodes it may run on give another
+    # reason (no free cpu, NotReady), that reason is what keeps it Pending
+    by_design = {k for k in votes if k[1] in ("node_selector_mismatch", "untolerated_taint")}
+    if by_design and len(by_design) < len(votes):
+        votes = {k: v for k, v in votes.items() if k not in by_design}
     order = {"resource_exhaustion": 0, "configuration_error": 1, "infrastructure": 2}
     return max(votes, key=lambda k: (votes[k], -order.get(k[0], 3)))
 
