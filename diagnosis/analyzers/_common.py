@@ -486,7 +486,9 @@ KAFKA_BROKER_ERR = re.compile(
     r"NotLeader(?:OrFollower|ForPartition)Exception|LEADER_NOT_AVAILABLE|LeaderNotAvailableException|"
     r"KAFKA_STORAGE_ERROR|KafkaStorageException|not present in metadata after \d+ ?ms|"
     # Pulsar: a producer whose sends the broker stopped acknowledging (its bookies cannot take writes)
-    r"ProducerQueueIsFullError|Not enough non-faulty bookies|BKNotEnoughBookiesException",
+    r"ProducerQueueIsFullError|Not enough non-faulty bookies|BKNotEnoughBookiesException|"
+    # a datastore up but not serving: Redis loading its dataset, a Sentinel-less replica set with no master
+    r"LOADING Redis is loading the dataset|MASTERDOWN Link with MASTER is down|CLUSTERDOWN The cluster is down",
 )
 # names an HTTP(S)/gRPC endpoint rather than a database
 NAMES_HTTP_UPSTREAM = re.compile(r"\b(?:https?|grpcs?)://|\broute: |\bfor https?\b", re.I)

@@ -494,6 +494,7 @@ PEER_KEYS = (
     "dependency",
     "url.full",
     "redis.host",
+    "redis_addr",
     "db.host",
     "http.url",
     "url",

@@ -97,6 +97,15 @@ _REVERSE_LOOKUP = re.compile(r"IP address '[\d.:a-fA-F]+' could not be resolved|
 _OPERATION = re.compile(r"^(?:[\w.\-]+ ){0,5}?[\w.\-]+ (?:failed|error|errored)(?=: )")
 
 
+def _broker_of(msg: str) -> str | None:
+    """The system a broker or datastore error that names no host comes from, by its own words."""
+    low = msg.lower()
+    for name in ("redis", "pulsar", "kafka"):
+        if name in low:
+            return name
+    return "kafka" if re.search(r"NOT_LEADER|LEADER_NOT|NotEnoughReplicas|NOT_ENOUGH_REPLICAS", msg) else None
+
+
 def _operation(msg: str) -> str | None:
     """The operation a failure line reports before its error ("route matrix failed" in "route matrix failed: ...")."""
     if " failed: " not in msg and " error: " not in msg and " errored: " not in msg:
@@ -177,7 +186,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
                 # a one-line failure that names nothing; a stack trace says what it was calling or says nothing
                 or (operations().get((rec.item.id, None)) if "\n" not in msg else None)
                 or (_quota_owner(msg) if call_kind == "rate_limited" else None)
-                or {"rate_limited": "a rate-limited API", "broker_error": "kafka"}.get(call_kind)
+                or {"rate_limited": "a rate-limited API", "broker_error": _broker_of(msg)}.get(call_kind)
             )
             if not target or _base(target) == caller:
                 continue

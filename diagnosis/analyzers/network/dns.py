@@ -8,7 +8,15 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from diagnosis.analyzers._common import DNS_NXDOMAIN, Rec, span_text
-from diagnosis.analyzers.network._shared import DNS_OUTAGE_NAMES, Failures, _base, _refs, _stopped, _stopped_finding
+from diagnosis.analyzers.network._shared import (
+    DNS_OUTAGE_NAMES,
+    MIN_FAILURES,
+    Failures,
+    _base,
+    _refs,
+    _stopped,
+    _stopped_finding,
+)
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 
@@ -54,7 +62,8 @@ def _dns_findings(nx: dict[str, Failures], tmp: dict[str, Failures], now: float 
                     "service name, namespace or host in configuration."
                 ),
                 object=f"DNS name {name}",
-                score=0.8,
+                # a name that failed once or twice (while its pod was rescheduled) is a blip, not a wrong name
+                score=0.8 if len(f.recs) >= MIN_FAILURES else 0.4,
                 ts=f.first,
                 tags=[f"dns:{name}", f"upstream:{_base(name)}", *(f"service:{c}" for c in sorted(f.callers))],
                 explains=["errors", "http_5xx", "pod_restarts", "crash_loop", "latency"],

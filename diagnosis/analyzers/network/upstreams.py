@@ -241,7 +241,7 @@ _KIND_WORDS = {
     "reset": "reset or closed the connection",
     "http_5xx": "answered with 5xx",
     "circuit_open": "failed often enough to open the caller's circuit breaker (calls short-circuited)",
-    "broker_error": "could not take or serve the requests (too few in-sync replicas, no partition leader)",
+    "broker_error": "could not take or serve the requests (not ready, too few replicas or no leader)",
     "rate_limited": "were throttled (our rate limit or quota at the provider is used up)",
     "tls_handshake": "aborted the TLS handshake from its side (a TLS alert that is not about our certificate)",
     "pool_wait": (
