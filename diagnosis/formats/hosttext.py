@@ -577,13 +577,14 @@ def parse_socket_states(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIt
 # HTTP/2 200
 # cache-control: private, no-store
 # cf-cache-status: HIT
-_STATUS_LINE = re.compile(r"^(?:< )?HTTP/[\d.]+ (\d{3})\b")
+_STATUS_LINE = re.compile(r"^(?:< )?(HTTP/[\d.]+) (\d{3})\b")
 _HEADER_LINE = re.compile(r"^(?:< )?([A-Za-z][\w\-]*): ?(.*)$")
 _CURL_URL = re.compile(r"\bcurl\b.*?\s['\"]?(https?://[^\s'\"|]+)")
 
 
+# read for what caches did with a response; other header dumps are read as untimed lines (a 5xx named by its URL)
 _KNOWN_HEADER = re.compile(
-    r"^(?:< )?(?:cache-control|content-type|server|date|age|x-cache\S*|cf-cache-status|via|location): ", re.M | re.I
+    r"^(?:< )?(?:cache-control|age|x-cache\S*|cf-cache-status|cdn-cache-status|x-served-by|via): ", re.M | re.I
 )
 
 
@@ -614,7 +615,7 @@ def parse_http_headers(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIte
         if m := _STATUS_LINE.match(line):
             if resp:
                 out.append(resp)
-            resp = {"url": url, "status": int(m.group(1)), "headers": {}, "line": n}
+            resp = {"url": url, "status": int(m.group(2)), "proto": m.group(1), "headers": {}, "line": n}
             continue
         h = _HEADER_LINE.match(line.rstrip())
         if h and (resp is not None or url is not None):
@@ -623,8 +624,15 @@ def parse_http_headers(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIte
             resp["headers"][h.group(1).lower()] = h.group(2).strip()
     if resp:
         out.append(resp)
+    failed = []
     for r in out:
         if not r["headers"]:
             continue
         ts = parse_ts(r["headers"].get("date"))
         yield ctx.item(doc.path, "http/response", f"http {r['url'] or doc.path}", r, ts)
+        if (r["status"] or 0) >= 500:
+            msg = f"{r.get('proto') or 'HTTP'} {r['status']} from {r['url'] or '?'}"
+            failed.append({"ts": ts, "level": "error", "msg": msg, "line": r["line"]})
+    if failed:  # a 5xx the response answered is an error line, as the untimed reader would have read it
+        data = {"records": failed, "source": {"path": doc.path}, "truncated": False}
+        yield ctx.item(doc.path, "log", doc.path, data, None)
