@@ -326,7 +326,7 @@ def _rule_summary(value: Any) -> str:
 def parse_cloudflare_audit(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     """Each entry a record "<action> <resource type> (<phase>) in <zone> by <actor>: <what it now says>"; logins
     are left out. The log records operations on the zone, not how it serves."""
-    records = []
+    records: list[dict[str, Any]] = []
     for n, e in enumerate(_cloudflare_audit(doc.value) or [], 1):
         action = str((e.get("action") or {}).get("type") or "")
         if action == "login":
@@ -345,6 +345,6 @@ def parse_cloudflare_audit(doc: Document, ctx: ParseContext) -> Iterator[Evidenc
         records.append({"ts": parse_ts(e.get("when")), "level": "error" if ok is False else "info", "msg": msg,
                         "line": n})  # fmt: skip
     records.sort(key=lambda r: r["ts"] or 0)
-    stamps = [r["ts"] for r in records if r["ts"] is not None]
+    stamps = [float(r["ts"]) for r in records if isinstance(r["ts"], int | float)]
     data = {"records": records, "source": {"path": doc.path, "export": "cloudflare-audit"}, "truncated": False}
     yield ctx.item(doc.path, "log", "cloudflare/audit", data, max(stamps) if stamps else None)

@@ -483,9 +483,9 @@ def _blocker_finding(ctx: Context, root: int, waiters: set[int]) -> Finding:
         None,
     )
     if ddl_waiter is not None and ddl_waiter != root:
-        ddl = " ".join(str(ctx.sessions[ddl_waiter].data.get("query") or "").split())[:100]
+        ddl_query = " ".join(str(ctx.sessions[ddl_waiter].data.get("query") or "").split())[:100]
         mech += (
-            f" DDL pid {ddl_waiter} ('{ddl}') waits for its lock, and every later statement on "
+            f" DDL pid {ddl_waiter} ('{ddl_query}') waits for its lock, and every later statement on "
             f"{relation or 'the table'} queues behind the DDL."
         )
     asked = ctx.asked_databases()
