@@ -201,11 +201,7 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
 def _ok_spans(item: EvidenceItem) -> bool:
     """The upstream's own spans in a trace export that all succeeded: they show it answering, not why calls fail."""
     src = item.data.get("source")
-    if (
-        item.kind != "log"
-        or not isinstance(src, dict)
-        or src.get("export") not in ("jaeger", "zipkin", "otlp", "tempo")
-    ):
+    if item.kind != "log" or not isinstance(src, dict) or src.get("export") not in ("jaeger", "zipkin", "otlp"):
         return False
     return not any(r.get("level") in ("error", "fatal", "warn") for r in item.data.get("records") or ())
 

@@ -167,6 +167,15 @@ def ref_of(rec: Rec, value: str | None = None) -> EvidenceRef:
     return EvidenceRef(item=rec.item.id, line=rec.line, value=text[:300])
 
 
+def log_end(recs: list[Rec], default: float | None) -> float | None:
+    """The newest record time of the logs these records come from: how long those logs went on after them."""
+    logs = {r.item.id: r.item for r in recs if r.item.kind == "log"}.values()
+    return max(
+        (t for item in logs for x in item.data.get("records") or () if isinstance(t := x.get("ts"), int | float)),
+        default=default,
+    )
+
+
 def first_and_last_refs(recs: list[Rec]) -> list[EvidenceRef]:
     """The first and the last of a run of matching lines (the one line once when there is only one)."""
     return [ref_of(recs[0]), ref_of(recs[-1])] if len(recs) > 1 else [ref_of(recs[0])]
@@ -679,6 +688,9 @@ HOST_DISK = re.compile(
     r"usable space is below configured utilization percentage",
     re.I,
 )
+# a GPU the NVIDIA driver reports lost or failing (Xid 79 fallen off the bus, 48 double-bit ECC, 74 NVLink, 95
+# uncontained ECC)
+GPU_LOST = re.compile(r"NVRM: Xid \([^)]*\): (?:79|48|74|92|94|95|119|120)\b|GPU has fallen off the bus")
 HOST_HW = re.compile(
     r"I/O error, dev \S+|EXT4-fs error|XFS .* (?:metadata I/O error|Corruption)|Remounting filesystem read-only|"
     r"blocked for more than \d+ seconds|Hardware Error|Machine check|NMI watchdog|soft lockup|"
@@ -688,10 +700,8 @@ HOST_HW = re.compile(
     # a SATA/SAS disk whose commands time out and whose link the kernel resets (libata, the SCSI layer)
     r"\bata\d+(?:\.\d+)?: failed command: |\[sd[a-z]+\] tag#\d+ FAILED Result: |"
     # memory: EDAC correctable/uncorrectable ECC errors, pages the kernel had to take offline; a kernel panic
-    r"EDAC \S+: \d+ (?:CE|UE) memory|Memory failure: 0x|Kernel panic - not syncing|"
-    # a GPU the NVIDIA driver reports lost or failing (Xid 79 fallen off the bus, 48 double-bit ECC, 74 NVLink, 95
-    # uncontained ECC)
-    r"NVRM: Xid \([^)]*\): (?:79|48|74|92|94|95|119|120)\b|GPU has fallen off the bus|"
+    r"EDAC \S+: \d+ (?:CE|UE) memory|Memory failure: 0x|Kernel panic - not syncing|" + GPU_LOST.pattern + "|"
+    # a GPU the NVIDIA driver reports lost or failing
     # network interfaces: a transmit queue that stopped completing, a NIC the driver had to reset or found hung
     r"NETDEV WATCHDOG: .*transmit queue \d+ timed out|Found a Tx that wasn't completed on time|"
     r"lost tx completions is above the threshold|Detected Hardware Unit Hang|\bTX timeout detected|"

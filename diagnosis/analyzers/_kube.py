@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnosis.analyzers._common import MISSING_SETTING
+from diagnosis.analyzers._common import GPU_LOST, MISSING_SETTING, records_with
 from diagnosis.evidence import EvidenceSet
 from diagnosis.formats.kubetext import FROM_KEY
 from diagnosis.links import workload_of_pod
@@ -97,7 +97,15 @@ class KubeIndex:
     pods_by_ns: dict[str, list[tuple[str, EvidenceItem]]] = field(default_factory=lambda: defaultdict(list))
     pods_by_node: dict[str, list[tuple[str, str, EvidenceItem]]] = field(default_factory=lambda: defaultdict(list))
     other_logs: list[EvidenceItem] = field(default_factory=list)  # logs no pod is named for (an app's own file)
-    evidence_logs: list[EvidenceItem] = field(default_factory=list)  # every log
+    evidence: EvidenceSet | None = None
+    _gpu_lost: bool | None = None
+
+    def gpu_lost(self) -> bool:
+        """Whether a log reports a GPU lost or failing (NVIDIA Xid 79 and the like); read once per evidence set."""
+        if self._gpu_lost is None:
+            hits = records_with(self.evidence, ("Xid", "fallen off")) if self.evidence is not None else ()
+            self._gpu_lost = any(GPU_LOST.search(r.msg) for r in hits)
+        return self._gpu_lost
 
     def of_kind(self, kind: str) -> list[EvidenceItem]:
         return [item for (k, _, _), item in self.objects.items() if k == kind]
@@ -117,7 +125,7 @@ def kube_index(evidence: EvidenceSet) -> KubeIndex:
     cached = _CACHE.get(evidence)
     if cached is not None and cached[0] == len(evidence):
         return cached[1]
-    idx = KubeIndex(now=evidence_now(evidence))
+    idx = KubeIndex(now=evidence_now(evidence), evidence=evidence)
     for item in evidence.kind("k8s/"):
         kind = item.kind.split("/", 1)[1]
         if kind == "Event":
@@ -138,7 +146,6 @@ def kube_index(evidence: EvidenceSet) -> KubeIndex:
                 idx.pods_by_node[str(node)].append((ns, name, item))
     _drop_retold_events(idx)
     for item in evidence.kind("log"):
-        idx.evidence_logs.append(item)
         parts = item.object.split("/")
         if len(parts) >= 3 and parts[0] == "Pod":
             idx.logs[(parts[1], parts[2])].append(item)

@@ -166,7 +166,6 @@ _DISRUPTING = re.compile(
     # nodes cordoned for an upgrade or a drain: the pod waits for the surge node or the autoscaler's new one
     r"\d+ node\(s\) were unschedulable"
 )
-_GPU_LOST = re.compile(r"NVRM: Xid \([^)]*\): (?:79|48|74|92|94|95|119|120)\b|GPU has fallen off the bus")
 _CORDONED = re.compile(r"\d+ node\(s\) were unschedulable")
 STARTUP_S = 60.0  # readiness failures in a new pod's first minute are its start
 
@@ -369,7 +368,7 @@ class PodReader:
                 elif pvc is not None:
                     refs = [*refs, ref(pvc, "status.phase", (pvc.data.get("status") or {}).get("phase"))]
         # no GPU free because a GPU failed (its driver reports it lost): the node's hardware is the cause
-        gpu_lost = code == "insufficient_resources" and "gpu" in text.lower() and self._gpu_lost()
+        gpu_lost = code == "insufficient_resources" and "gpu" in text.lower() and self.idx.gpu_lost()
         if gpu_lost:
             why += "; a GPU the driver reports lost (Xid) took its node's GPUs out of the allocatable pool"
         self._emit(
@@ -1093,15 +1092,6 @@ class PodReader:
                 if m:
                     return int(m.group(1))
         return None
-
-    def _gpu_lost(self) -> bool:
-        """Whether any kernel log in the evidence reports a GPU lost or failing (NVIDIA Xid 79 and the like)."""
-        return any(
-            _GPU_LOST.search(str(r.get("msg") or ""))
-            for item in self.idx.evidence_logs
-            for r in item.data.get("records") or ()
-            if "Xid" in str(r.get("msg") or "") or "fallen off" in str(r.get("msg") or "")
-        )
 
     def _cordons_lifted(self) -> bool:
         """Whether the Nodes exported show every node schedulable again (none cordoned): a drain or upgrade that

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, Rec, is_error, log_records
+from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, is_error, log_records
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.spans import duration_ms
 from diagnosis.evidence import EvidenceSet
@@ -89,9 +89,8 @@ def _cuts(evidence: EvidenceSet) -> list[_Cut]:
     return out
 
 
-def _dead_letters_rose(evidence: EvidenceSet, since: float | None) -> list[Rec]:
-    """A dead-letter queue's depth (or a queue's receives) that rose after the change, as records standing for it."""
-    out: list[Rec] = []
+def _dead_letters_rose(evidence: EvidenceSet, since: float | None) -> tuple[EvidenceItem, str] | None:
+    """A dead-letter queue's depth (or a queue's receives) that rose after the change: the series and what it did."""
     for m in evidence.kind("metric"):
         if not _DLQ_SERIES.search(str(m.data.get("name") or "") + " " + m.object):
             continue
@@ -100,10 +99,8 @@ def _dead_letters_rose(evidence: EvidenceSet, since: float | None) -> list[Rec]:
         before = [v for t, v in pts if since is not None and t < since]
         base = max(before) if before else (after[0] if after else 0.0)
         if after and max(after) > max(2 * base, base + 10):
-            msg = f"{m.object} rose from {base:g} to {max(after):g}"
-            out += [Rec(m, pts[-1][0], msg, None, "warn")] * MIN_ERRORS
-            break
-    return out
+            return m, f"{m.object} rose from {base:g} to {max(after):g}"
+    return None
 
 
 def _service_in(path: str) -> str | None:
@@ -133,9 +130,9 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
             and sig.search(r.msg)
             and (cut.kind != "timeout" or service is None or service in r.msg or service in r.item.object)
         ]
-        if cut.kind == "visibility" and len(hits) < MIN_ERRORS:
-            hits += _dead_letters_rose(evidence, since)
-        if len(hits) < MIN_ERRORS or cut.key in seen:
+        # redeliveries the consumers do not log show as the dead-letter queue filling
+        rose = _dead_letters_rose(evidence, since) if cut.kind == "visibility" and len(hits) < MIN_ERRORS else None
+        if (len(hits) < MIN_ERRORS and rose is None) or cut.key in seen:
             continue
         seen.add(cut.key)
         sha = str(cut.item.data.get("sha") or "")[:7]
@@ -162,8 +159,9 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
                 title=f"{label} {verb} {cut.key} from {cut.old} to {cut.new}",
                 mechanism=(
                     f"{label}{when} ('{cut.item.data.get('subject', '')[:120]}') {verb} {cut.key} in {cut.path} "
-                    f"from {cut.old} to {cut.new}; since then {len(hits)} errors show {what} (e.g. "
-                    f"'{hits[0].msg[:160]}'): {why}, a configuration error"
+                    f"from {cut.old} to {cut.new}; since then "
+                    + (f"{what}: {rose[1]}" if rose else f"{len(hits)} errors show {what} (e.g. '{hits[0].msg[:160]}')")
+                    + f": {why}, a configuration error"
                 ),
                 object=f"{service + ' ' if service else ''}{cut.key}",
                 score=0.85,
@@ -184,7 +182,8 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
                     "alert:*",
                 ],
                 evidence=[EvidenceRef(item=cut.item.id, field="files", value=f"{cut.key}: {cut.old} -> {cut.new}")]
-                + [EvidenceRef(item=h.item.id, line=h.line, value=h.msg[:200]) for h in hits[:2]],
+                + [EvidenceRef(item=h.item.id, line=h.line, value=h.msg[:200]) for h in hits[:2]]
+                + ([EvidenceRef(item=rose[0].id, field="points", value=rose[1])] if rose else []),
                 actions=[
                     Action(description=f"Show the commit that changed {cut.key}", command=f"git show {sha}"),
                     Action(

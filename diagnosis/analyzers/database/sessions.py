@@ -14,6 +14,7 @@ from diagnosis.analyzers._common import (
     PG_TOO_MANY,
     Rec,
     first_and_last_refs,
+    log_end,
     records_with,
     ref_of,
     service_of,
@@ -180,12 +181,7 @@ def _passing_burst(recs: list[Rec], now: float | None) -> bool:
     if now - max(stamps) >= POOL_OVER_S:
         return True
     # or the service's own log went on for a while after it without another
-    log_end = max(
-        (t for it in {r.item.id: r.item for r in recs}.values() for x in it.data.get("records") or ()
-         if isinstance(t := x.get("ts"), int | float)),
-        default=max(stamps),
-    )  # fmt: skip
-    return log_end - max(stamps) >= POOL_QUIET_S
+    return (log_end(recs, max(stamps)) or 0.0) - max(stamps) >= POOL_QUIET_S
 
 
 # ---------------------------------------------------------------- locks

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from diagnosis.analyzers._common import (
     Rec,
     burst_ended,
+    log_end,
     ref_of,
     span_text,
 )
@@ -117,11 +118,8 @@ def ended(recs: list[Rec], last: float | None, now: float | None) -> bool:
     logs = {r.item.id: r.item for r in recs if r.item.kind == "log"}.values()
     if not logs:
         return True
-    log_end = max(
-        (t for item in logs for x in item.data.get("records") or () if isinstance(t := x.get("ts"), int | float)),
-        default=last,
-    )
-    return log_end - last >= STOPPED_AFTER_S and not any(run_failed_after(item, last) for item in logs)
+    end = log_end(recs, last)
+    return end is not None and end - last >= STOPPED_AFTER_S and not any(run_failed_after(item, last) for item in logs)
 
 
 def _stopped_finding(f: Failures, code: str, what: str) -> Finding:

@@ -10,6 +10,7 @@ from diagnosis.analyzers._common import (
     DB_DENIED,
     Rec,
     fmt_ts,
+    log_end,
     now_of,
     records_with,
     service_of,
@@ -188,12 +189,7 @@ def _rotated_before(evidence: EvidenceSet, recs: list[Rec]) -> Rec | None:
     )
     if rotation is None or rotation.ts is None or last - rotation.ts > ROTATION_BLIP_S:
         return None
-    log_end = max(
-        (t for it in {r.item.id: r.item for r in recs}.values() for x in it.data.get("records") or ()
-         if isinstance(t := x.get("ts"), int | float)),
-        default=last,
-    )  # fmt: skip
-    return rotation if log_end - last >= 120 else None
+    return rotation if (log_end(recs, last) or last) - last >= 120 else None
 
 
 _XFR_DENIED = re.compile(r"zone transfer '([^'/]+)[^']*' denied")
@@ -205,8 +201,7 @@ _DATASTORE_PASSWORD = re.compile(
     re.I,
 )
 _DB_USER = re.compile(
-    r"(?:password authentication failed for user|Access denied for user|Login failed for user|\buser[= ]|"
-    r"\buser \")"
+    r"(?:password authentication failed for user|Access denied for user|Login failed for user|\buser[= ])"
     r"\W{0,2}([\w.\-]+)",
     re.I,
 )
