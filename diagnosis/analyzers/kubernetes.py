@@ -12,7 +12,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diagnosis.analyzers._common import KUBE_QUOTA, object_tags, quota_detail, service_of, workload_of_pod
+from diagnosis.analyzers._common import (
+    KUBE_QUOTA,
+    NET_REFUSED,
+    NET_RESET,
+    NET_TIMEOUT,
+    is_error,
+    level_of,
+    object_tags,
+    quota_detail,
+    service_of,
+    workload_of_pod,
+)
 from diagnosis.analyzers._kube import (
     RECENT_S,
     KubeIndex,
@@ -941,13 +952,17 @@ def kubernetes_jobs(evidence: EvidenceSet) -> list[Finding]:
         has_pods = any(t.startswith("pod:") for t in tags)
         deadline = c.get("reason") == "DeadlineExceeded"
         # with neither its pods nor their logs in the bundle, a failed Job only says that it failed, not why
-        unseen = not has_pods and not any(name in item.object for item in evidence.kind("log"))
+        job_logs = [item for item in evidence.kind("log") if name in item.object]
+        unseen = not has_pods and not job_logs
+        # its logs show its calls to another service failing (timed out, refused, reset): the Job failed because
+        # of what it called, which the network analyzers name; the Job's failure is that failure's symptom
+        calls_failed = not has_pods and _calls_failing(job_logs)
         out.append(
             k8s_finding(
                 "kubernetes_jobs",
-                role=SYMPTOM if has_pods or unseen else CAUSE,
+                role=SYMPTOM if has_pods or unseen or calls_failed else CAUSE,
                 code="job_failed",
-                category=Category.UNKNOWN if has_pods or deadline or unseen else Category.CODE_DEFECT,
+                category=Category.UNKNOWN if has_pods or deadline or unseen or calls_failed else Category.CODE_DEFECT,
                 object=obj,
                 score=0.6 if has_pods else 0.45,
                 ts=ts,
@@ -964,6 +979,19 @@ def kubernetes_jobs(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
+
+
+def _calls_failing(logs: list[EvidenceItem], least: int = 3) -> bool:
+    """Whether these logs' warnings and errors are mostly calls to another service that timed out, were refused
+    or reset (at least `least` of them; each try is often a warning and only the give-up an error)."""
+    errors = [
+        str(r.get("msg") or "")
+        for item in logs
+        for r in item.data.get("records") or ()
+        if is_error(r) or level_of(r) == "warn"
+    ]
+    failing = sum(1 for m in errors if NET_TIMEOUT.search(m) or NET_REFUSED.search(m) or NET_RESET.search(m))
+    return failing >= least and failing * 2 >= len(errors)
 
 
 # ------------------------------------------------------------------------------------------ other events

@@ -54,7 +54,8 @@ RECOVERED_TAIL = 3
 _KIND_PATTERNS = [
     ("cpu", re.compile(r"cpu", re.I)),
     ("memory", re.compile(r"mem(?:ory)?|rss|heap|working[_-]?set|freeablememory", re.I)),
-    ("disk", re.compile(r"filesystem|disk|storage|volume|inode", re.I)),
+    # Prometheus's remote_storage_* series measure its remote-write queue, not a disk
+    ("disk", re.compile(r"filesystem|disk|(?<!remote_)storage|volume|inode", re.I)),
     ("connections", re.compile(r"connections|numbackends|pg_stat_activity_count|clients", re.I)),
     (
         "latency",

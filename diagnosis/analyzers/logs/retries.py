@@ -21,6 +21,13 @@ _GAVE_UP = re.compile(
     r"after \d+ deliveries|" + RETRIES_SPENT.pattern,
     re.I,
 )
+# a give-up that names the far end failing (a 5xx, a server error, a timeout) gave up on the service it calls,
+# not on the message's content: the tries' bad data elsewhere in the log is another matter
+_FAR_END = re.compile(
+    r"ServerError|\bcode:? 5\d\d\b|\b5\d\d (?:Service Unavailable|Bad Gateway|Gateway Timeout|Internal Server Error)|"
+    r"Service Unavailable|Service call failed|timed? ?out|connection (?:refused|reset)",
+    re.I,
+)
 MIN = 3
 
 
@@ -30,7 +37,11 @@ def bad_data_behind_retries(evidence: EvidenceSet) -> list[Finding]:
     for item in evidence.kind("log"):
         records = item.data.get("records") or ()
         # the give-ups first (a cheap expression): only a log that has them is read for its tries' bad data
-        gave_up = [r for r in records if _GAVE_UP.search(str(r.get("msg") or "")) and is_error(r)]
+        gave_up = [
+            r
+            for r in records
+            if _GAVE_UP.search(msg := str(r.get("msg") or "")) and is_error(r) and not _FAR_END.search(msg)
+        ]
         if len(gave_up) < MIN:
             continue
         tries: list[dict[str, Any]] = [

@@ -100,6 +100,10 @@ _TARGET_PATTERNS = [
     # a unix socket names its server by the socket's file: fastcgi://unix:/run/php/php8.2-fpm.sock -> php8.2-fpm
     re.compile(r"(?:[a-z]+://)?unix:(?:[^\s\":]*/)?([A-Za-z0-9][\w.\-]*?)(?:\.sock(?:et)?)?(?=[\s\":|]|$)"),
     re.compile(rf"upstream:\s*\"?(?:[a-z]+://)?({_NAME})"),  # nginx error log: upstream: "http://10.0.0.5:8080/x"
+    # a log shipper's output names the store it sends to: Vector's sink{... component_type=loki}, Fluent Bit's
+    # [output:es:es.0]
+    re.compile(r"component_kind=\"sink\"[^}]*component_type=(\w+)"),
+    re.compile(r"\[output:(\w+):"),
     re.compile(rf"\{{Addr: \"({_NAME})\""),  # grpc-go: failed to connect to {Addr: "tempo:4317", ServerName: ...}
     # a proxy's JSON access log names the server it passed the request to (its remote_addr is the client)
     re.compile(rf"\"upstream_(?:addr|host)\"\s*:\s*\"(?:[a-z]+://)?({_NAME})"),
@@ -184,7 +188,9 @@ _OUTBOUND = re.compile(
     # a client's logfmt line naming the server it sent to, Go clients' "server returned HTTP status 500"
     r"\bhost=[\w\[]|\bserver returned\b|\berror sending\b|\bHTTP request failed\b|"
     # a client's request that failed: "POST /v2/charges failed: 503 Service Unavailable"
-    r"\b(?:GET|POST|PUT|PATCH|DELETE) /\S* failed\b",
+    r"\b(?:GET|POST|PUT|PATCH|DELETE) /\S* failed\b|"
+    # a log shipper's output sending to its store (Vector's sinks, Fluent Bit's outputs)
+    r"component_kind=\"sink\"|\[output:\w+:",
     re.I,
 )
 _DB_PORTS = {"5432": "postgres", "3306": "mysql", "6379": "redis", "27017": "mongodb", "9042": "cassandra"}
