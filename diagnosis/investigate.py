@@ -33,6 +33,7 @@ ANALYZER_MODULES = (
     "sockets",
     "clock",
     "sandbox",
+    "environments",
     "schedules",
     "memory",
     "containers",

@@ -407,6 +407,14 @@ def _syslog_year(mon: str, now: float) -> int | None:
 
 # a timestamp with its zone at the start of a syslog message: "...[2231]: 2026-04-22T13:46:15.900-04:00 ERR ..."
 _OWN_ZONED_TS = re.compile(r"[^:]{0,60}?:\s+(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}))\s")
+# a URL whose host names a non-production system by one of its labels: api.sandbox.push.apple.com,
+# payments-staging.example.net, ds-mtf.example-scheme.net (a card scheme's test facility), uat.bank.example; only
+# addresses of services called (a gs:// or s3:// "staging" bucket is a data pipeline's scratch area)
+NONPROD_URL = re.compile(
+    r"\b(?:https?|wss?|grpcs?|amqps?|mqtts?|ldaps?|tcp|tls)://(?:[\w\-]+[.\-])*?(sandbox|staging|stage|stg|uat|qa|test|testing|preprod|nonprod|mtf)"
+    r"(?:[.\-][\w\-.]*)?(?::\d+)?(?=[/\s\"',;)]|$)",
+    re.I,
+)
 _CLEF_HOLE = re.compile(r"\{[@$]?(\w+)(?:[,:][^}]*)?\}")
 
 
@@ -449,6 +457,12 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
         status = next((obj[k] for k in _STATUS_KEYS if isinstance(obj.get(k), int) and 400 <= obj[k] < 600), None)
         if status is not None and f"status={status}" not in text:
             text = f"{text.rstrip()} status={status}"
+    if "://" in raw and NONPROD_URL.search(raw):
+        # an address of a sandbox, staging or test system in any field of any record ("apns client initialised"
+        # with endpoint=https://api.sandbox.push.apple.com): kept, for the rule on production sent to one
+        extra = [f"{k}={v}" for k, v in obj.items() if isinstance(v, str) and NONPROD_URL.search(v) and v not in text]
+        if extra:
+            text = f"{text.rstrip()} {' '.join(extra[:2])}"
     return ts, level, text.rstrip("\n")
 
 
