@@ -1,0 +1,164 @@
+"""Stop 32: rules from the dev47-dev50 batches, each a mechanism rather than a stack: production sent to a sandbox,
+staging or test endpoint; a log shipper's store failing (Vector's sink answered 503); a Job failing because what it
+calls times out; Prometheus's remote-write queue is no disk. Each test asserts the negative case beside the rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diagnosis.bundle import load_bundle
+from diagnosis.formats.logs import NONPROD_URL
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+
+
+def _configmap(ns: str, name: str, data: dict[str, str]) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data}],
+    }
+
+
+def _push_log(endpoint: str) -> str:
+    lines = [
+        {"level": "info", "ts": "2025-07-08T14:04:31Z", "msg": "apns client initialised", "endpoint": endpoint},
+    ]
+    for i in range(40):
+        lines.append(
+            {
+                "level": "warn",
+                "ts": f"2025-07-08T14:{5 + i // 4:02d}:{(i % 4) * 15:02d}Z",
+                "msg": "apns push rejected",
+                "status": 400,
+                "reason": "BadDeviceToken",
+            }
+        )
+    return "\n".join(json.dumps(x) for x in lines) + "\n"
+
+
+def test_production_sent_to_a_sandbox_endpoint_is_a_configuration_error_named_by_its_switch(tmp_path: Path) -> None:
+    (tmp_path / "courier-7d9c6b5f8-kx2pq.log").write_text(_push_log("https://api.sandbox.push.apple.com:443"))
+    cm = _configmap("notifications", "courier-env", {"APNS_PRODUCTION": "false", "APNS_TOPIC": "com.example.app"})
+    (tmp_path / "cm.json").write_text(json.dumps(cm))
+    d = investigate(load_bundle(tmp_path), "why did iOS pushes stop?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "api.sandbox.push.apple.com" in d.root_cause and "APNS_PRODUCTION=false" in d.root_cause
+    assert "courier" in d.root_cause
+
+
+def test_a_production_endpoint_or_a_staging_service_is_not_sent_to_the_wrong_environment(tmp_path: Path) -> None:
+    prod = tmp_path / "prod"
+    prod.mkdir()
+    (prod / "courier-7d9c6b5f8-kx2pq.log").write_text(_push_log("https://api.push.apple.com:443"))
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "courier-staging-7d9c6b5f8-kx2pq.log").write_text(_push_log("https://api.sandbox.push.apple.com:443"))
+    for bundle in (prod, staging):
+        d = investigate(load_bundle(bundle), "why did iOS pushes stop?")
+        assert not any(f.code == "nonproduction_endpoint" for f in d.findings), d.root_cause
+    # addresses the rule reads: services called, not a pipeline's staging bucket nor production's own staging area
+    assert NONPROD_URL.search("endpoint=https://payments-staging.example.net/v1")
+    assert NONPROD_URL.search("dsUrl=https://ds-mtf.identitycheck.example-scheme.net/ds/v2/areq")
+    assert not NONPROD_URL.search("gs://acme-dw-staging/tmp/x.parquet")
+    assert not NONPROD_URL.search("https://api.stripe.com/v1/charges")
+
+
+_VECTOR = (
+    '{ts}  WARN sink{{component_kind="sink" component_id=loki_out component_type=loki}}:request{{request_id={n}}}: '
+    "vector::sinks::util::retries: Retrying after response. reason=503 Service Unavailable internal_log_rate_limit=true"
+)
+_VECTOR_DROP = (
+    '{ts} ERROR sink{{component_kind="sink" component_id=loki_out component_type=loki}}:request{{request_id={n}}}: '
+    "vector_common::internal_event::service: Service call failed. No retries or retries exhausted. "
+    'error=Some(ServerError {{ code: 503 }}) request_id={n} error_type="request_failed" stage="sending"'
+)
+_VECTOR_PARSE = (
+    '{ts}  WARN transform{{component_kind="transform" component_id=parse_json component_type=remap}}: '
+    'vector::internal_events::remap: Mapping failed with event. error="function call error for \\"parse_json\\" '
+    'at (4:28): unable to parse json: expected value at line 1 column 1"'
+)
+
+
+def test_a_log_shippers_store_answering_503_is_that_stores_failure_not_bad_data(tmp_path: Path) -> None:
+    logs = tmp_path / "logs" / "logging"
+    logs.mkdir(parents=True)
+    lines = [_VECTOR_PARSE.format(ts=f"2025-02-24T13:{10 + i:02d}:00.000000Z") for i in range(5)]
+    for i in range(30):
+        ts = f"2025-02-24T13:{53 + i // 10:02d}:{(i % 10) * 5:02d}.000000Z"
+        lines.append((_VECTOR_DROP if i % 3 == 0 else _VECTOR).format(ts=ts, n=48000 + i))
+    (logs / "vector-agent-7mxqp.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why are there no logs in Grafana since 13:50?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert "loki" in d.root_cause and "503" in d.root_cause
+    assert not any(f.code == "bad_data" for f in d.findings)  # a give-up on a server error is not the content's
+
+
+def _job_bundle(tmp_path: Path, log_lines: list[str]) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "sepa-payout-29419440", "namespace": "payouts"},
+        "status": {
+            "failed": 4,
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                    "lastTransitionTime": "2025-12-08T05:30:10Z",
+                }
+            ],
+        },
+    }
+    (tmp_path / "jobs.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [job]}))
+    logs = tmp_path / "logs" / "payouts"
+    logs.mkdir(parents=True)
+    (logs / "sepa-payout-29419440-6rvxz.log").write_text("\n".join(log_lines) + "\n")
+
+
+def test_a_job_whose_logs_show_its_calls_timing_out_is_their_symptom(tmp_path: Path) -> None:
+    lines = [  # every 100 s from 04:11 until the run gave up
+        f"2025-12-08T{4 + (660 + 100 * i) // 3600:02d}:{(660 + 100 * i) % 3600 // 60:02d}:{(100 * i) % 60:02d}.000Z"
+        "  WARN payout_batch::funds: balance check failed error=operation timed out "
+        "url=http://ledger-balance.ledger.svc.cluster.local:8443/v2/balances"
+        for i in range(30)
+    ]
+    lines += [
+        f"2025-12-08T05:{i:02d}:00.000Z ERROR payout_batch::funds: chunk failed after 6 attempts" for i in range(5)
+    ]
+    _job_bundle(tmp_path, lines)
+    d = investigate(load_bundle(tmp_path), "why did the payout run fail?")
+    assert d.category == Category.UNKNOWN, d.root_cause  # an in-cluster Service seen only from its caller
+    assert "ledger-balance" in d.root_cause
+    job = next(f for f in d.findings if f.code == "job_failed")
+    assert (job.role, job.category) == ("symptom", Category.UNKNOWN)  # not a cause of its own that outranks them
+
+
+def test_a_job_whose_logs_show_a_crash_stays_the_jobs_own_failure(tmp_path: Path) -> None:
+    lines = ["2025-12-08T05:00:00Z INFO payout_batch: starting run"] + [
+        f"2025-12-08T05:0{i}:00Z ERROR payout_batch: panicked at 'index out of bounds: the len is 0', src/funds.rs:88"
+        for i in range(4)
+    ]
+    _job_bundle(tmp_path, lines)
+    d = investigate(load_bundle(tmp_path), "why did the payout run fail?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert next(f for f in d.findings if f.code == "job_failed").role == "cause"
+
+
+def _matrix(name: str, pod: str, values: list[float], start: int = 1765292400) -> dict:
+    return {
+        "metric": {"__name__": name, "pod": pod},
+        "values": [[start + 60 * i, str(v)] for i, v in enumerate(values)],
+    }
+
+
+def test_prometheus_remote_write_shards_at_their_maximum_are_no_full_disk(tmp_path: Path) -> None:
+    shards = [_matrix("prometheus_remote_storage_shards", "prometheus-k8s-0", [4.0] * 10 + [50.0] * 20)]
+    shards.append(_matrix("prometheus_remote_storage_shards_max", "prometheus-k8s-0", [50.0] * 30))
+    body = {"status": "success", "data": {"resultType": "matrix", "result": shards}}
+    (tmp_path / "shards.json").write_text(json.dumps(body))
+    d = investigate(load_bundle(tmp_path), "why are the dashboards behind?")
+    assert not any(f.code == "disk_full" for f in d.findings), [f.title for f in d.findings]
