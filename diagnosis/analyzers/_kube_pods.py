@@ -910,7 +910,12 @@ class PodReader:
                 # out of rotation for a probe period: a blip, not a misconfigured probe
                 code, category, score, role = "probe_blip", Category.HEALTHY, 0.2, BENIGN
                 why = f"it timed out {count}x and passed since: a slow moment, not a fault"
-            elif timeout <= 2 and not self._reports_unhealthy() and not self._calls_time_out():
+            elif (
+                timeout <= 2
+                and not self._reports_unhealthy()
+                and not self._calls_time_out()
+                and not self._cpu_throttled()
+            ):
                 code, category, score, role = "probe_timeout", Category.CONFIGURATION_ERROR, 0.5, CAUSE
                 why = f"its timeoutSeconds is {timeout}s and the application answers more slowly than that"
             else:
@@ -1065,6 +1070,17 @@ class PodReader:
                     n += 1
                     if n >= 3:
                         return True
+        return False
+
+    def _cpu_throttled(self) -> bool:
+        """Whether an alert says this pod's CPU is throttled (kube-prometheus' CPUThrottlingHigh): a probe that times
+        out then waits on a starved CPU, and the probe's timeout is not what is wrong."""
+        if self.idx.evidence is None:
+            return False
+        for a in self.idx.evidence.kind("alert"):
+            labels = a.data.get("labels") or {}
+            if "throttl" in str(labels.get("alertname", "")).lower() and labels.get("pod") == self.pod:
+                return a.data.get("status") != "resolved"
         return False
 
     def _terminated_before(self, cname: str | None, *, killed_by_probe: bool) -> bool:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from diagnosis.analyzers._common import Rec, records_with, ref_of, service_of, span_text
+from diagnosis.analyzers._common import Rec, host_of_kernel_file, records_with, ref_of, service_of, span_text
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+from diagnosis.timeline import fmt_ts
 
 _SKEW_HINTS = ("Skew", "skew", "SKEW", "Signature expired", "clock")
 _SKEWED = re.compile(
@@ -98,6 +99,75 @@ def clock_skew(evidence: EvidenceSet) -> list[Finding]:
                     Action(
                         description="Check the time source itself (its own reference, GPS or upstream servers)",
                         command=f"chronyc -h {source or '<time source>'} tracking",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+# the kernel's clocksource watchdog giving up on the CPU's timestamp counter: the hardware clock drifted against the
+# other clocks (a broken BIOS or firmware, a failing board), the system clock jumped and the kernel fell back to a
+# slower clock source (hpet, acpi_pm) for good
+_UNSTABLE = re.compile(
+    r"Marking clocksource '?(?P<cs>\w+)'? as unstable|Marking TSC unstable|TSC found unstable|"
+    r"clocksource (?P<cs2>\w+) is unstable",
+    re.I,
+)
+_FELL_BACK = re.compile(r"Switched to clocksource (?P<to>hpet|acpi_pm|jiffies|refined-jiffies)", re.I)
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"log"})
+def clocksource_unstable(evidence: EvidenceSet) -> list[Finding]:
+    by_host: dict[str, list[Rec]] = defaultdict(list)
+    fell: dict[str, Rec] = {}
+    for rec in records_with(evidence, ("unstable", "Switched to clocksource")):
+        host = host_of_kernel_file(rec.item) or service_of(rec.item) or rec.item.object
+        if _UNSTABLE.search(rec.msg):
+            by_host[host].append(rec)
+        elif _FELL_BACK.search(rec.msg):
+            fell[host] = rec
+    out: list[Finding] = []
+    for host, recs in by_host.items():
+        first = recs[0]
+        m = _UNSTABLE.search(first.msg)
+        cs = (m and (m["cs"] or m["cs2"])) or "tsc"
+        refs = [ref_of(first)]
+        after = ""
+        if host in fell:
+            to = _FELL_BACK.search(fell[host].msg)
+            after = f"; the kernel fell back to the slower {to['to'] if to else 'clock source'}"
+            refs.append(ref_of(fell[host]))
+        out.append(
+            Finding(
+                analyzer="clocksource_unstable",
+                domain=Domain.HOST,
+                role="cause",
+                code="clocksource_unstable",
+                category=Category.INFRASTRUCTURE,
+                title=f"the hardware clock of {host} failed: the kernel marked its {cs} clocksource unstable",
+                mechanism=(
+                    f"the kernel's clocksource watchdog on {host} marked '{cs}' unstable at {fmt_ts(first.ts)} "
+                    f"('{first.msg.strip()[:140]}'){after}: the machine's own clock hardware (or its firmware) "
+                    "drifted, the system clock jumped, and what checks its clock against its peers (a database's "
+                    "clock-offset check, signed requests) fails on this host alone; the time daemon and the "
+                    "software are not the cause"
+                ),
+                object=f"clock of {host}",
+                score=0.8,
+                ts=first.ts,
+                tags=[f"host:{host}", f"node:{host}", f"instance:{host}"],
+                explains=["errors", "latency", "pod_restarts", "exception", "clock_skew", "metric_shift", "alert:*"],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description="See the clocksource the host runs on and the watchdog's lines",
+                        command=f"ssh {host} 'cat /sys/devices/system/clocksource/clocksource0/current_clocksource; "
+                        'dmesg -T | grep -iE "clocksource|tsc"\'',
+                    ),
+                    Action(
+                        description="Compare its BIOS/firmware with its peers' and schedule the fix or replacement",
+                        command=f"ssh {host} 'sudo dmidecode -s bios-version'",
                     ),
                 ],
             )

@@ -30,7 +30,10 @@ SYSLOG_RE = re.compile(
     r"(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<d>\d{1,2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:\.(?P<f>\d{1,6}))?"
 )
 # klog header: E0612 14:03:01.123456 (no year)
-KLOG_RE = re.compile(r"(?P<lvl>[IWEF])(?P<mo>\d{2})(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})\.(?P<f>\d{6})")
+# klog's "I0612 14:03:01.123456", and CockroachDB's with the year before the month ("W230714 03:12:09.803417")
+KLOG_RE = re.compile(
+    r"(?P<lvl>[IWEF])(?P<yy>\d{2})?(?P<mo>\d{2})(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})\.(?P<f>\d{6})"
+)
 
 # .NET's JSON date (PowerShell ConvertTo-Json): /Date(1735787045123)/; en-US culture's 1/2/2025 3:04:05 PM
 # (PowerShell Export-Csv, Windows tools): month first, as that culture writes it
@@ -101,7 +104,7 @@ def syslog_match(m: re.Match[str], year: int | None = None) -> float | None:
 
 def klog_match(m: re.Match[str], year: int | None = None) -> float | None:
     mo = int(m["mo"])
-    y = year if year is not None else year_for(mo)
+    y = 2000 + int(m["yy"]) if m["yy"] else year if year is not None else year_for(mo)
     return _epoch(y, mo, int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), m["f"], 0)
 
 

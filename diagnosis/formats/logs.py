@@ -219,6 +219,10 @@ CRASH_STARTS = (
 )
 
 
+# `kubectl logs --prefix` (several pods of a selector in one output): "[pod/<pod>/<container>] <line>"
+KUBECTL_POD_PREFIX = re.compile(r"\[pod/[^\]\s]+\] ?")
+
+
 class LineParser:
     """Parses one log line at a time. Formats that leave the year out (syslog, klog) get this year, or last
     year for a month still ahead; `yearless` says a timestamp was guessed so, for the loader to correct."""
@@ -229,6 +233,8 @@ class LineParser:
         self._guessed = False
 
     def parse(self, line: str) -> tuple[float | None, str | None, str]:
+        if line[:5] == "[pod/" and (p := KUBECTL_POD_PREFIX.match(line)):
+            line = line[p.end() :]  # `kubectl logs --prefix`: the pod and container the line came from
         m = KUBECTL_TS_PREFIX.match(line)
         if not m:
             return self.parse_body(line, None)
@@ -270,7 +276,7 @@ class LineParser:
             return stamp, level, rest
         m = KLOG_RE.match(body)
         if m:
-            self._guessed = True
+            self._guessed = not m["yy"]
             end = body.find("] ", m.end())
             msg = body[end + 2 :] if 0 <= end < m.end() + 60 else body[m.end() :].strip()
             return klog_match(m, year_for(int(m["mo"]), self.now)), LEVELS[m["lvl"].lower()], msg
@@ -713,9 +719,13 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     if doc.shape != "json":
         last: dict[str, Any] | None = None
         partial = False
+        prefixed = ""  # the first `kubectl logs --prefix` pod seen: it names the log when its file name does not
         for n, line in enumerate(doc.lines(), 1):
             if not line.strip() or (doc.command and TERMINAL_PROMPT.match(line)):
                 continue  # blank, or the command that printed this output
+            if line[:5] == "[pod/" and (p := KUBECTL_POD_PREFIX.match(line)):
+                prefixed = prefixed or p.group(0)
+                line = line[p.end() :]
             m = KUBECTL_TS_PREFIX.match(line)
             body = line[m.end() :].rstrip("\r") if m else line.rstrip("\r")
             cri = CRI_TAG.match(body) if m and body[:3] == "std" else None
@@ -787,6 +797,8 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 last["mssql_error"] = True
             records.append(last)
             total += 1
+        if prefixed and not found and (pm := re.match(r"\[pod/([^/\]]+)/([^\]]+)\]", prefixed)):
+            source = {**source, "pod": pm.group(1), "container": pm.group(2)}
     for r in records:
         r.pop("mssql_error", None)
     stamps = [r["ts"] for r in records if r["ts"] is not None]

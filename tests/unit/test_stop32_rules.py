@@ -162,3 +162,75 @@ def test_prometheus_remote_write_shards_at_their_maximum_are_no_full_disk(tmp_pa
     (tmp_path / "shards.json").write_text(json.dumps(body))
     d = investigate(load_bundle(tmp_path), "why are the dashboards behind?")
     assert not any(f.code == "disk_full" for f in d.findings), [f.title for f in d.findings]
+
+
+def test_a_readiness_probe_timing_out_on_a_cpu_throttled_pod_is_no_probe_setting(tmp_path: Path) -> None:
+    from diagnosis.analyzers.kubernetes import kubernetes_pods
+
+    name = "pdf-renderer-6b8f9c7d5-kx2lp"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "billing"},
+           "spec": {"containers": [{"name": "pdf-renderer", "image": "pdf:1",
+                                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080},
+                                                       "timeoutSeconds": 1}}]},
+           "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False",
+                                                          "lastTransitionTime": "2024-10-17T14:40:00Z"}],
+                      "containerStatuses": [{"name": "pdf-renderer", "ready": False, "restartCount": 0,
+                                             "state": {"running": {"startedAt": "2024-10-17T09:00"}}}]}}  # fmt: skip
+    event = {"apiVersion": "v1", "kind": "Event", "reason": "Unhealthy", "type": "Warning", "count": 9,
+             "message": 'Readiness probe failed: Get "http://10.1.2.3:8080/healthz": context deadline exceeded',
+             "firstTimestamp": "2024-10-17T14:31:00Z", "lastTimestamp": "2024-10-17T14:49:00Z",
+             "metadata": {"name": "pdf.1", "namespace": "billing"},
+             "involvedObject": {"kind": "Pod", "name": name, "namespace": "billing"}}  # fmt: skip
+    (tmp_path / "all.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod, event]}))
+    assert [(f.code, f.role) for f in kubernetes_pods(load_bundle(tmp_path)) if "probe" in f.code] == [
+        ("probe_timeout", "cause")
+    ]
+    alert = {"version": "4", "status": "firing", "receiver": "r", "groupLabels": {}, "commonLabels": {},
+             "commonAnnotations": {}, "externalURL": "http://am", "groupKey": "{}:{}", "truncatedAlerts": 0,
+             "alerts": [{"status": "firing", "labels": {"alertname": "CPUThrottlingHigh", "namespace": "billing",
+                                                        "pod": "pdf-renderer-6b8f9c7d5-kx2lp", "severity": "info"},
+                         "annotations": {}, "startsAt": "2024-10-17T14:18:00Z", "endsAt": "0001-01-01T00:00:00Z",
+                         "generatorURL": "", "fingerprint": "1"}]}  # fmt: skip
+    (tmp_path / "alert.json").write_text(json.dumps(alert))
+    probes = [(f.code, f.role) for f in kubernetes_pods(load_bundle(tmp_path)) if "probe" in f.code]
+    assert probes and all(role != "cause" for _, role in probes), probes  # waiting on a starved CPU
+
+
+_DMESG = """\
+root@crdb-2:~# dmesg -T | grep -iE 'clocksource|tsc'
+[Fri Jul  7 21:40:12 2023] tsc: Detected 2095.078 MHz TSC
+[Fri Jul  7 21:40:13 2023] clocksource: Switched to clocksource tsc
+{extra}"""
+_UNSTABLE_LINES = """\
+[Fri Jul 14 03:12:09 2023] clocksource: timekeeping watchdog on CPU17: Marking clocksource 'tsc' as unstable because the skew is too large:
+[Fri Jul 14 03:12:09 2023] clocksource: Switched to clocksource hpet
+"""  # noqa: E501 (the kernel's line as it prints it)
+_COCKROACH = """\
+I230714 03:10:00.000001 1 server/server.go:900 ⋮ [T1,n2] 88000  node is live
+W230714 03:12:09.803417 1042 rpc/clock_offset.go:255 ⋮ [T1,n2] 88214  remote clock offset from n1 is 611.874ms, exceeds 80% of max-offset 500ms
+F230714 03:12:10.118244 631 server/server.go:1174 ⋮ [T1,n2] 88217  clock synchronization error: this node is more than 500ms away from at least half of the known nodes (0 of 2 are within the offset)
+"""  # noqa: E501
+
+
+def test_a_clocksource_the_kernel_marked_unstable_is_the_hosts_hardware_clock(tmp_path: Path) -> None:
+    (tmp_path / "cockroach-crdb-2.log").write_text(_COCKROACH)
+    (tmp_path / "dmesg-crdb-2.txt").write_text(_DMESG.format(extra=""))
+    ev = load_bundle(tmp_path)
+    [log] = [i for i in ev.kind("log") if "cockroach" in i.object]
+    assert log.data["records"][1]["ts"] == 1689304329.803417  # CockroachDB's year-first stamp, read as 2023
+    assert not any(f.code == "clocksource_unstable" for f in investigate(ev, "why did crdb-2 die?").findings)
+    (tmp_path / "dmesg-crdb-2.txt").write_text(_DMESG.format(extra=_UNSTABLE_LINES))
+    d = investigate(load_bundle(tmp_path), "why did crdb-2 die?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "crdb-2" in d.root_cause and "tsc" in d.root_cause and "hpet" in d.root_cause
+
+
+def test_kubectl_logs_prefix_lines_are_read_as_the_pods_log(tmp_path: Path) -> None:
+    line = (
+        '[pod/partner-api-7c9d5b8f6-2xkqp/partner-api] {"level":"warn","ts":"2024-09-25T08:34:22.300Z",'
+        '"msg":"jwt rejected","err":"token has invalid claims: token used before issued","status":401}'
+    )
+    (tmp_path / "auth.log").write_text("$ kubectl logs -n partner -l app=partner-api --prefix\n" + line + "\n")
+    [log] = load_bundle(tmp_path).kind("log")
+    rec = next(r for r in log.data["records"] if "jwt" in r["msg"])
+    assert rec["level"] == "warn" and rec["ts"] == 1727253262.3 and "token used before issued" in rec["msg"]
