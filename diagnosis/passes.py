@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 
 from diagnosis.evidence import EvidenceSet, control_plane
-from diagnosis.links import BENIGN, CAUSE, SYMPTOM, WORD, code_in, entity_names, is_alert
+from diagnosis.links import BENIGN, CAUSE, SYMPTOM, WORD, code_in, entity_names, is_alert, workload_of_pod
 from diagnosis.model import Category, EvidenceItem, Finding
 
 _CALL_FAILURES = {"upstream_timeout", "upstream_5xx", "upstream_reset", "connection_refused"}
@@ -128,6 +128,13 @@ def _proxy_made(f: Finding, evidence: EvidenceSet) -> bool:
     return False
 
 
+def _cluster_workloads(evidence: EvidenceSet) -> frozenset[str]:
+    """The names of the cluster's own Services and of the workloads its exported pods belong to."""
+    names = {i.object.rsplit("/", 1)[-1].lower() for i in evidence.kind("k8s/Service")}
+    names |= {workload_of_pod(i.object.rsplit("/", 1)[-1]).lower() for i in evidence.kind("k8s/Pod")}
+    return frozenset(names)
+
+
 def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | None:
     """(host, port) of the server a failing call went to, when it is one of ours inside the network that nothing
     names (a private address) or a member of our load balancer's pool, and not a datastore."""
@@ -138,6 +145,10 @@ def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | N
     # datastore's too), its node or the network between could each be slow (one that answers 5xx says itself that
     # it fails)
     if re.search(r"\.svc(?:\.cluster\.local)?$", host) and f.code == "upstream_timeout":
+        return host, port
+    # ... or by its short name, when the bundle shows it is one of the cluster's own workloads (its pods, its
+    # Service): `ts-seat-service:18898` called from a pod of the same namespace
+    if "." not in host and f.code == "upstream_timeout" and host in _cluster_workloads(evidence):
         return host, port
     if not host or port in _DATASTORE_PORTS or _DATASTORE_NAME.search(host):
         return None
@@ -164,7 +175,7 @@ def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | N
 _PEER_LABEL = re.compile(
     r"\b(?:target|upstream|peer\w*|dest\w*|dst\w*|remote\w*|server_address|net_peer\w*|grpc_service|backend\w*|subgraph\w*|"
     # a client's request series (Micrometer's http_client_requests: client_name, uri) names the server it called
-    r"client_name|uri|url|http_url)"
+    r"client_?name|uri|url|http_url)"
     r"=[^,}]*"
 )
 
@@ -206,7 +217,7 @@ def _ok_spans(item: EvidenceItem) -> bool:
     return not any(r.get("level") in ("error", "fatal", "warn") for r in item.data.get("records") or ())
 
 
-_OWNER_LABEL = re.compile(r"\b(?:job|service|app|container|pod|instance)=([^,}]*)")
+_OWNER_LABEL = re.compile(r"\b(?:job|service|app|application|container|pod|instance)=([^,}]*)")
 
 
 def _callers_series(item: EvidenceItem, names: set[str]) -> bool:

@@ -643,7 +643,9 @@ MISSING_SETTING = re.compile(
     r"|KeyError: [\"'](?-i:[A-Z][A-Z0-9]*_[A-Z0-9_]+|[A-Z]{4,})[\"']"
     r"|(?:invalid|bad|malformed|unable to (?:load|parse|read)|failed to (?:load|parse|read)|could "
     r"not (?:load|parse|read)|cannot (?:load|parse|read)) "
-    r"(?:the )?(?:config|configuration|settings|dsn|connection string|value for)"
+    # (a value for a type is a conversion of data: "invalid value for int64 type: \"24.99\"")
+    r"(?:the )?(?:config|configuration|settings|dsn|connection string|value for(?! (?:u?int\d*|float\d*|double|"
+    r"bool(?:ean)?|string|enum|decimal|number|\w+ type)\b))"
     r"|(?:unknown|unrecognized|unrecognised|invalid) (?:flag|option|argument|command[- ]line)"
     r"|flag provided but not defined"
     r"|(?:config|configuration|settings) file\b.*(?:not found|no such file|missing|does not exist)"

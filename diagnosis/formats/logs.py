@@ -456,6 +456,10 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
     for nest in ("attr", "fields"):  # MongoDB's attr, tracing-subscriber's JSON fields
         if isinstance(obj.get(nest), dict):
             text = with_error_details(text, obj[nest])
+            inner = obj[nest].get("message")
+            if level in ("error", "fatal", "warn") and isinstance(inner, str) and inner and inner not in text:
+                # mongod's "WiredTiger error" says what failed only in attr.message ("... No space left on device")
+                text = f"{text.rstrip()}: {inner.strip()[:600]}"
     if isinstance(obj.get("attr"), dict) and "ctx" in obj:  # mongod: who connected, how many, on what
         text = _with_mongo_attrs(text, obj["attr"])
     if level in ("error", "fatal", "warn"):

@@ -147,10 +147,23 @@ def _one_per_exception(findings: list[Finding]) -> list[Finding]:
 _ERROR_LEVELS = {"error", "fatal", "critical", "crit", "err", "panic", "emerg", "alert"}
 
 
+# a service failing to read the data it serves or loads ("failed to parse the catalog JSON: ... invalid value"): the
+# load failed, whatever level it was logged at (a service that falls back to an empty catalog only warns)
+_LOAD_FAILED = re.compile(
+    r"fail(?:ed|s|ure)? (?:to )?(?:parse|load|decode|read)\b[^:\n]{0,40}\b(?:json|yaml|csv|xml|file|catalog|data|"
+    r"feed|payload|dataset)\b",
+    re.I,
+)
+
+
 def _rejected_record(level: str, msg: str) -> bool:
-    """A warning that an input record was refused as bad data (and dead-lettered, skipped or discarded): that
-    record failed, whatever level the consumer logged it at."""
-    return level.lower() in ("warn", "warning") and bool(REJECTED_INPUT.search(msg)) and bool(BAD_DATA.search(msg))
+    """A warning that an input record was refused as bad data (and dead-lettered, skipped or discarded), or that
+    the data a service loads failed to parse: that record or load failed, whatever level it was logged at."""
+    return (
+        level.lower() in ("warn", "warning")
+        and bool(REJECTED_INPUT.search(msg) or _LOAD_FAILED.search(msg))
+        and bool(BAD_DATA.search(msg))
+    )
 
 
 def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float | None]:
