@@ -746,6 +746,7 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 # logback, log4j and .NET print the exception on the line under the error (or warning) message, at
                 # column 0: it belongs to that record, at that record's level
                 or (last["level"] in ("error", "fatal", "warn") and _EXCEPTION_HEAD.match(body) is not None)
+                or (last["level"] in ("error", "fatal") and _KEYED_DETAIL.match(body) is not None)
             ):
                 if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
                     last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
@@ -871,6 +872,11 @@ _PG_DETAIL = re.compile(r"(?:\[\d+(?:-\d+)?\]:? )?(?:\S*@\S* )?(?:DETAIL|HINT|ST
 
 # the prefix a relay puts before each line of the program it runs (Airflow: "{spark_submit.py:634} INFO - ")
 _RELAY_PREFIX = re.compile(r"^\{[\w.\-]{1,60}:\d+\} [A-Z]+ - ")
+
+
+# the block a migration tool prints under its error (Flyway: "SQL State  : 23505", "Message    : ERROR: could not
+# create unique index ...", a rule of dashes): part of that error
+_KEYED_DETAIL = re.compile(r"(?:SQL State|Error Code|Message|Location|Line|Statement|Detail)\s*: |-{20,}\s*$")
 
 
 def _continues(body: str) -> bool:
@@ -1018,10 +1024,23 @@ _UNTIMED_MAX_LINE = 400
 
 
 def _untimed_errors(doc: Document) -> Iterator[tuple[int, str]]:
+    held: tuple[int, str] | None = None  # an error line, while the keyed detail block under it is read
     for n, line in enumerate(doc.lines(), 1):
         body = _UNTIMED_PREFIX.sub("", line.rstrip("\r"))
+        if held is not None and _KEYED_DETAIL.match(body.lstrip()) and len(held[1]) < MAX_CONTINUATION:
+            if not body.lstrip().startswith("-"):
+                held = (held[0], f"{held[1]}\n{body.strip()[:300]}")
+            continue
         if body and len(body) <= _UNTIMED_MAX_LINE and _UNTIMED_ERROR.search(body):
-            yield n, body.strip()
+            if held is not None:
+                yield held
+            held = (n, body.strip())
+            continue
+        if held is not None:
+            yield held
+            held = None
+    if held is not None:
+        yield held
 
 
 def detect_untimed_errors(doc: Document) -> bool:

@@ -156,6 +156,17 @@ _LOAD_FAILED = re.compile(
 )
 
 
+# schema-migration tools refusing the migrations a release ships: Alembic with two heads, Flyway finding two scripts
+# of one version or an applied script changed, Liquibase's checksum validation
+_MIGRATION_CONFLICT = re.compile(
+    r"Multiple head revisions are present|Found more than one migration with version|"
+    r"Migration checksum mismatch for migration|Validate failed: Migrations have failed validation|"
+    r"Detected applied migration not resolved locally|change ?sets? check ?sum|"
+    r"Multiple leaf nodes in the migration graph|Conflicting migrations detected",
+    re.I,
+)
+
+
 def _rejected_record(level: str, msg: str) -> bool:
     """A warning that an input record was refused as bad data (and dead-lettered, skipped or discarded), or that
     the data a service loads failed to parse: that record or load failed, whatever level it was logged at."""
@@ -536,6 +547,40 @@ def _cause_of(
             explains=["errors", "pod_restarts", "latency", "http_5xx", "memory_high"],
             evidence=refs,
             actions=_mem_actions(item, who),
+        )
+    conflict = _MIGRATION_CONFLICT.search(msg)
+    if conflict is not None:
+        return Finding(
+            analyzer="log_errors",
+            domain=Domain.LOGS,
+            role="cause",
+            code="migration_conflict",
+            category=Category.CODE_DEFECT,
+            title=f"{who}: the release's schema migrations conflict ({conflict.group(0)[:60]}, {tpl.count}x)",
+            mechanism=(
+                f"{who} refuses to migrate: '{_short(_around(msg, conflict.group(0)))}' x{tpl.count} {span}. The "
+                "migration scripts shipped with the release disagree with each other or with the ones already "
+                "applied (two branches both added a revision on the same parent, a script edited after it ran, two "
+                "with one version): the code's migrations must be fixed (merged, renumbered or restored); the "
+                "database and the chart are fine."
+            ),
+            object=who,
+            score=0.8,
+            ts=tpl.first_ts,
+            tags=tags,
+            explains=["errors", "job_failed", "deploy_failed", "crash_loop", "pod_restarts", "alert:*", "exception"],
+            evidence=refs,
+            actions=[
+                Action(
+                    description="List the migration heads or the validation errors the tool sees",
+                    command="alembic heads; alembic history -r-5:  # flyway validate / liquibase validate",
+                ),
+                Action(
+                    description="Merge the heads (or renumber / restore the script) in the code and release again",
+                    command="alembic merge -m 'merge heads' <head1> <head2>",
+                    kind="write",
+                ),
+            ],
         )
     past = _past_int32(msg)
     if past is not None:
