@@ -234,3 +234,98 @@ def test_kubectl_logs_prefix_lines_are_read_as_the_pods_log(tmp_path: Path) -> N
     [log] = load_bundle(tmp_path).kind("log")
     rec = next(r for r in log.data["records"] if "jwt" in r["msg"])
     assert rec["level"] == "warn" and rec["ts"] == 1727253262.3 and "token used before issued" in rec["msg"]
+
+
+def test_mongods_wiredtiger_error_says_what_failed_from_its_attr_message(tmp_path: Path) -> None:
+    rec = {"t": {"$date": "2024-10-03T08:31:58.604+00:00"}, "s": "E", "c": "STORAGE", "id": 22435, "ctx": "conn1",
+           "msg": "WiredTiger error",
+           "attr": {"error": 28, "message": "pwrite: failed to write: No space left on device"}}  # fmt: skip
+    (tmp_path / "mongod.log").write_text(json.dumps(rec) + "\n")
+    [log] = load_bundle(tmp_path).kind("log")
+    assert "No space left on device" in log.data["records"][0]["msg"]
+
+
+def _catalog_log(level: str) -> str:
+    msg = 'failed to parse the catalog JSON: proto: (line 139:18): invalid value for int64 type: \\"24.99\\"'
+    return "".join(
+        f'{{"message":"{msg}","severity":"{level}","timestamp":"2025-03-04T06:{2 + i:02d}:40Z"}}\n' for i in range(12)
+    )
+
+
+def test_a_service_failing_to_parse_the_data_it_loads_is_bad_data_even_when_it_only_warns(tmp_path: Path) -> None:
+    logs = tmp_path / "logs" / "shop"
+    logs.mkdir(parents=True)
+    (logs / "productcatalogservice-6b7d9c5f48-rx4lz.log").write_text(_catalog_log("warning"))
+    d = investigate(load_bundle(tmp_path), "why do product pages fail?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause  # a value for a type is data, not a setting
+    assert "productcatalogservice" in d.root_cause
+    (logs / "productcatalogservice-6b7d9c5f48-rx4lz.log").write_text(
+        "".join(
+            f'{{"message":"cache refresh slow","severity":"warning","timestamp":"2025-03-04T06:{2 + i:02d}:40Z"}}\n'
+            for i in range(12)
+        )
+    )
+    d = investigate(load_bundle(tmp_path), "why do product pages fail?")
+    assert d.category != Category.DATA_QUALITY, d.root_cause
+
+
+def _seat_bundle(tmp_path: Path, with_pod: bool) -> None:
+    logs = tmp_path / "logs" / "train-ticket"
+    logs.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"2025-04-15 11:{5 + i // 3:02d}:{(i % 3) * 20:02d}.000 ERROR 1 --- [exec-{i}] c.t.TravelService : "
+        "seat query failed: Read timed out calling http://ts-seat-service:18898/api/v1/seatservice/seats"
+        for i in range(30)
+    ]
+    (logs / "ts-travel-service-7c8d9b6f5-6wqkz.log").write_text("\n".join(lines) + "\n")
+    if with_pod:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ts-seat-service-5d9f8c7b6-abcde",
+               "namespace": "train-ticket"}, "spec": {"containers": [{"name": "seat", "image": "seat:1"}]},
+               "status": {"phase": "Running"}}  # fmt: skip
+        (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod]}))
+
+
+def test_a_cluster_workload_called_by_its_short_name_and_seen_only_from_its_caller_leaves_it_unknown(
+    tmp_path: Path,
+) -> None:
+    _seat_bundle(tmp_path / "a", with_pod=True)
+    d = investigate(load_bundle(tmp_path / "a"), "why are trip searches timing out?")
+    assert d.category == Category.UNKNOWN and "ts-seat-service" in d.root_cause, d.root_cause
+    _seat_bundle(tmp_path / "b", with_pod=False)  # nothing says it is ours: the callers' view names it failing
+    d = investigate(load_bundle(tmp_path / "b"), "why are trip searches timing out?")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+
+
+def test_schema_migrations_that_conflict_are_the_releases_code_defect(tmp_path: Path) -> None:
+    logs = tmp_path / "logs" / "billing"
+    logs.mkdir(parents=True)
+    (logs / "invoicing-db-migrate-6tqlp.log").write_text(
+        "INFO  [alembic.runtime.migration] Context impl PostgresqlImpl.\n"
+        "ERROR [alembic.util.messaging] Multiple head revisions are present for given argument 'head'; please "
+        "specify a specific target revision, '<branchname>@head' to narrow to a specific head, or 'heads' for all\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why did the invoicing deploy fail?")
+    assert d.category == Category.CODE_DEFECT and "migration" in d.root_cause, d.root_cause
+
+
+_FLYWAY = """\
+Started by user Ana Sousa
+Migrating schema "public" to version "88 - unique customer email"
+ERROR: Migration V88__unique_customer_email.sql failed
+------------------------------------------------------
+SQL State  : 23505
+Message    : ERROR: could not create unique index "uq_customers_email_lower"
+  Detail: Key (lower(email::text))=(m.okafor@outlook.com) is duplicated.
+Statement  : CREATE UNIQUE INDEX uq_customers_email_lower ON customers (lower(email))
+
+Finished: FAILURE
+"""
+
+
+def test_flyways_detail_block_belongs_to_its_error(tmp_path: Path) -> None:
+    (tmp_path / "jenkins-release-412.txt").write_text(_FLYWAY)
+    [log] = load_bundle(tmp_path).kind("log")
+    [rec] = [r for r in log.data["records"] if "V88" in r["msg"]]
+    assert "could not create unique index" in rec["msg"] and "is duplicated" in rec["msg"]
+    d = investigate(load_bundle(tmp_path), "why did the release fail at db-migrate?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
