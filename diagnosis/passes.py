@@ -135,6 +135,21 @@ def _cluster_workloads(evidence: EvidenceSet) -> frozenset[str]:
     return frozenset(names)
 
 
+def _svc_address_of(word: str, f: Finding, evidence: EvidenceSet) -> str | None:
+    """The one in-cluster Service address (`<word>-...<ns>.svc`) the logs of a failing call's finding name."""
+    rx = re.compile(rf"\b({re.escape(word)}[\w\-]*\.[a-z0-9\-]+\.svc(?:\.cluster\.local)?)\b", re.I)
+    found: set[str] = set()
+    for item_id in {r.item for r in f.evidence}:
+        item = evidence.get(item_id)
+        if item is None or item.kind != "log":
+            continue
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if ".svc" in msg:
+                found.update(m.group(1).lower() for m in rx.finditer(msg))
+    return found.pop() if len(found) == 1 else None
+
+
 def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | None:
     """(host, port) of the server a failing call went to, when it is one of ours inside the network that nothing
     names (a private address) or a member of our load balancer's pool, and not a datastore."""
@@ -150,6 +165,10 @@ def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | N
     # Service): `ts-seat-service:18898` called from a pod of the same namespace
     if "." not in host and f.code == "upstream_timeout" and host in _cluster_workloads(evidence):
         return host, port
+    # ... or by a word its callers' log spells out elsewhere as an in-cluster address (CircuitBreaker 'opensearch'
+    # beside requests to http://opensearch-catalog.search.svc.cluster.local:9200)
+    if "." not in host and f.code == "upstream_timeout" and (svc := _svc_address_of(host, f, evidence)):
+        return svc, port
     if not host or port in _DATASTORE_PORTS or _DATASTORE_NAME.search(host):
         return None
     # an address that nothing names: one server of ours behind a proxy or a pool (a named service, even
@@ -227,11 +246,16 @@ def _callers_series(item: EvidenceItem, names: set[str]) -> bool:
         return False
     obj = item.object.lower()
     name, _, labels = obj.partition("{")
+    if re.search(r"\breporter=source\b", labels):
+        return True  # Istio's standard metrics as the caller's sidecar reported them
     labels = re.sub(r"\bclient=[^,}]*", "", labels)  # the client a caller configured for the upstream
     owners = _OWNER_LABEL.findall(labels)
+    if owners and all(not any(n in o for n in names) for o in owners):
+        # exported by another service, about its calls to the host it names (`app=search-api,host=opensearch-...`)
+        labels = re.sub(r"\bhost=[^,}]*", "", labels)
+    # (the series names the upstream somewhere: in its name, or in a peer label just removed)
     return (
         bool(owners)
-        and any(n in name for n in names)
         and not any(n in labels for n in names)
         and all(not any(n in o for n in names) for o in owners)
     )

@@ -1062,6 +1062,13 @@ class PodReader:
                 for it in self.idx.other_logs
                 if (svc := service_of(it)) and (svc.startswith(wl) or wl.startswith(svc))
             ]
+            # its sibling pods' logs: replicas of one workload call the same things
+            items += [
+                it
+                for (ns, pod), logs in self.idx.logs.items()
+                if ns == self.ns and pod != self.pod and workload_of_pod(pod) == wl
+                for it in logs
+            ]
         n = 0
         for it in items:
             for r in it.data.get("records") or ():

@@ -436,6 +436,7 @@ _ENVOY_TIMING = re.compile(
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 TIMEOUT_MIN = 5  # upstream timeouts that all end at one duration
 SAME_DURATION = 0.1  # within 10% of their median: a configured timeout, not a slow upstream's spread
+ROOMY = 0.25  # answered calls whose median takes under this share of the timeout leave it plenty of room
 
 
 def _seconds(value: Any) -> float | None:
@@ -487,16 +488,22 @@ def route_timeouts(evidence: EvidenceSet) -> list[Finding]:
         return []
     cut: dict[str, list[tuple[float, Any, dict[str, Any], EvidenceItem]]] = {}
     authorities: dict[str, set[str]] = {}  # the host names clients called it by (the gateway's failures name them)
+    answered: dict[str, list[float]] = {}  # durations of the calls to each service that it answered in time
     for item in evidence.kind("log"):
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
-            if " UT" not in msg and "response_timeout" not in msg:
+            timed_out = " UT" in msg or "response_timeout" in msg
+            if not timed_out and '" 2' not in msg:
                 continue
             m = _ENVOY_TIMING.search(msg)
-            if not m or "UT" not in m["flags"].split(","):
+            if not m:
                 continue
             cm = _CLUSTER.match(m["cluster"] or "")
             svc = cm["svc"].split(".")[0] if cm else m["authority"].split(":")[0].split(".")[0]
+            if "UT" not in m["flags"].split(","):
+                if m["flags"] == "-" and m["code"].startswith("2"):
+                    answered.setdefault(svc, []).append(float(m["dur"]) / 1000.0)
+                continue
             cut.setdefault(svc, []).append((float(m["dur"]) / 1000.0, r.get("ts"), r, item))
             authorities.setdefault(svc, set()).add(m["authority"].split(":")[0])
     out: list[Finding] = []
@@ -513,6 +520,11 @@ def route_timeouts(evidence: EvidenceSet) -> list[Finding]:
         if rule is None:
             continue
         obj, field, _, timeout, match = rule
+        ok = sorted(answered.get(svc, ()))
+        if len(ok) >= TIMEOUT_MIN * 2 and ok[len(ok) // 2] < ROOMY * timeout:
+            # its answers take a fraction of the timeout: the setting leaves the work plenty of room, and the calls
+            # that ran into it are the service being slow on them, not a timeout set too tight
+            continue
         ns, name = ns_name(obj)
         stamps = [h[1] for h in hits if h[1] is not None]
         first = min(stamps) if stamps else None
