@@ -245,7 +245,7 @@ def _callers_series(item: EvidenceItem, names: set[str]) -> bool:
     if item.kind != "metric":
         return False
     obj = item.object.lower()
-    name, _, labels = obj.partition("{")
+    labels = obj.partition("{")[2]
     if re.search(r"\breporter=source\b", labels):
         return True  # Istio's standard metrics as the caller's sidecar reported them
     labels = re.sub(r"\bclient=[^,}]*", "", labels)  # the client a caller configured for the upstream
