@@ -254,11 +254,7 @@ def _callers_series(item: EvidenceItem, names: set[str]) -> bool:
         # exported by another service, about its calls to the host it names (`app=search-api,host=opensearch-...`)
         labels = re.sub(r"\bhost=[^,}]*", "", labels)
     # (the series names the upstream somewhere: in its name, or in a peer label just removed)
-    return (
-        bool(owners)
-        and not any(n in labels for n in names)
-        and all(not any(n in o for n in names) for o in owners)
-    )
+    return bool(owners) and not any(n in labels for n in names) and all(not any(n in o for n in names) for o in owners)
 
 
 _STATUS_SERIES = re.compile(r"5xx|\b5\d\d\b|status|code", re.I)
