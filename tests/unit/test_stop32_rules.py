@@ -329,3 +329,34 @@ def test_flyways_detail_block_belongs_to_its_error(tmp_path: Path) -> None:
     assert "could not create unique index" in rec["msg"] and "is duplicated" in rec["msg"]
     d = investigate(load_bundle(tmp_path), "why did the release fail at db-migrate?")
     assert d.category == Category.DATA_QUALITY, d.root_cause
+
+
+def _envoy(i: int, code: str, flags: str, dur: int) -> str:
+    detail = "response_timeout" if flags == "UT" else "via_upstream"
+    return (
+        f'[2025-01-23T15:{25 + i // 6:02d}:{(i % 6) * 10:02d}.000Z] "POST /v1/authorize HTTP/1.1" {code} {flags} '
+        f'{detail} - "-" 670 24 {dur} {dur - 1 if flags == "-" else "-"} "-" "ReactorNetty/1.1.22" "req-{i}" '
+        '"payments-authz.payments.svc.cluster.local:8080" "10.70.7.92:8080" '
+        "outbound|8080||payments-authz.payments.svc.cluster.local 10.70.3.51:38 10.70.7.92:8080 10.70.3.51:40 - default"
+    )
+
+
+def test_a_route_timeout_its_answered_calls_leave_plenty_of_room_is_not_too_tight(tmp_path: Path) -> None:
+    from diagnosis.analyzers.routing import route_timeouts
+
+    vs = {"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+          "metadata": {"name": "payments-authz", "namespace": "checkout"},
+          "spec": {"hosts": ["payments-authz.payments.svc.cluster.local"],
+                   "http": [{"timeout": "2.5s", "route": [{"destination": {
+                       "host": "payments-authz.payments.svc.cluster.local"}}]}]}}  # fmt: skip
+    (tmp_path / "vs.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [vs]}))
+    logs = tmp_path / "logs" / "checkout"
+    logs.mkdir(parents=True)
+
+    def write(ok_ms: int) -> list:
+        lines = [_envoy(i, "504", "UT", 2502) if i % 3 == 0 else _envoy(i, "200", "-", ok_ms) for i in range(36)]
+        (logs / "checkout-7d9f8b6c5-x2k4p.log").write_text("\n".join(lines) + "\n")
+        return route_timeouts(load_bundle(tmp_path))
+
+    assert [f.code for f in write(2300)] == ["route_timeout_too_short"]  # the work takes nearly all of it
+    assert write(160) == []  # answers in 160 ms: the timeout is roomy, the failing calls are slow ones
