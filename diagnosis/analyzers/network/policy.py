@@ -130,12 +130,19 @@ def _policy_for(evidence: EvidenceSet, namespace: str, before: float | None) -> 
     return best
 
 
+# the instance metadata service of the clouds (IMDS on AWS, Azure, GCP, OpenStack; AWS's IPv6 one): clusters deny pods
+# egress to it on purpose, so the node's credentials do not leak to every pod
+_METADATA_ADDRESSES = frozenset({"169.254.169.254", "fd00:ec2::254", "metadata.google.internal"})
+
+
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", *_POLICY_KINDS})
 def policy_drops(evidence: EvidenceSet) -> list[Finding]:
     out: list[Finding] = []
     for g in _drops(records_with(evidence, _HINTS)).values():
         if len(g.recs) < MIN_FAILURES:
             continue
+        if g.direction == "egress" and g.dst.split(":")[0] in _METADATA_ADDRESSES:
+            continue  # pods kept off the cloud's instance metadata service: a hardening policy doing its job
         first = min((r.ts for r in g.recs if r.ts is not None), default=None)
         last = max((r.ts for r in g.recs if r.ts is not None), default=None)
         namespace = g.src.split("/", 1)[0] if "/" in g.src else ""
