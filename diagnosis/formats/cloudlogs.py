@@ -540,3 +540,20 @@ def parse_winevent_text(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIt
     flush()
     if records:
         yield from _emit(doc, ctx, {f"windows/{doc.stem}": records}, "windows-events-text")
+
+
+# --- CloudWatch Logs Insights aggregates (`stats ... by ...`): a table, not log lines ----------------------------
+
+
+def detect_insights_stats(doc: Document) -> bool:
+    rows = _insights_rows(doc.value)
+    return bool(rows) and not any("@message" in r or "@timestamp" in r or "@ptr" in r for r in rows or ())
+
+
+@FORMATS.format("cloudwatch-insights-stats", shapes={"json"}, detect=detect_insights_stats, order=31)
+def parse_insights_stats(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """A `stats ... by ...` query's results: one `table` item, as a SQL client's result table is read."""
+    rows = [{k: "" if v is None else str(v) for k, v in r.items()} for r in _insights_rows(doc.value) or []]
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    data: dict[str, Any] = {"columns": columns, "rows": rows, "query": "", "relation": doc.stem}
+    yield ctx.item(doc.path, "table", doc.stem, data)

@@ -76,14 +76,27 @@ TS_KEYS = (
     "eventTime",
     "__REALTIME_TIMESTAMP",
     "@t",  # Serilog's compact JSON (CLEF)
+    "Timestamp",  # .NET's JSON console formatter: Timestamp, LogLevel, Category, Message, Exception
 )
-LEVEL_KEYS = ("level", "severity", "lvl", "levelname", "loglevel", "log.level", "@l", "status", "s")  # s: MongoDB
-MSG_KEYS = ("msg", "message", "log", "@m", "@mt", "event", "text", "error", "err", "MESSAGE")
+LEVEL_KEYS = (
+    "level",
+    "severity",
+    "lvl",
+    "levelname",
+    "loglevel",
+    "log.level",
+    "@l",
+    "status",
+    "s",
+    "LogLevel",
+)  # s: MongoDB
+MSG_KEYS = ("msg", "message", "log", "@m", "@mt", "event", "text", "error", "err", "MESSAGE", "Message")
 # what a structured logger puts beside the message when it logs an error: zap/zerolog `error`/`err`, pino and
 # bunyan `err` ({type, message, stack}), ECS `error` ({message, type, stack_trace}), structlog `exception`,
 # python-json-logger `exc_info`, logstash `stack_trace`. The message alone ("request failed") hides the cause.
 ERROR_KEYS = (
     "error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause", "@x",
+    "Exception",
     # the answer a failed call got, as a structured logger keeps it
     "response_body", "response_error",
 )  # fmt: skip

@@ -360,3 +360,42 @@ def test_a_route_timeout_its_answered_calls_leave_plenty_of_room_is_not_too_tigh
 
     assert [f.code for f in write(2300)] == ["route_timeout_too_short"]  # the work takes nearly all of it
     assert write(160) == []  # answers in 160 ms: the timeout is roomy, the failing calls are slow ones
+
+
+def test_dotnets_json_console_logs_and_logs_insights_aggregates_are_read(tmp_path: Path) -> None:
+    exc = "System.Net.Http.HttpRequestException: 503 (Service Unavailable)"
+    rec = {"Timestamp": "2024-09-04T13:11:21.489Z", "EventId": 0, "LogLevel": "Error", "Category": "Shipping.Quotes",
+           "Message": "Rating call failed", "Exception": exc, "State": {}}  # fmt: skip
+    (tmp_path / "shipping-api.log").write_text(json.dumps(rec) + "\n")
+
+    def row(producer: str, avg: str) -> list:
+        return [{"field": "producer", "value": producer}, {"field": "avg_minor", "value": avg}]
+
+    stats = {"status": "Complete", "statistics": {"recordsMatched": 3.0},
+             "results": [row("order-service/5.2.0", "61.2"), row("order-service/5.1.4", "6091.4")]}  # fmt: skip
+    (tmp_path / "insights-by-producer.json").write_text(json.dumps(stats))
+    ev = load_bundle(tmp_path)
+    assert not ev.ignored, ev.ignored
+    [log] = ev.kind("log")
+    [r] = log.data["records"]
+    assert r["level"] == "error" and r["ts"] == 1725455481.489 and "503 (Service Unavailable)" in r["msg"]
+    [table] = ev.kind("table")
+    assert table.data["columns"] == ["producer", "avg_minor"] and table.data["rows"][0]["avg_minor"] == "61.2"
+
+
+def test_pods_kept_off_the_instance_metadata_service_are_a_policy_at_work(tmp_path: Path) -> None:
+    from diagnosis.analyzers.network.policy import policy_drops
+
+    def flows(dst: str) -> str:
+        return "".join(
+            f"Sep 17 07:{10 + i:02d}:13.000: sandbox/netshoot-debug:43120 (ID:1234) -> {dst}:80 (world) "
+            "policy-verdict:none EGRESS DENIED (TCP Flags: SYN)\n"
+            f"Sep 17 07:{10 + i:02d}:13.001: sandbox/netshoot-debug:43120 (ID:1234) <> {dst}:80 (world) "
+            "Policy denied DROPPED (TCP Flags: SYN)\n"
+            for i in range(6)
+        )
+
+    (tmp_path / "hubble-observe.txt").write_text("$ hubble observe --verdict DROPPED\n" + flows("10.20.4.7"))
+    assert [f.code for f in policy_drops(load_bundle(tmp_path))] == ["network_policy_drops"]
+    (tmp_path / "hubble-observe.txt").write_text("$ hubble observe --verdict DROPPED\n" + flows("169.254.169.254"))
+    assert policy_drops(load_bundle(tmp_path)) == []
