@@ -399,3 +399,13 @@ def test_pods_kept_off_the_instance_metadata_service_are_a_policy_at_work(tmp_pa
     assert [f.code for f in policy_drops(load_bundle(tmp_path))] == ["network_policy_drops"]
     (tmp_path / "hubble-observe.txt").write_text("$ hubble observe --verdict DROPPED\n" + flows("169.254.169.254"))
     assert policy_drops(load_bundle(tmp_path)) == []
+
+
+def test_libpqs_connection_to_server_at_names_the_server_not_at() -> None:
+    from diagnosis.analyzers.network.extraction import _target
+
+    msg = (
+        'psycopg2.OperationalError: connection to server at "basket-prod.cq1xk7bz3f0a.us-east-1.rds.amazonaws.com" '
+        "(10.0.3.4), port 5432 failed: FATAL:  remaining connection slots are reserved"
+    )
+    assert _target(msg) != "at"

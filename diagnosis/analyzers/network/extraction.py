@@ -50,6 +50,7 @@ _NOT_A_NAME = {
     "responded",
     "failed",
     "is",
+    "at",  # libpq: connection to server at "db.example" (10.0.0.5), port 5432 failed
     "was",
     "service",
     "host",
