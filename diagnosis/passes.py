@@ -240,8 +240,9 @@ _OWNER_LABEL = re.compile(r"\b(?:job|service|app|application|container|pod|insta
 
 
 def _callers_series(item: EvidenceItem, names: set[str]) -> bool:
-    """A series named for its calls to the upstream ("storefront-pricing-client") whose labels say another service
-    exports it (`job=storefront-web`): the caller's view of the upstream, not the upstream's own."""
+    """A series about calls to the upstream (named for them, "storefront-pricing-client", or naming it in a `host=`
+    or `client=` label) whose labels say another service exports it (`job=storefront-web`), or one Istio's sidecar
+    reported at the source: the caller's view of the upstream, not the upstream's own."""
     if item.kind != "metric":
         return False
     obj = item.object.lower()
