@@ -48,13 +48,21 @@ class _Place:
     refs: list[EvidenceRef] = field(default_factory=list)
     since: float | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)
-    failures_item: EvidenceItem | None = None
-    changed: str = ""  # the change that set it, when one is in the evidence
+    namespace: str | None = None  # the service's namespace, where its ConfigMaps' environment switches are looked for
 
 
 def _host(url_match: re.Match[str]) -> str:
     text = url_match.group(0)
     return text.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0]
+
+
+def _namespace_of(log: EvidenceItem) -> str | None:
+    """A log's namespace: its source's, or the one in its `Pod/<namespace>/<pod>` name."""
+    src = log.data.get("source")
+    if isinstance(src, dict) and src.get("namespace"):
+        return str(src["namespace"])
+    parts = log.object.split("/")
+    return parts[1] if len(parts) >= 3 and parts[0] == "Pod" else None
 
 
 def _nonprod_object(item: EvidenceItem) -> bool:
@@ -101,7 +109,7 @@ def _from_logs(evidence: EvidenceSet) -> list[_Place]:
                 place = seen[host] = _Place(host, label, workload_of_pod(service_of(item) or item.object))
                 place.since = r.get("ts") if isinstance(r.get("ts"), int | float) else None
                 place.refs.append(EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300]))
-                place.failures_item = item
+                place.namespace = _namespace_of(item)
         for host, place in seen.items():
             since = place.since or 0.0
             # the service's failures after it took the address, or any failure that names it
@@ -152,14 +160,7 @@ def production_sent_to_nonproduction(evidence: EvidenceSet) -> list[Finding]:
             continue
         done.add((place.service, place.host))  # one finding per service and address, from its busiest log
         settings = _configmap_settings(evidence, place.host)
-        namespace = None
-        if place.failures_item is not None:
-            namespace = (
-                (place.failures_item.data.get("source") or {}).get("namespace")
-                if isinstance(place.failures_item.data.get("source"), dict)
-                else None
-            )
-        switches = _switches(evidence, namespace) if not settings else []
+        switches = _switches(evidence, place.namespace) if not settings else []
         change = _change_of(evidence, place.host)
         where = [s for s, _ in settings[:2]] + [s for s, _ in switches[:2]]
         refs = [*place.refs, *(r for _, r in settings[:2]), *(r for _, r in switches[:2])]

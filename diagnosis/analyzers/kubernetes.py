@@ -14,9 +14,6 @@ from typing import Any
 
 from diagnosis.analyzers._common import (
     KUBE_QUOTA,
-    NET_REFUSED,
-    NET_RESET,
-    NET_TIMEOUT,
     is_error,
     level_of,
     object_tags,
@@ -53,6 +50,7 @@ from diagnosis.analyzers._kube_pods import (
     warning_events,
 )
 from diagnosis.analyzers.base import ANALYZERS
+from diagnosis.analyzers.network.extraction import _call_failure
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, EvidenceItem, EvidenceRef, Finding
 from diagnosis.timeline import fmt_ts, parse_ts
@@ -981,6 +979,9 @@ def kubernetes_jobs(evidence: EvidenceSet) -> list[Finding]:
     return out
 
 
+_NETWORK_FAILURES = frozenset({"timeout", "refused", "reset", "unreachable"})
+
+
 def _calls_failing(logs: list[EvidenceItem], least: int = 3) -> bool:
     """Whether these logs' warnings and errors are mostly calls to another service that timed out, were refused
     or reset (at least `least` of them; each try is often a warning and only the give-up an error)."""
@@ -990,7 +991,7 @@ def _calls_failing(logs: list[EvidenceItem], least: int = 3) -> bool:
         for r in item.data.get("records") or ()
         if is_error(r) or level_of(r) == "warn"
     ]
-    failing = sum(1 for m in errors if NET_TIMEOUT.search(m) or NET_REFUSED.search(m) or NET_RESET.search(m))
+    failing = sum(1 for m in errors if _call_failure(m) in _NETWORK_FAILURES)
     return failing >= least and failing * 2 >= len(errors)
 
 
