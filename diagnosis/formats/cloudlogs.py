@@ -547,7 +547,9 @@ def parse_winevent_text(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIt
 
 def detect_insights_stats(doc: Document) -> bool:
     rows = _insights_rows(doc.value)
-    return bool(rows) and not any("@message" in r or "@timestamp" in r or "@ptr" in r for r in rows)
+    if not rows:
+        return False
+    return not any("@message" in r or "@timestamp" in r or "@ptr" in r for r in rows)
 
 
 @FORMATS.format("cloudwatch-insights-stats", shapes={"json"}, detect=detect_insights_stats, order=31)
