@@ -34,6 +34,7 @@ ANALYZER_MODULES = (
     "clock",
     "sandbox",
     "environments",
+    "chaos",
     "schedules",
     "memory",
     "containers",

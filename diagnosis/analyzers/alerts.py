@@ -4,6 +4,8 @@ the same objects, so an alert never becomes a root cause by itself."""
 
 from __future__ import annotations
 
+import re
+
 from collections import defaultdict
 from typing import Any
 
@@ -14,6 +16,9 @@ from diagnosis.model import Action, Category, Domain, EvidenceItem, Finding
 from diagnosis.timeline import evidence_now, fmt_age, fmt_ts, parse_ts
 
 ALWAYS_ON = frozenset({"watchdog", "deadmansswitch", "infoinhibitor", "heartbeat"})
+# capacity-planning alerts (kube-prometheus' overcommit rules): the pods' requests exceed what the cluster could
+# still hold with a node gone; a warning about headroom, not a failure of anything
+PLANNING = re.compile(r"^Kube(?:CPU|Memory)(?:Quota)?Overcommit$", re.I)
 FLAP_EPISODES = 3  # fired and resolved this many times ...
 FLAP_MAX_S = 900.0  # ... each time for less than this: noise, not a fault
 _SEVERITY = {"critical": 0.8, "page": 0.8, "error": 0.7, "high": 0.7, "warning": 0.6, "warn": 0.6, "medium": 0.5}
@@ -228,6 +233,18 @@ def alertmanager_alerts(evidence: EvidenceSet) -> list[Finding]:
                             args={"matchers": {"alertname": name}, "duration": "2h"},
                         )
                     ],
+                )
+            )
+            continue
+        if PLANNING.match(name):
+            out.append(
+                Finding(
+                    **benign,
+                    title=f"capacity-planning alert {name} on {obj}",
+                    mechanism=(
+                        f"alert {name} says the pods' requests exceed what the cluster could hold with one node "
+                        "less: a warning about headroom, not a failure"
+                    ),
                 )
             )
             continue

@@ -23,6 +23,16 @@ _POOL_KEY = re.compile(
     r"pool.?size|max.?pool|pool.?max|max.?(?:open.?)?conn|connection.?limit|maxActive|maxTotal", re.I
 )
 _TIMEOUT_KEY = re.compile(r"time.?out|deadline", re.I)
+# how long a server (or a proxy) keeps an idle client connection open (MySQL wait_timeout, PostgreSQL's
+# idle_session_timeout, PgBouncer's and HAProxy's idle timeouts): cut below how long the clients' pools keep idle
+# connections, the server closes them under the pool and the next query on one fails mid-flight
+_IDLE_KEY = re.compile(r"wait_timeout|interactive_timeout|idle.?(?:session.?|connection.?|client.?|server.?)?timeout", re.I)
+_CLOSED_UNDER = re.compile(
+    r"Lost connection to (?:MySQL|MariaDB) server|(?:MySQL|MariaDB) server has gone away|\b(?:2013|2006)\b.{0,40}"
+    r"(?:Lost connection|gone away)|server closed the connection unexpectedly|terminating connection due to idle|"
+    r"\binvalid connection\b|unexpected EOF|broken pipe|connection reset by peer",
+    re.I,
+)
 # a consumer's batch per poll raised (more work between two polls), or the time it may take between polls cut: the
 # consumer outlasts the poll interval, leaves its group and rebalances (Kafka; other clients' batch settings alike)
 _BATCH_KEY = re.compile(r"max.?poll.?records|max.?batch.?size|batch.?size|prefetch.?count|max.?messages", re.I)
@@ -78,11 +88,13 @@ def _cuts(evidence: EvidenceSet) -> list[_Cut]:
                     kind = "poll"
                 elif _POOL_KEY.search(key):
                     kind = "pool"
+                elif _IDLE_KEY.search(key):
+                    kind = "idle"
                 elif _TIMEOUT_KEY.search(key):
                     kind = "timeout"
                 else:
                     continue
-                unit = {"poll": "pool", "visibility": "pool"}.get(kind, kind)
+                unit = {"poll": "pool", "visibility": "pool", "idle": "pool"}.get(kind, kind)
                 a, b = _value(old, unit), _value(new, unit)
                 if a is not None and b is not None and 0 <= b < a:
                     out.append(_Cut(item, str(f.get("path") or ""), key, old, new, kind))
@@ -119,7 +131,9 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
     seen: set[str] = set()
     for cut in cuts:
         since = cut.item.data.get("ts")
-        sig = {"pool": APP_POOL, "poll": _POLL, "visibility": _REDELIVERED}.get(cut.kind, NET_TIMEOUT)
+        sig = {"pool": APP_POOL, "poll": _POLL, "visibility": _REDELIVERED, "idle": _CLOSED_UNDER}.get(
+            cut.kind, NET_TIMEOUT
+        )
         service = _service_in(cut.path)
         hits = [
             r
@@ -142,11 +156,16 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
             "pool": "a connection pool with no free connection",
             "poll": "a consumer that outlasts its poll interval, leaves its group and rebalances",
             "visibility": "messages delivered again while still being worked on (duplicates, dead letters)",
+            "idle": "queries failing on connections the server closed",
         }.get(cut.kind, "calls timing out")
         why = {
             "pool": "the pool is set too small for the load",
             "poll": "one poll's batch now takes longer than the consumer may take between polls",
             "visibility": "the queue now hands a message out again before its consumer has finished it",
+            "idle": (
+                "the server now closes a connection idle for that long, sooner than the clients' pools retire "
+                "idle connections, so the next query on one fails"
+            ),
         }.get(cut.kind, "the timeout is set too short for the load")
         verb = "raised" if _BATCH_KEY.search(cut.key) else "cut"
         out.append(

@@ -214,3 +214,66 @@ def production_sent_to_nonproduction(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
+
+
+# ---------------------------------------------------------------- a job sent to the wrong location
+
+# BigQuery's answer to a job run in another location than the dataset's: "Not found: Dataset p:d was not found in
+# location US" (the same words when the dataset is missing everywhere: a setting that names that location decides)
+_NOT_IN_LOCATION = re.compile(r"(?:Dataset|Table) (?P<what>[\w\-.:]+) was not found in location (?P<loc>[\w\-]+)", re.I)
+_LOCATION_KEY = re.compile(r"location|region", re.I)
+
+
+@ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "k8s/ConfigMap"})
+def wrong_location(evidence: EvidenceSet) -> list[Finding]:
+    """Jobs that look for a dataset in one location while a setting of the service names that location: the
+    dataset lives elsewhere, and the setting sends every job to the wrong place."""
+    hits: dict[tuple[str, str], list[tuple[EvidenceItem, dict[str, Any]]]] = {}
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            m = _NOT_IN_LOCATION.search(str(r.get("msg") or ""))
+            if m:
+                hits.setdefault((m["what"], m["loc"]), []).append((item, r))
+    out: list[Finding] = []
+    for (what, loc), recs in hits.items():
+        if len(recs) < MIN_FAILURES:
+            continue
+        setting = None
+        for cm in evidence.kind("k8s/ConfigMap"):
+            for key, value in ((cm.data.get("data") or {}) if isinstance(cm.data.get("data"), dict) else {}).items():
+                if _LOCATION_KEY.search(str(key)) and str(value).strip().lower() == loc.lower():
+                    name = (cm.data.get("metadata") or {}).get("name") or cm.object
+                    setting = (f"{key}={value} in ConfigMap {name}", EvidenceRef(item=cm.id, field=f"data.{key}", value=str(value)))
+                    break
+            if setting:
+                break
+        if setting is None:
+            continue
+        item, r = recs[0]
+        who = service_of(item) or item.object
+        out.append(
+            Finding(
+                analyzer="wrong_location",
+                domain=Domain.NETWORK,
+                role="cause",
+                code="wrong_location",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"{who} runs its jobs in location {loc}, where {what} is not ({setting[0]})",
+                mechanism=(
+                    f"{setting[0]} sends {who}'s jobs to location {loc}, and {what} is not there: "
+                    f"'{str(r.get('msg') or '').strip()[:160]}' x{len(recs)}; the dataset lives in another location, "
+                    "so every job that reads or writes it fails until the setting names the dataset's location."
+                ),
+                object=setting[0].split(" in ", 1)[0],
+                score=0.85,
+                ts=recs[0][1].get("ts") if isinstance(recs[0][1].get("ts"), int | float) else None,
+                tags=[f"service:{who}"],
+                explains=["errors", "exception", "job_failed", "task_failed", "alert:*"],
+                evidence=[setting[1], EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300])],
+                actions=[
+                    Action(description=f"Where {what} lives", command=f"bq show --format=prettyjson {what} | grep location"),
+                    Action(description="Set the location to the dataset's and rerun", command=f"kubectl edit configmap  # {setting[0]}", kind="write"),
+                ],
+            )
+        )
+    return out

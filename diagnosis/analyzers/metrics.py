@@ -183,6 +183,13 @@ _HEALTH_NAME = re.compile(r"health|status", re.I)
 _BAD_LABEL_VALUES = {"red", "failed", "failure", "down", "unhealthy", "critical", "error"}
 _BAD_IN_NAME = re.compile(r"(?:status|health)[._](red|failed|down|unhealthy)$", re.I)
 # labels that name a managed cluster or domain (CloudWatch dimensions), before the generic ones
+# A datastore exporter's own `<store>_up` (mysqld_exporter's mysql_up, postgres_exporter's pg_up, redis_exporter's
+# redis_up ...): 0 while the exporter answers its scrape but cannot reach the store: the store is down, for its
+# clients a dependency that failed (what brought it down, a full volume or a node, is on its own objects)
+_STORE_UP = re.compile(
+    r"^(?P<store>mysql|pg|postgres|redis|mongodb|memcached|rabbitmq|elasticsearch|clickhouse|mssql|oracledb|"
+    r"cassandra|zookeeper|nats|etcd)_up$"
+)
 _ENTITY_LABELS = ("DomainName", "ClusterName", "CacheClusterId", "BrokerName", "ReplicationGroupId", "cluster")
 
 
@@ -326,6 +333,11 @@ def _health(s: _Series) -> list[Finding] | None:
     elif s.name == "up":
         failing = s.points[-1][1] == 0
         kind = "up"
+    elif _STORE_UP.match(s.name):
+        failing = s.points[-1][1] == 0 and any(v == 1 for _, v in s.points)
+        kind = "up"
+        if failing:
+            return _store_down(s)
     else:
         return None
     if not failing:
@@ -457,6 +469,66 @@ def _health(s: _Series) -> list[Finding] | None:
             tags=_tags(s),
             evidence=[ref],
             needs=[f"logs and host state of {target}"],
+        )
+    ]
+
+
+def _store_down(s: _Series) -> list[Finding]:
+    """A datastore its exporter cannot reach since the series last read 1."""
+    since = s.points[-1][0]
+    for ts, v in reversed(s.points):
+        if v != 0:
+            break
+        since = ts
+    lb = s.labels
+    m = _STORE_UP.match(s.name)
+    store = {"pg": "postgres"}.get(m["store"], m["store"]) if m else s.name
+    target = lb.get("pod") or lb.get("instance") or lb.get("service") or lb.get("job") or s.item.object
+    workload = workload_of_pod(lb["pod"]) if lb.get("pod") else target
+    where = f"{lb['namespace']}/{target}" if lb.get("namespace") and lb.get("pod") else target
+    return [
+        Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="cause",
+            code="datastore_down",
+            category=Category.DEPENDENCY_FAILURE,
+            title=f"{store} {where} down since {fmt_ts(since)} ({s.name} = 0)",
+            mechanism=(
+                f"the {store} server {where} stopped answering its exporter at {fmt_ts(since)} ({s.name} went "
+                f"from 1 to 0): its clients' connections are refused or time out, and their pools wait for "
+                "connections that never come."
+            ),
+            object=f"{store} {where}",
+            score=0.8,
+            ts=since,
+            tags=[*_tags(s), f"upstream:{workload}", f"service:{workload}"],
+            explains=[
+                "errors",
+                "exception",
+                "http_5xx",
+                "latency",
+                "connection_refused",
+                "upstream_timeout",
+                "upstream_5xx",
+                "upstream_reset",
+                "app_pool_exhausted",
+                "db_connection_errors",
+                "target_down",
+                "metric_shift",
+            ],
+            evidence=[_ref(s, len(s.points) - 1, s.points[-1][1])],
+            actions=[
+                Action(
+                    description=f"Why {where} is down: its pod state, events and last log lines",
+                    command=(
+                        f"kubectl -n {lb['namespace']} describe pod {lb['pod']}; kubectl -n {lb['namespace']} logs "
+                        f"{lb['pod']} --previous --tail=100"
+                        if lb.get("pod") and lb.get("namespace")
+                        else f"the {store} server's own log and host state at {target}"
+                    ),
+                )
+            ],
         )
     ]
 

@@ -248,9 +248,23 @@ def parse_git_diff(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
 #       ~ visibility_timeout_seconds        = 900 -> 30
 _TF_RESOURCE = re.compile(r"^\s*# (\S+) (?:will be|must be) (updated in-place|created|destroyed|replaced)")
 _TF_ATTR = re.compile(r"^\s*([~+-]) \"?([\w.\-]+)\"?\s+= (.+?)(?: -> (.+?))?(?:\s+# forces replacement)?\s*$")
+# a named-setting block (an RDS parameter group's `parameter`, an ElastiCache one, a `setting`), removed or added
+_TF_BLOCK = re.compile(r"^\s*([+-]) (?:parameter|setting) \{\s*$")
 _TF_MARK = re.compile(
     r"Terraform will perform the following actions|^Plan: \d+ to add|^Apply complete! Resources:", re.M
 )
+
+
+def _named_blocks(blocks: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Removed and added `parameter {name, value}` blocks paired by name: {key: name, old, new} settings (Terraform
+    prints a changed parameter as the old block removed and the new one added)."""
+    old = {b["name"]: b.get("value", "") for b in blocks if b["sign"] == "-" and b.get("name")}
+    new = {b["name"]: b.get("value", "") for b in blocks if b["sign"] == "+" and b.get("name")}
+    return [
+        {"key": name, "old": old.get(name, ""), "new": new.get(name, "null")}
+        for name in dict.fromkeys([*old, *new])
+        if old.get(name) != new.get(name)
+    ]
 
 
 def detect_terraform(doc: Document) -> bool:
@@ -265,12 +279,23 @@ def parse_terraform(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     is said by `applied`."""
     files: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
+    block: dict[str, str] | None = None  # a `parameter { name = ..., value = ... }` block being read
     for line in doc.lines():
         if m := _TF_RESOURCE.match(line):
-            current = {"path": m.group(1), "action": m.group(2), "settings": []}
+            current = {"path": m.group(1), "action": m.group(2), "settings": [], "blocks": []}
             files.append(current)
             continue
         if current is None:
+            continue
+        if b := _TF_BLOCK.match(line):
+            block = {"sign": b.group(1)}
+            continue
+        if block is not None:
+            if line.strip() == "}":
+                current["blocks"].append(block)
+                block = None
+            elif a := _TF_ATTR.match(line):
+                block[a.group(2)] = (a.group(3) or "").strip().strip('"')
             continue
         a = _TF_ATTR.match(line)
         if a is None:
@@ -289,7 +314,9 @@ def parse_terraform(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             current["settings"].append({"key": key, "old": old, "new": new})
     if not files:
         return
-    applied = "Apply complete!" in doc.text
+    for f in files:
+        f["settings"] += _named_blocks(f.pop("blocks"))
+    applied = "Apply complete!" in doc.text or "Modifications complete after" in doc.text
     subject = f"terraform {'apply' if applied else 'plan'}: " + ", ".join(
         f"{f['path']} {f['action']}" for f in files[:3]
     )

@@ -230,6 +230,64 @@ def parse_redis_info(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
     yield ctx.item(doc.path, "redis/info", f"redis/{server}", data, None)
 
 
+# --- redis-cli SLOWLOG GET ------------------------------------------------------------------------------------------
+#   1) 1) (integer) 88412          id
+#      2) (integer) 1720438501     unix time
+#      3) (integer) 1412877        microseconds
+#      4) 1) "KEYS"                the command and its arguments
+#         2) "cart:*"
+#      5) "10.31.6.44:40212"       client address (Redis 4+)
+#      6) "cart-janitor"           client name
+_SLOW_ENTRY = re.compile(r"^\s*\d+\) 1\) \(integer\) (\d+)\s*$", re.M)
+_SLOW_FIELD = re.compile(r"^\s*(\d)\) (?:\(integer\) (\d+)|(?:1\) )?\"(.*)\")\s*$")
+_SLOW_ARG = re.compile(r"^\s*\d+\) \"(.*)\"\s*$")
+_REDIS_HOST = re.compile(r"(?:^|\s)-h\s+(\S+)")
+
+
+def detect_redis_slowlog(doc: Document) -> bool:
+    head = doc.text[:8192]
+    return len(_SLOW_ENTRY.findall(head)) >= 1 and bool(re.search(r"^\s+2\) \(integer\) 1[5-9]\d{8}\s*$", head, re.M))
+
+
+@FORMATS.format("redis-slowlog", shapes={"text"}, detect=detect_redis_slowlog, order=20)
+def parse_redis_slowlog(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """`redis-cli SLOWLOG GET`: each entry's time, duration, command, client address and name."""
+    entries: list[dict[str, Any]] = []
+    cur: dict[str, Any] | None = None
+    field = field_indent = 0
+    for n, line in enumerate(doc.lines(), 1):
+        if m := _SLOW_ENTRY.match(line):
+            cur = {"id": int(m[1]), "line": n, "args": []}
+            entries.append(cur)
+            field = 1
+            continue
+        if cur is None:
+            continue
+        indent = len(line) - len(line.lstrip())
+        if field == 4 and indent > field_indent and (a := _SLOW_ARG.match(line)):
+            cur["args"].append(a[1])  # an argument, indented under "4) 1) <command>"
+            continue
+        if f := _SLOW_FIELD.match(line):
+            field, field_indent = int(f[1]), indent
+            if field == 2 and f[2]:
+                cur["ts"] = float(f[2])
+            elif field == 3 and f[2]:
+                cur["us"] = int(f[2])
+            elif field == 4 and f[3] is not None:
+                cur["args"].append(f[3])
+            elif field == 5 and f[3] is not None:
+                cur["addr"] = f[3]
+            elif field == 6 and f[3] is not None:
+                cur["client"] = f[3]
+    entries = [e for e in entries if "ts" in e and "us" in e and e["args"]]
+    if not entries:
+        return
+    host = _REDIS_HOST.search(doc.command or "")
+    server = host[1] if host else doc.stem
+    data = {"server": server, "entries": entries}
+    yield ctx.item(doc.path, "redis/slowlog", f"redis/{server}", data, max(e["ts"] for e in entries))
+
+
 # --- /etc/resolv.conf ------------------------------------------------------------------------------------------
 
 _RESOLV_LINE = re.compile(r"^\s*(?:nameserver|search|domain|options|sortlist)\s+\S|^\s*[#;]|^\s*$")

@@ -30,7 +30,7 @@ from diagnosis.analyzers.database.capacity import _cpu, _quota_full, _storage
 from diagnosis.analyzers.database.cassandra import _keyspaces, _tombstones
 from diagnosis.analyzers.database.events import _log_symptoms, _rds_events, _unreachable
 from diagnosis.analyzers.database.io import _burst_balance, _cpu_credits, _io_storms, _replica_lag
-from diagnosis.analyzers.database.keyvalue import _redis
+from diagnosis.analyzers.database.keyvalue import _redis, _redis_blocked
 from diagnosis.analyzers.database.search import datastore_health
 from diagnosis.analyzers.database.sessions import _app_pools, _connections, _locks
 from diagnosis.analyzers.database.slowlog import slow_queries
@@ -51,6 +51,7 @@ from diagnosis.model import Domain, Finding
         "metric",
         "log",
         "redis/info",
+        "redis/slowlog",
         "cassandra/node",
         "cassandra/keyspace",
     },
@@ -72,6 +73,7 @@ def database(evidence: EvidenceSet) -> list[Finding]:
     out += _rds_events(ctx)
     out += _log_symptoms(ctx)
     out += _redis(ctx)
+    out += _redis_blocked(ctx)
     out += _keyspaces(ctx)
     out += _tombstones(ctx)
     out += _app_pools(ctx)

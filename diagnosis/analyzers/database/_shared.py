@@ -132,8 +132,9 @@ class Context:
         return own or ("mysql" if mysql else "postgres")
 
     def metric(self, *names: str) -> list[EvidenceItem]:
+        """The series of these metric names, also under GetMetricData's "<instance> <Metric>" labels."""
         wanted = {n.lower() for n in names}
-        return [m for m in self.metrics if str(m.data.get("name", "")).lower() in wanted]
+        return [m for m in self.metrics if metric_name(m).lower() in wanted]
 
     def max_connections(self) -> tuple[int, EvidenceRef] | None:
         for s in self.settings:
@@ -212,12 +213,23 @@ def is_db_metric(m: EvidenceItem) -> bool:
     return bool(_instance(m)) or (name in _RDS_NAMES and m.data.get("source") == "cloudwatch")
 
 
+# a GetMetricData label that names the instance before the metric ("orders-replica ReplicaLag")
+_LABELLED = re.compile(r"^(?P<inst>[A-Za-z][\w\-]{2,62}) (?P<metric>[A-Z][A-Za-z]+)$")
+
+
+def metric_name(m: EvidenceItem) -> str:
+    name = str(m.data.get("name", ""))
+    lm = _LABELLED.match(name)
+    return lm["metric"] if lm else name
+
+
 def _instance(m: EvidenceItem) -> str | None:
     labels = m.data.get("labels") or {}
     for k in ("DBInstanceIdentifier", "DBClusterIdentifier", "dbinstance_identifier", "db_instance_identifier"):
         if labels.get(k):
             return str(labels[k])
-    return None
+    lm = _LABELLED.match(str(m.data.get("name", "")))
+    return lm["inst"] if lm else None
 
 
 def _int(v: Any) -> int | None:

@@ -22,6 +22,7 @@ from diagnosis.analyzers.database._shared import (
     _instance,
     _mref,
     _pts,
+    metric_name,
 )
 from diagnosis.analyzers.database.capacity import _rds_modify, _top_statement
 from diagnosis.analyzers.logs._shared import ENDED_LONG_AGO_S
@@ -42,10 +43,10 @@ def _replica_lag(ctx: Context) -> list[Finding]:
         if len(pts) < 3:
             continue
         ident = _instance(m) or ctx.db_name()
-        last = pts[-1][1] / (1000.0 if str(m.data.get("name")) == "AuroraReplicaLag" else 1.0)
+        last = pts[-1][1] / (1000.0 if metric_name(m) == "AuroraReplicaLag" else 1.0)
         peak = max(v for _, v in pts)
         if last < REPLICA_LAG_S:
-            if peak >= REPLICA_LAG_S * (1000.0 if str(m.data.get("name")) == "AuroraReplicaLag" else 1.0):
+            if peak >= REPLICA_LAG_S * (1000.0 if metric_name(m) == "AuroraReplicaLag" else 1.0):
                 out.append(
                     Finding(
                         analyzer="database",
@@ -61,6 +62,10 @@ def _replica_lag(ctx: Context) -> list[Finding]:
                         evidence=[_mref(m, -1, pts)],
                     )
                 )
+            continue
+        catching_up = _catching_up(ctx, m, pts, ident)
+        if catching_up is not None:
+            out.append(catching_up)
             continue
         rising_since = next((t for t, v in pts if v >= REPLICA_LAG_S), pts[0][0])
         driver = _write_surge(ctx, rising_since)
@@ -100,6 +105,50 @@ def _replica_lag(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+CATCHING_UP_SHARE = 0.7  # lag down to this share of its peak ...
+CATCHING_UP_POINTS = 6  # ... falling over at least this many of its last samples
+
+
+def _catching_up(ctx: Context, m: EvidenceItem, pts: list[Point], ident: str) -> Finding | None:
+    """A replica whose lag is still high but falls steadily from its peak while no client reads from it: it is
+    catching up after a burst of writes (a nightly purge, a bulk load), and nobody is served stale data."""
+    peak_i = max(range(len(pts)), key=lambda i: pts[i][1])
+    tail = pts[peak_i:]
+    if len(tail) < CATCHING_UP_POINTS or tail[-1][1] > CATCHING_UP_SHARE * pts[peak_i][1]:
+        return None
+    if sum(1 for a, b in zip(tail, tail[1:]) if b[1] <= a[1]) < 0.9 * (len(tail) - 1):
+        return None
+    conns = [c for c in ctx.metric("DatabaseConnections") if _instance(c) == ident]
+    if not conns or any(v > 0 for _, v in _pts(conns[0])[-CATCHING_UP_POINTS:]):
+        return None
+    alerts = sorted(
+        {
+            f"alert:{a.data.get('labels', {}).get('alertname')}"
+            for a in ctx.evidence.kind("alert")
+            if "lag" in str((a.data.get("labels") or {}).get("alertname") or "").lower()
+            and ident in str(a.data.get("labels") or {})
+        }
+    )
+    return Finding(
+        analyzer="database",
+        domain=Domain.DATABASE,
+        role="benign",
+        code="replica_catching_up",
+        category=Category.HEALTHY,
+        title=f"replica {ident} is catching up ({pts[peak_i][1]:.0f}s -> {tail[-1][1]:.0f}s) and serves no client",
+        mechanism=(
+            f"replica {ident}'s lag peaked at {pts[peak_i][1]:.0f}s at {fmt_ts(pts[peak_i][0])} and has fallen "
+            f"steadily to {tail[-1][1]:.0f}s since, while it has no connections: it is replaying a burst of writes "
+            "and will be current in time; nobody reads stale data from it."
+        ),
+        object=f"replica {ident}",
+        score=0.3,
+        tags=[f"db:{ident}"],
+        explains=alerts,
+        evidence=[_mref(m, -1, pts), _mref(conns[0], -1, _pts(conns[0]))],
+    )
 
 
 def _write_surge(ctx: Context, before: float) -> tuple[str, EvidenceRef] | None:

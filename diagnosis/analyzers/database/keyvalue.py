@@ -8,6 +8,7 @@ from diagnosis.analyzers._common import (
     REDIS_OOM,
     Rec,
     SettingDiff,
+    log_records,
     ref_of,
     service_of,
     setting_diffs,
@@ -199,3 +200,94 @@ def _redis_full(server: str, what: str, refs: list[EvidenceRef], ts: float | Non
             ),
         ],
     )
+
+
+# ---------------------------------------------------------------- Redis blocked by one client's slow commands
+
+# Redis runs commands on one thread: a command that takes a second (KEYS over millions of keys, FLUSHALL, a huge
+# SMEMBERS or DEL) stalls every other client for that second. Entries this slow, again and again, are an outage of
+# the server for all its clients; the tens of milliseconds of a busy EVALSHA or HGETALL are not.
+BLOCKING_US = 500_000
+BLOCKING_MIN = 3
+RELEASE_BEFORE_S = 7 * 86400  # a release of the client this long before its first slow command can have brought it
+_RELEASE_WORDS = re.compile(r"\bv?\d+\.\d+(?:\.\d+)?\b|deploy|release|rollout|upgrad", re.I)
+
+
+def _client_release(ctx: Context, client: str, before: float) -> tuple[str, EvidenceRef] | None:
+    """A log record or change naming the client with a version or a deploy, in the week before `before`."""
+    for r in log_records(ctx.evidence):
+        if (
+            r.ts is not None
+            and 0 <= before - r.ts <= RELEASE_BEFORE_S
+            and client in r.msg
+            and _RELEASE_WORDS.search(r.msg)
+        ):
+            return " ".join(r.msg.split())[:160], ref_of(r)
+    return None
+
+
+def _redis_blocked(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    for it in ctx.evidence.kind("redis/slowlog"):
+        slow = [e for e in it.data.get("entries") or () if int(e.get("us") or 0) >= BLOCKING_US]
+        if len(slow) < BLOCKING_MIN:
+            continue
+        by_client: dict[tuple[str, str], list[dict]] = {}
+        for e in slow:
+            who = str(e.get("client") or e.get("addr") or "an unnamed client")
+            by_client.setdefault((who, str(e["args"][0]).upper()), []).append(e)
+        (client, command), entries = max(by_client.items(), key=lambda kv: len(kv[1]))
+        if len(entries) < BLOCKING_MIN:
+            continue
+        server = str(it.data.get("server") or it.object)
+        first = min(e["ts"] for e in entries)
+        secs = sorted(e["us"] / 1e6 for e in entries)
+        args = " ".join(str(a) for a in entries[0]["args"][:3])
+        release = _client_release(ctx, client, first) if client != "an unnamed client" else None
+        mech = (
+            f"{client} runs `{args}` on Redis {server} again and again ({len(entries)} of the slow log's entries, "
+            f"{secs[0]:.1f}-{secs[-1]:.1f} s each, the earliest shown at {fmt_ts(first)}): Redis runs one command at a time, so each "
+            "one stalls every other client for that long and their commands time out"
+        )
+        if release:
+            mech += f"; {client} changed shortly before ({release[0]}): its new code scans the keyspace"
+        out.append(
+            Finding(
+                analyzer="database",
+                domain=Domain.DATABASE,
+                role="cause",
+                code="redis_blocked",
+                category=Category.CODE_DEFECT if release else Category.DEPENDENCY_FAILURE,
+                title=f"{client}'s {command} blocks Redis {server} ({len(entries)}x, up to {secs[-1]:.1f} s)",
+                mechanism=mech + ".",
+                object=f"{client} ({command} on Redis {server})",
+                score=0.85,
+                ts=first,
+                tags=[f"service:{client}", f"redis:{server}", f"upstream:{server}", f"host:{server}"],
+                explains=[
+                    "errors",
+                    "exception",
+                    "latency",
+                    "http_5xx",
+                    "upstream_timeout",
+                    "cpu_high",
+                    "cpu_*",
+                    "metric_shift",
+                    "redis_*",
+                    "alert:*",
+                ],
+                evidence=[
+                    EvidenceRef(item=it.id, line=entries[0].get("line"), value=f"{args} {entries[0]['us']} us"),
+                    *([release[1]] if release else []),
+                ],
+                actions=[
+                    Action(description="Who sends it now", command=f"redis-cli -h {server} CLIENT LIST | grep {client}"),
+                    Action(
+                        description=f"Stop {client}'s {command} (SCAN in batches instead), or kill its connections",
+                        command=f"redis-cli -h {server} CLIENT KILL USER <user>  # or stop {client}",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out

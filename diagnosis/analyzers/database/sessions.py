@@ -65,6 +65,13 @@ def _app_pools(ctx: Context) -> list[Finding]:
         # a pool that could not open connections while the database refused its password, both over: the blip of a
         # credential rotation the clients caught up with
         refused = burst and _refused_meanwhile(recs)
+        # the driver could not reach the database itself just before the pool ran dry: the pool waits for
+        # connections the database does not accept, it is not too small
+        unreachable = not refused and _db_unreachable_first(recs)
+        # the database cancels the service's statements of every kind at their timeout meanwhile: queries hold the
+        # connections (the database is slow), the pool is not too small
+        held = not refused and not unreachable and _statements_time_out(recs)
+        burst = burst or unreachable or held
         out.append(
             Finding(
                 analyzer="database",
@@ -74,7 +81,9 @@ def _app_pools(ctx: Context) -> list[Finding]:
                 category=Category.HEALTHY if refused else Category.UNKNOWN if burst else Category.RESOURCE_EXHAUSTION,
                 title=f"{svc}: database connection pool exhausted ({len(recs)}x)"
                 + (" while the database refused its password, then no more" if refused else "")
-                + (" for a few minutes, then no more" if burst and not refused else ""),
+                + (" for a few minutes, then no more" if burst and not refused and not unreachable and not held else "")
+                + (" after the database stopped accepting connections" if unreachable else "")
+                + (" while the database cancels its statements at their timeout" if held else ""),
                 mechanism=(
                     f"{svc}'s database connection pool has no free connection: '{recs[0].msg.strip()[:160]}' "
                     f"{len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}; requests wait for a connection and time out "
@@ -152,6 +161,54 @@ def _tiny_pool_finding(svc: str, recs: list[Rec], tiny: tuple[int, EvidenceItem,
             )
         ],
     )
+
+
+# a database driver that cannot reach its server (MySQL Connector/J, libpq, psycopg, the MySQL client, pgx)
+_DB_UNREACHABLE = re.compile(
+    r"Communications link failure|CommunicationsException|Can't connect to (?:MySQL|MariaDB) server|"
+    r"could not connect to server|connection to server at .{0,80}failed|Connection refused.{0,80}"
+    r"(?:3306|5432|1433|27017)|(?:3306|5432|1433|27017).{0,40}connect: connection refused|"
+    r"Lost connection to (?:MySQL|MariaDB) server",
+    re.I,
+)
+
+
+def _db_unreachable_first(recs: list[Rec]) -> bool:
+    """The service's log says its driver could not reach the database before (or as) its pool ran dry."""
+    first = recs[0].ts
+    if first is None:
+        return False
+    return any(
+        isinstance(x.get("ts"), int | float)
+        and first - 600 <= x["ts"] <= first + 60
+        and _DB_UNREACHABLE.search(str(x.get("msg") or ""))
+        for it in {r.item.id: r.item for r in recs}.values()
+        for x in it.data.get("records") or ()
+    )
+
+
+_STATEMENT_TIMEOUT = re.compile(
+    r"canceling statement due to statement timeout|QueryTimeoutException|Query execution was interrupted, maximum "
+    r"statement execution time exceeded|Statement cancelled due to timeout|Query timed out",
+    re.I,
+)
+STATEMENT_KINDS = 2  # timeouts on statements of at least this many kinds (not one slow query)
+
+
+def _statements_time_out(recs: list[Rec]) -> bool:
+    """The service's log shows statements of several kinds cancelled at their timeout while its pool ran dry."""
+    first, last = recs[0].ts, recs[-1].ts
+    if first is None or last is None:
+        return False
+    kinds: set[str] = set()
+    for it in {r.item.id: r.item for r in recs}.values():
+        for x in it.data.get("records") or ():
+            msg = str(x.get("msg") or "")
+            if isinstance(x.get("ts"), int | float) and first - 600 <= x["ts"] <= last + 60:
+                if (m := _STATEMENT_TIMEOUT.search(msg)) is not None:
+                    verb = re.search(r"\b(select|insert|update|delete)\b\s+\S+\s+\S+", msg[m.end():], re.I)
+                    kinds.add(verb.group(0).lower() if verb else "")
+    return len(kinds - {""}) >= STATEMENT_KINDS
 
 
 def _refused_meanwhile(recs: list[Rec]) -> bool:

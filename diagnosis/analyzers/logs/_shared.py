@@ -157,6 +157,11 @@ BAD_DATA = re.compile(
     r"System\.Text\.Json\.JsonException|JsonReaderException|JsonSerializationException|"
     r"could not be converted to System\.\w+|Input string was not in a correct format|"
     r"json: cannot unmarshal|invalid character '.{1,4}' (?:looking for|after|in)|cannot unmarshal|"
+    # a stored document whose field has another type than the code's struct (mongo-go-driver's bson, serde)
+    r"error decoding key [\w.\[\]]+: cannot decode|cannot decode \w+ into an? \w+|"
+    r"invalid type: \w+ (?:\S+ )?, expected|"
+    # MongoDB's aggregation on a field of another type than it computes with ($multiply over strings, $convert)
+    r"only supports numeric types, not \w+|can't convert from BSON type \w+ to|Unsupported conversion from \w+ to|"
     r"strconv\.\w+: parsing|"
     r"proto: cannot parse|parsing time \S+ as|JSON::ParserError|ActiveRecord::RecordInvalid|invalid byte sequence in|"
     r"Encoding::(?:Undefined|InvalidByteSequence)\w*|"
@@ -209,7 +214,10 @@ REMOTE_FAILURE = re.compile(
     r"connection (?:closed|reset) by (?:peer|remote|server)|"
     # a client that tried every host of its server and reached none (Algolia's, Elasticsearch's, any SDK's)
     r"\bUnreachable hosts?\b|\b(?:all|no) (?:hosts?|nodes?) (?:were |are )?(?:reachable|unreachable|available)\b|"
-    r"\b(?:ETIMEDOUT|ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH)\b",
+    r"\b(?:ETIMEDOUT|ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH)\b|"
+    # Confluent Schema Registry's own failures (50001 store error, 50002 timeout, 50003 forwarding to the leader,
+    # 50004 no leader): the registry failed, not the schema
+    r"error code: 5000[1-4]\b|\berror_code\W{1,3}5000[1-4]\b|Error while forwarding \w+(?: \w+){0,3} to the leader",
 )
 # a consumer refusing an input record it cannot use, logged at warning level but failing that record all the same
 REJECTED_INPUT = re.compile(

@@ -638,7 +638,8 @@ def _cause_of(
                 "the data (its format, schema or a field) does not match what the code expects."
             ),
             object=who,
-            score=0.7 if tpl.count >= SPORADIC else 0.45,
+            # a warning that it skipped a few records and went on is the code handling bad input as designed
+            score=0.7 if tpl.count >= SPORADIC and not _skipped_few(tpl, item) else 0.45,
             ts=tpl.first_ts,
             tags=tags,
             explains=["errors", "http_5xx", "pod_restarts"],
@@ -830,9 +831,28 @@ KILLED_FROM_OUTSIDE = re.compile(
     r"exited with return code -(?:9|15)(?!\d)|exited with (?:exit )?(?:code|status) 137\b|"
     r"Main process exited, code=killed, status=9/KILL|"  # systemd, for a unit's process killed by SIGKILL
     # Airflow's scheduler: the executor lost the task before it ran (a worker evicted, OOM-killed, scaled down)
-    r"Was the task killed externally",
+    r"Was the task killed externally|"
+    # Airflow's scheduler: a running task whose heartbeats stopped (its process or worker vanished); Celery's pool
+    # losing a child to SIGKILL
+    r"Detected zombie job|WorkerLostError: Worker exited prematurely: signal 9",
     re.I,
 )
+
+
+_SKIPPED = re.compile(r"\b(?:skipp(?:ing|ed)|dropp(?:ing|ed)|ignor(?:ing|ed)|discard(?:ing|ed))\b", re.I)
+SKIPPED_FEW = 10  # records skipped with a warning, at most, and at most 5% of the log's lines
+
+
+def _skipped_few(tpl: Template, item: EvidenceItem) -> bool:
+    assert tpl.sample is not None
+    lines = len(item.data.get("records") or ())
+    return (
+        # (the template's level is raised for bad data; the record's own text keeps the writer's)
+        (level_of({"msg": tpl.sample.msg}) or str(tpl.sample.level or "")).lower() in ("warn", "warning")
+        and bool(_SKIPPED.search(tpl.sample.msg))
+        and tpl.count <= SKIPPED_FEW
+        and tpl.count <= 0.05 * lines
+    )
 
 
 def _kill_hint(msg: str) -> bool:  # a cheap prefilter for KILLED_FROM_OUTSIDE
@@ -842,6 +862,7 @@ def _kill_hint(msg: str) -> bool:  # a cheap prefilter for KILLED_FROM_OUTSIDE
 _SIGKILL = re.compile(r"-9(?!\d)|\b137\b|signal 9\b|SIGKILL|status=9/KILL", re.I)
 
 
+_AIRFLOW_ZOMBIE = re.compile(r"Detected zombie job.{0,400}?'DAG Id': '(?P<dag>[\w.\-]+)', 'Task Id': '(?P<task>[\w.\-]+)'")
 _AIRFLOW_TASK = re.compile(r"<TaskInstance: ([\w.\-]+) \S+ \[\w+\]>.{0,200}killed externally")
 
 
@@ -854,6 +875,15 @@ def _killed(item: EvidenceItem, tpl: Template, who: str, tags: list[str]) -> Fin
         f"who stopped {who}: the scheduler's or orchestrator's log (a timeout, a manual stop, a deploy), the "
         "node's events (eviction, preemption, scale-down) and the kernel's OOM killer"
     )
+    zombie = _AIRFLOW_ZOMBIE.search(tpl.sample.msg)
+    if zombie:  # the scheduler reports a running task whose heartbeats stopped: its process or worker vanished
+        name = f"{zombie['dag']}.{zombie['task']}"
+        title = f"task {name} became a zombie: its process stopped heartbeating ({tpl.count}x, reported by {who})"
+        need = (
+            f"what happened to the worker that ran task {name}: its pod's events and previous container "
+            "(OOMKilled, evicted), its node (spot interruption, scale-down) and the kernel's OOM killer"
+        )
+        tags = [*tags, f"task:{name}", f"task:{zombie['task']}"]
     if task:  # the scheduler reports a task its executor lost: the task, not the scheduler, was stopped
         title = f"task {task.group(1)} lost by its executor before it ran ({tpl.count}x, reported by {who})"
         need = (
@@ -869,7 +899,10 @@ def _killed(item: EvidenceItem, tpl: Template, who: str, tags: list[str]) -> Fin
         category=Category.UNKNOWN,
         title=title,
         mechanism=(
-            f"{who} was terminated by a signal it did not send itself"
+            f"{who} reports that task {zombie['dag']}.{zombie['task']} stopped heartbeating while it ran: the "
+            "process or the worker running it vanished without a word"
+            if zombie
+            else f"{who} was terminated by a signal it did not send itself"
             if not task
             else f"the executor reported task {task.group(1)} failed while it was still queued: the worker that was "
             "to run it died or dropped it"
