@@ -35,6 +35,7 @@ ANALYZER_MODULES = (
     "sandbox",
     "environments",
     "chaos",
+    "quorum",
     "schedules",
     "memory",
     "containers",

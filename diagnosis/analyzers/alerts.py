@@ -5,7 +5,6 @@ the same objects, so an alert never becomes a root cause by itself."""
 from __future__ import annotations
 
 import re
-
 from collections import defaultdict
 from typing import Any
 

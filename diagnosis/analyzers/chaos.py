@@ -77,7 +77,10 @@ def _litmus_in_force(item: EvidenceItem) -> tuple[str, str] | None:
     """(Chaos Mesh kind, experiment name) of an active LitmusChaos engine that still runs."""
     d = item.data
     spec, status = d.get("spec") or {}, d.get("status") or {}
-    if str(spec.get("engineState") or "") != "active" or str(status.get("engineStatus") or "") in ("completed", "stopped"):
+    if str(spec.get("engineState") or "") != "active" or str(status.get("engineStatus") or "") in (
+        "completed",
+        "stopped",
+    ):
         return None
     for exp in spec.get("experiments") or ():
         name = str((exp or {}).get("name") or "")
@@ -163,7 +166,9 @@ def injected_fault(evidence: EvidenceSet) -> list[Finding]:
             continue  # a kill is over once the pods are back: what they do then is theirs
         values, pods = _targets(spec, status)
         namespaces = [str(n) for n in (spec.get("selector") or {}).get("namespaces") or ()]
-        workloads = sorted({re.sub(r"-[a-z0-9]{8,10}-[a-z0-9]{5}$", "", p.split("/", 1)[-1]) for p in pods} | set(values))
+        workloads = sorted(
+            {re.sub(r"-[a-z0-9]{8,10}-[a-z0-9]{5}$", "", p.split("/", 1)[-1]) for p in pods} | set(values)
+        )
         # an experiment in another environment's namespaces (staging's game day) is not this incident's
         seen_ns = _namespaces_elsewhere(evidence)
         if namespaces and seen_ns and not set(namespaces) & seen_ns:
@@ -174,7 +179,9 @@ def injected_fault(evidence: EvidenceSet) -> list[Finding]:
         detail = _detail(kind, action, spec)
         meta = item.data.get("metadata") or {}
         begun = parse_ts(meta.get("creationTimestamp"))
-        name = f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name") or item.object)
+        name = (
+            f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name") or item.object)
+        )
         target = ", ".join(workloads[:3]) or "its targets"
         where = f" in {', '.join(namespaces)}" if namespaces else ""
         out.append(
@@ -193,7 +200,9 @@ def injected_fault(evidence: EvidenceSet) -> list[Finding]:
                 object=f"{kind} {name}",
                 score=0.85,
                 ts=begun,
-                tags=[f"service:{w}" for w in workloads] + [f"pod:{p}" for p in pods] + [f"upstream:{w}" for w in workloads],
+                tags=[f"service:{w}" for w in workloads]
+                + [f"pod:{p}" for p in pods]
+                + [f"upstream:{w}" for w in workloads],
                 explains=[
                     "errors",
                     "exception",

@@ -26,7 +26,10 @@ _TIMEOUT_KEY = re.compile(r"time.?out|deadline", re.I)
 # how long a server (or a proxy) keeps an idle client connection open (MySQL wait_timeout, PostgreSQL's
 # idle_session_timeout, PgBouncer's and HAProxy's idle timeouts): cut below how long the clients' pools keep idle
 # connections, the server closes them under the pool and the next query on one fails mid-flight
-_IDLE_KEY = re.compile(r"wait_timeout|interactive_timeout|idle.?(?:session.?|connection.?|client.?|server.?)?timeout", re.I)
+_IDLE_KEY = re.compile(
+    r"wait_timeout|interactive_timeout|idle.?(?:in.?transaction.?)?(?:session.?|connection.?|client.?|server.?)?timeout",
+    re.I,
+)
 _CLOSED_UNDER = re.compile(
     r"Lost connection to (?:MySQL|MariaDB) server|(?:MySQL|MariaDB) server has gone away|\b(?:2013|2006)\b.{0,40}"
     r"(?:Lost connection|gone away)|server closed the connection unexpectedly|terminating connection due to idle|"
@@ -90,7 +93,8 @@ def _cuts(evidence: EvidenceSet) -> list[_Cut]:
                     kind = "pool"
                 elif _IDLE_KEY.search(key):
                     kind = "idle"
-                elif _TIMEOUT_KEY.search(key):
+                elif _TIMEOUT_KEY.search(key) and not s.get("parameter"):
+                    # (a database's own parameter is no client's call timeout)
                     kind = "timeout"
                 else:
                     continue

@@ -243,7 +243,10 @@ def wrong_location(evidence: EvidenceSet) -> list[Finding]:
             for key, value in ((cm.data.get("data") or {}) if isinstance(cm.data.get("data"), dict) else {}).items():
                 if _LOCATION_KEY.search(str(key)) and str(value).strip().lower() == loc.lower():
                     name = (cm.data.get("metadata") or {}).get("name") or cm.object
-                    setting = (f"{key}={value} in ConfigMap {name}", EvidenceRef(item=cm.id, field=f"data.{key}", value=str(value)))
+                    setting = (
+                        f"{key}={value} in ConfigMap {name}",
+                        EvidenceRef(item=cm.id, field=f"data.{key}", value=str(value)),
+                    )
                     break
             if setting:
                 break
@@ -271,8 +274,14 @@ def wrong_location(evidence: EvidenceSet) -> list[Finding]:
                 explains=["errors", "exception", "job_failed", "task_failed", "alert:*"],
                 evidence=[setting[1], EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300])],
                 actions=[
-                    Action(description=f"Where {what} lives", command=f"bq show --format=prettyjson {what} | grep location"),
-                    Action(description="Set the location to the dataset's and rerun", command=f"kubectl edit configmap  # {setting[0]}", kind="write"),
+                    Action(
+                        description=f"Where {what} lives", command=f"bq show --format=prettyjson {what} | grep location"
+                    ),
+                    Action(
+                        description="Set the location to the dataset's and rerun",
+                        command=f"kubectl edit configmap  # {setting[0]}",
+                        kind="write",
+                    ),
                 ],
             )
         )

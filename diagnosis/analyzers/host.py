@@ -835,7 +835,11 @@ def cloud_status_checks(evidence: EvidenceSet) -> list[Finding]:
 # ---------------------------------------------------------------- a hypervisor or physical host that went away
 
 HOST_LOST_RECENT_S = 6 * 3600  # a host failure this recent still explains guests that are down now
-_HOST_BACK = re.compile(r"\b(?:reconnected|connected|back online|is responding|exited maintenance|rejoined)\b", re.I)
+_HOST_BACK = re.compile(
+    r"\b(?:reconnected|connected|back online|is responding|exited maintenance|rejoined|uncordoning node|"
+    r"status is now: NodeReady)\b",
+    re.I,
+)
 _GUEST = re.compile(
     r"(?:virtual machine|\bvm|\bguest|\binstance|failed to restart|restarted)\s+'?([A-Za-z][\w.\-]*\d[\w.\-]*)|"
     r"\bTarget=([A-Za-z][\w.\-]*)",
@@ -866,14 +870,16 @@ def host_lost(evidence: EvidenceSet) -> list[Finding]:
         last = max((r.ts for r in hits if r.ts is not None), default=None)
         if now is not None and last is not None and now - last > HOST_LOST_RECENT_S:
             continue
+        # back, as its own log says or as another's (a reboot daemon uncordoning the node, the node's Ready event)
         back = [
             r
-            for r in log_records_of(hits[0].item)
-            if r.ts is not None
+            for item in evidence.kind("log")
+            for r in item.data.get("records") or ()
+            if isinstance(r.get("ts"), int | float)
             and last is not None
-            and r.ts > last
-            and host in r.msg.lower()
-            and _HOST_BACK.search(r.msg)
+            and r["ts"] > last
+            and host in str(r.get("msg") or "").lower()
+            and _HOST_BACK.search(str(r.get("msg") or ""))
         ]
         guests: set[str] = set()
         for r in log_records_of(hits[0].item):
@@ -890,6 +896,7 @@ def host_lost(evidence: EvidenceSet) -> list[Finding]:
             if inst and _short(inst) in short_guests:
                 tags.append(f"host:{inst.split(':', 1)[0]}")
         recovered = bool(back)
+        came_back = str(back[0].get("msg") or "").strip()[:100] if back else ""
         guest_txt = f"; guests on it: {', '.join(sorted(guests)[:6])}" if guests else ""
         out.append(
             Finding(
@@ -902,7 +909,7 @@ def host_lost(evidence: EvidenceSet) -> list[Finding]:
                 mechanism=(
                     f"host {host} stopped responding ('{hits[0].msg.strip()[:160]}' {span_text(first, last)}), "
                     f"so every guest on it went down together{guest_txt}"
-                    + (f"; it came back ('{back[0].msg.strip()[:100]}')" if recovered else "")
+                    + (f"; it came back ('{came_back}')" if recovered else "")
                     + "."
                 ),
                 object=f"host {host}",

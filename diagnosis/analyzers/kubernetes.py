@@ -592,6 +592,7 @@ def kubernetes_services(evidence: EvidenceSet) -> list[Finding]:
 # ------------------------------------------------------------------------------------------ capacity
 
 HPA_OVERLOAD = 1.5  # an HPA at its ceiling whose metric is this many times its target
+HPA_SATURATED_UTIL = 95  # ... or whose pods use this share of their requests (%): saturated whatever the target
 
 
 def _hpa_overload(spec: dict[str, Any], status: dict[str, Any]) -> float:
@@ -610,6 +611,17 @@ def _hpa_overload(spec: dict[str, Any], status: dict[str, Any]) -> float:
         if isinstance(cur, int | float) and isinstance(want, int | float) and want > 0:
             worst = max(worst, cur / want)
     return worst
+
+
+def _hpa_saturated(status: dict[str, Any]) -> tuple[str, float] | None:
+    """The resource whose pods use at least HPA_SATURATED_UTIL% of their requests (pods whose limit is their
+    request are pinned there), and that share."""
+    for m in status.get("currentMetrics") or ():
+        res = (m or {}).get("resource") or {}
+        cur = (res.get("current") or {}).get("averageUtilization")
+        if isinstance(cur, int | float) and cur >= HPA_SATURATED_UTIL:
+            return str(res.get("name") or "cpu"), float(cur)
+    return None
 
 
 @ANALYZERS.analyzer(
@@ -756,6 +768,8 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
             and ((isinstance(desired, int) and desired >= maxr) or (limited and limited[1].get("status") == "True"))
         ):
             over = _hpa_overload(spec, status)
+            pinned = _hpa_saturated(status)
+            overloaded = over >= HPA_OVERLOAD or pinned is not None
             out.append(
                 k8s_finding(
                     "kubernetes_capacity",
@@ -764,12 +778,15 @@ def kubernetes_capacity(evidence: EvidenceSet) -> list[Finding]:
                     category=Category.RESOURCE_EXHAUSTION,
                     object=f"HorizontalPodAutoscaler {ns}/{name}",
                     # far over its target at the ceiling, the workload is short of capacity, not just at a limit
-                    score=0.7 if over >= HPA_OVERLOAD else 0.45,
+                    score=0.7 if overloaded else 0.45,
                     tags=tags,
-                    ts=parse_ts(limited[1].get("lastTransitionTime")) if limited else None,
+                    # (overloaded, its pods were behind the load while it scaled up to the ceiling: the saturation
+                    # began before the ceiling did, at a time the HPA does not say)
+                    ts=parse_ts(limited[1].get("lastTransitionTime")) if limited and not overloaded else None,
                     title=f"HPA {ns}/{name} pinned at maxReplicas {maxr}",
                     mechanism=f"{target} is saturated: its HPA {ns}/{name} is at maxReplicas {maxr} and wants more"
                     + (f" (its metric at {over:.1f}x its target)" if over >= HPA_OVERLOAD else "")
+                    + (f" (its pods use {pinned[1]:.0f}% of their {pinned[0]} requests)" if pinned else "")
                     + ", so load beyond that capacity queues up",
                     explains=["latency", "cpu_high", "cpu_throttled", "http_5xx", "error_rate", "queue_backlog"],
                     evidence=[ref(hpa, "status.currentReplicas", cur), ref(hpa, "spec.maxReplicas", maxr)],

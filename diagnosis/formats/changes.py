@@ -261,7 +261,7 @@ def _named_blocks(blocks: list[dict[str, str]]) -> list[dict[str, str]]:
     old = {b["name"]: b.get("value", "") for b in blocks if b["sign"] == "-" and b.get("name")}
     new = {b["name"]: b.get("value", "") for b in blocks if b["sign"] == "+" and b.get("name")}
     return [
-        {"key": name, "old": old.get(name, ""), "new": new.get(name, "null")}
+        {"key": name, "old": old.get(name, ""), "new": new.get(name, "null"), "parameter": True}
         for name in dict.fromkeys([*old, *new])
         if old.get(name) != new.get(name)
     ]
@@ -269,7 +269,9 @@ def _named_blocks(blocks: list[dict[str, str]]) -> list[dict[str, str]]:
 
 def detect_terraform(doc: Document) -> bool:
     head = doc.text[:200_000]
-    return bool(_TF_MARK.search(head)) and bool(_TF_RESOURCE.search(head) or "Apply complete!" in head)
+    return bool(_TF_MARK.search(head)) and bool(
+        re.search(_TF_RESOURCE.pattern, head, re.M) or "Apply complete!" in head
+    )
 
 
 @FORMATS.format("terraform-plan", shapes={"text"}, detect=detect_terraform, order=17)

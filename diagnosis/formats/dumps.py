@@ -316,3 +316,56 @@ def parse_histogram(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     stamp = _DUMP_TIME.search(doc.text)
     ts = parse_ts(stamp.group(1)) if stamp else None
     yield ctx.item(doc.path, "runtime/heap_histogram", f"heap/{host or doc.path}", data, ts)
+
+
+# --- MinIO's console error log: blocks of "API: ...", "Time: 09:11:44 UTC 06/20/2024", "DeploymentID: ...",
+# "RemoteHost/Host/UserAgent/...", "Error: <message> (<type>)", then a numbered stack
+_MINIO_TIME = re.compile(r"^Time: (\d\d:\d\d:\d\d) UTC (\d\d/\d\d/\d{4})\s*$", re.M)
+_MINIO_KEY = re.compile(r"^(API|Error|RemoteHost|Host|UserAgent|Bucket|Object|DeploymentID|RequestID): (.*)$")
+_KUBECTL_LOGS_POD = re.compile(r"\blogs\s+(?:(?:-n|--namespace)[ =]\S+\s+)?(?:pod/)?([a-z0-9][\w.\-]*)")
+
+
+def detect_minio_log(doc: Document) -> bool:
+    head = doc.text[:8192]
+    return len(_MINIO_TIME.findall(head)) >= 2 and bool(re.search(r"^API: \S+", head, re.M))
+
+
+@FORMATS.format("minio-log", shapes={"text"}, detect=detect_minio_log, order=17)
+def parse_minio_log(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One error record per block: its time, its API, and its `Error:` line."""
+    records: list[dict[str, Any]] = []
+    block: dict[str, Any] = {}
+
+    def flush() -> None:
+        if block.get("Error"):
+            api = f" [{block['API']}]" if block.get("API") else ""
+            records.append(
+                {"ts": block.get("ts"), "level": "error", "msg": f"{block['Error']}{api}", "line": block["line"]}
+            )
+
+    for n, raw in enumerate(doc.lines(), 1):
+        line = raw.strip()
+        if t := _MINIO_TIME.match(line):
+            try:
+                ts: float | None = (
+                    datetime.strptime(f"{t[2]} {t[1]}", "%m/%d/%Y %H:%M:%S").replace(tzinfo=UTC).timestamp()
+                )
+            except ValueError:
+                ts = None
+            block["ts"] = ts
+        elif k := _MINIO_KEY.match(line):
+            if k[1] == "API":
+                flush()
+                block = {"API": k[2].strip(), "line": n}
+            else:
+                block.setdefault("line", n)
+                block[k[1]] = k[2].strip()
+    flush()
+    if not records:
+        return
+    pod = _KUBECTL_LOGS_POD.search(doc.command or "")
+    source: dict[str, Any] = {"path": doc.path, "export": "minio-log"}
+    if pod:
+        source["app"] = re.sub(r"-\d+$", "", pod[1]) if re.search(r"-pool-\d+-\d+$", pod[1]) else pod[1]
+    data = {"records": records, "source": source, "truncated": False}
+    yield ctx.item(doc.path, "log", doc.path, data, max((r["ts"] for r in records if r["ts"]), default=None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from diagnosis.analyzers._common import (
@@ -118,7 +119,7 @@ def _catching_up(ctx: Context, m: EvidenceItem, pts: list[Point], ident: str) ->
     tail = pts[peak_i:]
     if len(tail) < CATCHING_UP_POINTS or tail[-1][1] > CATCHING_UP_SHARE * pts[peak_i][1]:
         return None
-    if sum(1 for a, b in zip(tail, tail[1:]) if b[1] <= a[1]) < 0.9 * (len(tail) - 1):
+    if sum(1 for a, b in itertools.pairwise(tail) if b[1] <= a[1]) < 0.9 * (len(tail) - 1):
         return None
     conns = [c for c in ctx.metric("DatabaseConnections") if _instance(c) == ident]
     if not conns or any(v > 0 for _, v in _pts(conns[0])[-CATCHING_UP_POINTS:]):

@@ -246,8 +246,8 @@ def _redis_blocked(ctx: Context) -> list[Finding]:
         release = _client_release(ctx, client, first) if client != "an unnamed client" else None
         mech = (
             f"{client} runs `{args}` on Redis {server} again and again ({len(entries)} of the slow log's entries, "
-            f"{secs[0]:.1f}-{secs[-1]:.1f} s each, the earliest shown at {fmt_ts(first)}): Redis runs one command at a time, so each "
-            "one stalls every other client for that long and their commands time out"
+            f"{secs[0]:.1f}-{secs[-1]:.1f} s each, the earliest shown at {fmt_ts(first)}): Redis runs one command "
+            "at a time, so each one stalls every other client for that long and their commands time out"
         )
         if release:
             mech += f"; {client} changed shortly before ({release[0]}): its new code scans the keyspace"
@@ -281,7 +281,9 @@ def _redis_blocked(ctx: Context) -> list[Finding]:
                     *([release[1]] if release else []),
                 ],
                 actions=[
-                    Action(description="Who sends it now", command=f"redis-cli -h {server} CLIENT LIST | grep {client}"),
+                    Action(
+                        description="Who sends it now", command=f"redis-cli -h {server} CLIENT LIST | grep {client}"
+                    ),
                     Action(
                         description=f"Stop {client}'s {command} (SCAN in batches instead), or kill its connections",
                         command=f"redis-cli -h {server} CLIENT KILL USER <user>  # or stop {client}",

@@ -204,10 +204,13 @@ def _statements_time_out(recs: list[Rec]) -> bool:
     for it in {r.item.id: r.item for r in recs}.values():
         for x in it.data.get("records") or ():
             msg = str(x.get("msg") or "")
-            if isinstance(x.get("ts"), int | float) and first - 600 <= x["ts"] <= last + 60:
-                if (m := _STATEMENT_TIMEOUT.search(msg)) is not None:
-                    verb = re.search(r"\b(select|insert|update|delete)\b\s+\S+\s+\S+", msg[m.end():], re.I)
-                    kinds.add(verb.group(0).lower() if verb else "")
+            if (
+                isinstance(x.get("ts"), int | float)
+                and first - 600 <= x["ts"] <= last + 60
+                and (m := _STATEMENT_TIMEOUT.search(msg)) is not None
+            ):
+                verb = re.search(r"\b(select|insert|update|delete)\b\s+\S+\s+\S+", msg[m.end() :], re.I)
+                kinds.add(verb.group(0).lower() if verb else "")
     return len(kinds - {""}) >= STATEMENT_KINDS
 
 

@@ -88,6 +88,8 @@ BAD_DATA = re.compile(
     r"extraneous or missing \" in quoted[- ]field|EOF inside string|"
     # a columnar file whose column type is not the declared one (Spark reading Parquet)
     r"Parquet column cannot be converted|SchemaColumnConvertNotSupportedException|"
+    # a Parquet file that is empty or cut short (pyarrow, Spark, DuckDB): no footer to read
+    r"Parquet file size is 0 bytes|Parquet magic bytes not found|Invalid Parquet file size|is not a Parquet file|"
     r"column \S+ does not exist|no such column|"
     r"schema validation failed|incompatible schema|schema (?:is )?incompatible|"
     r"unknown (?:field|column|magic byte)|Unrecognized field|value too long for type|out of range for type|"
@@ -151,6 +153,8 @@ BAD_DATA = re.compile(
     r"DecoderFallbackException|(?:unexpected|invalid|unsupported) (?:byte order mark|BOM)|"
     # Python, Go, Node, Ruby
     r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|decimal\.ConversionSyntax|"
+    # API Gateway's request validation against its model, and other gateways' schema validation of a request body
+    r"Request body does not match model schema|request (?:body|payload) (?:failed|does not pass) (?:schema )?validation|"
     # pydantic and jsonschema refusing a record of the wrong shape
     r"\d+ validation errors? for \w+|Input should be a valid \w+|is not of type '\w+'|"
     # .NET: System.Text.Json and Newtonsoft on a value of the wrong shape, and a number that does not parse
@@ -198,7 +202,7 @@ EXCEPTION = re.compile(
 # dependency failed; the error count stays this service's `errors` symptom.
 REMOTE_FAILURE = re.compile(
     r"\b\w*(?:Transport|Connection|Connect|Timeout|Unavailable|Remote|Rpc|Grpc|Http|Network|Socket|Upstream|Gateway|"
-    r"ServiceUnavailable|Throttl)\w*(?:Error|Exception)\b|"
+    r"ServiceUnavailable|Throttl|Disconnect)\w*(?:Error|Exception)\b|"
     # Python DB-API's OperationalError: the database failed the operation (connection lost, server gone, disk)
     r"\bOperationalError\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b|"
     # a datastore's own failure, as its client library relays it: shards missing, a cluster down or read-only,

@@ -200,7 +200,9 @@ def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float |
         else:
             msg = str(r.get("msg") or "")
             level = level_of(r) or ("error" if _kill_hint(msg) and KILLED_FROM_OUTSIDE.search(msg) else None)
-        if level in ("error", "fatal") or (level is None and (EXCEPTION.search(msg) or APP_OOM.search(msg))):
+        if level in ("error", "fatal") or (
+            level is None and (EXCEPTION.search(msg) or APP_OOM.search(msg) or _GATEWAY_REJECTS.search(msg))
+        ):
             errors.append(Rec(item, ts, msg, r.get("line"), level or "error"))
     return errors, first, last
 
@@ -855,6 +857,10 @@ def _skipped_few(tpl: Template, item: EvidenceItem) -> bool:
     )
 
 
+# a gateway refusing a request whose body fails its model (API Gateway's execution log has no level): an error
+_GATEWAY_REJECTS = re.compile(r"Request body does not match model schema")
+
+
 def _kill_hint(msg: str) -> bool:  # a cheap prefilter for KILLED_FROM_OUTSIDE
     return "return code -" in msg or " 137" in msg or "code=killed" in msg
 
@@ -862,7 +868,9 @@ def _kill_hint(msg: str) -> bool:  # a cheap prefilter for KILLED_FROM_OUTSIDE
 _SIGKILL = re.compile(r"-9(?!\d)|\b137\b|signal 9\b|SIGKILL|status=9/KILL", re.I)
 
 
-_AIRFLOW_ZOMBIE = re.compile(r"Detected zombie job.{0,400}?'DAG Id': '(?P<dag>[\w.\-]+)', 'Task Id': '(?P<task>[\w.\-]+)'")
+_AIRFLOW_ZOMBIE = re.compile(
+    r"Detected zombie job.{0,400}?'DAG Id': '(?P<dag>[\w.\-]+)', 'Task Id': '(?P<task>[\w.\-]+)'"
+)
 _AIRFLOW_TASK = re.compile(r"<TaskInstance: ([\w.\-]+) \S+ \[\w+\]>.{0,200}killed externally")
 
 

@@ -355,7 +355,10 @@ def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]
             kind = next((_ENVOY_FLAGS[f] for f in flags if f in _ENVOY_FLAGS), None)
             if kind is None and m["code"].startswith("5") and m["flags"] == "-":
                 kind = "http_5xx"
-            target = m["authority"] if m["authority"] not in ("", "-") else m["upstream"]
+            # the upstream cluster names the service called; at an ingress gateway the authority is the site's
+            # public host, in a sidecar the same service
+            cluster = _TARGET_PATTERNS[0].search(msg)
+            target = cluster[1] if cluster else m["authority"] if m["authority"] not in ("", "-") else m["upstream"]
             if kind is None or target in ("", "-"):
                 continue
             yield Rec(item, r.get("ts"), msg, r.get("line"), "error"), kind, target, m["code"]

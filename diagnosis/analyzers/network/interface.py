@@ -73,6 +73,16 @@ def _counters(evidence: EvidenceSet, node: str, device: str) -> tuple[EvidenceIt
     return (best[1], best[2], best[3]) if best else None
 
 
+_MEMBER = re.compile(r"^(?P<cluster>[a-z][a-z\-]*[a-z])-\d{1,2}$")
+
+
+def _member_of(host: str) -> list[str]:
+    """A host named as a numbered member of a cluster (kafka-3, es-data-1) serves that cluster: its callers' failures
+    name the cluster ("kafka"), so the host's fault is tagged with it."""
+    m = _MEMBER.match(host.split(".", 1)[0].lower())
+    return [f"service:{m['cluster']}"] if m else []
+
+
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"metric", "k8s/Pod", "host/nic"})
 def interface_errors(evidence: EvidenceSet) -> list[Finding]:
     errors: dict[tuple[str, str], tuple[EvidenceItem, list[Point]]] = {}
@@ -143,7 +153,7 @@ def interface_errors(evidence: EvidenceSet) -> list[Finding]:
                 object=f"network interface {where}",
                 score=0.8,
                 ts=onset,
-                tags=[f"node:{node}", f"host:{node}"]
+                tags=[f"node:{node}", f"host:{node}", *_member_of(node)]
                 + [f"pod:{ns}/{p}" for ns, p in pods]
                 + sorted({f"service:{workload_of_pod(p)}" for _, p in pods}),
                 explains=list(_WIRE_EFFECTS),
@@ -245,7 +255,7 @@ def link_failing(evidence: EvidenceSet) -> list[Finding]:
                 object=f"network link {where}",
                 score=0.85,
                 ts=recs[0].ts if recs else None,
-                tags=[f"node:{host}", f"host:{host}", f"instance:{host}"]
+                tags=[f"node:{host}", f"host:{host}", f"instance:{host}", *_member_of(host)]
                 + [f"pod:{ns}/{p}" for ns, p in pods]
                 + sorted({f"service:{workload_of_pod(p)}" for _, p in pods}),
                 explains=[*_WIRE_EFFECTS, "connection_refused", "host_unreachable", "packet_loss"],

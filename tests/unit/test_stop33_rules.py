@@ -1,0 +1,251 @@
+"""Stop 33: rules from the dev63-dev65 batches, each a mechanism rather than a stack: a chaos experiment still in
+force on the failing objects; a datastore its exporter cannot reach; Redis blocked by one client's slow commands;
+a server's idle timeout cut below its clients' pools; a replica catching up that nobody reads; a job sent to the
+wrong location. Each test asserts the negative case beside the rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diagnosis.bundle import load_bundle
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+
+
+def _network_chaos(ns: str, target: str, *, recovered: bool = False, selector_ns: str | None = None) -> dict:
+    return {
+        "apiVersion": "chaos-mesh.org/v1alpha1",
+        "kind": "NetworkChaos",
+        "metadata": {"name": "gameday-delay", "namespace": ns, "creationTimestamp": "2025-09-17T10:58:02Z"},
+        "spec": {
+            "action": "delay",
+            "delay": {"latency": "800ms", "jitter": "100ms"},
+            "duration": "90m",
+            "mode": "all",
+            "selector": {"labelSelectors": {"app": target}, "namespaces": [selector_ns or ns]},
+        },
+        "status": {
+            "conditions": [
+                {"type": "AllRecovered", "status": "True" if recovered else "False"},
+                {"type": "Paused", "status": "False"},
+                {"type": "AllInjected", "status": "False" if recovered else "True"},
+            ],
+            "experiment": {"desiredPhase": "Stop" if recovered else "Run"},
+        },
+    }
+
+
+def _timeline_log() -> str:
+    lines = ["[2025-Sep-17 10:40:00.000000] <info>: (main.cpp:58) redis pool: host=timeline-redis port=6379"]
+    for i in range(30):
+        lines.append(
+            f"[2025-Sep-17 11:{i:02d}:10.000000] <error>: (Handler.h:141:Read) Failed to read home timeline from "
+            "redis: Failed to get reply: Resource temporarily unavailable"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _chaos_bundle(tmp_path: Path, chaos: dict) -> Path:
+    logs = tmp_path / "logs" / "social"
+    logs.mkdir(parents=True)
+    (logs / "timeline-5b8d6f9c47-j4rtv.log").write_text(_timeline_log())
+    (tmp_path / "chaos.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [chaos]}))
+    return tmp_path
+
+
+def test_a_network_chaos_in_force_on_the_failing_store_is_the_infrastructure_cause(tmp_path: Path) -> None:
+    d = investigate(load_bundle(_chaos_bundle(tmp_path, _network_chaos("social", "timeline-redis"))), "why slow?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "NetworkChaos" in d.root_cause and "timeline-redis" in d.root_cause
+
+
+def test_a_recovered_or_other_namespace_chaos_is_not_the_cause(tmp_path: Path) -> None:
+    for name, chaos in (
+        ("recovered", _network_chaos("social", "timeline-redis", recovered=True)),
+        ("staging", _network_chaos("social-staging", "timeline-redis", selector_ns="social-staging")),
+        ("elsewhere", _network_chaos("social", "media-memcached")),
+    ):
+        bundle = tmp_path / name
+        bundle.mkdir()
+        d = investigate(load_bundle(_chaos_bundle(bundle, chaos)), "why slow?")
+        assert not any(f.code == "chaos_injected" for f in d.findings), (name, d.root_cause)
+
+
+def _up_series(name: str, values: list[int]) -> dict:
+    start = 1769067600
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {
+                    "metric": {"__name__": name, "namespace": "db-platform", "pod": "orders-mysql-0", "job": "mysql"},
+                    "values": [[start + 30 * i, str(v)] for i, v in enumerate(values)],
+                }
+            ],
+        },
+    }
+
+
+def test_a_store_its_exporter_cannot_reach_is_a_dependency_failure_and_a_pool_waiting_on_it_a_symptom(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "mysql_up.json").write_text(json.dumps(_up_series("mysql_up", [1] * 20 + [0] * 20)))
+    lines = []
+    for i in range(3):
+        lines.append(
+            f"2026-01-22 08:10:{10 + i:02d}.000 ERROR 1 --- [exec-1] o.h.e.j.s.SqlExceptionHelper : "
+            "Communications link failure"
+        )
+    for i in range(12):
+        lines.append(
+            f"2026-01-22 08:{11 + i:02d}:00.000 ERROR 1 --- [exec-4] o.h.e.j.s.SqlExceptionHelper : HikariPool-1 - "
+            "Connection is not available, request timed out after 30000ms."
+        )
+    (tmp_path / "orders-api.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "orders fail with 500s")
+    assert d.category == Category.DEPENDENCY_FAILURE, d.root_cause
+    assert "orders-mysql-0" in d.root_cause
+    pool = next(f for f in d.findings if f.code == "app_pool_exhausted")
+    assert pool.role == "symptom" and "stopped accepting connections" in pool.title
+
+
+def test_a_store_that_stays_up_is_no_dependency_failure(tmp_path: Path) -> None:
+    (tmp_path / "mysql_up.json").write_text(json.dumps(_up_series("mysql_up", [1] * 40)))
+    d = investigate(load_bundle(tmp_path), "is mysql ok?")
+    assert not any(f.code == "datastore_down" for f in d.findings)
+
+
+def _slowlog(entries: list[tuple[int, str, str, str]]) -> str:
+    out = ["ops@jump-1:~$ redis-cli -h cache-01.prod.internal SLOWLOG GET 6"]
+    for n, (us, cmd, arg, client) in enumerate(entries, 1):
+        out += [
+            f"{n}) 1) (integer) {9000 - n}",
+            f"   2) (integer) {1720438501 - 300 * n}",
+            f"   3) (integer) {us}",
+            f'   4) 1) "{cmd}"',
+            f'      2) "{arg}"',
+            '   5) "10.31.6.44:40212"',
+            f'   6) "{client}"',
+        ]
+    return "\n".join(out) + "\n"
+
+
+def test_a_client_whose_keys_scans_block_redis_is_named_and_its_release_makes_it_a_code_defect(tmp_path: Path) -> None:
+    slow = [(1_400_000, "KEYS", "cart:*", "cart-janitor")] * 4 + [(20_000, "HGETALL", "session:1", "web")]
+    (tmp_path / "slowlog.txt").write_text(_slowlog(slow))
+    d = investigate(load_bundle(tmp_path), "storefront times out")
+    assert d.category == Category.DEPENDENCY_FAILURE and "cart-janitor" in d.root_cause, d.root_cause
+    (tmp_path / "deploys.csv").write_text(
+        "deployed_at_utc,service,version,environment,message\n"
+        "2024-07-08T08:55:13Z,cart-janitor,v3.8.0,prod,find carts by key pattern\n"
+    )
+    d = investigate(load_bundle(tmp_path), "storefront times out")
+    assert d.category == Category.CODE_DEFECT and "cart-janitor" in d.root_cause, d.root_cause
+
+
+def test_a_slow_log_of_milliseconds_blocks_nothing(tmp_path: Path) -> None:
+    (tmp_path / "slowlog.txt").write_text(_slowlog([(18_000, "EVALSHA", "abc", "rate-limiter")] * 5))
+    d = investigate(load_bundle(tmp_path), "is redis ok?")
+    assert not any(f.code == "redis_blocked" for f in d.findings)
+
+
+_TF = """$ terraform apply -target=module.accounts_db
+Terraform will perform the following actions:
+
+  # module.accounts_db.aws_db_parameter_group.this will be updated in-place
+  ~ resource "aws_db_parameter_group" "this" {{
+        id          = "accounts-mysql80-params"
+      - parameter {{
+          - apply_method = "immediate" -> null
+          - name         = "{key}" -> null
+          - value        = "{old}" -> null
+        }}
+      + parameter {{
+          + apply_method = "immediate"
+          + name         = "{key}"
+          + value        = "{new}"
+        }}
+    }}
+
+Plan: 0 to add, 1 to change, 0 to destroy.
+module.accounts_db.aws_db_parameter_group.this: Modifications complete after 2s [id=accounts-mysql80-params]
+"""
+
+
+def _lost_connections() -> str:
+    return "".join(
+        f"2025-03-11 10:{i:02d}:00,000 ERROR accounts.api: pymysql.err.OperationalError: (2013, 'Lost connection to "
+        "MySQL server during query')\n"
+        for i in range(10)
+    )
+
+
+def test_an_idle_timeout_cut_below_the_pools_is_a_configuration_error(tmp_path: Path) -> None:
+    (tmp_path / "tf.txt").write_text(_TF.format(key="wait_timeout", old="28800", new="60"))
+    (tmp_path / "accounts-api.log").write_text(_lost_connections())
+    d = investigate(load_bundle(tmp_path), "why 500s?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "wait_timeout" in d.root_cause and "28800" in d.root_cause
+
+
+def test_an_idle_timeout_raised_is_no_cut(tmp_path: Path) -> None:
+    (tmp_path / "tf.txt").write_text(_TF.format(key="wait_timeout", old="60", new="28800"))
+    (tmp_path / "accounts-api.log").write_text(_lost_connections())
+    d = investigate(load_bundle(tmp_path), "why 500s?")
+    assert not any(f.code == "setting_cut" for f in d.findings)
+
+
+def _cw(label_values: dict[str, list[float]]) -> dict:
+    ts = [f"2024-11-19T07:{40 - 5 * i:02d}:00Z" for i in range(8)]
+    return {
+        "MetricDataResults": [
+            {"Id": f"m{n}", "Label": label, "Timestamps": ts, "Values": vals, "StatusCode": "Complete"}
+            for n, (label, vals) in enumerate(label_values.items())
+        ]
+    }
+
+
+def test_a_replica_catching_up_that_nobody_reads_is_healthy(tmp_path: Path) -> None:
+    lag = [2190.0, 2321.0, 2497.0, 2598.0, 2753.0, 2889.0, 3051.0, 3182.0]  # newest first, as the API returns
+    (tmp_path / "cw.json").write_text(
+        json.dumps(_cw({"reporting-replica ReplicaLag": lag, "reporting-replica DatabaseConnections": [0.0] * 8}))
+    )
+    d = investigate(load_bundle(tmp_path), "is the replica lag a problem?")
+    assert any(f.code == "replica_catching_up" for f in d.findings), d.root_cause
+    assert d.category == Category.HEALTHY, d.root_cause
+    # with readers on it, the same lag is a problem
+    (tmp_path / "cw.json").write_text(
+        json.dumps(_cw({"reporting-replica ReplicaLag": lag, "reporting-replica DatabaseConnections": [12.0] * 8}))
+    )
+    d = investigate(load_bundle(tmp_path), "is the replica lag a problem?")
+    assert not any(f.code == "replica_catching_up" for f in d.findings)
+
+
+def test_jobs_sent_to_the_wrong_location_name_the_setting(tmp_path: Path) -> None:
+    lines = "".join(
+        f"[2024-07-02, 06:10:{i:02d} UTC] {{pod_manager.py:471}} INFO - 404 Not found: Dataset acme:marketing_stg was "
+        "not found in location US\n"
+        for i in range(5)
+    )
+    (tmp_path / "dbt_build.log").write_text(lines)
+    cm = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "dbt-env", "namespace": "data"},
+                "data": {"DBT_BQ_LOCATION": "US"},
+            }
+        ],
+    }
+    (tmp_path / "cm.json").write_text(json.dumps(cm))
+    d = investigate(load_bundle(tmp_path), "why did dbt fail?")
+    assert d.category == Category.CONFIGURATION_ERROR and "DBT_BQ_LOCATION=US" in d.root_cause, d.root_cause
+    cm["items"][0]["data"] = {"DBT_BQ_LOCATION": "EU"}
+    (tmp_path / "cm.json").write_text(json.dumps(cm))
+    d = investigate(load_bundle(tmp_path), "why did dbt fail?")
+    assert not any(f.code == "wrong_location" for f in d.findings)
