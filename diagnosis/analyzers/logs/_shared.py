@@ -154,7 +154,8 @@ BAD_DATA = re.compile(
     # Python, Go, Node, Ruby
     r"JSONDecodeError|UnicodeDecodeError|UnicodeEncodeError|Expecting value: line \d+|decimal\.ConversionSyntax|"
     # API Gateway's request validation against its model, and other gateways' schema validation of a request body
-    r"Request body does not match model schema|request (?:body|payload) (?:failed|does not pass) (?:schema )?validation|"
+    r"Request body does not match model schema|"
+    r"request (?:body|payload) (?:failed|does not pass) (?:schema )?validation|"
     # pydantic and jsonschema refusing a record of the wrong shape
     r"\d+ validation errors? for \w+|Input should be a valid \w+|is not of type '\w+'|"
     # .NET: System.Text.Json and Newtonsoft on a value of the wrong shape, and a number that does not parse
