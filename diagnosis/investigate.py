@@ -36,6 +36,7 @@ ANALYZER_MODULES = (
     "environments",
     "chaos",
     "quorum",
+    "mesh",
     "schedules",
     "memory",
     "containers",

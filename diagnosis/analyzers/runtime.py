@@ -16,7 +16,7 @@ import re
 from diagnosis.analyzers._common import Rec, object_tags, ref_of, service_of, span_text, with_aliases
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Action, Category, Domain, Finding
+from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
 
 _SE_REDIS_POOL = re.compile(r"WORKER: \(Busy=(\d+),Free=\d+,Min=(\d+)")
 _QUEUED = re.compile(r"QueuedItems=(\d+)")
@@ -96,4 +96,89 @@ def runtime_starvation(evidence: EvidenceSet) -> list[Finding]:
                 ],
             )
         )
+    return with_aliases(out)
+
+
+# ---------------------------------------------------------------- a JVM memory area capped below what the code needs
+
+# A JVM that runs out of a fixed-size area it was given a cap for (-XX:MaxMetaspaceSize, -XX:MaxDirectMemorySize):
+# the classes or direct buffers the application needs at start-up do not fit, so it dies every time it starts. The
+# flag someone set is the cause (configuration_error), not the container's memory.
+_AREA_OOM = re.compile(r"OutOfMemoryError: (Metaspace|Compressed class space|Direct buffer memory)")
+_AREA_FLAG = {
+    "Metaspace": re.compile(r"-XX:MaxMetaspaceSize=(\d+[kKmMgG]?)"),
+    "Compressed class space": re.compile(r"-XX:CompressedClassSpaceSize=(\d+[kKmMgG]?)"),
+    "Direct buffer memory": re.compile(r"-XX:MaxDirectMemorySize=(\d+[kKmMgG]?)"),
+}
+
+
+def _flag_source(evidence: EvidenceSet, rx: re.Pattern[str]) -> tuple[str, str, EvidenceRef] | None:
+    """Where the cap is set: a ConfigMap key, else a log line (the JVM's "Picked up JAVA_TOOL_OPTIONS")."""
+    for cm in evidence.kind("k8s/ConfigMap"):
+        for key, value in ((cm.data.get("data") or {}) if isinstance(cm.data.get("data"), dict) else {}).items():
+            if m := rx.search(str(value)):
+                name = (cm.data.get("metadata") or {}).get("name") or cm.object
+                return (
+                    m[1],
+                    f"ConfigMap {name} {key}",
+                    EvidenceRef(item=cm.id, field=f"data.{key}", value=str(value)[:200]),
+                )
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            if m := rx.search(str(r.get("msg") or "")):
+                return (
+                    m[1],
+                    f"the JVM options of {service_of(item) or item.object}",
+                    EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:200]),
+                )
+    return None
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log", "k8s/ConfigMap"})
+def jvm_area_capped(evidence: EvidenceSet) -> list[Finding]:
+    """A JVM dying of a memory area whose size a flag caps, the flag set where the evidence shows it."""
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "OutOfMemoryError" not in msg or not (m := _AREA_OOM.search(msg)):
+                continue
+            who = service_of(item) or item.object
+            if who in seen:
+                continue
+            found = _flag_source(evidence, _AREA_FLAG[m[1]])
+            if found is None:
+                continue
+            seen.add(who)
+            value, where, ref = found
+            flag = _AREA_FLAG[m[1]].pattern.split("=")[0].removeprefix("-XX:")
+            out.append(
+                Finding(
+                    analyzer="jvm_area_capped",
+                    domain=Domain.LOGS,
+                    role="cause",
+                    code="jvm_area_capped",
+                    category=Category.CONFIGURATION_ERROR,
+                    title=f"{who} dies of OutOfMemoryError: {m[1]} under {flag}={value} ({where})",
+                    mechanism=(
+                        f"{where} caps the JVM's {m[1]} at {value} ({flag}), less than {who} needs: it throws "
+                        f"OutOfMemoryError: {m[1]} and dies however much memory the container has; the flag is "
+                        "set too low for this application."
+                    ),
+                    object=f"{flag}={value}",
+                    score=0.85,
+                    ts=r.get("ts") if isinstance(r.get("ts"), int | float) else None,
+                    tags=[*object_tags(item, who), f"config:{flag}"],
+                    explains=["crash_loop", "pod_restarts", "app_out_of_memory", "oom_*", "exception", "errors"],
+                    evidence=[ref, ref_of(Rec(item, r.get("ts"), msg, r.get("line"), "error"))],
+                    actions=[
+                        Action(
+                            description=f"Remove {flag} or raise it above what the application loads",
+                            command=f"kubectl get configmap -A -o yaml | grep -n {flag}",
+                            kind="read",
+                        )
+                    ],
+                )
+            )
     return with_aliases(out)

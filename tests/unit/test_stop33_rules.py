@@ -249,3 +249,107 @@ def test_jobs_sent_to_the_wrong_location_name_the_setting(tmp_path: Path) -> Non
     (tmp_path / "cm.json").write_text(json.dumps(cm))
     d = investigate(load_bundle(tmp_path), "why did dbt fail?")
     assert not any(f.code == "wrong_location" for f in d.findings)
+
+
+_MINIO_BLOCK = """API: {api}
+Time: 09:{m:02d}:{s:02d} UTC 06/20/2024
+DeploymentID: 8f2c4e61-73ab-4d19-9c0e-5b7a2d31f8e4
+Error: {err}
+       1: cmd/server-main.go:1021:cmd.serverMain()
+"""
+
+
+def test_minio_losing_its_quorum_is_its_clients_dependency_failure(tmp_path: Path) -> None:
+    text = "$ kubectl -n storage logs objstore-pool-0-0 -c minio\n" + "".join(
+        _MINIO_BLOCK.format(
+            api="PutObject", m=12 + i, s=5, err="Storage resources are insufficient for the write operation x"
+        )
+        for i in range(5)
+    )
+    (tmp_path / "minio.log").write_text(text)
+    d = investigate(load_bundle(tmp_path), "uploads fail with 503")
+    assert d.category == Category.DEPENDENCY_FAILURE and "objstore-pool-0" in d.root_cause, d.root_cause
+    # one scanner complaint is no quorum loss
+    (tmp_path / "minio.log").write_text(
+        _MINIO_BLOCK.format(api="SYSTEM()", m=1, s=1, err="Scanner cycle took too long (3h12m3.2s)")
+        + _MINIO_BLOCK.format(api="SYSTEM()", m=2, s=1, err="Scanner cycle took too long (3h13m3.2s)")
+    )
+    d = investigate(load_bundle(tmp_path), "uploads fail with 503")
+    assert not any(f.code == "store_quorum_lost" for f in d.findings)
+
+
+def _envoy_inbound(n: int, client_ip: str) -> str:
+    return "".join(
+        f'[2025-09-30T09:{i:02d}:07.200Z] "- - -" 0 NR filter_chain_not_found - "-" 0 0 0 - "-" "-" "-" "-" "-" - - '
+        f"10.42.5.14:8080 {client_ip}:3478{i} - -\n"
+        for i in range(n)
+    )
+
+
+def _pa(mode: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "security.istio.io/v1",
+                "kind": "PeerAuthentication",
+                "metadata": {
+                    "name": "ledger-strict",
+                    "namespace": "ledger",
+                    "creationTimestamp": "2025-09-30T07:48:03Z",
+                },
+                "spec": {"selector": {"matchLabels": {"app": "ledger-api"}}, "mtls": {"mode": mode}},
+            }
+        ],
+    }
+
+
+def test_a_strict_peer_authentication_shutting_out_a_sidecarless_client_is_the_configuration_error(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "ledger-api_istio-proxy.log").write_text(_envoy_inbound(6, "10.42.7.19"))
+    pod = {
+        "apiVersion": "v1",
+        "kind": "PodList",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": "reconciler-29320920-7xkqd",
+                    "namespace": "batch",
+                    "annotations": {"sidecar.istio.io/inject": "false"},
+                },
+                "spec": {"containers": [{"name": "reconciler", "image": "reconciler:1.4.0"}]},
+                "status": {"phase": "Failed", "podIP": "10.42.7.19"},
+            }
+        ],
+    }
+    (tmp_path / "pods.json").write_text(json.dumps(pod))
+    (tmp_path / "pa.json").write_text(json.dumps(_pa("STRICT")))
+    d = investigate(load_bundle(tmp_path), "why does the reconciler get connection resets?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "ledger-strict" in d.root_cause and "reconciler" in d.root_cause
+    (tmp_path / "pa.json").write_text(json.dumps(_pa("PERMISSIVE")))
+    d = investigate(load_bundle(tmp_path), "why does the reconciler get connection resets?")
+    assert not any(f.code == "strict_mtls_plaintext_refused" for f in d.findings)
+
+
+def test_a_host_lost_during_a_planned_reboot_and_uncordoned_since_is_back(tmp_path: Path) -> None:
+    (tmp_path / "longhorn-manager.log").write_text(
+        'time="2026-02-11T02:33:39Z" level=warning msg="Replica is marked as failed, instance manager on node '
+        'worker-2 is unreachable"\n'
+    )
+    kured = (
+        'time="2026-02-11T02:32:38Z" level=info msg="Running command: [/bin/systemctl reboot] for node: worker-2"\n'
+        'time="2026-02-11T02:36:44Z" level=info msg="Uncordoning node worker-2"\n'
+        'time="2026-02-11T03:36:45Z" level=info msg="Reboot not required"\n'
+    )
+    (tmp_path / "kured.log").write_text(kured)
+    d = investigate(load_bundle(tmp_path), "is anything still wrong after the page?")
+    lost = next(f for f in d.findings if f.code == "host_lost")
+    assert lost.role == "benign", lost.title
+    (tmp_path / "kured.log").write_text(kured.splitlines(keepends=True)[0])
+    d = investigate(load_bundle(tmp_path), "is anything still wrong after the page?")
+    assert next(f for f in d.findings if f.code == "host_lost").role == "cause"

@@ -70,7 +70,7 @@ def _app_pools(ctx: Context) -> list[Finding]:
         unreachable = not refused and _db_unreachable_first(recs)
         # the database cancels the service's statements of every kind at their timeout meanwhile: queries hold the
         # connections (the database is slow), the pool is not too small
-        held = not refused and not unreachable and _statements_time_out(recs)
+        held = not refused and not unreachable and (_statements_time_out(recs) or _storage_stalled(ctx, recs))
         burst = burst or unreachable or held
         out.append(
             Finding(
@@ -83,7 +83,7 @@ def _app_pools(ctx: Context) -> list[Finding]:
                 + (" while the database refused its password, then no more" if refused else "")
                 + (" for a few minutes, then no more" if burst and not refused and not unreachable and not held else "")
                 + (" after the database stopped accepting connections" if unreachable else "")
-                + (" while the database cancels its statements at their timeout" if held else ""),
+                + (" while the database's statements or storage are slow" if held else ""),
                 mechanism=(
                     f"{svc}'s database connection pool has no free connection: '{recs[0].msg.strip()[:160]}' "
                     f"{len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}; requests wait for a connection and time out "
@@ -193,6 +193,31 @@ _STATEMENT_TIMEOUT = re.compile(
     re.I,
 )
 STATEMENT_KINDS = 2  # timeouts on statements of at least this many kinds (not one slow query)
+
+
+# the storage under a database stalling its writes: PostgreSQL's checkpoint fsyncs taking seconds, Ceph's OSDs
+# reporting slow ops, the kernel's hung-task watchdog
+_CHECKPOINT_SYNC = re.compile(r"checkpoint complete:.*?\bsync=(\d+(?:\.\d+)?) s")
+_STORAGE_SLOW = re.compile(r"reporting \d+ slow ops|\d+ slow requests|blocked for more than \d+ seconds")
+SLOW_SYNC_S = 10.0
+
+
+def _storage_stalled(ctx: Context, recs: list[Rec]) -> bool:
+    """The database's storage stalled (slow checkpoint fsyncs, slow OSD ops) while the pool ran dry."""
+    first, last = recs[0].ts, recs[-1].ts
+    if first is None or last is None:
+        return False
+    for item in ctx.evidence.kind("log"):
+        for x in item.data.get("records") or ():
+            ts = x.get("ts")
+            if not isinstance(ts, int | float) or not first - 1800 <= ts <= last + 60:
+                continue
+            msg = str(x.get("msg") or "")
+            if (m := _CHECKPOINT_SYNC.search(msg)) and float(m[1]) >= SLOW_SYNC_S:
+                return True
+            if "slow" in msg and _STORAGE_SLOW.search(msg):
+                return True
+    return False
 
 
 def _statements_time_out(recs: list[Rec]) -> bool:

@@ -74,7 +74,8 @@ BAD_DATA = re.compile(
     # generic wording of rejected input
     r"invalid input (?:syntax|value)|schema mismatch|unexpected null|null value in column|fail(?:ed)? to parse|"
     r"parse error|"
-    r"could not parse|unable to parse|cannot parse|malformed|missing (?:required )?(?:field|property|key)|"
+    r"could not parse|unable to parse|cannot parse|(?<!#)malformed(?! or connection to the instance|-response)|"
+    r"missing (?:required )?(?:field|property|key)|"
     r"required (?:field|property) \S+ (?:is )?missing|unexpected (?:token|field|type|character|end of (?:json )?input)|"
     r"invalid (?:json|format|value|record|payload|utf-?8|byte sequence|character|date|timestamp|enum|message)|"
     r"is not valid JSON|deserializ\w+ (?:error|failed|exception)|error deserializing|failed to (?:deserializ|decod)\w*|"
@@ -238,7 +239,9 @@ APP_OOM = re.compile(
     r"Cannot allocate memory|std::bad_alloc|"
     # a server's own fixed memory pool full: Kamailio/OpenSIPS shared and private memory ("out of shm memory", "no
     # more shm mem", "no more pkg memory")
-    r"\bout of (?:shm|pkg|shared) memory\b|\bno more (?:shm|pkg) mem(?:ory)?\b",
+    r"\bout of (?:shm|pkg|shared) memory\b|\bno more (?:shm|pkg) mem(?:ory)?\b|"
+    # serverless platforms killing an instance at its memory limit (Cloud Run, App Engine, Cloud Functions)
+    r"Memory limit of \d+ ?MiB exceeded with \d+ ?MiB used",
 )
 
 
