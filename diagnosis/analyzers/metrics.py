@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from diagnosis.analyzers._common import fmt_ts, with_aliases, workload_of_pod
+from diagnosis.analyzers._kube import kube_index
 from diagnosis.analyzers._kube_pods import quantity
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.database import DB_INTERPRETED, is_db_metric
@@ -113,10 +114,11 @@ def metric_series(evidence: EvidenceSet) -> list[Finding]:
     limits = [s for s in series if _LIMIT.search(s.name) and s.points]
     out: list[Finding] = []
     started = _first_seen(series)
+    ended = _last_seen(series)
     for s in series:
         if s in limits or not s.points:
             continue
-        late = _appeared_failing(s, started)
+        late = _appeared_failing(s, started, ended)
         if late is not None:
             out += _of_dependency(s, [late])
             continue
@@ -143,7 +145,19 @@ def _first_seen(series: list[_Series]) -> dict[str, float]:
     return out
 
 
-def _appeared_failing(s: _Series, started: dict[str, float]) -> Finding | None:
+def _last_seen(series: list[_Series]) -> dict[str, float]:
+    """The last timestamp of each metric name over all its series."""
+    out: dict[str, float] = {}
+    for s in series:
+        if s.points:
+            out[s.name] = max(out.get(s.name, s.points[-1][0]), s.points[-1][0])
+    return out
+
+
+GONE_STEPS = 5  # a failure series whose points stop this many steps (and 10 minutes) before its siblings' is over
+
+
+def _appeared_failing(s: _Series, started: dict[str, float], ended: dict[str, float]) -> Finding | None:
     """A failure count split by result (a resultCode=503 series beside the 200 one) exists only once the failures
     begin: a series of the same metric that starts well after its siblings, all its points failing, is a step from
     nothing, which no single series shows."""
@@ -155,6 +169,27 @@ def _appeared_failing(s: _Series, started: dict[str, float]) -> Finding | None:
         return None
     who = _who(s)
     peak = max(range(len(s.points)), key=lambda i: s.points[i][1])
+    last = ended.get(s.name, s.points[-1][0])
+    if last - s.points[-1][0] >= max(GONE_STEPS * step, 600.0):
+        # a sparse failure count (only the non-zero points are exported) that stopped while its siblings go on
+        return Finding(
+            analyzer="metric_series",
+            domain=Domain.METRICS,
+            role="benign",
+            code="spike_recovered",
+            category=Category.HEALTHY,
+            title=f"{who}: failures from {fmt_ts(s.points[0][0])} to {fmt_ts(s.points[-1][0])}, none since",
+            mechanism=(
+                f"{who} counted failures only from {fmt_ts(s.points[0][0])} to {fmt_ts(s.points[-1][0])} (peak "
+                f"{s.points[peak][1]:.4g}) and none since, while the other series of {s.name} go on to "
+                f"{fmt_ts(last)}: a burst that is over."
+            ),
+            object=who,
+            score=0.2,
+            ts=s.points[0][0],
+            tags=_tags(s),
+            evidence=[_ref(s, len(s.points) - 1, s.points[-1][1])],
+        )
     return Finding(
         analyzer="metric_series",
         domain=Domain.METRICS,
@@ -1298,3 +1333,86 @@ def _cpu_limit(evidence: EvidenceSet, ns: str, pod: str, container: str) -> tupl
             if cpu:
                 return str(cpu), EvidenceRef(item=p.id, field=f"spec.containers.{i}.resources.limits.cpu", value=cpu)
     return None, None
+
+
+# ---------------------------------------------------------------- CPU stolen by the hypervisor
+
+# A VM whose vCPUs wait for the physical CPU (`steal`: node_exporter's mode="steal", vmstat's st, CloudWatch's
+# CPUSteal): the host under it is overcommitted or failing, so everything on the VM stalls (GC pauses whose wall time
+# far exceeds their CPU time, timeouts, probes) while its own CPU use looks low. Infrastructure, named by the VM.
+STEAL_HIGH = 0.2  # of the CPU's time, recently ...
+STEAL_BASE = 0.05  # ... after a baseline under this
+
+
+def _steal_share(s: _Series) -> list[Point] | None:
+    if "steal" not in s.name.lower() and s.labels.get("mode") != "steal":
+        return None
+    if len(s.points) < 6:
+        return None
+    scale = 100.0 if max(v for _, v in s.points) > 1.0 else 1.0
+    return [(t, v / scale) for t, v in s.points]
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"metric"})
+def cpu_steal(evidence: EvidenceSet) -> list[Finding]:
+    out: list[Finding] = []
+    for m in evidence.kind("metric"):
+        name = str(m.data.get("name") or m.object)
+        labels = {str(k): str(v) for k, v in (m.data.get("labels") or {}).items()}
+        s = _Series(m, name, labels, points_of(m.data.get("points")), "cpu")
+        pts = _steal_share(s)
+        if pts is None:
+            continue
+        third = max(2, len(pts) // 3)
+        base = median([v for _, v in pts[:third]])
+        recent = median([v for _, v in pts[-5:]])
+        if recent < STEAL_HIGH or base >= STEAL_BASE:
+            continue
+        since = next((t for t, v in pts if v >= STEAL_HIGH / 2), pts[0][0])
+        node = labels.get("node") or labels.get("nodename") or labels.get("instance", "").rsplit(":", 1)[0] or m.object
+        short = node.split(".", 1)[0]
+        pods = [(ns, p) for ns, p, _ in kube_index(evidence).pods_by_node.get(node, [])] or [
+            (ns, p) for ns, p, _ in kube_index(evidence).pods_by_node.get(short, [])
+        ]
+        on_it = f"; on it: {', '.join(p for _, p in pods[:4])}" if pods else ""
+        out.append(
+            Finding(
+                analyzer="cpu_steal",
+                domain=Domain.HOST,
+                role="cause",
+                code="cpu_steal",
+                category=Category.INFRASTRUCTURE,
+                title=f"{short}: the hypervisor steals {recent:.0%} of its CPU (was {base:.0%})",
+                mechanism=(
+                    f"{short}'s vCPUs wait for the physical CPU {recent:.0%} of the time since {fmt_ts(since)} (steal, "
+                    f"{base:.0%} before): the host under the VM is overcommitted or degraded, so everything on it "
+                    f"stalls (long GC pauses with little CPU used, slow requests, timeouts) while its own CPU use looks "
+                    f"low{on_it}. Move the workloads off it (cordon and drain, or stop and start the VM on another "
+                    "host)."
+                ),
+                object=f"node {short}",
+                score=0.8,
+                ts=since,
+                tags=[f"node:{node}", f"host:{node}", f"host:{short}", *(f"pod:{ns}/{p}" for ns, p in pods)],
+                explains=[
+                    "latency",
+                    "errors",
+                    "upstream_timeout",
+                    "probe_*",
+                    "cpu_*",
+                    "gc_*",
+                    "metric_shift",
+                    "alert:*",
+                ],
+                evidence=[_ref(s, len(s.points) - 1, s.points[-1][1])],
+                actions=[
+                    Action(description="Steal on the VM now", command=f"ssh {short} mpstat 1 5  # %steal"),
+                    Action(
+                        description="Move its pods off it",
+                        command=f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets --delete-emptydir-data",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return with_aliases(out)
