@@ -70,7 +70,8 @@ def strict_mtls_shuts_out(evidence: EvidenceSet) -> list[Finding]:
                 rejected.append((item, r, addrs[-1] if addrs else None))
     if len(rejected) < MIN_REJECTED:
         return []
-    first = min((r.get("ts") for _, r, _ in rejected if isinstance(r.get("ts"), int | float)), default=None)
+    stamps = [float(r["ts"]) for _, r, _ in rejected if isinstance(r.get("ts"), int | float)]
+    first = min(stamps) if stamps else None
     # the policy in force when the refusals began: the newest STRICT one created before them
     dated = [(parse_ts((p.data.get("metadata") or {}).get("creationTimestamp")), p) for p in policies]
     before = [(t, p) for t, p in dated if t is not None and (first is None or t <= first)]

@@ -1386,9 +1386,9 @@ def cpu_steal(evidence: EvidenceSet) -> list[Finding]:
                 mechanism=(
                     f"{short}'s vCPUs wait for the physical CPU {recent:.0%} of the time since {fmt_ts(since)} (steal, "
                     f"{base:.0%} before): the host under the VM is overcommitted or degraded, so everything on it "
-                    f"stalls (long GC pauses with little CPU used, slow requests, timeouts) while its own CPU use looks "
-                    f"low{on_it}. Move the workloads off it (cordon and drain, or stop and start the VM on another "
-                    "host)."
+                    "stalls (long GC pauses with little CPU used, slow requests, timeouts) while its own CPU use "
+                    f"looks low{on_it}. Move the workloads off it (cordon and drain, or stop and start the VM on "
+                    "another host)."
                 ),
                 object=f"node {short}",
                 score=0.8,
@@ -1409,7 +1409,9 @@ def cpu_steal(evidence: EvidenceSet) -> list[Finding]:
                     Action(description="Steal on the VM now", command=f"ssh {short} mpstat 1 5  # %steal"),
                     Action(
                         description="Move its pods off it",
-                        command=f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets --delete-emptydir-data",
+                        command=(
+                            f"kubectl cordon {node} && kubectl drain {node} --ignore-daemonsets --delete-emptydir-data"
+                        ),
                         kind="write",
                     ),
                 ],

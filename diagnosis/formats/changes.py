@@ -255,7 +255,7 @@ _TF_MARK = re.compile(
 )
 
 
-def _named_blocks(blocks: list[dict[str, str]]) -> list[dict[str, str]]:
+def _named_blocks(blocks: list[dict[str, str]]) -> list[dict[str, Any]]:
     """Removed and added `parameter {name, value}` blocks paired by name: {key: name, old, new} settings (Terraform
     prints a changed parameter as the old block removed and the new one added)."""
     old = {b["name"]: b.get("value", "") for b in blocks if b["sign"] == "-" and b.get("name")}

@@ -353,3 +353,79 @@ def test_a_host_lost_during_a_planned_reboot_and_uncordoned_since_is_back(tmp_pa
     (tmp_path / "kured.log").write_text(kured.splitlines(keepends=True)[0])
     d = investigate(load_bundle(tmp_path), "is anything still wrong after the page?")
     assert next(f for f in d.findings if f.code == "host_lost").role == "cause"
+
+
+def _matrix(name: str, series: list[tuple[dict[str, str], list[float]]], start: int = 1755597600) -> dict:
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {
+                    "metric": {"__name__": name, **labels},
+                    "values": [[start + 60 * i, str(v)] for i, v in enumerate(vals)],
+                }
+                for labels, vals in series
+            ],
+        },
+    }
+
+
+def test_cpu_stolen_from_one_vm_is_infrastructure_and_steady_steal_is_not(tmp_path: Path) -> None:
+    stolen = [0.0] * 20 + [0.4, 0.5, 0.6, 0.62, 0.65, 0.6, 0.63, 0.64]
+    (tmp_path / "steal.json").write_text(
+        json.dumps(
+            _matrix(
+                "node_cpu_steal_ratio",
+                [
+                    ({"node": "ip-10-42-7-19", "mode": "steal"}, stolen),
+                    ({"node": "ip-10-42-9-3", "mode": "steal"}, [0.0] * 28),
+                ],
+            )
+        )
+    )
+    d = investigate(load_bundle(tmp_path), "why is search slow?")
+    assert d.category == Category.INFRASTRUCTURE and "ip-10-42-7-19" in d.root_cause, d.root_cause
+    # a VM that always had some steal did not change
+    (tmp_path / "steal.json").write_text(
+        json.dumps(_matrix("node_cpu_steal_ratio", [({"node": "ip-10-42-7-19", "mode": "steal"}, [0.25] * 28)]))
+    )
+    d = investigate(load_bundle(tmp_path), "why is search slow?")
+    assert not any(f.code == "cpu_steal" for f in d.findings)
+
+
+def test_a_metaspace_capped_by_a_flag_is_a_configuration_error(tmp_path: Path) -> None:
+    log = (
+        "Picked up JAVA_TOOL_OPTIONS: -XX:MaxMetaspaceSize=96m -XX:+UseG1GC\n"
+        "2024-09-24T11:05:40.112Z ERROR 1 --- [main] o.s.boot.SpringApplication : Application run failed\n"
+        "Terminating due to java.lang.OutOfMemoryError: Metaspace\n"
+    )
+    (tmp_path / "claims-service.log").write_text(log)
+    d = investigate(load_bundle(tmp_path), "why do the new pods crash?")
+    assert d.category == Category.CONFIGURATION_ERROR and "MaxMetaspaceSize" in d.root_cause, d.root_cause
+    (tmp_path / "claims-service.log").write_text(log.replace("-XX:MaxMetaspaceSize=96m ", ""))
+    d = investigate(load_bundle(tmp_path), "why do the new pods crash?")
+    assert not any(f.code == "jvm_area_capped" for f in d.findings)
+
+
+def _agent_log(last_minute: int) -> str:
+    return "".join(
+        f"2025-06-12T14:{m:02d}:05.000Z [ERROR] agent: renew lease failed: Code: 503. Errors: * Vault is sealed\n"
+        for m in range(last_minute - 9, last_minute + 1)
+    )
+
+
+def test_a_sealed_vault_is_its_clients_dependency_failure_until_it_is_unsealed(tmp_path: Path) -> None:
+    (tmp_path / "vault-agent.log").write_text(_agent_log(50))
+    (tmp_path / "app.log").write_text(
+        "".join(f"2025-06-12T14:{m:02d}:30.000Z ERROR app: heartbeat ok\n" for m in range(40, 52))
+    )
+    d = investigate(load_bundle(tmp_path), "why do logins fail?")
+    assert any(f.code == "vault_sealed" and f.role == "cause" for f in d.findings), d.root_cause
+    # sealed for a while an hour ago, fine since
+    (tmp_path / "vault-agent.log").write_text(_agent_log(15))
+    (tmp_path / "app.log").write_text(
+        "".join(f"2025-06-12T{h:02d}:{m:02d}:30.000Z INFO app: ok\n" for h in (14, 15) for m in range(0, 60, 5))
+    )
+    d = investigate(load_bundle(tmp_path), "is vault ok now?")
+    assert not any(f.code == "vault_sealed" for f in d.findings)
