@@ -279,9 +279,10 @@ DIED_ON_IT_SCORE = 0.6  # a cause the process stopped for good on stands alone, 
 # a process or task that stops for good after its error: the errors end because nothing runs any more
 GAVE_UP = re.compile(
     r"will not recover|unrecoverable exception|until (?:it is )?manually restarted|giving up\b|gave up\b|"
-    r"shutting down due to|exiting due to|exiting with (?:status|code) [1-9]|aborting (?:the )?(?:job|task|run)|"
-    # a process's last words: its exit status ("catalog_import.main: exit 1")
-    r"\bexit(?:ed)? (?:(?:with )?(?:status|code) )?[1-9]\d{0,2}$|"
+    r"shutting down due to|exiting due to|exiting with (?:status|code) [1-9]|"
+    r"aborting (?:the )?(?:job|task|run|before|import|load|sync)\b|"
+    # a process's last words: its exit status ("catalog_import.main: exit 1", "done in 4.1s exit=3")
+    r"\bexit(?:ed)?(?:=| (?:(?:with )?(?:status|code) )?)[1-9]\d{0,2}$|"
     # a batch task with no attempt left (Airflow): its run is over, failed, not recovered; a Spring Batch job
     # that completed FAILED
     r"Marking task as FAILED\b|completed with the following parameters: .* and the following status: \[FAILED\]",
