@@ -173,18 +173,27 @@ _DB_UNREACHABLE = re.compile(
 )
 
 
-def _db_unreachable_first(recs: list[Rec]) -> bool:
-    """The service's log says its driver could not reach the database before (or as) its pool ran dry."""
-    first = recs[0].ts
-    if first is None:
-        return False
-    return any(
-        isinstance(x.get("ts"), int | float)
-        and first - 600 <= x["ts"] <= first + 60
-        and _DB_UNREACHABLE.search(str(x.get("msg") or ""))
+def _logged_near(
+    recs: list[Rec], rx: re.Pattern[str], before_s: float, after_s: float, *, to_last: bool = True
+) -> list[str]:
+    """What the pool's own logs said matching `rx` from `before_s` before its first wait to `after_s` after its last
+    (or its first) wait."""
+    first, last = recs[0].ts, recs[-1].ts if to_last else recs[0].ts
+    if first is None or last is None:
+        return []
+    return [
+        msg
         for it in {r.item.id: r.item for r in recs}.values()
         for x in it.data.get("records") or ()
-    )
+        if isinstance(x.get("ts"), int | float)
+        and first - before_s <= x["ts"] <= last + after_s
+        and rx.search(msg := str(x.get("msg") or ""))
+    ]
+
+
+def _db_unreachable_first(recs: list[Rec]) -> bool:
+    """The service's log says its driver could not reach the database before (or as) its pool ran dry."""
+    return bool(_logged_near(recs, _DB_UNREACHABLE, 600, 60, to_last=False))
 
 
 _STATEMENT_TIMEOUT = re.compile(
@@ -222,34 +231,16 @@ def _storage_stalled(ctx: Context, recs: list[Rec]) -> bool:
 
 def _statements_time_out(recs: list[Rec]) -> bool:
     """The service's log shows statements of several kinds cancelled at their timeout while its pool ran dry."""
-    first, last = recs[0].ts, recs[-1].ts
-    if first is None or last is None:
-        return False
     kinds: set[str] = set()
-    for it in {r.item.id: r.item for r in recs}.values():
-        for x in it.data.get("records") or ():
-            msg = str(x.get("msg") or "")
-            if (
-                isinstance(x.get("ts"), int | float)
-                and first - 600 <= x["ts"] <= last + 60
-                and (m := _STATEMENT_TIMEOUT.search(msg)) is not None
-            ):
-                verb = re.search(r"\b(select|insert|update|delete)\b\s+\S+\s+\S+", msg[m.end() :], re.I)
-                kinds.add(verb.group(0).lower() if verb else "")
+    for msg in _logged_near(recs, _STATEMENT_TIMEOUT, 600, 60):
+        m = _STATEMENT_TIMEOUT.search(msg)
+        verb = re.search(r"\b(select|insert|update|delete)\b\s+\S+\s+\S+", msg[m.end() :], re.I) if m else None
+        kinds.add(verb.group(0).lower() if verb else "")
     return len(kinds - {""}) >= STATEMENT_KINDS
 
 
 def _refused_meanwhile(recs: list[Rec]) -> bool:
-    first, last = recs[0].ts, recs[-1].ts
-    if first is None or last is None:
-        return False
-    return any(
-        isinstance(x.get("ts"), int | float)
-        and first - 120 <= x["ts"] <= last + 120
-        and AUTH_DENIED.search(str(x.get("msg") or ""))
-        for it in {r.item.id: r.item for r in recs}.values()
-        for x in it.data.get("records") or ()
-    )
+    return bool(_logged_near(recs, AUTH_DENIED, 120, 120))
 
 
 POOL_BURST_S = 300.0  # a pool out of connections for at most this long...
