@@ -188,7 +188,8 @@ def test_istio_access_log_with_trailing_fields_reads_its_flags() -> None:
     b = Builder()
     b.log("Pod/shop/orders-api-7d9f8c6b5-x2k4p/istio-proxy", [(T0 + i, "info", line) for i in range(5)])
     [cause] = causes(network_failures(b.set()))
-    assert cause.code == "connection_refused" and "tax-svc.billing:8080" in cause.object
+    # named by the upstream cluster the sidecar called (at an ingress gateway the authority is the public host)
+    assert cause.code == "connection_refused" and "tax-svc.billing.svc.cluster.local" in cause.object
 
 
 def test_a_unix_socket_upstream_is_named_by_its_socket_and_a_version_is_no_domain() -> None:
