@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from diagnosis.analyzers._common import log_records, now_of, object_tags, ref_of, service_of, span_text
+from diagnosis.analyzers._common import now_of, object_tags, records_with, ref_of, service_of, span_text
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
@@ -75,7 +75,7 @@ SEALED_QUIET_S = 900.0
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
 def secrets_backend_sealed(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
-    hits = [r for r in log_records(evidence) if "ealed" in r.msg and _SEALED.search(r.msg)]
+    hits = [r for r in records_with(evidence, ("sealed", "Sealed")) if _SEALED.search(r.msg)]
     if len(hits) < SEALED_MIN:
         return []
     stamps = [r.ts for r in hits if r.ts is not None]

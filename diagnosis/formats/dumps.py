@@ -327,6 +327,8 @@ _KUBECTL_LOGS_POD = re.compile(r"\blogs\s+(?:(?:-n|--namespace)[ =]\S+\s+)?(?:po
 
 def detect_minio_log(doc: Document) -> bool:
     head = doc.text[:8192]
+    if "API: " not in head or "Time: " not in head:
+        return False
     return len(_MINIO_TIME.findall(head)) >= 2 and bool(re.search(r"^API: \S+", head, re.M))
 
 

@@ -246,6 +246,8 @@ _REDIS_HOST = re.compile(r"(?:^|\s)-h\s+(\S+)")
 
 def detect_redis_slowlog(doc: Document) -> bool:
     head = doc.text[:8192]
+    if "(integer)" not in head:
+        return False
     return len(_SLOW_ENTRY.findall(head)) >= 1 and bool(re.search(r"^\s+2\) \(integer\) 1[5-9]\d{8}\s*$", head, re.M))
 
 

@@ -201,7 +201,10 @@ def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float |
             msg = str(r.get("msg") or "")
             level = level_of(r) or ("error" if _kill_hint(msg) and KILLED_FROM_OUTSIDE.search(msg) else None)
         if level in ("error", "fatal") or (
-            level is None and (EXCEPTION.search(msg) or APP_OOM.search(msg) or _GATEWAY_REJECTS.search(msg))
+            level is None
+            and (
+                EXCEPTION.search(msg) or APP_OOM.search(msg) or ("model schema" in msg and _GATEWAY_REJECTS.search(msg))
+            )
         ):
             errors.append(Rec(item, ts, msg, r.get("line"), level or "error"))
     return errors, first, last
