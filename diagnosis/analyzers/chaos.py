@@ -147,6 +147,7 @@ def injected_fault(evidence: EvidenceSet) -> list[Finding]:
     """A chaos experiment in force on the objects the incident is about: the fault it injects is the cause."""
     now = evidence_now(evidence)
     out: list[Finding] = []
+    seen_ns: set[str] | None = None  # worked out once, for the first experiment in force
     for item in evidence:
         if not item.kind.startswith("k8s/") or not str(item.data.get("apiVersion") or "").startswith(CHAOS_GROUPS):
             continue
@@ -170,7 +171,8 @@ def injected_fault(evidence: EvidenceSet) -> list[Finding]:
             {re.sub(r"-[a-z0-9]{8,10}-[a-z0-9]{5}$", "", p.split("/", 1)[-1]) for p in pods} | set(values)
         )
         # an experiment in another environment's namespaces (staging's game day) is not this incident's
-        seen_ns = _namespaces_elsewhere(evidence)
+        if seen_ns is None:
+            seen_ns = _namespaces_elsewhere(evidence)
         if namespaces and seen_ns and not set(namespaces) & seen_ns:
             continue
         if not _failing_on(evidence, [*workloads, *(p.split("/", 1)[-1] for p in pods)]):

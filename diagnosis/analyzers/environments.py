@@ -231,8 +231,8 @@ def wrong_location(evidence: EvidenceSet) -> list[Finding]:
     hits: dict[tuple[str, str], list[tuple[EvidenceItem, dict[str, Any]]]] = {}
     for item in evidence.kind("log"):
         for r in item.data.get("records") or ():
-            m = _NOT_IN_LOCATION.search(str(r.get("msg") or ""))
-            if m:
+            msg = str(r.get("msg") or "")
+            if "in location" in msg and (m := _NOT_IN_LOCATION.search(msg)):
                 hits.setdefault((m["what"], m["loc"]), []).append((item, r))
     out: list[Finding] = []
     for (what, loc), recs in hits.items():

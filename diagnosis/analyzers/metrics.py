@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from diagnosis.analyzers._common import fmt_ts, with_aliases, workload_of_pod
@@ -349,6 +350,16 @@ def _capacity_throttled(s: _Series) -> list[Finding] | None:
     ]
 
 
+def _failing_since(points: list[Point], failing: Callable[[float], bool]) -> float:
+    """When the run of failing values that ends the series began."""
+    since = points[-1][0]
+    for ts, v in reversed(points):
+        if not failing(v):
+            break
+        since = ts
+    return since
+
+
 def _health(s: _Series) -> list[Finding] | None:
     """Findings for a health-indicator series (an empty list when it is healthy), None when it is not one."""
     m = _STATUS_CHECK.match(s.name)
@@ -377,11 +388,7 @@ def _health(s: _Series) -> list[Finding] | None:
         return None
     if not failing:
         return []
-    since = s.points[-1][0]
-    for ts, v in reversed(s.points):
-        if (v == 0) if kind == "up" else (v < 1):
-            break
-        since = ts
+    since = _failing_since(s.points, (lambda v: v == 0) if kind == "up" else (lambda v: v >= 1))
     ref = _ref(s, len(s.points) - 1, s.points[-1][1])
     lb = s.labels
     if kind in ("System", "Instance", "AttachedEBS"):
@@ -510,11 +517,7 @@ def _health(s: _Series) -> list[Finding] | None:
 
 def _store_down(s: _Series) -> list[Finding]:
     """A datastore its exporter cannot reach since the series last read 1."""
-    since = s.points[-1][0]
-    for ts, v in reversed(s.points):
-        if v != 0:
-            break
-        since = ts
+    since = _failing_since(s.points, lambda v: v == 0)
     lb = s.labels
     m = _STORE_UP.match(s.name)
     store = {"pg": "postgres"}.get(m["store"], m["store"]) if m else s.name

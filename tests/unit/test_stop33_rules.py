@@ -429,3 +429,11 @@ def test_a_sealed_vault_is_its_clients_dependency_failure_until_it_is_unsealed(t
     )
     d = investigate(load_bundle(tmp_path), "is vault ok now?")
     assert not any(f.code == "vault_sealed" for f in d.findings)
+
+
+def test_a_scrape_target_is_down_since_its_first_zero_not_its_last(tmp_path: Path) -> None:
+    values = [1] * 10 + [0] * 10
+    (tmp_path / "up.json").write_text(json.dumps(_matrix("up", [({"instance": "web-1:9100", "job": "node"}, values)])))
+    d = investigate(load_bundle(tmp_path), "is web-1 down?")
+    down = next(f for f in d.findings if f.code == "target_down")
+    assert down.ts == 1755597600 + 60 * 10, down.title

@@ -8,7 +8,7 @@ from diagnosis.analyzers._common import (
     REDIS_OOM,
     Rec,
     SettingDiff,
-    log_records,
+    records_with,
     ref_of,
     service_of,
     setting_diffs,
@@ -215,13 +215,8 @@ _RELEASE_WORDS = re.compile(r"\bv?\d+\.\d+(?:\.\d+)?\b|deploy|release|rollout|up
 
 def _client_release(ctx: Context, client: str, before: float) -> tuple[str, EvidenceRef] | None:
     """A log record or change naming the client with a version or a deploy, in the week before `before`."""
-    for r in log_records(ctx.evidence):
-        if (
-            r.ts is not None
-            and 0 <= before - r.ts <= RELEASE_BEFORE_S
-            and client in r.msg
-            and _RELEASE_WORDS.search(r.msg)
-        ):
+    for r in records_with(ctx.evidence, (client,)):
+        if r.ts is not None and 0 <= before - r.ts <= RELEASE_BEFORE_S and _RELEASE_WORDS.search(r.msg):
             return " ".join(r.msg.split())[:160], ref_of(r)
     return None
 

@@ -222,7 +222,7 @@ def _storage_stalled(ctx: Context, recs: list[Rec]) -> bool:
             if not isinstance(ts, int | float) or not first - 1800 <= ts <= last + 60:
                 continue
             msg = str(x.get("msg") or "")
-            if (m := _CHECKPOINT_SYNC.search(msg)) and float(m[1]) >= SLOW_SYNC_S:
+            if "checkpoint complete" in msg and (m := _CHECKPOINT_SYNC.search(msg)) and float(m[1]) >= SLOW_SYNC_S:
                 return True
             if "slow" in msg and _STORAGE_SLOW.search(msg):
                 return True

@@ -201,10 +201,7 @@ def _error_records(item: EvidenceItem) -> tuple[list[Rec], float | None, float |
             msg = str(r.get("msg") or "")
             level = level_of(r) or ("error" if _kill_hint(msg) and KILLED_FROM_OUTSIDE.search(msg) else None)
         if level in ("error", "fatal") or (
-            level is None
-            and (
-                EXCEPTION.search(msg) or APP_OOM.search(msg) or ("model schema" in msg and _GATEWAY_REJECTS.search(msg))
-            )
+            level is None and (EXCEPTION.search(msg) or APP_OOM.search(msg) or _GATEWAY_REJECTS in msg)
         ):
             errors.append(Rec(item, ts, msg, r.get("line"), level or "error"))
     return errors, first, last
@@ -862,7 +859,7 @@ def _skipped_few(tpl: Template, item: EvidenceItem) -> bool:
 
 
 # a gateway refusing a request whose body fails its model (API Gateway's execution log has no level): an error
-_GATEWAY_REJECTS = re.compile(r"Request body does not match model schema")
+_GATEWAY_REJECTS = "Request body does not match model schema"
 
 
 def _kill_hint(msg: str) -> bool:  # a cheap prefilter for KILLED_FROM_OUTSIDE
