@@ -623,8 +623,10 @@ def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None 
             if not seen_objects:  # nothing failing; at most weak candidates that explain nothing
                 signals = _benign_signals(benign)
                 benign_note = "; benign: " + "; ".join(signals[:4]) if signals else ""
-                if any(f.code == PLANNED_WORK for f in benign):
-                    benign_note += " (during planned work)" if signals else "; planned work ran"
+                planned = [f for f in benign if f.code == PLANNED_WORK]
+                if planned:
+                    what = planned[0].title.split(": ", 1)[-1]
+                    benign_note += f" (during planned work: {what})" if signals else f"; planned work ran: {what}"
                 ruled_out = [_ruled_out_entry(f, f.mechanism, evidence) for f in benign]
                 weak_note = f"; {len(weak)} weak signal(s) explain no symptom" if weak else ""
                 unread = [e.get("path", "?") for e in evidence.errors]

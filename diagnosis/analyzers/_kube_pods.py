@@ -159,13 +159,6 @@ def _mentions_container(ev: EvidenceItem, container: str) -> bool:
 WARM_UP_S = 120.0  # a readiness probe failing once this soon after its container started is the start-up
 
 
-# the taints a node autoscaler puts on nodes it is about to remove (Karpenter's consolidation, cluster-autoscaler)
-_DISRUPTING = re.compile(
-    r"karpenter\.sh/disrupt\w*|ToBeDeletedByClusterAutoscaler|DeletionCandidateOfClusterAutoscaler|"
-    r"karpenter\.sh/disruption|"
-    # nodes cordoned for an upgrade or a drain: the pod waits for the surge node or the autoscaler's new one
-    r"\d+ node\(s\) were unschedulable"
-)
 _CORDONED = re.compile(r"\d+ node\(s\) were unschedulable")
 STARTUP_S = 60.0  # readiness failures in a new pod's first minute are its start
 
@@ -325,6 +318,18 @@ class PodReader:
 
     def _unschedulable(self, text: str, refs: list[EvidenceRef], ts: float | None) -> None:
         category, code, why = scheduling_reason(text)
+        # the cluster autoscaler will not add a node because the pod's volume is pinned to a zone no node group it
+        # may use covers: whatever the existing nodes lack, no new node can take it
+        refused = [
+            e
+            for e in self.events
+            if e.data.get("reason") == "NotTriggerScaleUp"
+            and "volume node affinity conflict" in str(e.data.get("message") or "")
+        ]
+        if refused and code != "volume_zone_conflict":
+            category, code = "configuration_error", "volume_zone_conflict"
+            why = _VOLUME_ZONE + "; the cluster autoscaler will not add a node for it"
+            refs = [*refs, ref(refused[-1], "message", refused[-1].data.get("message"))]
         said = re.search(r"\d+/\d+ nodes are available: [^.]*", text)
         if said and code != "unbound_pvc":
             why += f" ({said.group(0)[:160]})"
@@ -1167,8 +1172,8 @@ class PodReader:
             reason = str(ev.data.get("reason") or "")
             msg = str(ev.data.get("message") or "")
             refs = [ref(ev, "message", msg)]
-            if reason == "FailedScheduling" and _DISRUPTING.search(msg) and self._scheduled_after(event_ts(ev)):
-                continue  # nodes being consolidated or scaled in, then a new node took it: the autoscaler's work
+            if reason == "FailedScheduling" and self._scheduled_after(event_ts(ev)):
+                continue  # it waited, then a node took it (a new node, freed capacity): not why anything fails now
             if reason == "FailedScheduling" and _CORDONED.search(msg) and self._cordons_lifted():
                 continue  # it counted nodes cordoned for an upgrade or drain, and every node takes pods again
             if reason == "FailedScheduling" and not (
@@ -1180,6 +1185,7 @@ class PodReader:
                     "requests_exceed_nodes",
                     "nodes_unavailable",
                     "unschedulable",
+                    "volume_zone_conflict",
                 }
                 & self.done
             ):
@@ -1380,6 +1386,7 @@ def image_reason(text: str) -> tuple[str, str, str]:
     return "configuration_error", "image_pull_error", "the image reference cannot be pulled"
 
 
+_VOLUME_ZONE = "its volume is bound to a zone where no node it may run on is (volume node affinity conflict)"
 _SCHED_PART = re.compile(r"(\d+)\s+([^,]+?)(?=,\s*\d+\s|\.\s|$)")
 
 
@@ -1408,6 +1415,8 @@ def scheduling_reason(text: str) -> tuple[str, str, str]:
                 "untolerated_taint",
                 f"the pod does not tolerate the nodes' taint ({part.strip()[:80]})",
             )
+        elif "volume node affinity" in p:
+            key = ("configuration_error", "volume_zone_conflict", _VOLUME_ZONE)
         elif "affinity" in p or "selector" in p:
             key = ("configuration_error", "node_selector_mismatch", "no node matches its node selector or affinity")
         elif "persistentvolumeclaim" in p:

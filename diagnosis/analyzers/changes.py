@@ -411,6 +411,8 @@ def log_releases_changes(evidence: EvidenceSet) -> list[Finding]:
 # away, a backlog or a spike during it are what the work does, and end with it.
 PLANNED_WORK = re.compile(
     r"\bmaintenance\b|\brolling (?:deploy\w*|restart\w*|update\w*|upgrade\w*|reboot\w*)|"
+    # Elastic Beanstalk's and CodeDeploy's own words for a deployment in batches
+    r"\bDeploying new version to instance|\bEnvironment update is starting\b|"
     r"\bupgrad(?:e|ed|ing)\b|\bUpgradeStarted\b|\bsurge upgrade\b|\bdrain(?:ed|ing)? (?:node|host)\b|"
     r"\b(?:replay|backfill|re-?sync|reindex|re-?index)(?:ing)? (?:requested|started|of|from|run|job)\b|"
     # an announced security scan: probes of paths and methods that do not exist, by design
