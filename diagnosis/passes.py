@@ -387,3 +387,35 @@ def false_alarms(findings: list[Finding]) -> list[Finding]:
             )
         )
     return out
+
+
+_STARVED = "thread_pool_starvation"
+_UPSTREAM_DOWN = {"upstream_5xx", "provider_degraded"}
+
+
+def starved_by_a_failing_upstream(findings: list[Finding]) -> list[Finding]:
+    """A thread pool starved while an upstream it calls was already answering 5xx (or its provider says it is
+    degraded): the threads block waiting on that upstream, so the starvation is a symptom of it, not a defect of
+    its own. Timeouts alone do not decide it: a starved pool makes its own calls time out."""
+    starved = [f for f in findings if f.role == CAUSE and f.code == _STARVED]
+    if not starved:
+        return findings
+    downs = [
+        f.ts
+        for f in findings
+        if f.role == CAUSE and f.category == Category.DEPENDENCY_FAILURE and f.code in _UPSTREAM_DOWN
+    ]
+    if not downs:
+        return findings
+    out: list[Finding] = []
+    for f in findings:
+        if f in starved and f.ts is not None and any(t is not None and t <= f.ts for t in downs):
+            f = f.model_copy(
+                update={
+                    "role": SYMPTOM,
+                    "category": Category.UNKNOWN,
+                    "mechanism": f"{f.mechanism} Here the threads wait on an upstream that was already failing.",
+                }
+            )
+        out.append(f)
+    return out

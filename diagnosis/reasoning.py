@@ -50,7 +50,13 @@ from diagnosis.model import (
     Finding,
     RuledOut,
 )
-from diagnosis.passes import asked_about_the_failing_upstream, callers_only, false_alarms, recovered_by_alerts
+from diagnosis.passes import (
+    asked_about_the_failing_upstream,
+    callers_only,
+    false_alarms,
+    recovered_by_alerts,
+    starved_by_a_failing_upstream,
+)
 from diagnosis.timeline import evidence_now, fmt_age
 
 FORECAST = "trend_to_exhaustion"  # a metric trend projected to its limit (analyzers/metrics.py)
@@ -279,7 +285,7 @@ def _stands(h: Hypothesis, question: str | None = None, resolved: frozenset[str]
         return True
     if not question or not REPORTED_PROBLEM.search(question):
         return False
-    if h.names & resolved and not _FAILING_NOW_WORDS.search(question):
+    if h.names & resolved and not _says_failing_now(question):
         return False
     words = set(WORD.findall(question.lower()))
     return any(len(n) >= 3 and n in words for n in h.names)
@@ -287,6 +293,18 @@ def _stands(h: Hypothesis, question: str | None = None, resolved: frozenset[str]
 
 # an operator saying it fails now ("is failing", "keeps", "still"), not only that it paged
 _FAILING_NOW_WORDS = re.compile(r"\b(?:still|keeps?|is failing|are failing|is down|are down|since)\b", re.I)
+# a clause that asks rather than says ("is anything still wrong?", "are we still degraded?")
+_ASKS = re.compile(r"^\s*(?:is|are|do|does|has|have|anything|something|can|could)\b", re.I)
+
+
+def _says_failing_now(question: str) -> bool:
+    """Whether the operator says it fails now ("checkout is still failing", "keeps paging"), not asks whether it
+    still does ("is anything still wrong?"): the words, in a clause that is not a question."""
+    return any(
+        _FAILING_NOW_WORDS.search(clause) and not _ASKS.match(clause)
+        for clause in re.split(r"[:;.,?!]| - | -- ", question)
+    )
+
 
 _QUOTED = re.compile(
     r"(?<![\w])'([^'\n]{10,200}?)'(?![\w])|(?<![\w])\"([^\"\n]{10,200}?)\"(?![\w])|`([^`\n]{10,200}?)`"
@@ -573,6 +591,7 @@ def _markdown(d: Diagnosis) -> str:
 def reason(findings: list[Finding], evidence: EvidenceSet, question: str | None = None) -> Diagnosis:
     """The Diagnosis the findings support. Pure; references are checked against `evidence`."""
     findings = false_alarms(recovered_by_alerts(checked_findings(findings, evidence)))
+    findings = starved_by_a_failing_upstream(findings)
     findings = asked_about_the_failing_upstream(findings, evidence, question)
     findings = callers_only(findings, evidence)
     now = evidence_now(evidence)

@@ -4,8 +4,11 @@ though nothing is wrong with them. The cause is the pool and the function that f
 
 from __future__ import annotations
 
+import itertools
 import re
+from typing import Any
 
+from diagnosis.analyzers._common import object_tags, service_of
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
@@ -105,3 +108,201 @@ def lambda_concurrency(evidence: EvidenceSet) -> list[Finding]:
             ],
         )
     ]
+
+
+# ---------------------------------------------------------------- a Lambda function's timeout set below its own work
+
+# Lambda ends an invocation that runs past the function's timeout with "Task timed out after 3.00 seconds". When the
+# invocations that finish take most of that time anyway (their REPORT lines' Duration), the limit is set at the
+# function's normal work, not something slow that it waits on: the timeout setting is the cause, above all when a
+# configuration change (CloudTrail's UpdateFunctionConfiguration) set it. Invocations that finish far below the limit
+# mean something it waits on got slow: the analyzers of that dependency decide.
+_TASK_TIMED_OUT = re.compile(r"Task timed out after (\d+(?:\.\d+)?) seconds")
+_REPORT_DURATION = re.compile(r"REPORT RequestId: \S+\s+Duration: (\d+(?:\.\d+)?) ms")
+_CONFIG_TIMEOUT = re.compile(
+    r"UpdateFunctionConfiguration\w*.*?\"functionName\":\s*\"([\w\-]+)\".*?\"timeout\":\s*(\d+)"
+)
+TIMED_OUT_MIN = 3
+NEAR_LIMIT = 0.7  # finished invocations' median at 70% of the limit or more: the limit is their normal work
+
+
+def _timeout_change(evidence: EvidenceSet, limit: float) -> tuple[str, EvidenceRef, float | None] | None:
+    """A recorded configuration change that set a function's timeout to this limit: (function, ref, when)."""
+    for item in evidence.kind("log"):
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "UpdateFunctionConfiguration" not in msg:
+                continue
+            m = _CONFIG_TIMEOUT.search(msg)
+            if m and abs(float(m.group(2)) - limit) < 0.01:
+                return m.group(1), EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300]), r.get("ts")
+    return None
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def lambda_timeout_tight(evidence: EvidenceSet) -> list[Finding]:
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        timed_out: list[tuple[dict[str, Any], float]] = []
+        durations: list[float] = []
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            if "Task timed out" in msg and (m := _TASK_TIMED_OUT.search(msg)):
+                timed_out.append((r, float(m.group(1))))
+            elif "REPORT RequestId" in msg and (d := _REPORT_DURATION.search(msg)):
+                durations.append(float(d.group(1)) / 1000)
+        if len(timed_out) < TIMED_OUT_MIN:
+            continue
+        limit = max(t for _, t in timed_out)
+        finished = sorted(d for d in durations if d < 0.98 * limit)
+        if len(finished) < 3:
+            continue
+        median = finished[len(finished) // 2]
+        if median < NEAR_LIMIT * limit:
+            continue
+        change = _timeout_change(evidence, limit)
+        fn = change[0] if change else service_of(item) or item.object
+        first = timed_out[0][0]
+        refs = [EvidenceRef(item=item.id, line=first.get("line"), value=str(first.get("msg"))[:300])]
+        set_by = ""
+        if change:
+            refs.append(change[1])
+            set_by = f"; a configuration change at {fmt_ts(change[2])} set it to {limit:g} s" if change[2] else ""
+        out.append(
+            Finding(
+                analyzer="lambda_timeout_tight",
+                domain=Domain.LOGS,
+                role="cause",
+                code="function_timeout_too_low",
+                category=Category.CONFIGURATION_ERROR,
+                title=f"Lambda function {fn}: timeout {limit:g} s is below its normal work "
+                f"({len(timed_out)} timed out)",
+                mechanism=(
+                    f"the function timeout of {fn} is {limit:g} s{set_by}, while its invocations that finish take "
+                    f"{median:.2f} s (median of {len(finished)}, up to {finished[-1]:.2f} s): the slower part of its "
+                    f"normal work runs past the limit and ends 'Task timed out' ({len(timed_out)}x), so those "
+                    "events fail and are retried or dead-lettered"
+                ),
+                object=f"Lambda function {fn} (timeout)",
+                score=0.8 if change else 0.7,
+                ts=change[2] if change and change[2] else first.get("ts"),
+                tags=[f"service:{fn}", *object_tags(item)],
+                explains=["errors", "metric_shift", "latency", "upstream_timeout", "http_5xx", "alert:*", "timeout*"],
+                evidence=refs,
+                actions=[
+                    Action(
+                        description="See the function's timeout and when it changed",
+                        command=f"aws lambda get-function-configuration --function-name {fn} --query Timeout",
+                    ),
+                    Action(
+                        description="Set the timeout back above the function's longest normal invocation",
+                        command=f"aws lambda update-function-configuration --function-name {fn} --timeout <seconds>",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- a Lambda execution environment that leaks memory
+
+# One execution environment serves one invocation at a time, so its memory should level off whatever the traffic:
+# REPORT lines of one log stream (one environment) whose "Max Memory Used" climbs invocation after invocation to the
+# function's "Memory Size" show memory kept across invocations (module-level caches, listeners): a leak in the code,
+# which then ends in the runtime's out-of-memory error, a timeout or Runtime.ExitError and a fresh cold start. More
+# memory only delays it.
+_REPORT_MEMORY = re.compile(r"Memory Size: (\d+) MB\s+Max Memory Used: (\d+) MB")
+_LOG_STREAM = re.compile(r"\b\d{4}/\d\d/\d\d/\[([^\]]+)\][0-9a-f]{8,}")
+_SEMVER = re.compile(r"\b(?:([a-z][\w\-]+) )?v(\d+\.\d+\.\d+)\b")  # "quote-engine v2.14.0 cold start"
+LEAK_MIN_REPORTS = 6
+
+
+def _leaking(used: list[float], size: float) -> bool:
+    if len(used) < LEAK_MIN_REPORTS or size <= 0:
+        return False
+    rising = sum(1 for a, b in itertools.pairwise(used) if b >= a)
+    return (
+        used[0] <= 0.5 * size
+        and used[-1] >= 0.9 * size
+        and used[-1] - used[0] >= 0.4 * size
+        and rising >= 0.85 * (len(used) - 1)
+    )
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def lambda_memory_leak(evidence: EvidenceSet) -> list[Finding]:
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        streams: dict[str, list[tuple[dict[str, Any], float, float]]] = {}
+        versions: dict[str, tuple[str | None, str]] = {}
+        for r in item.data.get("records") or ():
+            msg = str(r.get("msg") or "")
+            s = _LOG_STREAM.search(msg)
+            key = s.group(1) if s else ""
+            if "Max Memory Used" in msg and (m := _REPORT_MEMORY.search(msg)):
+                streams.setdefault(key, []).append((r, float(m.group(2)), float(m.group(1))))
+            elif key not in versions and (v := _SEMVER.search(msg)):
+                versions[key] = (v.group(1), v.group(2))
+        for key, reports in streams.items():
+            size = reports[-1][2]
+            used = [u for _, u, _ in reports]
+            if not _leaking(used, size):
+                continue
+            named_as, version = versions.get(key) or versions.get("") or (None, None)
+            fn = named_as or service_of(item) or item.object
+            named = f" {version}" if version else ""
+            env = f" (version {key})" if key and key != "$LATEST" else ""
+            first, last = reports[0][0], reports[-1][0]
+            out.append(
+                Finding(
+                    analyzer="lambda_memory_leak",
+                    domain=Domain.LOGS,
+                    role="cause",
+                    code="memory_leak",
+                    category=Category.CODE_DEFECT,
+                    title=f"{fn}{named}: one execution environment's memory climbs {used[0]:.0f} -> {used[-1]:.0f} MB "
+                    f"of {size:.0f} MB over {len(used)} invocations",
+                    mechanism=(
+                        f"the code of {fn}{named}{env} keeps memory across invocations: in one execution environment "
+                        f"Max Memory Used grew from {used[0]:.0f} MB to {used[-1]:.0f} MB of its {size:.0f} MB over "
+                        f"{len(used)} invocations without levelling off (a leak; an environment serves one invocation "
+                        "at a time, so traffic does not explain it), until it runs out of memory, times out or "
+                        "exits and a cold start begins again"
+                    ),
+                    object=f"Lambda function {fn}{named}",
+                    score=0.85,
+                    ts=first.get("ts"),
+                    tags=[f"service:{fn}", *([f"version:{version}"] if version else []), *object_tags(item)],
+                    explains=[
+                        "app_out_of_memory",
+                        "oom*",
+                        "exception",
+                        "errors",
+                        "latency",
+                        "metric_shift",
+                        "http_5xx",
+                        "upstream_timeout",
+                        "alert:*",
+                    ],
+                    evidence=[
+                        EvidenceRef(item=item.id, line=first.get("line"), value=str(first.get("msg"))[:300]),
+                        EvidenceRef(item=item.id, line=last.get("line"), value=str(last.get("msg"))[:300]),
+                    ],
+                    actions=[
+                        Action(
+                            description="Compare memory per environment before and after the release",
+                            command='aws logs start-query --query-string \'filter @type = "REPORT" | stats '
+                            "max(@maxMemoryUsed/1000/1000) by @logStream, bin(10m)'",
+                        ),
+                        Action(
+                            description="Roll the alias back to the previous version",
+                            command=f"aws lambda update-alias --function-name {fn} --name live "
+                            "--function-version <previous>",
+                            kind="write",
+                        ),
+                    ],
+                )
+            )
+            break  # one environment shows it
+    return out

@@ -431,6 +431,11 @@ def parse_azure_logs(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]
             msg = " ".join(f"{k}={v}" for k, v in row.items() if k not in _AZ_TIME and v not in (None, ""))
         ts = next((parse_ts(row[k]) for k in _AZ_TIME if row.get(k)), None)
         level = _az_level(row) or ("error" if any(row.get(k) for k in _AZ_EXCEPTION) else None)
+        inner = row.get("innermostMessage")
+        if isinstance(inner, str) and inner and inner != msg:
+            # an exceptions row: the wrapper's message says only that the function failed, the innermost why
+            kind = row.get("innermostType") or row.get("type")
+            msg = f"{msg} ---> {kind + ': ' if isinstance(kind, str) and kind else ''}{inner}"
         failed = _failed_dependency(row)
         if failed:
             msg, level = f"{failed}: {msg}", level or "error"

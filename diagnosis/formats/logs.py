@@ -477,6 +477,7 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
         text = _with_mongo_attrs(text, obj["attr"])
     if level in ("error", "fatal", "warn"):
         text = with_peer(text, obj)
+        text = _with_rejection(text, obj)
         status = next((obj[k] for k in _STATUS_KEYS if isinstance(obj.get(k), int) and 400 <= obj[k] < 600), None)
         if status is not None and f"status={status}" not in text:
             text = f"{text.rstrip()} status={status}"
@@ -558,6 +559,24 @@ _MONGO_ATTRS = (("connectionCount", "connectionCount"), ("doc.application.name",
 def _with_mongo_attrs(msg: str, attr: dict[str, Any]) -> str:
     extra = [f"{name}={v}" for key, name in _MONGO_ATTRS if isinstance(v := _dotted(attr, key), str | int | float)]
     return f"{msg.rstrip()} {' '.join(extra)}" if extra else msg
+
+
+# what a warning or error about a refused record carries beside its message: the validator's own words and whose
+# record it was ({"msg": "batch rejected", "partner": "acme", "first_error": "items[0].qty: expected integer"})
+_REJECTION_KEYS = ("first_error", "validation_error", "validation_errors", "detail", "details")
+_PRODUCER_KEYS = ("partner", "supplier", "producer", "merchant", "feed", "carrier")
+_REFUSED_RECORD = re.compile(r"reject|invalid|validat|malformed|dead.?letter|skipp|quarantin|pars(?:e|ing)", re.I)
+
+
+def _with_rejection(msg: str, obj: dict[str, Any]) -> str:
+    if not _REFUSED_RECORD.search(msg):
+        return msg
+    extra = [
+        f"{k}={v}"
+        for k in (*_PRODUCER_KEYS, *_REJECTION_KEYS)
+        if isinstance(v := obj.get(k), str) and v and len(v) <= 300 and v not in msg
+    ]
+    return f"{msg.rstrip()} {' '.join(extra[:4])}" if extra else msg
 
 
 def with_peer(msg: str, obj: dict[str, Any]) -> str:

@@ -74,6 +74,10 @@ BAD_DATA = re.compile(
     # generic wording of rejected input
     r"invalid input (?:syntax|value)|schema mismatch|unexpected null|null value in column|fail(?:ed)? to parse|"
     r"parse error|"
+    # a validator refusing a record's shape: "payload validation failed", "expected integer, got string"
+    r"(?:payload|record|schema|message|input|event|row|batch|document|body) validation failed|failed validation\b|"
+    r"expected (?:an? )?(?:integer|int|number|string|boolean|bool|object|array|float|decimal)\b,? (?:but )?"
+    r"(?:got|found|received)\b|"
     r"could not parse|unable to parse|cannot parse|(?<!#)malformed(?! or connection to the instance|-response)|"
     r"missing (?:required )?(?:field|property|key)|"
     r"required (?:field|property) \S+ (?:is )?missing|unexpected (?:token|field|type|character|end of (?:json )?input)|"

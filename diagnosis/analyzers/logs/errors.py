@@ -4,6 +4,7 @@ setting or resource, a kill from outside), the errors symptom, and old or backgr
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 
 from diagnosis.analyzers._common import (
@@ -66,7 +67,7 @@ from diagnosis.analyzers.logs.settings import ConfigChange, _missing_setting, _q
 from diagnosis.analyzers.regressions import releases
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
-from diagnosis.series import human_duration, median
+from diagnosis.series import human_duration, median, points_of
 from diagnosis.timeline import parse_ts
 
 
@@ -78,9 +79,10 @@ def log_errors(evidence: EvidenceSet) -> list[Finding]:
     deploys = _deploys(evidence)
     changes = config_changes(evidence)
     firing = _firing_alerts(evidence)
+    parked = _last_dead_lettered(evidence)
     findings: list[Finding] = []
     for item in evidence.kind("log"):
-        findings.extend(_analyze_source(item, now, deploys, changes, firing))
+        findings.extend(_analyze_source(item, now, deploys, changes, firing, parked))
     return with_aliases(_one_per_exception(findings))
 
 
@@ -91,6 +93,25 @@ def _firing_alerts(evidence: EvidenceSet) -> list[tuple[float, frozenset[str]]]:
         for a in evidence.kind("alert")
         if a.data.get("status") == "firing" and isinstance(a.data.get("starts_at"), int | float)
     ]
+
+
+PARKED_MIN = 10  # rejections in a log window that a dead-letter queue growing after it shows going on
+_DEAD_LETTER = re.compile(r"dlq|dead[-_ ]?letter|deadletter|\bDLT\b|\.DLT\b", re.I)
+
+
+def _last_dead_lettered(evidence: EvidenceSet) -> float | None:
+    """When a dead-letter queue's depth last grew (a series named for a DLQ whose value rose): records parked after
+    the errors a log shows mean the rejecting goes on past that log's window."""
+    last = None
+    for m in evidence.kind("metric"):
+        labels = m.data.get("labels") or {}
+        if not _DEAD_LETTER.search(" ".join([str(m.data.get("name") or ""), *map(str, labels.values())])):
+            continue
+        pts = points_of(m.data.get("points"))
+        grew = [b[0] for a, b in itertools.pairwise(pts) if b[1] > a[1]]
+        if grew and (last is None or grew[-1] > last):
+            last = grew[-1]
+    return last
 
 
 def _after(when: float | None, ts: float | None) -> bool:
@@ -213,6 +234,7 @@ def _analyze_source(
     deploys: list[tuple[float, str, EvidenceRef]],
     changes: list[ConfigChange] | None = None,
     firing: list[tuple[float, frozenset[str]]] | None = None,
+    parked: float | None = None,
 ) -> list[Finding]:
     errors, log_first, log_last = _error_records(item)
     if not errors:
@@ -241,6 +263,7 @@ def _analyze_source(
             or _ended_with(tpl, gave_up())
             or _after(failed_run(), tpl.last_ts)
             or (_bad_input(tpl) and _alerted_since(firing or [], who, tpl.first_ts))
+            or (_bad_input(tpl) and tpl.count >= PARKED_MIN and _after(parked, tpl.last_ts))
         ):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
         if verdict == "background" and _deploy_before(deploys, who, tpl.first_ts):

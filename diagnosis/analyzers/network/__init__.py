@@ -131,6 +131,9 @@ def _operation_targets(evidence: EvidenceSet) -> dict[tuple[str, str | None], st
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
 
 
+RETRIED_ATTEMPTS_MIN = 10  # retried attempts of a resilience pipeline that make a failing upstream on their own
+
+
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status", "host/resolv"})
 def network_failures(evidence: EvidenceSet) -> list[Finding]:
     now = now_of(evidence)
@@ -211,6 +214,13 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
             f.callers.add(caller)
         if status.startswith("5"):
             f.statuses[status] = f.statuses.get(status, 0) + 1
+    # a resilience pipeline's retried attempts alone (Polly's "Execution attempt ... Handled: 'True'"), a handful of
+    # them: retries that did their job during a blip, not an upstream failing
+    calls = {
+        k: f
+        for k, f in calls.items()
+        if len(f.recs) >= RETRIED_ATTEMPTS_MIN or not all("Execution attempt" in r.msg for r in f.recs)
+    }
     findings: list[Finding] = []
     egress = _caller_side(calls, now) + _nat_ports(evidence)
     findings += egress

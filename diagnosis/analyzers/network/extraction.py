@@ -125,7 +125,7 @@ _TARGET_PATTERNS = [
     re.compile(r"CircuitBreaker '([^']+)'"),
     # .NET: a named HttpClient's resilience pipeline (Microsoft.Extensions.Http.Resilience, Polly) and its logger
     # category name the client: Source: 'ShipRight-standard//Standard-Retry', System.Net.Http.HttpClient.X.
-    re.compile(r"Source: '([A-Za-z][\w.\-]*?)-(?:standard|hedging)//"),
+    re.compile(r"Source: '([A-Za-z][\w.\-]*?)(?:-(?:standard|hedging))?//?[\w\-]*(?:Retry|Hedging|Timeout|Breaker)'"),
     re.compile(r"System\.Net\.Http\.HttpClient\.([A-Za-z][\w\-]*)\.(?:ClientHandler|LogicalHandler)"),
     re.compile(rf"({_NAME}) (?:short-circuited|has no server available)"),
     re.compile(rf"circuit(?: breaker)? (?:for|on|to) \"?'?({_NAME})", re.I),
@@ -412,6 +412,9 @@ _OWN_ROUTER = re.compile(r"heroku\[router\]: at=(?:error|info)")
 
 
 _SDK_5XX = re.compile(r"[A-Z]\w*(?:Error|Exception)\b[^\n]{0,300}: status 5\d\d\b")
+# a .NET resilience pipeline's attempt that got a 5xx from the server it called (Polly: "Execution attempt. Source:
+# 'northwind-rates/Standard-Retry', ... Result: '503'") or gave up on it ("Result: 'TimeoutRejectedException'")
+_POLLY_RESULT = re.compile(r"Execution attempt\. Source: '[^']+', .*?Result: '(5\d\d|[A-Za-z.]*Timeout\w*)'")
 
 
 # a client that could not open its connection and does not say why ("error connecting to server `smpp1.x' at port
@@ -445,6 +448,9 @@ def _call_failure(msg: str) -> str | None:
         return "circuit_open"
     if CLOUD_5XX.search(msg):
         return "http_5xx"
+    polly = _POLLY_RESULT.search(msg) if "Execution attempt" in msg else None
+    if polly:
+        return "http_5xx" if polly.group(1)[0] == "5" else "timeout"
     if TLS_REMOTE.search(msg):
         return "tls_handshake"
     if HTTP_POOL_WAIT.search(msg) or "{overflow}" in msg:  # Envoy's circuit breaker: the caller's own pool is full
