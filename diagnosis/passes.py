@@ -23,16 +23,22 @@ _SELF_REPORTED = {"dependency_unhealthy", "search_cluster_red"}  # a service's o
 # evidence that comes from a service itself (its pods, logs, metrics, containers, alerts), not from its callers
 
 
+# the names a service that serves `x` goes by: x-api, x-web ... (not x-db or x-cache: a datastore of x's)
+_SERVING = ("-api", "-web", "-app", "-service", "-svc", "-server", "-frontend")
+
+
 def _subject(names: Iterable[str], question: str) -> str | None:
     """The upstream name the question asks about: the name itself, or the name behind a namespace or domain
     ('billing-invoice-renderer' or 'invoice-renderer.billing.svc' for 'invoice-renderer')."""
     words = {w for w in WORD.findall(question.lower()) if len(w) >= 5 or "-" in w}
     # a plural names the service too: "checkouts" for checkout
     words |= {w[:-1] for w in words if len(w) >= 6 and w.endswith("s") and not w.endswith("ss")}
+    # a public host name names the service that serves it: "reports.example.org" for reports-api
+    hosts = {w.split(".", 1)[0] for w in words if w.count(".") >= 2 and len(w.split(".", 1)[0]) >= 4}
     for n in names:
         n = n.lower()
-        for w in words:
-            if n == w or n.endswith("-" + w) or n.startswith(w + "."):
+        for w in words | hosts:
+            if n == w or n.endswith("-" + w) or n.startswith(w + ".") or n in {w + s for s in _SERVING}:
                 return w
     return None
 

@@ -351,6 +351,10 @@ def _planned_windows(benign: list[Finding]) -> list[tuple[float, float]]:
             else min(f.ts + PLANNED_ALERT_WINDOW_S, until + PLANNED_AFTER_END_S)
         )
         out.append((f.ts - PLANNED_ALERT_BEFORE_S, end))
+        # the time the announcement gives for the work ("runs Tue 02:00-04:00 UTC"), when it was said before
+        window = next((t[7:].split(":") for t in f.tags if t.startswith("window:")), None)
+        if window:
+            out.append((float(window[0]) - PLANNED_AFTER_END_S, float(window[1]) + PLANNED_AFTER_END_S))
     return out
 
 

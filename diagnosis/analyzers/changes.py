@@ -5,6 +5,7 @@ began after it on the same workload, and the reasoning prepends it to the chain 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from diagnosis.analyzers._kube import RECENT_S, kube_index, meta, ns_name, ref, workload_tags
@@ -429,9 +430,37 @@ _FAILED = re.compile(r"\b(?:fail(?:ed|ure)?|error|abort(?:ed)?|rolled back|rollb
 _ERROR_LEVELS = frozenset({"error", "err", "fatal", "critical", "crit", "alert", "emerg", "panic"})
 
 
+# the time an announcement gives for the work: "runs Tue 02:00-04:00 UTC", "window 22:00 to 23:30"
+_ANNOUNCED_WINDOW = re.compile(
+    r"(?:\b(?P<day>Mon|Tue|Wed|Thu|Fri|Sat|Sun)\w*\s+)?\b(?P<h1>[01]?\d|2[0-3]):(?P<m1>[0-5]\d)\s*(?:-|\u2013|to|until)\s*"
+    r"(?P<h2>[01]?\d|2[0-3]):(?P<m2>[0-5]\d)\s*(?:UTC|Z|GMT)?",
+    re.I,
+)
+_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def announced_window(text: str, ts: float) -> tuple[float, float] | None:
+    """The window an announcement at `ts` gives for its work (times read as UTC): the first such time on or after
+    the day it was announced (on the weekday it names), for announcements made before the work."""
+    m = _ANNOUNCED_WINDOW.search(text)
+    if not m:
+        return None
+    said = datetime.fromtimestamp(ts, tz=UTC)
+    day = said.replace(hour=int(m["h1"]), minute=int(m["m1"]), second=0, microsecond=0)
+    if m["day"]:
+        day += timedelta(days=(_DAYS.index(m["day"][:3].lower()) - day.weekday()) % 7)
+    start = day.timestamp()
+    minutes = (int(m["h2"]) * 60 + int(m["m2"])) - (int(m["h1"]) * 60 + int(m["m1"]))
+    end = start + (minutes if minutes > 0 else minutes + 24 * 60) * 60
+    if end < ts:  # the time of day already past on the day it was said: the next day's
+        start, end = start + 86400, end + 86400
+    return start, end
+
+
 def _planned_finding(item: EvidenceItem, text: str, ts: float | None, ev: EvidenceRef) -> Finding:
     what = " ".join(text.split())[:160]
     when = f" at {fmt_ts(ts)}" if ts else ""
+    window = announced_window(text, ts) if ts else None
     return Finding(
         analyzer="planned_work",
         domain=Domain.CHANGES,
@@ -446,6 +475,7 @@ def _planned_finding(item: EvidenceItem, text: str, ts: float | None, ev: Eviden
         object=item.object,
         score=0.2,
         ts=ts,
+        tags=[f"window:{window[0]:.0f}:{window[1]:.0f}"] if window else [],
         evidence=[ev],
     )
 

@@ -512,9 +512,9 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
             )
         )
     for mount, recs in disk.items():
-        if _stale(recs, now):
+        if _stale(recs, now) and not _died_of_it(recs, evidence):
             continue
-        host = _host_of(recs[0])
+        host = _host_of(recs[0]) or service_of(recs[0].item)
         out.append(
             Finding(
                 analyzer="host",
@@ -639,6 +639,29 @@ def _last_failure(evidence: EvidenceSet) -> float | None:
             if isinstance(ts, int | float) and str(r.get("level") or "") in ("error", "fatal", "critical", "crit"):
                 newest = ts if newest is None or ts > newest else newest
     return newest
+
+
+DIED_WITHIN_S = 120.0  # a log that ends this soon after its last error ended with it
+
+
+def _died_of_it(recs: list[Rec], evidence: EvidenceSet) -> bool:
+    """Whether the process that logged these errors stopped with them and is still down: its log ends within two
+    minutes of the last one, and an alert that began after the first still fires (the node or service down)."""
+    first = min((r.ts for r in recs if r.ts is not None), default=None)
+    last = max((r.ts for r in recs if r.ts is not None), default=None)
+    if first is None or last is None:
+        return False
+    ends = max(
+        (t for r in recs[-1].item.data.get("records") or () if isinstance(t := r.get("ts"), int | float)), default=last
+    )
+    if ends - last > DIED_WITHIN_S:
+        return False
+    return any(
+        a.data.get("status") == "firing"
+        and isinstance(a.data.get("starts_at"), int | float)
+        and a.data["starts_at"] >= first
+        for a in evidence.kind("alert")
+    )
 
 
 def _stale(recs: list[Rec], now: float | None) -> bool:

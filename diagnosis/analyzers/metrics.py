@@ -680,10 +680,11 @@ def _analyze(s: _Series, limits: list[_Series]) -> list[Finding]:
     elif paired and not free_like:
         limit = paired[0]
         limit_ref = EvidenceRef(item=paired[1].item.id, field=f"points.{len(paired[1].points) - 1}", value=limit)
-    elif (_PERCENT.search(name) and not _business_ratio(s, name)) or str(s.item.data.get("unit") or "").lower() in (
-        "percent",
-        "%",
+    elif not _HIGHER_BETTER.search(name) and (
+        (_PERCENT.search(name) and not _business_ratio(s, name))
+        or str(s.item.data.get("unit") or "").lower() in ("percent", "%")
     ):
+        # (a success or availability share at 100% is the best it can be, not a resource used up)
         top = max(v for _, v in pts)
         limit = 1.0 if top <= 1.0 and re.search(r"ratio", name, re.I) else 100.0
     elif _host_cpu_fraction(s, pts):
@@ -793,7 +794,8 @@ def _failing(s: _Series, value: float, limit: float | None) -> bool:
 
 # ratios where more is better: a cache's hits, a success or availability share, acknowledgements of work done
 _HIGHER_BETTER = re.compile(
-    r"hit[_-]?(?:ratio|rate|percent|pct)|success[_-]?(?:ratio|rate)|availability|apdex|ack(?:nowledge)?d?[_-]?rate",
+    r"hit[_-]?(?:ratio|rate|percent|pct)|success[_-]?(?:ratio|rate|percent|pct)|availability|apdex|"
+    r"ack(?:nowledge)?d?[_-]?rate|uptime[_-]?(?:percent|pct|ratio)",
     re.I,
 )
 

@@ -213,6 +213,10 @@ REMOTE_FAILURE = re.compile(
     r"\bOperationalError\b|\(5\d\d\b|\b(?:status|code)[=: ]+5\d\d\b|\b50[234]\b|"
     # a datastore's own failure, as its client library relays it: shards missing, a cluster down or read-only,
     # no leader or primary to talk to
+    # an identity or metadata endpoint that did not give its document (Microsoft.IdentityModel's IDX20803/IDX20804:
+    # the OpenID configuration or its signing keys could not be fetched)
+    r"\bIDX2080[347]\b|Unable to (?:obtain|retrieve|fetch|download) (?:configuration|document|metadata|JWKS|keys) "
+    r"from\b|"
     r"search_phase_execution_exception|all shards failed|missing shards|no_shard_available|cluster_block_exception|"
     r"\bCLUSTERDOWN\b|\bNOREPLICAS\b|\bMASTERDOWN\b|LOADING Redis is loading|READONLY You can't write|"
     r"NotWritablePrimary|not master and slaveOk|No primary (?:server )?available|LEADER_NOT_AVAILABLE|"

@@ -302,7 +302,7 @@ DIED_ON_IT_SCORE = 0.6  # a cause the process stopped for good on stands alone, 
 # a process or task that stops for good after its error: the errors end because nothing runs any more
 GAVE_UP = re.compile(
     r"will not recover|unrecoverable exception|until (?:it is )?manually restarted|giving up\b|gave up\b|"
-    r"shutting down due to|exiting due to|exiting with (?:status|code) [1-9]|"
+    r"shutting down due to|exiting (?:forcefully |immediately )?due to|exiting with (?:status|code) [1-9]|"
     r"aborting (?:the )?(?:job|task|run|before|import|load|sync)\b|"
     # a process's last words: its exit status ("catalog_import.main: exit 1", "done in 4.1s exit=3")
     r"\bexit(?:ed)?(?:=| (?:(?:with )?(?:status|code) )?)[1-9]\d{0,2}$|"
