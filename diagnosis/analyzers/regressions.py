@@ -1044,6 +1044,7 @@ def release_regressions(evidence: EvidenceSet) -> list[Finding]:
         + _cpu_pinned(evidence, series, rels)
         + _db_query_regression(evidence, series, rels)
         + _cache_misses(series, rels)
+        + _amplified_calls(series, rels)
     )
 
 
@@ -1125,4 +1126,105 @@ def _cache_misses(series: list[_S], rels: list[Release]) -> list[Finding]:
                 ],
             )
         )
+    return out
+
+
+CALLS_JUMP = 3.0  # the called service's request rate after the release over before it
+
+
+def _callee_rise(s: _S, at: float) -> tuple[float, float, float] | None:
+    """(before, after, when it rose) of a traffic series that jumped at or shortly after `at` and stayed up."""
+    before = [v for t, v in s.points if t < at]
+    after = [(t, v) for t, v in s.points if t >= at]
+    if len(before) < MIN_POINTS or len(after) < MIN_POINTS:
+        return None
+    was = median(before)
+    now = median([v for _, v in after[len(after) // 3 :]])
+    if was <= 0 or now < CALLS_JUMP * was:
+        return None
+    rose = next((t for t, v in after if v >= 2 * was), None)
+    if rose is None or rose - at > RELEASE_LEAD_S:
+        return None
+    return was, now, rose
+
+
+def _amplified_calls(series: list[_S], rels: list[Release]) -> list[Finding]:
+    """A service whose release made it call another service several times as often at the same traffic (nested
+    retries, a retry without backoff, a call moved into a loop): the called service's request rate jumped within
+    minutes of the release while the caller's own request rate stayed flat. The called service then saturates, slows
+    and sheds load: it is the victim, and the release is the cause."""
+    out: list[Finding] = []
+    traffic = [s for s in series if s.workload and _TRAFFIC.search(s.name) and not _NOT_TRAFFIC.search(s.name)]
+    for rel in rels:
+        own = _traffic_ratio(series, rel.workload, rel.ts)
+        if own is None or not FLAT_TRAFFIC[0] <= own[0] <= FLAT_TRAFFIC[1]:
+            continue
+        for s in traffic:
+            assert s.workload is not None
+            if same_workload(s.workload, rel.workload):
+                continue
+            if any(same_workload(r.workload, s.workload) and abs(r.ts - rel.ts) < 2 * RELEASE_LEAD_S for r in rels):
+                continue  # the called service changed too: its own release may explain its traffic
+            rise = _callee_rise(s, rel.ts)
+            if rise is None:
+                continue
+            was, now, rose = rise
+            ratio = now / was
+            out.append(
+                Finding(
+                    analyzer="release_regressions",
+                    domain=Domain.METRICS,
+                    role="cause",
+                    code="call_amplification",
+                    category=Category.CODE_DEFECT,
+                    title=f"{rel.workload} {rel.version} calls {s.workload} {ratio:.1f}x as often at the same traffic",
+                    mechanism=(
+                        f"since {rel.workload} {rel.version} (released {fmt_ts(rel.ts)}) the request rate of "
+                        f"{s.workload} went from {was:.3g} to {now:.3g}/s ({ratio:.1f}x, from {fmt_ts(rose)}) while "
+                        f"{rel.workload}'s own traffic stayed flat ({own[0]:.2f}x): the new version calls "
+                        f"{s.workload} several times per request (retries stacked on retries, a retry without "
+                        f"backoff, a call in a loop), a retry storm that saturates {s.workload}, which then slows and "
+                        "sheds load. More capacity there only delays it."
+                    ),
+                    object=f"{rel.workload} {rel.version}",
+                    score=0.85,
+                    ts=rel.ts,
+                    tags=[
+                        f"service:{rel.workload}",
+                        f"version:{rel.version}",
+                        f"service:{s.workload}",
+                        f"upstream:{s.workload}",
+                    ],
+                    explains=[
+                        "cpu_high",
+                        "saturation",
+                        "latency",
+                        "errors",
+                        "http_5xx",
+                        "upstream_*",
+                        "rate_limited*",
+                        "shift_within_capacity",
+                        "metric_shift",
+                        "exception",
+                        "alert:*",
+                    ],
+                    evidence=[
+                        rel.ref,
+                        EvidenceRef(item=s.item.id, field="points", value=f"{was:.3g} -> {now:.3g}/s"),
+                        own[1],
+                    ],
+                    actions=[
+                        Action(
+                            description=f"Roll back {rel.workload} to the version before {rel.version}",
+                            command=f"kubectl rollout undo deployment/{rel.workload}",
+                            kind="write",
+                        ),
+                        Action(
+                            description=f"Count the calls {rel.workload} makes to {s.workload} per request (retry "
+                            "settings of the client and of the channel)",
+                            command=f"kubectl logs deploy/{rel.workload} | grep -iE 'retry|attempt' | tail -20",
+                        ),
+                    ],
+                )
+            )
     return out
