@@ -89,7 +89,16 @@ def clock_skew(evidence: EvidenceSet) -> list[Finding]:
                     *([f"host:{host}"] if host else []),
                     *([f"upstream:{source}"] if source else []),
                 ],
-                explains=["errors", "access_denied*", "http_4xx", "http_403", "exception", "job_failed", "alert:*"],
+                explains=[
+                    "errors",
+                    "access_denied*",
+                    "credentials_refused",
+                    "http_4xx",
+                    "http_403",
+                    "exception",
+                    "job_failed",
+                    "alert:*",
+                ],
                 evidence=refs,
                 actions=[
                     Action(
