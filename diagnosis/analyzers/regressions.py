@@ -365,11 +365,16 @@ def _segments(points: list[Point]) -> list[list[Point]]:
     return [s for s in segs if s]
 
 
+GROWTH_STEPS = 24  # a long series is judged over about this many steps: a slow leak rises under its samples' noise
+
+
 def _growing(seg: list[Point]) -> bool:
     if len(seg) < MIN_POINTS or seg[0][1] <= 0:
         return False
-    ups = sum(1 for (_, a), (_, b) in itertools.pairwise(seg) if b > a)
-    return ups >= RISING_STEPS * (len(seg) - 1) and seg[-1][1] >= seg[0][1] * (1 + MIN_RISE)
+    stride = max(1, len(seg) // GROWTH_STEPS, 3 if len(seg) >= 4 * MIN_POINTS else 1)
+    sampled = seg[::stride] if seg[::stride][-1] == seg[-1] else [*seg[::stride], seg[-1]]
+    ups = sum(1 for (_, a), (_, b) in itertools.pairwise(sampled) if b > a)
+    return ups >= RISING_STEPS * (len(sampled) - 1) and seg[-1][1] >= seg[0][1] * (1 + MIN_RISE)
 
 
 def _levelled(seg: list[Point]) -> bool:
