@@ -677,7 +677,12 @@ HOST_OOM = re.compile(
     r"was terminated by signal 9|killed by the OOM killer|result 'oom-kill'",
     re.I,
 )
-HOST_FDS = re.compile(r"Too many open files|EMFILE|ENFILE|file-max limit", re.I)
+HOST_FDS = re.compile(
+    r"Too many open files|EMFILE|ENFILE|file-max limit|"
+    # Mosquitto refusing clients at its descriptor limit
+    r"system socket count has been exceeded",
+    re.I,
+)
 HOST_DISK = re.compile(
     r"No space left on device|ENOSPC|disk quota exceeded|filesystem full|"
     # Windows: ERROR_DISK_FULL (0x70) as .NET and Win32 word it

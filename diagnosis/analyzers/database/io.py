@@ -305,6 +305,9 @@ def _vacuum_over(ctx: Context, heavy: list[Rec], sessions: list[EvidenceItem]) -
     return not any(isinstance(c, int | float) and c > last for c in (s.data.get("captured_at") for s in sessions))
 
 
+CHECKPOINTS_OVER_S = 900.0  # checkpoint warnings that stopped this long before the evidence ends are over
+
+
 def _io_storms(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     surge: tuple[EvidenceItem, StepChange | None, list[Point]] | None = None
@@ -344,8 +347,16 @@ def _io_storms(ctx: Context) -> list[Finding]:
         else:
             surge_txt = f"; {m.data.get('name')} is now {pts[-1][1]:.0f}, several times its usual level"
         surge_refs = [_mref(m, -1, pts)]
-    if len(checkpoints) == 1 and not surge:
-        # one forced checkpoint (a bulk load, an index build) is PostgreSQL's advice, not a storm
+    over = (
+        bool(checkpoints)
+        and not surge
+        and checkpoints[-1].ts is not None
+        and ctx.now is not None
+        and ctx.now - checkpoints[-1].ts >= CHECKPOINTS_OVER_S
+    )
+    if (len(checkpoints) == 1 or over) and not surge:
+        # one forced checkpoint (a bulk load, an index build) is PostgreSQL's advice, not a storm; nor a few
+        # minutes of them that ended long before the evidence does (a batch load that finished)
         out.append(
             Finding(
                 analyzer="database",
@@ -353,8 +364,9 @@ def _io_storms(ctx: Context) -> list[Finding]:
                 role="benign",
                 code="checkpoint_once",
                 category=Category.HEALTHY,
-                title=f"{ident}: one forced checkpoint",
-                mechanism=f"{ident} warned once that checkpoints came close together "
+                title=f"{ident}: "
+                + ("one forced checkpoint" if len(checkpoints) == 1 else "a burst of checkpoints, over"),
+                mechanism=f"{ident} warned {len(checkpoints)}x that checkpoints came close together "
                 f"('{checkpoints[0].msg.strip()[:140]}'): a burst of writes, not a storm of checkpoints.",
                 object=f"checkpoints of {ident}",
                 score=0.2,

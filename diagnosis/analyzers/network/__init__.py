@@ -78,6 +78,7 @@ from diagnosis.analyzers.network.upstreams import (
 from diagnosis.analyzers.network.vrrp import vrrp_split_brain
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Domain, Finding
+from diagnosis.timeline import parse_ts
 
 # the quota a throttled call names ("resource monitor 'RM_TRANSFORM_MONTHLY' has exceeded its quota"): what ran out
 _QUOTA_OWNER = re.compile(
@@ -131,6 +132,19 @@ def _operation_targets(evidence: EvidenceSet) -> dict[tuple[str, str | None], st
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
 
 
+# Go's x509 error says the verifier's own time: "current time 2000-01-01T00:14:56Z is before 2025-01-15T00:00:00Z"
+_VERIFIER_TIME = re.compile(r"current time (\d{4}-\d\d-\d\dT[\d:.]+Z?) is (?:before|after)")
+CLOCK_OFF_S = 86400.0
+
+
+def _clock_off(msg: str, ts: float | None) -> bool:
+    """A certificate refused by a verifier whose clock is days off the log's (a device that booted at 2000-01-01):
+    its clock, not the certificate, is wrong."""
+    m = _VERIFIER_TIME.search(msg) if "current time" in msg else None
+    said = parse_ts(m.group(1)) if m else None
+    return said is not None and ts is not None and abs(said - ts) > CLOCK_OFF_S
+
+
 RETRIED_ATTEMPTS_MIN = 10  # retried attempts of a resilience pipeline that make a failing upstream on their own
 
 
@@ -164,7 +178,7 @@ def network_failures(evidence: EvidenceSet) -> list[Finding]:
         if HOST_EPHEMERAL.search(msg):
             continue  # our own side ran out of local ports: the host analyzer's, not the target's fault
         tls_remote = bool(TLS_REMOTE.search(msg)) and not TLS_EXPIRED.search(msg)
-        if (TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg)) and not tls_remote:
+        if (TLS_EXPIRED.search(msg) or TLS_INVALID.search(msg)) and not tls_remote and not _clock_off(msg, rec.ts):
             tls_kind = "expired" if TLS_EXPIRED.search(msg) else "invalid"
             _add(tls, _target(msg) or "unknown host", tls_kind, rec, caller_of(rec))
         elif DNS_TEMPORARY.search(msg):

@@ -113,9 +113,35 @@ def _revocation_finding(f: Failures, host: str, callers: str, evidence: Evidence
     )
 
 
+_CLIENT_PEER = re.compile(r"^(?:\d{1,3}\.){3}\d{1,3}:(\d{4,5})$")
+EPHEMERAL_PORT = 10000  # a peer's source port this high is a client's, not a server's
+PEER_FAILURES_MIN = 3
+MANY_CLIENTS = 20  # this many client addresses failing their handshakes: the server's side fails them all
+
+
 def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: EvidenceSet) -> list[Finding]:
     out = []
+    # handshakes that fail with many different client addresses, each once or twice: devices' own clocks or
+    # certificates (a server's certificate would fail every client, again and again)
+    peers = sum(1 for h in tls if _CLIENT_PEER.match(h))
     for host, f in tls.items():
+        peer = _CLIENT_PEER.match(host)
+        if (
+            peer
+            and peers < MANY_CLIENTS  # (every client failing is the server's own certificate)
+            and len(f.recs) < PEER_FAILURES_MIN
+            and (int(peer.group(1)) >= EPHEMERAL_PORT or peers >= PEER_FAILURES_MIN)
+        ):
+            out.append(
+                _stopped_finding(f, "tls_error_background", f"TLS with client {host}").model_copy(
+                    update={
+                        "title": f"TLS with client {host}: {len(f.recs)} failed handshake(s)",
+                        "mechanism": f"one client connection ({host}) failed its TLS handshake {len(f.recs)}x: that "
+                        "client's certificate, clock or trust store, not the server's.",
+                    }
+                )
+            )
+            continue
         if _stopped(f, now):
             out.append(_stopped_finding(f, "tls_error_stopped", f"TLS to {host}"))
             continue
