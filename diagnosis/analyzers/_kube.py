@@ -268,6 +268,14 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
         ),
     ),
     (
+        # a rank of a distributed job (NCCL, Gloo) failing because another rank exited or its network went: the
+        # other rank's failure says why
+        "unknown",
+        "crash_peer",
+        "a peer process of its distributed job exited or lost its connection",
+        re.compile(r"\bncclRemoteError\b|remote process exit(?:ed|ing)|Connection closed by peer \[", re.I),
+    ),
+    (
         "code_defect",
         "crash_code",
         "the application hit a bug (unhandled error)",
@@ -321,6 +329,9 @@ def crash_target(verdict: LogVerdict) -> str | None:
     return None
 
 
+EARLIER_RECORDS = 400  # how far back a log is read for a resource that ran out before the crash it caused
+
+
 def read_crash(log_items: list[EvidenceItem], container: str | None) -> LogVerdict | None:
     """Why a container's process exited, from its (previous) log: the last lines decide.
 
@@ -360,6 +371,14 @@ def read_crash(log_items: list[EvidenceItem], container: str | None) -> LogVerdi
                         if best is None or (prio, -at[0], -at[1]) < (best[0], -best[1][0], -best[1][1]):
                             best = (prio, at, LogVerdict(category, code, why, item, rec, text.strip()))
                         break
+        if best is None or best[2].code == "crash_code":
+            # a resource that ran out is said once, before the cascade of tracebacks it sets off (every rank of a
+            # distributed job failing its own way): read further back for it
+            res = next(r for r in _LOG_RULES if r[1] == "crash_resource")
+            for rec in reversed((item.data.get("records") or [])[-EARLIER_RECORDS:-60]):
+                msg = str(rec.get("msg") or "")
+                if not _quiet(rec, msg) and res[3].search(msg):
+                    return LogVerdict(res[0], res[1], res[2], item, rec, msg.strip()[:300])
         if best is not None:
             verdict = best[2]
             if verdict.category == "code_defect" and caused is not None:

@@ -695,7 +695,7 @@ class PodReader:
             )
         state = "in CrashLoopBackOff" if any(r.value == "CrashLoopBackOff" for r in refs) else "crashing"
         self._emit(
-            role=SYMPTOM if code == "crash_loop" else CAUSE,
+            role=SYMPTOM if code in ("crash_loop", "crash_peer") else CAUSE,
             code=code,
             category=category,
             object=obj,

@@ -525,7 +525,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 title=f"no space left on {mount if mount != '?' else 'a file system'} ({len(recs)}x)",
                 mechanism=f"writes fail with no space left on {mount if mount != '?' else 'the device'}"
                 + (f" on {host}" if host else "")
-                + f": '{recs[0].msg.strip()[:160]}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}.",
+                + f": '{_said(recs[0].msg)[:160]}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}.",
                 object=f"file system {mount}" + (f" on {host}" if host else ""),
                 score=0.8,
                 ts=recs[0].ts,
@@ -541,6 +541,8 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     "pod_restarts",
                     "crash_loop",
                     "crash_resource",
+                    "crash_code",
+                    "job_failed",
                     "http_5xx",
                     "process_down",
                 ],
@@ -684,8 +686,19 @@ def _mount_before(rec: Rec) -> str | None:
     return None
 
 
+def _said(msg: str) -> str:
+    """The line of a (multi-line) record that says the disk is full."""
+    return next((line.strip() for line in msg.splitlines() if HOST_DISK.search(line)), msg.strip())
+
+
+_FRAME = re.compile(r"^\s*(?:\[\w+\]:\s*)?(?:File \"|at |from )")
+
+
 def _mount_of(msg: str) -> str | None:
-    m = _MOUNT.search(msg) or _PATH.search(msg)
+    # the line that says it first, then any line but a stack frame's (whose path is the code's, not the data's)
+    said = _said(msg)
+    rest = "\n".join(line for line in msg.splitlines() if not _FRAME.match(line))
+    m = _MOUNT.search(said) or _PATH.search(said) or _MOUNT.search(rest) or _PATH.search(rest)
     if not m:
         return None
     path = m.group(1)

@@ -217,6 +217,9 @@ REMOTE_FAILURE = re.compile(
     # the OpenID configuration or its signing keys could not be fetched)
     r"\bIDX2080[347]\b|Unable to (?:obtain|retrieve|fetch|download) (?:configuration|document|metadata|JWKS|keys) "
     r"from\b|"
+    # a distributed job's peer that went away (NCCL: another rank exited or its network failed): that peer's
+    # failure, not this rank's code
+    r"\bncclRemoteError\b|remote process exit(?:ed|ing)|"
     r"search_phase_execution_exception|all shards failed|missing shards|no_shard_available|cluster_block_exception|"
     r"\bCLUSTERDOWN\b|\bNOREPLICAS\b|\bMASTERDOWN\b|LOADING Redis is loading|READONLY You can't write|"
     r"NotWritablePrimary|not master and slaveOk|No primary (?:server )?available|LEADER_NOT_AVAILABLE|"
