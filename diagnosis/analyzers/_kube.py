@@ -213,7 +213,9 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
             MISSING_SETTING.pattern
             + r"|executable file not found|exec format error|command not found|permission denied"
             r"|password authentication failed|authentication failed|invalid credentials|access denied for user"
-            r"|secret .* not found|configmap .* not found",
+            r"|secret .* not found|configmap .* not found"
+            # a model server whose model configuration does not match the model it loads (Triton's config.pbtxt)
+            r"|but the model configuration specifies|model configuration (?:is )?(?:invalid|inconsistent)",
             re.I,
         ),
     ),

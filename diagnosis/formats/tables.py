@@ -90,13 +90,23 @@ def result_tables(text: str) -> tuple[list[tuple[str, list[dict[str, str]]]], in
     return out, covered
 
 
+# a line that starts with a log record's time stamp (klog's I1105 09:29:12, ISO 8601, syslog's Mar  3 10:00:01)
+_LOGGED = re.compile(
+    r"^\s*\[?(?:[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d[T ]\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)"
+)
+LOGGED_MIN = 10  # time-stamped lines that make a file a log that prints tables (Triton's model table), not tables
+
+
 def _detect(doc: Document) -> bool:
     text = doc.text[:200_000]
     if "|" not in text and "│" not in text:
         return False
     tables, covered = result_tables(text)
-    nonblank = sum(1 for line in text.splitlines() if line.strip())
-    return any(len(rows) >= 2 for _, rows in tables) and covered >= MIN_SHARE * nonblank
+    lines = [line for line in text.splitlines() if line.strip()]
+    logged = sum(1 for line in lines if _LOGGED.match(line))
+    if logged >= LOGGED_MIN and logged >= MIN_SHARE * (len(lines) - covered):
+        return False
+    return any(len(rows) >= 2 for _, rows in tables) and covered >= MIN_SHARE * len(lines)
 
 
 def _relation(query: str) -> str:

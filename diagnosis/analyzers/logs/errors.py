@@ -426,6 +426,11 @@ _SCHEMA_FETCH = re.compile(
     re.I,
 )
 # a record parked (dead-lettered) because its retries ran out: the calls it needed failed, not the record
+# the GPU driver failing every call: the device is gone or unusable (fallen off the bus, an Xid), not a code path
+_DEVICE_ERROR = re.compile(
+    r"CUDA (?:failure|error) 999|CUDA driver error: unknown error|cudaErrorUnknown|cudaErrorDevicesUnavailable|"
+    r"no CUDA-capable device is detected|NVML: Unknown Error|GPU is lost|unable to determine the device handle"
+)
 # the kernel failing a file operation: the disk or the mount under the process, whatever exception wraps it
 _OS_IO_ERROR = re.compile(r"Input/output error|\bEIO\b|Read-only file system|\bEROFS\b|Stale file handle|\bESTALE\b")
 # a client library reporting that the API it called refused the request's values as invalid (HTTP 400/422): a
@@ -690,8 +695,10 @@ def _cause_of(
         return None  # a client library reporting that its server failed is the dependency's fault, not a bug here
     if _CHILD_FAILED.search(msg):
         return None  # an orchestrator reporting that the job it ran failed: the job's own log says why
-    if _OS_IO_ERROR.search(msg):
-        return None  # the operating system failing the call (a disk's I/O error, a read-only mount): not the code
+    if _OS_IO_ERROR.search(msg) or _DEVICE_ERROR.search(msg):
+        # the operating system failing the call (a disk's I/O error, a read-only mount), or the GPU driver reporting
+        # its device lost or unusable: not the code
+        return None
     if _REMOTE_REJECTED.search(msg):
         return None  # an API refusing the values we sent (an amount of 0): the data or what built it, not yet a bug
     if _TOO_SLOW.search(msg):
