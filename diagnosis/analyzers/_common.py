@@ -711,6 +711,8 @@ HOST_HW = re.compile(
     # a GPU the NVIDIA driver reports lost or failing
     # network interfaces: a transmit queue that stopped completing, a NIC the driver had to reset or found hung
     r"NETDEV WATCHDOG: .*transmit queue \d+ timed out|Found a Tx that wasn't completed on time|"
+    # a Mellanox/NVIDIA NIC's cable or optic module failing (overheating, cable errors): its link flaps
+    r"Port module event\[error\]|"
     r"lost tx completions is above the threshold|Detected Hardware Unit Hang|\bTX timeout detected|"
     r"mlx5_core .*(?:health compromised|CQE error|cmd_work_handler.*timeout)|ixgbe .*Reset adapter|"
     # a link that drops (counted: one drop is a cable pulled or a switch reboot, several a failing optic or port)

@@ -1423,3 +1423,75 @@ def cpu_steal(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return with_aliases(out)
+
+
+# ---------------------------------------------------------------- a series that counts bad records, risen from zero
+
+# A series named for bad records a service receives (NaN or null features, invalid or malformed records, parse or
+# schema errors) that was about zero and rose to a real share or count and stays there: the data it is fed went
+# bad. A rejection or NaN counter says why more plainly than the error rates it drives.
+_BAD_RECORDS = re.compile(
+    r"(?:^|[_.\-])(?:nan|null|invalid|malformed|parse_?(?:error|failure)s?|schema_?(?:error|violation|mismatch)s?|"
+    r"corrupt\w*|bad_?records?|validation_?(?:error|failure)s?)(?:$|[_.\-])",
+    re.I,
+)
+BAD_RECORDS_BEFORE = 0.01  # of the series' top: "about zero" before it rose
+BAD_RECORDS_SHARE = 0.05  # a ratio that rose past 5% (a count: any that stays up)
+
+
+@ANALYZERS.analyzer(domain=Domain.METRICS, reads={"metric"})
+def bad_record_series(evidence: EvidenceSet) -> list[Finding]:
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for m in evidence.kind("metric"):
+        name = str(m.data.get("name") or m.object)
+        if not _BAD_RECORDS.search(name) or name in seen:
+            continue
+        pts = points_of(m.data.get("points"))
+        if name.endswith("_total"):
+            pts = counter_rate(pts)
+        if len(pts) < 6:
+            continue
+        top = max(v for _, v in pts)
+        ratio = bool(re.search(r"ratio|rate|share|fraction|pct|percent", name, re.I)) and top <= 1.0
+        if top <= 0 or (ratio and top < BAD_RECORDS_SHARE):
+            continue
+        head = [v for _, v in pts[: len(pts) // 3]]
+        tail = [v for _, v in pts[-max(3, len(pts) // 5) :]]
+        if max(head) > BAD_RECORDS_BEFORE * top or min(tail) < 0.5 * top:
+            continue  # it was there all along, or it came and went
+        since = next(t for t, v in pts if v > 0.5 * top)
+        labels = {str(k): str(v) for k, v in (m.data.get("labels") or {}).items()}
+        s = _Series(m, name, labels, pts, "other")
+        who = _who(s)
+        seen.add(name)
+        out.append(
+            Finding(
+                analyzer="bad_record_series",
+                domain=Domain.METRICS,
+                role="cause",
+                code="bad_data",
+                category=Category.DATA_QUALITY,
+                title=f"{who} rose from zero to {tail[-1]:.3g} at {fmt_ts(since)}",
+                mechanism=(
+                    f"{who} counts bad records (NaN, null, invalid or unparseable values) in what the service is "
+                    f"fed: about zero before, {tail[-1]:.3g} since {fmt_ts(since)} and staying there - the data "
+                    "it receives went bad at that time (a producer or an upstream job changed what it sends)"
+                ),
+                object=who,
+                score=0.6,
+                ts=since,
+                tags=_tags(s),
+                explains=["errors", "metric_shift", "shift_within_capacity", "latency", "alert:*"],
+                evidence=[_ref(s, len(pts) - 1, tail[-1])],
+                actions=[
+                    Action(
+                        description="Find which input carries the bad values (the producer, file or partition "
+                        "that arrived at that time)",
+                        command=f'curl -s "$PROM/api/v1/query_range?query={name}&start={since - 3600:.0f}&end='
+                        f'{since + 3600:.0f}&step=60"   # then read the records that arrived at that time',
+                    )
+                ],
+            )
+        )
+    return out
