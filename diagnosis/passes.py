@@ -162,6 +162,9 @@ def _internal_upstream(f: Finding, evidence: EvidenceSet) -> tuple[str, str] | N
     target = f.object.removeprefix("upstream ").split(" (", 1)[0].strip()
     host, _, port = target.rpartition(":") if re.search(r":\d+$", target) else (target, "", "")
     host = host.lower()
+    # a server on the caller's own host or pod (nginx in front of php-fpm on 127.0.0.1:9000): the service itself
+    if host in ("127.0.0.1", "localhost", "::1", "[::1]"):
+        return host, port
     # a Service of our own cluster, addressed by its cluster DNS name, whose calls only time out: the service (a
     # datastore's too), its node or the network between could each be slow (one that answers 5xx says itself that
     # it fails)

@@ -94,10 +94,13 @@ _DOC_ARTICLE = re.compile(
     r"\b(?:article|guide|faq|knowledge ?base|runbook|wiki)\b[^()\n]{0,90}[:\s]\s*(?:[a-z]+://)?$", re.I
 )
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?::\d{2,5})?"
+# Istio/Envoy cluster: outbound|8080||payments.shop.svc
+_ENVOY_CLUSTER = re.compile(r"outbound\|\d+\|[\w.\-]*\|([A-Za-z0-9][\w.\-]*)")
 _TARGET_PATTERNS = [
-    re.compile(
-        r"outbound\|\d+\|[\w.\-]*\|([A-Za-z0-9][\w.\-]*)"
-    ),  # Istio/Envoy cluster: outbound|8080||payments.shop.svc
+    _ENVOY_CLUSTER,
+    # pgx (Go's PostgreSQL driver): "failed to connect to `user=docs database=docs`: 10.96.1.7:5432 (pgvector-rw...)"
+    re.compile(r"failed to connect to `[^`]*`:\s*(?:\d{1,3}\.){3}\d{1,3}:\d+\s+\(([\w.\-]+)\)"),
+    re.compile(r"failed to connect to `[^`]*`:\s*([\w.\-]+:\d{2,5})"),
     # a unix socket names its server by the socket's file: fastcgi://unix:/run/php/php8.2-fpm.sock -> php8.2-fpm
     re.compile(r"(?:[a-z]+://)?unix:(?:[^\s\":]*/)?([A-Za-z0-9][\w.\-]*?)(?:\.sock(?:et)?)?(?=[\s\":|]|$)"),
     re.compile(rf"upstream:\s*\"?(?:[a-z]+://)?({_NAME})"),  # nginx error log: upstream: "http://10.0.0.5:8080/x"
@@ -357,7 +360,7 @@ def _envoy_failures(evidence: EvidenceSet) -> Iterable[tuple[Rec, str, str, str]
                 kind = "http_5xx"
             # the upstream cluster names the service called; at an ingress gateway the authority is the site's
             # public host, in a sidecar the same service
-            cluster = _TARGET_PATTERNS[0].search(msg)
+            cluster = _ENVOY_CLUSTER.search(msg)
             target = cluster[1] if cluster else m["authority"] if m["authority"] not in ("", "-") else m["upstream"]
             if kind is None or target in ("", "-"):
                 continue
@@ -458,7 +461,9 @@ def _call_failure(msg: str) -> str | None:
     if HOST_UNREACHABLE.search(msg):
         return "unreachable"
     if NET_REFUSED.search(msg):
-        return "refused"
+        # "failed to connect to X: dial error: timeout" says how the connect failed: it timed out
+        refused = re.search(r"refused|unreachable|no route|UNAVAILABLE|no server available", msg, re.I)
+        return "timeout" if not refused and NET_TIMEOUT.search(msg) else "refused"
     if NET_TIMEOUT.search(msg):
         # the service's own request deadline killing a request it was still working on is not a call that failed
         return None if _OWN_DEADLINE.search(msg) else "timeout"
