@@ -222,7 +222,9 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
     for item in evidence:
         if control_plane(item):
             continue  # operations on it (a restart, a scale-out) say nothing of why it fails
-        if item.kind in ("log", "metric", "container/state", "trace/spans"):
+        if item.kind in ("log", "container/state", "trace/spans") or (
+            item.kind == "metric" and not _quiet_series(item)
+        ):
             # a caller's series about its calls to it (`target="ledger-writer..."`) is not from it
             obj = _PEER_LABEL.sub("", item.object.lower())
             if any(n in obj for n in names) and not _callers_series(item, names) and not _ok_spans(item):
@@ -235,6 +237,13 @@ def _seen_itself(host: str, evidence: EvidenceSet, findings: list[Finding], call
         if any(n in entity_names(f) for n in names):
             return True
     return False
+
+
+def _quiet_series(item: EvidenceItem) -> bool:
+    """A host's scrape status or load that says nothing is wrong with it (`up`, a flat load average): present, but it
+    cannot show why calls to it fail."""
+    name = str(item.data.get("name") or "")
+    return name == "up" or name.startswith("node_load")
 
 
 def _ok_spans(item: EvidenceItem) -> bool:

@@ -563,7 +563,8 @@ AUTH_DENIED = re.compile(
     r"\bPermission '?[a-z]+\.[\w.]+'? denied|"
     r"does not have '?[a-z]+\.[a-zA-Z]+\.[a-zA-Z]+'? (?:access|permission)|" + DB_DENIED.pattern + "|"
     r"UnrecognizedClientException|InvalidClientTokenId|SignatureDoesNotMatch|ExpiredToken(?:Exception)?\b|"
-    r"PERMISSION_DENIED|UNAUTHENTICATED|code = (?:PermissionDenied|Unauthenticated)|"
+    # (gRPC's codes are upper case: MySQL's "user: 'unauthenticated'" is a health check's connection, not a refusal)
+    r"(?-i:PERMISSION_DENIED|UNAUTHENTICATED)|code = (?:PermissionDenied|Unauthenticated)|"
     r"invalid[ _]api[ _]?key|invalid (?:access |bearer )?token|invalid_grant|invalid_client|jwt expired|"
     r"token (?:has )?expired|authentication failed for|bad credentials|"
     # a datastore refusing the password it is sent (PostgreSQL and its poolers, MySQL, SQL Server, Redis, MongoDB,
@@ -584,7 +585,9 @@ AUTH_DENIED = re.compile(
     # a client that cannot get its own credential (GCP Workload Identity, a metadata server refusing it)
     r"Received 40[13]\W{0,3}Unable to generate access token|unable to (?:generate|fetch|obtain) (?:an )?access token|"
     # an SMTP relay refusing to relay for a client it does not count as its own (Postfix mynetworks, Exchange)
-    r"Relay access denied|relaying denied|Unable to relay|Client host rejected: Access denied",
+    r"Relay access denied|relaying denied|Unable to relay|Client host rejected: Access denied|"
+    # a mailbox provider refusing our mail as unauthenticated (SPF/DKIM do not align: DMARC, 5.7.26)
+    r"Unauthenticated email from|\b5\.7\.26\b|domain's DMARC policy",
     re.I,
 )
 NETWORK_SIGNATURES = (
