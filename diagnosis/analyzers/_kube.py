@@ -206,6 +206,18 @@ class LogVerdict:
 # ordered by precedence: a traceback that ends in a missing setting is a configuration error, not a bug
 _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
     (
+        # Kubernetes injects <SERVICE>_PORT=tcp://ip:port for every Service of the namespace (enableServiceLinks):
+        # a Service named like a setting the application reads as a number (REDIS_PORT) breaks it
+        "configuration_error",
+        "crash_config",
+        "a Service's injected environment variable (<NAME>_PORT=tcp://...) overrides a setting it reads as a number "
+        "(enableServiceLinks)",
+        re.compile(
+            r"invalid literal for int\(\) with base 10: '?tcp://|For input string: \"tcp://|parsing \"tcp://|"
+            r"(?:port|PORT)\W{1,4}(?:must be|is not|invalid)[^\n]{0,40}tcp://(?:\d{1,3}\.){3}\d{1,3}:\d+"
+        ),
+    ),
+    (
         "configuration_error",
         "crash_config",
         "a required setting is missing or invalid",
@@ -259,7 +271,8 @@ _LOG_RULES: list[tuple[str, str, str, re.Pattern[str]]] = [
         re.compile(
             r"(?:malformed|corrupt(?:ed)?|invalid|unexpected|bad) (?:record|row|payload|message|input|data|json|csv|"
             r"event|line|file|schema|utf-?8|byte sequence)|JSONDecodeError|cannot unmarshal|unexpected end of json|"
-            r"invalid input syntax|schema (?:mismatch|drift|validation)|column \"?\w+\"? (?:does not "
+            r"invalid input syntax|is not valid JSON|Unexpected token .{1,12} in JSON|"
+            r"schema (?:mismatch|drift|validation)|column \"?\w+\"? (?:does not "
             r"exist|of relation)|"
             r"unexpected (?:null|nil|none) (?:in|for|value)|validation (?:failed|error).*(?:record|row|field|input)|"
             r"\brow \d+\b.*(?:not a|invalid|expected|cannot|missing)|is not a (?:valid "
@@ -361,11 +374,15 @@ def read_crash(log_items: list[EvidenceItem], container: str | None) -> LogVerdi
             if _quiet(rec, msg):
                 continue
             # a record may hold a whole stack trace: judge it line by line
-            for lpos, text in enumerate(msg.splitlines()[:80] or [msg]):
+            lines = msg.splitlines() or [msg]
+            if len(lines) > 80:  # Java names the error first, Python last: read both ends of a long trace
+                lines = lines[:40] + lines[-40:]
+            for lpos, text in enumerate(lines):
                 if text.lstrip().startswith("Caused by:"):
-                    caused = LogVerdict(
-                        "code_defect", "crash_code", "the application hit a bug", item, rec, text.strip()
-                    )
+                    # the wrapped error decides, by the first rule it meets (a bad record, a setting, a bug)
+                    rule = next((r for r in _LOG_RULES if r[3].search(text)), None)
+                    cat, code, why = rule[:3] if rule else ("code_defect", "crash_code", "the application hit a bug")
+                    caused = LogVerdict(cat, code, why, item, rec, text.strip())
                 for prio, (category, code, why, rx) in enumerate(_LOG_RULES):
                     if rx.search(text):
                         at = (pos, lpos)
@@ -384,8 +401,8 @@ def read_crash(log_items: list[EvidenceItem], container: str | None) -> LogVerdi
         if best is not None:
             verdict = best[2]
             if verdict.category == "code_defect" and caused is not None:
-                # Java wraps the real error: the last "Caused by:" names it
-                verdict = LogVerdict(verdict.category, verdict.code, verdict.why, item, caused.record, caused.text)
+                # Java (and Node's error causes) wrap the real error: the last "Caused by:" names it
+                verdict = caused
             return verdict
     return None
 

@@ -782,8 +782,11 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             ):
                 if len(last["msg"]) < MAX_CONTINUATION:  # past it, the rest of the trace is dropped
                     last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
-                elif body.startswith("Caused by:") and len(last["msg"]) < 2 * MAX_CONTINUATION:
-                    # but not its root causes: Java prints the one that explains the rest last
+                elif (body.startswith("Caused by:") or _ends_python_traceback(last["msg"], body)) and len(
+                    last["msg"]
+                ) < 2 * MAX_CONTINUATION:
+                    # but not its root causes: Java prints the one that explains the rest last, Python the error
+                    # itself under the frames
                     last["msg"] = f"{last['msg']}\n{body.rstrip()[:300]}"
                 continue
             ts, level, msg = parser.parse_body(body, m[1] if m else None)
