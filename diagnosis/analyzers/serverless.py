@@ -306,3 +306,77 @@ def lambda_memory_leak(evidence: EvidenceSet) -> list[Finding]:
             )
             break  # one environment shows it
     return out
+
+
+# ---------------------------------------------------------------- a queue consumer that cannot delete what it handled
+
+# SQS removes a message only when the consumer deletes it with the receipt handle of that receipt. A consumer whose
+# deletes fail with ReceiptHandleIsInvalid (it passes the message id, or a handle of another receipt) processes every
+# message again each time its visibility timeout ends: duplicates downstream (the same email sent five times), the
+# load they put on what it calls (a provider's rate limit), and messages moving to the dead-letter queue after their
+# maximum receives though they were handled. The consumer's code is the cause; the throttling it meets is the effect.
+_DELETE_REFUSED = re.compile(r"ReceiptHandleIsInvalid|The receipt handle \S* ?is not valid", re.I)
+_VERSION_FIELD = re.compile(r"\bversion\W{1,4}v?(\d+\.\d+\.\d+)\b")
+DELETES_REFUSED_MIN = 5
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def queue_deletes_refused(evidence: EvidenceSet) -> list[Finding]:
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        recs = [
+            r
+            for r in item.data.get("records") or ()
+            if "eceipt" in str(r.get("msg") or "") and _DELETE_REFUSED.search(str(r.get("msg") or ""))
+        ]
+        if len(recs) < DELETES_REFUSED_MIN:
+            continue
+        who = service_of(item) or item.object
+        version = next((m.group(1) for r in recs if (m := _VERSION_FIELD.search(str(r.get("msg") or "")))), None)
+        named = f" {version}" if version else ""
+        first = recs[0]
+        out.append(
+            Finding(
+                analyzer="queue_deletes_refused",
+                domain=Domain.LOGS,
+                role="cause",
+                code="queue_delete_refused",
+                category=Category.CODE_DEFECT,
+                title=f"{who}{named}: its message deletes are refused (ReceiptHandleIsInvalid, {len(recs)}x)",
+                mechanism=(
+                    f"{who}{named} cannot delete the messages it has handled: SQS refuses its deletes as "
+                    f"ReceiptHandleIsInvalid ({len(recs)}x from {fmt_ts(first.get('ts'))}), the handle it passes is "
+                    "not the receipt's (a message id, another receipt's handle), so every message comes back when "
+                    "its visibility timeout ends and is processed again: duplicates downstream, the load they put on "
+                    "what it calls (throttling), and handled messages moving to the dead-letter queue"
+                ),
+                object=f"{who}{named}",
+                score=0.85,
+                ts=first.get("ts"),
+                tags=[f"service:{who}", *([f"version:{version}"] if version else []), *object_tags(item)],
+                explains=[
+                    "rate_limited*",
+                    "errors",
+                    "metric_shift",
+                    "shift_within_capacity",
+                    "upstream_*",
+                    "alert:*",
+                    "saturation",
+                ],
+                evidence=[
+                    EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
+                ],
+                actions=[
+                    Action(
+                        description="Compare messages received with messages deleted on the queue",
+                        command="aws cloudwatch get-metric-data  # NumberOfMessagesReceived vs NumberOfMessagesDeleted",
+                    ),
+                    Action(
+                        description=f"Roll back {who} to the version before{named or ' the change'}",
+                        command=f"aws ecs update-service --service {who} --task-definition <previous revision>",
+                        kind="write",
+                    ),
+                ],
+            )
+        )
+    return out

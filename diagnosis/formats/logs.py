@@ -97,14 +97,14 @@ MSG_KEYS = ("msg", "message", "log", "@m", "@mt", "event", "text", "error", "err
 ERROR_KEYS = (
     "error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause", "@x",
     "Exception",
-    # the answer a failed call got, as a structured logger keeps it
-    "response_body", "response_error",
+    # the answer a failed call got, as a structured logger keeps it; the first failure of a batch call
+    "response_body", "response_error", "first_failure",
 )  # fmt: skip
 # the HTTP status a failed call got, kept beside the message as `status=403`
 _STATUS_KEYS = ("http_status", "status_code", "response_status", "http.status_code", "statusCode")
 _ERROR_SUBKEYS = (
-    "type", "kind", "name", "class", "code", "codeName", "message", "msg", "errmsg", "reason", "stack_trace", "stack",
-    "stacktrace",
+    "type", "kind", "name", "class", "code", "Code", "codeName", "message", "msg", "errmsg", "reason", "stack_trace",
+    "stack", "stacktrace",
 )  # fmt: skip
 # journald (`journalctl -o json`): PRIORITY is the syslog severity, 0 emerg .. 7 debug
 JOURNAL_PRIORITY = {
@@ -563,7 +563,7 @@ def _with_mongo_attrs(msg: str, attr: dict[str, Any]) -> str:
 
 # what a warning or error about a refused record carries beside its message: the validator's own words and whose
 # record it was ({"msg": "batch rejected", "partner": "acme", "first_error": "items[0].qty: expected integer"})
-_REJECTION_KEYS = ("first_error", "validation_error", "validation_errors", "detail", "details")
+_REJECTION_KEYS = ("first_error", "validation_error", "validation_errors", "detail", "details")  # (strings)
 _PRODUCER_KEYS = ("partner", "supplier", "producer", "merchant", "feed", "carrier")
 _REFUSED_RECORD = re.compile(r"reject|invalid|validat|malformed|dead.?letter|skipp|quarantin|pars(?:e|ing)", re.I)
 

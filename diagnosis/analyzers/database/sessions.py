@@ -57,7 +57,7 @@ def _app_pools(ctx: Context) -> list[Finding]:
         if len(recs) < 3:
             continue
         recs.sort(key=lambda r: r.ts or 0)
-        burst = _passing_burst(recs, ctx.now)
+        burst = passing = _passing_burst(recs, ctx.now)
         tiny = None if burst else _configured_pool(ctx, svc)
         if tiny is not None:
             out.append(_tiny_pool_finding(svc, recs, tiny))
@@ -90,7 +90,8 @@ def _app_pools(ctx: Context) -> list[Finding]:
                     "(the pool is too small for the load, leaks connections, or its queries hold them too long)."
                 ),
                 object=f"connection pool of {svc}",
-                score=0.6,
+                # a few minutes of it that ended (new instances filling their pools in a rolling deploy) is faint
+                score=0.3 if passing and not (refused or unreachable or held) else 0.6,
                 ts=recs[0].ts,
                 tags=[f"service:{svc}", f"db:{ctx.db_name()}"],
                 explains=["errors", "latency", "http_5xx", "upstream_timeout"],

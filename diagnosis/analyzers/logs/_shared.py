@@ -74,6 +74,8 @@ BAD_DATA = re.compile(
     # generic wording of rejected input
     r"invalid input (?:syntax|value)|schema mismatch|unexpected null|null value in column|fail(?:ed)? to parse|"
     r"parse error|"
+    # BigQuery refusing rows whose values do not fit the table's schema (insertAll's per-row errors)
+    r"This field: \S+ is not a record|no such field: \S+\.|Cannot convert value to (?:integer|floating point|boolean)|"
     # a validator refusing a record's shape: "payload validation failed", "expected integer, got string"
     r"(?:payload|record|schema|message|input|event|row|batch|document|body) validation failed|failed validation\b|"
     r"expected (?:an? )?(?:integer|int|number|string|boolean|bool|object|array|float|decimal)\b,? (?:but )?"
