@@ -212,3 +212,54 @@ def test_an_announced_window_is_read_on_the_weekday_it_names() -> None:
 def test_asking_whether_something_is_still_wrong_is_not_saying_it_is() -> None:
     assert not _says_failing_now("fare-engine paged this morning: is anything still wrong?")
     assert _says_failing_now("checkout is still failing after the rollback")
+
+
+def _deletes_log(refused: int) -> str:
+    lines = []
+    for i in range(30):
+        lines.append(json.dumps({"level": "info", "ts": T0 + i * 10, "msg": "email sent", "queue": "notifications"}))
+    for i in range(refused):
+        lines.append(
+            json.dumps(
+                {
+                    "level": "warn",
+                    "ts": T0 + 400 + i * 10,
+                    "msg": "delete batch had failures",
+                    "first_failure": {"Id": "0", "Code": "ReceiptHandleIsInvalid", "Message": "handle not valid"},
+                }
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
+def test_a_consumer_whose_deletes_are_refused_is_the_cause_of_its_duplicates(tmp_path: Path) -> None:
+    (tmp_path / "notification-worker.log").write_text(_deletes_log(8))
+    d = investigate(load_bundle(tmp_path), "why do customers get the same email five times?")
+    assert any(f.code == "queue_delete_refused" for f in d.findings), d.root_cause
+    assert d.category == Category.CODE_DEFECT
+
+
+def test_one_refused_delete_is_no_consumer_bug(tmp_path: Path) -> None:
+    (tmp_path / "notification-worker.log").write_text(_deletes_log(1))
+    d = investigate(load_bundle(tmp_path), "is anything wrong?")
+    assert not any(f.code == "queue_delete_refused" for f in d.findings), d.root_cause
+
+
+def test_a_log_that_prints_tables_is_still_read_as_a_log(tmp_path: Path) -> None:
+    lines = [f"I1105 09:29:{i:02d}.118031 1 server.cc:{600 + i}] loading model step {i}" for i in range(12)]
+    lines += ["+---------+---------+--------+", "| Model   | Version | Status |", "+---------+---------+--------+"]
+    lines += [f"| model_{i} | 1       | READY  |" for i in range(6)] + ["+---------+---------+--------+"]
+    lines += ["E1105 09:29:30.731140 1 model_lifecycle.cc:638] failed to load 'ctr': the model configuration "
+              "specifies 16 dims but the model expects 13"]  # fmt: skip
+    (tmp_path / "triton.log").write_text("\n".join(lines) + "\n")
+    ev = load_bundle(tmp_path)
+    assert [i.kind for i in ev] == ["log"], [i.kind for i in ev]
+
+
+def test_a_service_link_variable_read_as_a_port_number_is_a_configuration_error() -> None:
+    from diagnosis.analyzers._kube import _LOG_RULES
+
+    line = "ValueError: invalid literal for int() with base 10: 'tcp://10.0.148.27:6379'"
+    rule = next(r for r in _LOG_RULES if r[3].search(line))
+    assert rule[0] == "configuration_error" and "enableServiceLinks" in rule[2]
+    assert not any(r[0] == "configuration_error" for r in _LOG_RULES if r[3].search("ValueError: bad value 'x'"))
