@@ -48,6 +48,15 @@ CPU_JUMP = 3.0  # without a limit: the new version uses this many times the old 
 MIN_POINTS = 4
 
 
+def _rollback(workload: str, version: str) -> Action:
+    """The write step every release regression ends with: the Deployment back to its previous revision."""
+    return Action(
+        description=f"Roll back {workload} to the version before {version}",
+        command=f"kubectl rollout undo deployment/{workload}",
+        kind="write",
+    )
+
+
 @dataclass(frozen=True)
 class Release:
     ts: float
@@ -701,11 +710,7 @@ def _leaks(evidence: EvidenceSet, series: list[_S], rels: list[Release]) -> list
                 ],
                 evidence=refs,
                 actions=[
-                    Action(
-                        description=f"Roll back {workload} to the version before {rel.version}",
-                        command=f"kubectl rollout undo deployment/{workload}",
-                        kind="write",
-                    ),
+                    _rollback(workload, rel.version),
                     Action(
                         description="Take two heap profiles an hour apart and diff them"
                         if noun == "memory"
@@ -817,11 +822,7 @@ def _cpu_pinned(evidence: EvidenceSet, series: list[_S], rels: list[Release]) ->
                 ],
                 evidence=refs,
                 actions=[
-                    Action(
-                        description=f"Roll back {workload} to the version before {rel.version}",
-                        command=f"kubectl rollout undo deployment/{workload}",
-                        kind="write",
-                    ),
+                    _rollback(workload, rel.version),
                     Action(
                         description="Profile one pod: where the CPU goes",
                         command=f"kubectl exec deploy/{workload} -- <cpu profiler, e.g. 0x / pprof / async-profiler>",
@@ -988,11 +989,7 @@ def _db_query_regression(evidence: EvidenceSet, series: list[_S], rels: list[Rel
                         traffic[1],
                     ],
                     actions=[
-                        Action(
-                            description=f"Roll back {rel.workload} to the version before {rel.version}",
-                            command=f"kubectl rollout undo deployment/{rel.workload}",
-                            kind="write",
-                        ),
+                        _rollback(rel.workload, rel.version),
                         Action(
                             description="Calls per second of the statement (pg_stat_statements)",
                             command=(
@@ -1119,11 +1116,7 @@ def _cache_misses(series: list[_S], rels: list[Release]) -> list[Finding]:
                 ],
                 evidence=refs,
                 actions=[
-                    Action(
-                        description=f"Roll back {s.workload} to the version before {rel.version}",
-                        command=f"kubectl rollout undo deployment/{s.workload}",
-                        kind="write",
-                    ),
+                    _rollback(s.workload, rel.version),
                     Action(
                         description="Compare the cache keys the new version writes with the old ones",
                         command="redis-cli --scan --count 1000 | head -20",
@@ -1219,11 +1212,7 @@ def _amplified_calls(series: list[_S], rels: list[Release]) -> list[Finding]:
                         own[1],
                     ],
                     actions=[
-                        Action(
-                            description=f"Roll back {rel.workload} to the version before {rel.version}",
-                            command=f"kubectl rollout undo deployment/{rel.workload}",
-                            kind="write",
-                        ),
+                        _rollback(rel.workload, rel.version),
                         Action(
                             description=f"Count the calls {rel.workload} makes to {s.workload} per request (retry "
                             "settings of the client and of the channel)",

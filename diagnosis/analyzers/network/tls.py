@@ -119,6 +119,12 @@ PEER_FAILURES_MIN = 3
 MANY_CLIENTS = 20  # this many client addresses failing their handshakes: the server's side fails them all
 
 
+def _background(f: Failures, title: str, mechanism: str) -> Finding:
+    """TLS failures that are not what broke now (a few clients' own, a steady trickle): benign, said why."""
+    found = _stopped_finding(f, "tls_error_background", title)
+    return found.model_copy(update={"title": title, "mechanism": mechanism})
+
+
 def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: EvidenceSet) -> list[Finding]:
     out = []
     # handshakes that fail with many different client addresses, each once or twice: devices' own clocks or
@@ -133,12 +139,11 @@ def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: Evidenc
             and (int(peer.group(1)) >= EPHEMERAL_PORT or peers >= PEER_FAILURES_MIN)
         ):
             out.append(
-                _stopped_finding(f, "tls_error_background", f"TLS with client {host}").model_copy(
-                    update={
-                        "title": f"TLS with client {host}: {len(f.recs)} failed handshake(s)",
-                        "mechanism": f"one client connection ({host}) failed its TLS handshake {len(f.recs)}x: that "
-                        "client's certificate, clock or trust store, not the server's.",
-                    }
+                _background(
+                    f,
+                    f"TLS with client {host}: {len(f.recs)} failed handshake(s)",
+                    f"one client connection ({host}) failed its TLS handshake {len(f.recs)}x: that client's "
+                    "certificate, clock or trust store, not the server's.",
                 )
             )
             continue
@@ -147,12 +152,11 @@ def _tls_findings(tls: dict[str, Failures], now: float | None, evidence: Evidenc
             continue
         if steady_background(f):
             out.append(
-                _stopped_finding(f, "tls_error_background", f"TLS to {host}").model_copy(
-                    update={
-                        "title": f"TLS to {host}: a steady trickle of failures ({len(f.recs)}x)",
-                        "mechanism": f"TLS to {host} fails {len(f.recs)}x {span_text(f.first, f.last)} at an even, "
-                        "low rate: a long-standing failure the incident happens against, not what broke now.",
-                    }
+                _background(
+                    f,
+                    f"TLS to {host}: a steady trickle of failures ({len(f.recs)}x)",
+                    f"TLS to {host} fails {len(f.recs)}x {span_text(f.first, f.last)} at an even, low rate: a "
+                    "long-standing failure the incident happens against, not what broke now.",
                 )
             )
             continue
