@@ -20,9 +20,9 @@ def test_the_dev_split_is_diagnosed_right_without_a_forbidden_category() -> None
     report = evaluate(DEV, _investigate_bundle, workers=os.cpu_count() or 1)
     overall = report["overall"]
     wrong = [(r["name"], r["expected"], r["got"]) for r in report["results"] if not r["passed"]]
-    assert overall["scenarios"] >= 1280
+    assert overall["scenarios"] >= 1392
     assert overall["errors"] == 0, [r for r in report["results"] if r["error"]]
-    # the floor is where the rules stand (1104/1280, keyword recall 0.587, fifty-one forbidden categories: dev10-08, a
+    # the floor is where the rules stand (1207/1392, keyword recall 0.585, fifty-two forbidden categories: dev10-08, a
     # join bug read as its memory kills; dev22-07, a file delivered twice under a new name that nothing in the logs
     # flags; dev24-07, a TLS-only Redis port read from an unread `az redis show`; dev29-07, a GTFS feed's missing
     # calendar read as an unrelated OOM kill; dev30-03 and dev30-12, release bugs (keys without a TTL, retries without
@@ -46,28 +46,31 @@ def test_the_dev_split_is_diagnosed_right_without_a_forbidden_category() -> None
     # an ILM rollover alias dropped read as the disk it fills; dev54-07, seconds read as milliseconds read as a setting;
     # dev55-02, a CNI IP pool full read as the sandbox errors; dev56-07, JSON on a protobuf topic read as the consumer's
     # crash; dev57-03, an SPN on the wrong account read as Kerberos failing; dev58-05, KEDA's metrics backend down read
-    # as the HPA it starves; dev61-01, a rollout waiting for GPU nodes read as capacity; dev61-03, a renamed Helm key
-    # read as vLLM's crash; dev61-07, a feature in milliseconds read as the scoring code; dev62-08, a Service seen only
-    # from its caller read as another workload's rollout; and ten of stop 33's blind batches, not tuned on: dev64-02, a
-    # Flink state leak read as a few skipped events; dev66-03, a release's chunked response with a Content-Length read
-    # as the gateway's 502s; dev67-03, a StorageClass re-created as Immediate read as memory; dev69-07, a file loaded
-    # twice under a new name read as healthy; dev70-04, signing keys cached at start-up read as their rotation;
-    # dev70-06, a node's clock behind read as a token setting; dev71-07, a feed of duplicated rows read as the heap it
-    # fills; dev73-01, a planned rolling deploy read as one signature error; dev73-04, a promo-code bug read as another
-    # service's timeouts; dev73-06, an EC2 host failed under a StatefulSet read as Redis failing). Before any rule saw
-    # them the dev4-* scenarios went in at 14/24, the dev5-* at 6/12, the dev6-* at 13/24, the dev7-* at 8/24, the
-    # dev8-* at 8/16, the dev9-* at 13/24, the dev10-* at 8/24, the dev11-* at 6/24, the dev12-* at 12/24, the dev13-*
-    # at 8/24, the dev14-* at 13/24, the dev15-* at 12/24, the dev16-* at 9/24, the dev17-* at 17/24, the dev18-* at
-    # 8/24, the dev19-* at 5/16, the dev20-* at 10/16, the dev21-* at 6/16, the dev22-* at 3/8, the dev23-* at 11/24,
-    # the dev24-* at 10/24, the dev25-* at 11/24, the dev26-* at 8/16, the dev27-* at 7/16, the dev28-* at 12/24, the
-    # dev29-* at 6/16, the dev30-* at 8/16, the dev31-* at 17/24, the dev32-* at 11/24, the dev33-* at 10/24, the
-    # dev34-* at 11/16, the dev35-* at 16/24, the dev36-* at 19/24, the dev37-* at 15/24, the dev38-* at 17/24, the
-    # dev39-* at 11/24, the dev40-* at 13/24, the dev41-* at 12/24, the dev42-* at 14/24, the dev43-* at 17/24, the
-    # dev44-* at 13/24, the dev45-* at 11/24, the dev46-* at 17/24, the dev47-* at 15/24, the dev48-* to dev62-* (8
-    # each) at 4, 6, 8, 5, 3, 5, 4, 2, 6, 4, 5, 4, 4, 4 and 6 of 8 and the dev63-* to dev73-* at 4, 4, 3, 4, 1, 6, 5, 4,
-    # 5, 6 and 4 of 8 (their keywords are harder: recall fell from 0.716 as they came in, and accuracy from 0.953 as the
-    # later batches came in at about half): like the held-out split (bench/investigations.py), they say the rules do not
-    # generalise as well as dev suggests. A change that loses ground fails here.
-    assert overall["forbidden"] <= 51, wrong
-    assert overall["accuracy"] >= 0.862, wrong
-    assert overall["keyword_recall"] >= 0.586
+    # as the HPA it starves; dev61-03, a renamed Helm key read as vLLM's crash; dev61-07, a feature in milliseconds read
+    # as the scoring code; dev62-08, a Service seen only from its caller read as another workload's rollout; and ten of
+    # stop 33's blind batches, not tuned on: dev64-02, a Flink state leak read as a few skipped events; dev66-03, a
+    # release's chunked response with a Content-Length read as the gateway's 502s; dev69-07, a file loaded twice under a
+    # new name read as healthy; dev70-04, signing keys cached at start-up read as their rotation; dev71-07, a feed of
+    # duplicated rows read as the heap it fills; dev73-01, a planned rolling deploy read as one signature error;
+    # dev73-04, a promo-code bug read as another service's timeouts; dev73-06, an EC2 host failed under a StatefulSet
+    # read as Redis failing; and four of stop 34's blind batches, not tuned on: dev81-05, another team's Ceph gateway
+    # answering SlowDown read as our request rate; dev81-06, an InfiniBand optic flapping on one node read as NCCL's
+    # exceptions; dev85-05, another team's RabbitMQ disk alarm read as our capacity; dev86-07, a producer's new payload
+    # schema read as the consumer's KeyError). Before any rule saw them the dev4-* scenarios went in at 14/24, the
+    # dev5-* at 6/12, the dev6-* at 13/24, the dev7-* at 8/24, the dev8-* at 8/16, the dev9-* at 13/24, the dev10-* at
+    # 8/24, the dev11-* at 6/24, the dev12-* at 12/24, the dev13-* at 8/24, the dev14-* at 13/24, the dev15-* at 12/24,
+    # the dev16-* at 9/24, the dev17-* at 17/24, the dev18-* at 8/24, the dev19-* at 5/16, the dev20-* at 10/16, the
+    # dev21-* at 6/16, the dev22-* at 3/8, the dev23-* at 11/24, the dev24-* at 10/24, the dev25-* at 11/24, the dev26-*
+    # at 8/16, the dev27-* at 7/16, the dev28-* at 12/24, the dev29-* at 6/16, the dev30-* at 8/16, the dev31-* at
+    # 17/24, the dev32-* at 11/24, the dev33-* at 10/24, the dev34-* at 11/16, the dev35-* at 16/24, the dev36-* at
+    # 19/24, the dev37-* at 15/24, the dev38-* at 17/24, the dev39-* at 11/24, the dev40-* at 13/24, the dev41-* at
+    # 12/24, the dev42-* at 14/24, the dev43-* at 17/24, the dev44-* at 13/24, the dev45-* at 11/24, the dev46-* at
+    # 17/24, the dev47-* at 15/24, the dev48-* to dev62-* (8 each) at 4, 6, 8, 5, 3, 5, 4, 2, 6, 4, 5, 4, 4, 4 and 6 of
+    # 8 and the dev63-* to dev73-* at 4, 4, 3, 4, 1, 6, 5, 4, 5, 6 and 4 of 8 and the dev74-* to dev87-* at 6, 5, 5, 7,
+    # 7, 4, 5, 2, 2, 6, 5, 5, 4 and 6 of 8 (their keywords are harder: recall fell from 0.716 as they came in, and
+    # accuracy from 0.953 as the later batches came in at about half): like the held-out split
+    # (bench/investigations.py), they say the rules do not generalise as well as dev suggests. A change that loses
+    # ground fails here.
+    assert overall["forbidden"] <= 52, wrong
+    assert overall["accuracy"] >= 0.867, wrong
+    assert overall["keyword_recall"] >= 0.585
