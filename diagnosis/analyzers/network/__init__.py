@@ -145,7 +145,7 @@ def _clock_off(msg: str, ts: float | None) -> bool:
     return said is not None and ts is not None and abs(said - ts) > CLOCK_OFF_S
 
 
-RETRIED_ATTEMPTS_MIN = 10  # retried attempts of a resilience pipeline that make a failing upstream on their own
+RETRIED_ATTEMPTS_MIN = 5  # retried attempts of a resilience pipeline that make a failing upstream on their own
 
 
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log", "http/probe", "k8s/Event", "external/status", "host/resolv"})
