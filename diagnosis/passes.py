@@ -5,6 +5,7 @@
 - `callers_only`: calls failing to one of our own servers with nothing from that server are missing evidence.
 - `false_alarms`: an alert that a benign finding on its object explains (a memory alert counting the page cache)
   is benign too.
+- `starved_by_a_failing_upstream`: a thread pool starved while an upstream it calls already failed is its symptom.
 Each returns the findings with some of them re-roled (`evidence_missing` turns a cause that only shows that
 something fails into a symptom saying what evidence would show why).
 """
