@@ -426,9 +426,10 @@ def starved_by_a_failing_upstream(findings: list[Finding]) -> list[Finding]:
     ]
     if not downs:
         return findings
+    starved_ids = {id(f) for f in starved}
     out: list[Finding] = []
     for f in findings:
-        if f in starved and f.ts is not None and any(t is not None and t <= f.ts for t in downs):
+        if id(f) in starved_ids and f.ts is not None and any(t is not None and t <= f.ts for t in downs):
             f = f.model_copy(
                 update={
                     "role": SYMPTOM,

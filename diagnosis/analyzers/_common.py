@@ -167,6 +167,11 @@ def ref_of(rec: Rec, value: str | None = None) -> EvidenceRef:
     return EvidenceRef(item=rec.item.id, line=rec.line, value=text[:300])
 
 
+def record_ref(item: EvidenceItem, record: dict[str, Any]) -> EvidenceRef:
+    """A reference to one raw record of a log item (its line and its message), as `ref_of` gives for a Rec."""
+    return EvidenceRef(item=item.id, line=record.get("line"), value=str(record.get("msg") or "")[:300])
+
+
 def log_end(recs: list[Rec], default: float | None) -> float | None:
     """The newest record time of the logs these records come from: how long those logs went on after them."""
     logs = {r.item.id: r.item for r in recs if r.item.kind == "log"}.values()

@@ -8,7 +8,7 @@ import itertools
 import re
 from typing import Any
 
-from diagnosis.analyzers._common import object_tags, service_of
+from diagnosis.analyzers._common import object_tags, record_ref, service_of
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
 from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
@@ -135,7 +135,7 @@ def _timeout_change(evidence: EvidenceSet, limit: float) -> tuple[str, EvidenceR
                 continue
             m = _CONFIG_TIMEOUT.search(msg)
             if m and abs(float(m.group(2)) - limit) < 0.01:
-                return m.group(1), EvidenceRef(item=item.id, line=r.get("line"), value=msg[:300]), r.get("ts")
+                return m.group(1), record_ref(item, r), r.get("ts")
     return None
 
 
@@ -163,7 +163,7 @@ def lambda_timeout_tight(evidence: EvidenceSet) -> list[Finding]:
         change = _timeout_change(evidence, limit)
         fn = change[0] if change else service_of(item) or item.object
         first = timed_out[0][0]
-        refs = [EvidenceRef(item=item.id, line=first.get("line"), value=str(first.get("msg"))[:300])]
+        refs = [record_ref(item, first)]
         set_by = ""
         if change:
             refs.append(change[1])
@@ -286,8 +286,8 @@ def lambda_memory_leak(evidence: EvidenceSet) -> list[Finding]:
                         "alert:*",
                     ],
                     evidence=[
-                        EvidenceRef(item=item.id, line=first.get("line"), value=str(first.get("msg"))[:300]),
-                        EvidenceRef(item=item.id, line=last.get("line"), value=str(last.get("msg"))[:300]),
+                        record_ref(item, first),
+                        record_ref(item, last),
                     ],
                     actions=[
                         Action(
@@ -363,9 +363,7 @@ def queue_deletes_refused(evidence: EvidenceSet) -> list[Finding]:
                     "alert:*",
                     "saturation",
                 ],
-                evidence=[
-                    EvidenceRef(item=item.id, line=r.get("line"), value=str(r.get("msg"))[:300]) for r in recs[:2]
-                ],
+                evidence=[record_ref(item, r) for r in recs[:2]],
                 actions=[
                     Action(
                         description="Compare messages received with messages deleted on the queue",

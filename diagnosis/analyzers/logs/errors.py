@@ -96,7 +96,7 @@ def _firing_alerts(evidence: EvidenceSet) -> list[tuple[float, frozenset[str]]]:
 
 
 PARKED_MIN = 10  # rejections in a log window that a dead-letter queue growing after it shows going on
-_DEAD_LETTER = re.compile(r"dlq|dead[-_ ]?letter|deadletter|\bDLT\b|\.DLT\b", re.I)
+_DEAD_LETTER = re.compile(r"dlq|dead[-_ ]?letter|\bDLT\b", re.I)
 
 
 def _last_dead_lettered(evidence: EvidenceSet) -> float | None:
