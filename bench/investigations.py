@@ -67,7 +67,7 @@ def main() -> None:
         print(
             f"{split}: {o['passed']}/{o['scenarios']} right ({o['accuracy']}), keyword recall "
             f"{o['keyword_recall']}, forbidden {o['forbidden']}, per investigation p50 {o['seconds_p50']} s "
-            f"p95 {o['seconds_p95']} s"
+            f"p95 {o['seconds_p95']} s, analyzer failures {o['analyzer_failures']}"
         )
     print(f"opsgraph investigate, wall time with start-up: p50 {result['cli_wall_s']['p50']} s over {len(wall)} runs")
     print(f"written to {RESULTS / 'investigations.json'}")

@@ -8,7 +8,9 @@ Scores:
 - a scenario passes when the category is the expected one (accuracy = passed / scenarios);
 - keyword recall: must_contain words found, case-insensitively, in root_cause + causal_chain, over all words;
 - forbidden: the category given is one the scenario's must_not lists (should be 0);
-- time per investigation, p50 and p95 (in-process, loading the bundle included).
+- time per investigation, p50 and p95 (in-process, loading the bundle included);
+- analyzer failures: scenarios where an analyzer raised (the investigation goes on without its findings, so a
+  rule's bug would otherwise read as "the rule did not apply"; should be 0).
 Grouped overall, per expected category, per difficulty, and per split (the first folder under DIR when DIR holds
 dev/ and test/, or DIR's own name when it is one of them).
 
@@ -75,6 +77,7 @@ class ScenarioResult:
     seconds: float
     root_cause: str = ""
     error: str | None = None
+    analyzer_failures: list[str] = field(default_factory=list)  # "<analyzer>: <exception>", each a rule's bug
 
 
 def load_expected(path: Path) -> Expected:
@@ -141,6 +144,11 @@ def score(scenario: Scenario, diagnosis: Diagnosis | None, seconds: float, error
         seconds=seconds,
         root_cause=diagnosis.root_cause if diagnosis else "",
         error=error,
+        analyzer_failures=[
+            f"{e['path'].removeprefix('analyzer:')}: {e['error']}"
+            for e in (diagnosis.errors if diagnosis else [])
+            if e.get("path", "").startswith("analyzer:")
+        ],
     )
 
 
@@ -164,6 +172,7 @@ def summarize(results: list[ScenarioResult]) -> dict[str, Any]:
         "keyword_recall": round(sum(len(r.keywords_found) for r in results) / words, 4) if words else None,
         "forbidden": sum(r.forbidden for r in results),
         "errors": sum(r.error is not None for r in results),
+        "analyzer_failures": sum(bool(r.analyzer_failures) for r in results),
         "seconds_p50": round(_percentile(times, 0.5), 4),
         "seconds_p95": round(_percentile(times, 0.95), 4),
     }

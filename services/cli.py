@@ -768,6 +768,8 @@ def diagnose_eval(
             line += f"  missing: {', '.join(r['keywords_missing'])}"
         if r["error"]:
             line += f"  error: {r['error']}"
+        for failure in r.get("analyzer_failures", []):
+            line += f"  analyzer failed: {failure}"
         out.print(line, markup=False, highlight=False)
 
     def row(name: str, s: dict[str, Any]) -> str:
@@ -786,6 +788,12 @@ def diagnose_eval(
     for title, key in (("split", "per_split"), ("category", "per_category"), ("difficulty", "per_difficulty")):
         for name, s in report.get(key, {}).items():
             out.print(row(f"{title} {name}", s), markup=False, highlight=False)
+    if report["overall"]["analyzer_failures"]:
+        out.print(
+            f"{report['overall']['analyzer_failures']} scenario(s) lost an analyzer to an exception (listed above)",
+            markup=False,
+            highlight=False,
+        )
 
 
 def main() -> None:

@@ -53,8 +53,16 @@ def fake_investigate(bundle: Path, question: str | None, exclude: tuple[str, ...
             root_cause="container app of checkout-7d9f was oomkilled",
             confidence=0.9,
         )
-    if name == "quiet":  # wrong category
-        return Diagnosis(category=Category.UNKNOWN, root_cause="no evidence", confidence=0.1)
+    if name == "quiet":  # wrong category, and an analyzer raised (a malformed file is not an analyzer's failure)
+        return Diagnosis(
+            category=Category.UNKNOWN,
+            root_cause="no evidence",
+            confidence=0.1,
+            errors=[
+                {"path": "analyzer:kube_pods", "error": "NameError: name 'pod' is not defined"},
+                {"path": "pods.json", "error": "not JSON"},
+            ],
+        )
     if name == "locks":  # forbidden category, keyword found in the chain
         assert question == "why are queries hanging?"
         return Diagnosis(category=Category.HEALTHY, root_cause="all fine", confidence=0.5, causal_chain=["PID 4700"])
@@ -66,7 +74,7 @@ def test_scores_accuracy_keywords_forbidden_and_groups(corpus: Path) -> None:
     overall = report["overall"]
     assert overall["scenarios"] == 4 and overall["passed"] == 1 and overall["accuracy"] == 0.25
     assert overall["keyword_recall"] == pytest.approx(3 / 5)  # OOMKilled, checkout, pid 4700
-    assert overall["forbidden"] == 1 and overall["errors"] == 1
+    assert overall["forbidden"] == 1 and overall["errors"] == 1 and overall["analyzer_failures"] == 1
     assert report["per_split"]["dev"]["accuracy"] == 0.5 and report["per_split"]["test"]["accuracy"] == 0.0
     assert report["per_difficulty"]["easy"]["passed"] == 1
     assert report["per_category"]["resource_exhaustion"]["scenarios"] == 2
@@ -74,6 +82,8 @@ def test_scores_accuracy_keywords_forbidden_and_groups(corpus: Path) -> None:
     assert by_name["dev/oom"]["keywords_missing"] == [] and by_name["dev/quiet"]["keywords_missing"] == ["nothing"]
     assert by_name["test/locks"]["keywords_missing"] == ["idle in transaction"]
     assert by_name["test/broken"]["error"].startswith("ValueError: bundle refused")
+    assert by_name["dev/quiet"]["analyzer_failures"] == ["kube_pods: NameError: name 'pod' is not defined"]
+    assert by_name["dev/oom"]["analyzer_failures"] == []
     assert overall["seconds_p95"] >= overall["seconds_p50"] >= 0
 
 
@@ -94,6 +104,7 @@ def test_cli_prints_results_and_json(corpus: Path, monkeypatch: pytest.MonkeyPat
     assert text.exit_code == 0, text.output
     assert "pass dev/oom" in text.output and "FAIL test/locks" in text.output and "FORBIDDEN" in text.output
     assert "split test" in text.output and "difficulty easy" in text.output
+    assert "analyzer failed: kube_pods: NameError" in text.output and "1 scenario(s) lost an analyzer" in text.output
     as_json = runner.invoke(cli.app, ["diagnose-eval", str(corpus), "--json"])
     assert json.loads(as_json.output)["overall"]["passed"] == 1
     missing = runner.invoke(cli.app, ["diagnose-eval", str(corpus / "nope")])
