@@ -44,6 +44,7 @@ ANALYZER_MODULES = (
     "units",
     "propagation",
     "serverless",
+    "payloads",
     "regressions",
     "stalls",
     "versions",

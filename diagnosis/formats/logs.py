@@ -234,6 +234,9 @@ CRASH_STARTS = (
 
 # `kubectl logs --prefix` (several pods of a selector in one output): "[pod/<pod>/<container>] <line>"
 KUBECTL_POD_PREFIX = re.compile(r"\[pod/[^\]\s]+\] ?")
+# `aws logs tail` puts the log stream between its timestamp and the message: an ECS stream
+# ("ecs/projector/74cd8216b39fc832b8d5531e6bbdd2c0") or a Lambda one ("2025/08/05/[$LATEST]0f1e2d3c...")
+AWS_STREAM_PREFIX = re.compile(r"(?:[\w.\-]+/)+(?:\[\$?\w+\])?[0-9a-f]{16,} ")
 
 
 class LineParser:
@@ -252,7 +255,8 @@ class LineParser:
         if not m:
             return self.parse_body(line, None)
         cri = CRI_TAG.match(line, m.end()) if line[m.end() : m.end() + 3] == "std" else None
-        return self.parse_body(line[(cri or m).end() :], m[1])
+        stream = None if cri else AWS_STREAM_PREFIX.match(line, m.end())
+        return self.parse_body(line[(cri or stream or m).end() :], m[1])
 
     def parse_body(self, line: str, prefix_ts: str | None) -> tuple[float | None, str | None, str]:
         """A line without its `kubectl logs --timestamps` prefix, and that prefix (or None)."""
@@ -765,6 +769,8 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             m = KUBECTL_TS_PREFIX.match(line)
             body = line[m.end() :].rstrip("\r") if m else line.rstrip("\r")
             cri = CRI_TAG.match(body) if m and body[:3] == "std" else None
+            if m and not cri and (stream := AWS_STREAM_PREFIX.match(body)):
+                body = body[stream.end() :]
             if cri:
                 body = body[cri.end() :]
                 joined = partial and last is not None

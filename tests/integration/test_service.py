@@ -175,7 +175,7 @@ def test_the_api_killed_mid_task_is_resumed_by_the_next_api(service: Service) ->
     task = service.wait_task(task_id, timeout=120)
     assert task["status"] == "succeeded", task
     attempts = [r for r in task["node_runs"] if r["node_id"] == "first"]
-    assert len(attempts) == 1  # in flight across the restart, not released twice
+    assert len(attempts) == 1, attempts  # in flight across the restart, not released twice
     assert latest_runs(task)["second"]["status"] == "succeeded"
     types = [e for e in service.get(f"/v1/tasks/{task_id}/events").text.splitlines() if e.startswith("event: ")]
     assert types.count("event: plan.ready") == 1

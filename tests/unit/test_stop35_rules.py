@@ -1,0 +1,178 @@
+"""Stop 35: message samples (an SQS or Pub/Sub peek, kcat output, a captured webhook delivery) and the rules that
+read them: a producer that changed its payload's shape (a key gone, renamed or nulled) under a consumer that fails on
+it, and records of the wrong encoding on a topic. Each rule's test asserts the negative case beside it."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from diagnosis.bundle import load_bundle
+from diagnosis.investigate import investigate
+from diagnosis.model import Category
+
+T0 = 1754393949  # 2025-08-05 11:39:09Z
+
+
+def _iso(ts: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "+00:00"
+
+
+def _sqs(payloads: list[dict], queue: str = "stock-events-dlq") -> str:
+    messages = []
+    for i, p in enumerate(payloads):
+        envelope = {"Type": "Notification", "MessageId": f"m-{i}", "Message": json.dumps(p), "Timestamp": _iso(T0)}
+        messages.append(
+            {
+                "MessageId": f"00000000-0000-4000-8000-{i:012d}",
+                "ReceiptHandle": "AQEB" + "x" * 40,
+                "Body": json.dumps(envelope),
+                "Attributes": {
+                    "ApproximateReceiveCount": "5",
+                    "SentTimestamp": str((T0 - 60 + i) * 1000),
+                    "DeadLetterQueueSourceArn": f"arn:aws:sqs:eu-west-2:123456789012:{queue.removesuffix('-dlq')}",
+                },
+            }
+        )
+    return (
+        f"$ aws sqs receive-message --queue-url https://sqs.eu-west-2.amazonaws.com/123456789012/{queue} "
+        "--max-number-of-messages 10\n" + json.dumps({"Messages": messages}, indent=2) + "\n"
+    )
+
+
+def _projector_log(errors: int) -> str:
+    """`aws logs tail` output: each line behind its timestamp and ECS stream, a KeyError traceback among them."""
+    stream = "ecs/projector/74cd8216b39fc832b8d5531e6bbdd2c0"
+    lines = []
+    t = T0 - 600
+    for i in range(40):
+        stamp = _iso(t)
+        lines.append(f"{stamp} {stream} 2025-08-05 11:29:{i % 60:02d},100 INFO projector projected sku=A-{i} delta=-1")
+        t += 10
+    for i in range(errors):
+        t += 20
+        for body in (
+            f"2025-08-05 11:40:{i % 60:02d},200 ERROR projector failed to project message_id=m-{i}",
+            "Traceback (most recent call last):",
+            '  File "/app/projector/events.py", line 41, in from_payload',
+            '    sku=payload["sku"],',
+            "KeyError: 'sku'",
+        ):
+            lines.append(f"{_iso(t)} {stream} {body}")
+    return "\n".join(lines) + "\n"
+
+
+V1 = {"schema_version": "1", "event_type": "STOCK_ADJUSTED", "sku": "A-1", "warehouse": "LHR3", "delta": -2}
+V2 = {
+    "schema_version": "2",
+    "eventType": "STOCK_ADJUSTED",
+    "skuId": "A-2",
+    "warehouse": {"code": "LHR3"},
+    "quantityDelta": -2,
+    "source": {"system": "wms-publisher", "version": "7.0.0"},
+}
+
+
+def test_aws_logs_tail_stream_prefixes_are_stripped_so_a_traceback_is_one_record(tmp_path: Path) -> None:
+    (tmp_path / "tail.txt").write_text(_projector_log(3))
+    ev = load_bundle(tmp_path)
+    (log,) = ev.kind("log")
+    tracebacks = [r for r in log.data["records"] if "Traceback" in str(r.get("msg"))]
+    assert len(tracebacks) == 3 and all("KeyError: 'sku'" in r["msg"] for r in tracebacks)
+    assert not any(str(r.get("msg")).startswith("ecs/") for r in log.data["records"])
+
+
+def test_a_producers_renamed_key_under_a_failing_consumer_is_the_data_not_the_code(tmp_path: Path) -> None:
+    (tmp_path / "tail.txt").write_text(_projector_log(12))
+    (tmp_path / "dlq-peek.txt").write_text(_sqs([V2, V2, V2]))
+    d = investigate(load_bundle(tmp_path), "why did stock stop updating?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "wms-publisher" in d.root_cause and "'sku'" in d.root_cause and "skuId" in d.root_cause
+
+
+def test_messages_that_carry_the_key_do_not_turn_a_consumer_bug_into_bad_data(tmp_path: Path) -> None:
+    (tmp_path / "tail.txt").write_text(_projector_log(12))
+    (tmp_path / "dlq-peek.txt").write_text(_sqs([V1, V1, V1]))
+    d = investigate(load_bundle(tmp_path), "why did stock stop updating?")
+    assert not any(f.code == "payload_changed" for f in d.findings)
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+
+
+def _kcat(records: list[tuple[int, str, str]], topic: str = "orders") -> str:
+    """A terminal session (a cloud shell prompt) running kcat with a -f format: metadata line, then the value."""
+    out = [
+        f"sre@cloudshell:~ (shop-prod)$ kcat -C -b kafka:9092 -t {topic} -o 100 -e -f 'offset=%o ts=%T\\n%h\\n%s\\n'"
+    ]
+    for offset, headers, value in records:
+        out += [f"offset={offset} ts={(T0 + offset) * 1000}", f"headers: {headers}", value]
+    out.append("sre@cloudshell:~ (shop-prod)$ date -u")
+    out.append("Tue Aug  5 11:50:00 UTC 2025")
+    return "\n".join(out) + "\n"
+
+
+_PROTO = '^J$9c5e2b14-5cb5^R$2c1f6a43^Z^M^J^CUSD^P^J^X M-^@M-^HM-^PM-^A^C")^J^R1600 Amphitheatre^R^M'
+
+
+def _consumer_log(error: str, n: int = 6) -> str:
+    lines = [f"{_iso(T0 + i)} INFO consumer processed order {i}" for i in range(30)]
+    lines += [f"{_iso(T0 + 100 + 30 * i)} ERROR consumer failed at orders @104: {error}" for i in range(n)]
+    return "\n".join(lines) + "\n"
+
+
+def test_json_records_on_a_protobuf_topic_are_bad_data(tmp_path: Path) -> None:
+    records = [(100 + i, "content-type=application/x-protobuf", _PROTO) for i in range(4)]
+    records += [(104 + i, "source=backfill", json.dumps({"orderId": f"o-{i}", "items": []})) for i in range(3)]
+    (tmp_path / "session.txt").write_text(_kcat(records))
+    logs = tmp_path / "logs" / "shop"
+    logs.mkdir(parents=True)
+    error = "Google.Protobuf.InvalidProtocolBufferException: Protocol message end-group tag did not match expected tag."
+    (logs / "accounting-6d9f.log").write_text(_consumer_log(error))
+    d = investigate(load_bundle(tmp_path), "why is accounting crash looping?")
+    assert any(f.code == "payload_encoding_changed" for f in d.findings), d.root_cause
+    assert d.category == Category.DATA_QUALITY and "offset 104" in d.root_cause, d.root_cause
+
+
+def test_a_decode_error_beside_records_all_in_the_topics_encoding_is_not_called_bad_encoding(tmp_path: Path) -> None:
+    records = [(100 + i, "content-type=application/x-protobuf", _PROTO) for i in range(6)]
+    (tmp_path / "session.txt").write_text(_kcat(records))
+    logs = tmp_path / "logs" / "shop"
+    logs.mkdir(parents=True)
+    error = "Google.Protobuf.InvalidProtocolBufferException: Protocol message end-group tag did not match expected tag."
+    (logs / "accounting-6d9f.log").write_text(_consumer_log(error))
+    d = investigate(load_bundle(tmp_path), "why is accounting crash looping?")
+    assert not any(f.code == "payload_encoding_changed" for f in d.findings)
+
+
+def test_a_key_a_new_producer_version_nulls_under_a_nil_dereference_is_the_data(tmp_path: Path) -> None:
+    old = {"order_id": "o-1", "shipping_address": {"city": "Berlin"}}
+    new = {"order_id": "o-2", "shipping_address": None, "shippingAddress": {"city": "Bonn"}}
+    records = [
+        (100, "producer=checkout,producer_version=7.13.2", json.dumps(old)),
+        (101, "producer=checkout,producer_version=7.14.0", json.dumps(new)),
+        (102, "producer=checkout,producer_version=7.13.2", json.dumps(old)),
+    ]
+    (tmp_path / "kcat.txt").write_text(_kcat(records, "orders.placed"))
+    logs = tmp_path / "logs" / "fulfilment"
+    logs.mkdir(parents=True)
+    (logs / "router-7f9c.log").write_text(
+        _consumer_log("panic: runtime error: invalid memory address or nil pointer dereference")
+    )
+    d = investigate(load_bundle(tmp_path), "why is the router crash looping?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "7.14.0" in d.root_cause and "shipping_address" in d.root_cause
+
+
+def test_pubsub_pulls_and_webhook_deliveries_are_read_as_message_samples(tmp_path: Path) -> None:
+    data = base64.b64encode(json.dumps({"order": {"id": 1}}).encode()).decode()
+    pulled = [{"ackId": "a1", "message": {"data": data, "messageId": "9", "publishTime": _iso(T0)}}]
+    (tmp_path / "pull.json").write_text(json.dumps(pulled))
+    delivery = {"route": "/hooks/orders", "headers": {"user-agent": "Partner-Hooks/2.0"}, "body": {"data": {}}}
+    (tmp_path / "delivery.json").write_text(json.dumps(delivery))
+    ev = load_bundle(tmp_path)
+    by_source = {i.source: i for i in ev.kind("messages")}
+    assert by_source["pull.json"].data["messages"][0]["payload"] == {"order": {"id": 1}}
+    assert by_source["delivery.json"].data["messages"][0]["producer"] == "Partner-Hooks"
+    assert by_source["delivery.json"].data["queue"] == "/hooks/orders"
