@@ -338,8 +338,10 @@ def prompt_host(text: str) -> str | None:
 # "ops@bastion:~$ kubectl get pods", "[root@db-1 ~]# journalctl -u postgresql", "PS C:\\> Get-WinEvent",
 # "PS /home/ops> az ...", "shop=> SELECT ...". A bare "# " or "> " (comments, quotes) counts only before a known
 # command.
+# (a cloud shell's prompt names its project: "sre@cloudshell:~ (shop-prod)$")
 TERMINAL_PROMPT = re.compile(
-    r"^(?:[\w.\-]+@[\w.\-]+(?::[^\s$#]*(?: \([\w.\-]+\))?)?[$#]|\[[\w.\-]+@[\w.\-]+[^\]]*\][$#]|\$|PS (?:[A-Za-z]:\\|/)[^>]*>|\w+=[>#]"
+    r"^(?:[\w.\-]+@[\w.\-]+(?::[^\s$#]*(?: \([\w.\-]+\))?)?[$#]|\[[\w.\-]+@[\w.\-]+[^\]]*\][$#]|\$"
+    r"|PS (?:[A-Za-z]:\\|/)[^>]*>|\w+=[>#]"
     r"|[#>%] (?=(?:sudo |kubectl|oc|docker|systemctl|journalctl|psql|mysql|redis-cli|curl|dig|nslookup|df|free|top"
     r"|ps|ss|netstat|cat|tail|grep|aws|gcloud|az|helm|openssl|uptime|dmesg|ls|du|consul|nomad)\b))"
     r"\s*(?P<cmd>\S.*)$"
@@ -348,7 +350,8 @@ TERMINAL_PROMPT = re.compile(
 
 # a prompt with no command after it (the end of a pasted session): it prints nothing and ends the output above
 _BARE_PROMPT = re.compile(
-    r"^(?:[\w.\-]+@[\w.\-]+(?::[^\s$#]*(?: \([\w.\-]+\))?)?[$#]|\[[\w.\-]+@[\w.\-]+[^\]]*\][$#]|\$|PS (?:[A-Za-z]:\\|/)[^>]*>)\s*$"
+    r"^(?:[\w.\-]+@[\w.\-]+(?::[^\s$#]*(?: \([\w.\-]+\))?)?[$#]|\[[\w.\-]+@[\w.\-]+[^\]]*\][$#]|\$"
+    r"|PS (?:[A-Za-z]:\\|/)[^>]*>)\s*$"
 )
 
 
