@@ -665,7 +665,12 @@ MISSING_SETTING = re.compile(
     # a server that answers that what the connection settings name does not exist on it: a RabbitMQ vhost, a
     # database, a bucket (the server is up and talking: the name the client was given is wrong)
     r"|vhost [\"']?\S+?[\"']? not found|NOT_ALLOWED - (?:access to )?vhost|database [\"']\S+[\"'] does not exist"
-    r"|Unknown database [\"']\S+[\"']|NoSuchBucket|The specified bucket does not exist",
+    r"|Unknown database [\"']\S+[\"']|NoSuchBucket|The specified bucket does not exist"
+    # two members configured with one identity (a copied config): MySQL replicas sharing a server_id, brokers or
+    # nodes sharing an id, static consumer group members sharing group.instance.id
+    r"|same server_uuid/server_id|duplicate (?:server|node|broker|instance|member|client)[ _.\-]?id\b"
+    r"|(?:server|node|broker)[._]?id \S+ (?:is )?already (?:in use|registered)|FencedInstanceIdException"
+    r"|another (?:instance|process|node|member) with the same (?:id|name|server[._]id)",
     re.I,
 )
 REDIS_OOM = re.compile(r"OOM command not allowed when used memory > 'maxmemory'", re.I)
@@ -922,6 +927,7 @@ _TRIGGERS = (
     "scsi error",
     "offline device",
     "not responding",
+    "ceph: mds",
     "hosterror",
     "failure on the host server",
     "host failure",

@@ -657,6 +657,11 @@ class PodReader:
             code, category, score = verdict.code, Category(verdict.category), 0.8
             line = verdict.text or str(verdict.record.get("msg") or "")
             why = f'{verdict.why}: "{line.strip()[:160]}"'
+            from diagnosis.analyzers.logs._shared import BAD_DATA  # (logs imports the release rules, which import this)
+
+            if code == "crash_code" and BAD_DATA.search(line):  # its last words name input it cannot read
+                code, category = "crash_data", Category.DATA_QUALITY
+                why = f'it could not process malformed or unexpected input data: "{line.strip()[:160]}"'
             refs = [*refs, ref(verdict.item, None, line, verdict.record.get("line"))]
             target = crash_target(verdict) if code == "crash_dependency" else None
             if target:

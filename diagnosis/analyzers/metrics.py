@@ -914,8 +914,9 @@ def _saturation_finding(
     pct = 100.0 * value / limit
     refs = [_ref(s, len(pts) - 1, value), *([limit_ref] if limit_ref else [])]
     over = f"{value:.4g} of its limit {limit:.4g}" if limit != 100.0 else f"{value:.0f}%"
-    if s.kind in ("cpu", "connections", "other", "latency", "errors"):
-        # busy CPU and many connections are effects of something (a query, a blocked pool): symptoms
+    if s.kind not in ("memory", "disk"):
+        # busy CPU, many connections and a full queue are effects of something (a query, a blocked pool, a consumer
+        # that stopped): symptoms
         return Finding(
             analyzer="metric_series",
             domain=Domain.METRICS,

@@ -342,3 +342,36 @@ def _decode_mismatch(
             ),
         ],
     )
+
+
+def epoch_unit_split(evidence: EvidenceSet) -> str:
+    """A time field the sampled messages carry in two units (epoch seconds in some, milliseconds in others), as
+    ": field recordedAt is in seconds in the messages from teltrack 4.2.0 and in milliseconds in the others";
+    else ""."""
+    with_json = [m for _, _, m in _samples(evidence) if isinstance(m.get("payload"), dict)]
+    fields: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for m in with_json:
+        for key, value in m["payload"].items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                seconds, millis = fields.setdefault(key, ([], []))
+                if 1e9 <= value < 1e10:
+                    seconds.append(m)
+                elif 1e12 <= value < 1e13:
+                    millis.append(m)
+    for key, (seconds, millis) in fields.items():
+        if seconds and millis:
+
+            def when(ms: list[dict[str, Any]]) -> float:
+                stamps = sorted(m["ts"] for m in ms if isinstance(m.get("ts"), int | float))
+                return stamps[len(stamps) // 2] if stamps else 0.0
+
+            # the new unit is the one the later messages carry (else the fewer)
+            later = when(seconds) > when(millis) if when(seconds) and when(millis) else len(seconds) <= len(millis)
+            new = seconds if later else millis
+            unit = "seconds" if new is seconds else "milliseconds"
+            other = "milliseconds" if unit == "seconds" else "seconds"
+            by = _from(new)
+            return (
+                f": field {key} is in {unit} in the messages{' from ' + by if by else ''} and in {other} in the others"
+            )
+    return ""

@@ -46,10 +46,15 @@ _META = re.compile(r"^(?:%?\s*)(?:partition|offset|ts|key|size|topic)[=:]\s*\S*"
 _META_FIELD = re.compile(r"\b(?P<k>partition|offset|ts|key|topic)[=:]\s*(?P<v>[^\s,]*)")
 _HEADERS = re.compile(r"^headers?:\s*(?P<h>.*)$", re.I)
 _KCAT_NOTE = re.compile(r"^%\s")  # "% Reached end of partition ..."
+# kafka-console-consumer's print.timestamp and print.key: "CreateTime:1747912323236 | VH-13207 | {...}"
+_CONSOLE_PREFIX = re.compile(
+    r"^(?:(?:CreateTime|LogAppendTime):(?P<ts>\d+)|NO_TIMESTAMP)\s*(?:[|\t]\s*)?(?:(?P<key>[^\s|{\[]+)\s*[|\t]\s*)?"
+)
 
 _PRODUCER_KEYS = ("producer", "x-producer", "source", "x-source", "publisher", "origin", "app", "application")
 _VERSION_KEYS = ("producer_version", "x-producer-version", "schema_version", "schemaVersion", "api_version",
-                 "apiVersion", "event_version", "eventVersion", "version")  # fmt: skip
+                 "apiVersion", "event_version", "eventVersion", "version", "fw", "firmware", "firmware_version",
+                 "fwVersion", "app_version", "appVersion", "sdk_version", "client_version")  # fmt: skip
 
 
 def _parse_json(text: Any) -> Any:
@@ -120,6 +125,8 @@ def _who(headers: dict[str, str], payload: Any) -> tuple[str | None, str | None]
                 version = str(src["version"])
         elif isinstance(src, str) and src and producer is None:
             producer = src
+        if producer is None and isinstance(payload.get("vendor"), str):  # a device fleet's maker
+            producer = payload["vendor"]
         if version is None:
             version = next((str(payload[k]) for k in _VERSION_KEYS if isinstance(payload.get(k), str | int)), None)
     return producer, version
@@ -336,6 +343,9 @@ def parse_consumer_output(doc: Document, ctx: ParseContext) -> Iterator[Evidence
                         k, v = part.split("=", 1)
                         headers[k.strip().lower()] = v.strip()
                 continue
+            if (console := _CONSOLE_PREFIX.match(stripped)) is not None:
+                meta["ts"] = console["ts"] or ""
+                stripped = stripped[console.end() :]
             if _META.match(stripped) and not stripped.startswith("{"):
                 meta.update({m["k"]: m["v"] for m in _META_FIELD.finditer(stripped)})
                 continue

@@ -16,7 +16,13 @@ does not have); `_shared` holds the thresholds and expressions they all read.
 from __future__ import annotations
 
 from diagnosis.analyzers.logs.capacity import app_capacity, quota_refused
-from diagnosis.analyzers.logs.drift import ignored_columns_nulled, input_drift, input_layout_changed, rejected_records
+from diagnosis.analyzers.logs.drift import (
+    ignored_columns_nulled,
+    input_drift,
+    input_layout_changed,
+    rejected_records,
+    stamps_refused,
+)
 from diagnosis.analyzers.logs.empty import empty_input
 from diagnosis.analyzers.logs.errors import log_errors
 from diagnosis.analyzers.logs.leaks import runtime_leaks
@@ -37,4 +43,5 @@ __all__ = [
     "rejected_records",
     "runtime_leaks",
     "stale_startup_state",
+    "stamps_refused",
 ]

@@ -116,6 +116,11 @@ BAD_DATA = re.compile(
     r"poison(?:ed)? (?:message|pill|record)|"
     # rejected rows and dead-lettered records, column counts, NaN, corrupt input, failed data checks
     r"rejected \d+ (?:rows|records|messages|documents|lines|events)|(?:rows|records|messages|events) rejected|"
+    # a share of a batch refused ("1,858 rejected (97.43%)"), and an input in a format the reader cannot decode (an
+    # image library handed HEIC named .jpg)
+    r"\d[\d,]* rejected \([\d.]+ ?%\)|\bbatch rejected\b|"
+    r"unsupported (?:image|file|media|input|audio|video|content) (?:format|type)|UnidentifiedImageError|"
+    r"cannot identify image file|Not a JPEG file|not a valid (?:image|JPEG|PNG|GIF|WebP) file|"
     # (a message dead-lettered because its delivery count ran out failed every try: why is in those tries' errors)
     r"(?<!will be )(?:sent|routed|moved|published|written|forwarded) to (?:the )?(?:dead[- ]?letter|DLQ|DLT)"
     r"(?![^\n]{0,80}(?:MaxDeliveryCount|max(?:imum)? ?delivery|maxReceiveCount|retries exhausted))|"

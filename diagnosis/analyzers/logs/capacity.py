@@ -145,7 +145,16 @@ _CLOUD_QUOTA = re.compile(
     r"current (?:vCPU |instance )?limit|QUOTA_EXCEEDED|Quota '[\w\-]+' exceeded|QuotaExceeded|"
     r"Operation could not be completed as it results in exceeding approved \w+ quota)\b"
 )
-_QUOTA_HINT = re.compile(r"uota|UOTA|LimitExceeded|requested more")
+# a multi-tenant backend (Mimir, Cortex, Loki, Tempo) refusing our tenant's writes past its per-tenant limit
+_TENANT_LIMIT = re.compile(
+    r"per-(?:user|tenant) (?:series|streams?|metadata|exemplars?|traces?) limit of [\d.]+\w* exceeded|"
+    r"err-mimir-(?:max-series-per-user|max-series-per-metric|ingestion-rate|max-global-series-per-user)\b|"
+    r"(?:Maximum active stream|ingestion rate|per-user traces?) limit (?:of [\d.]+\w* )?(?:exceeded|reached)|"
+    r"max(?:imum)? (?:global )?series per (?:user|tenant|metric) (?:limit )?(?:of [\d.]+ )?(?:exceeded|reached)",
+    re.I,
+)
+_TENANT = re.compile(r"\b(?:user|tenant|org_id|orgID|X-Scope-OrgID)[=:] ?\"?(?P<t>[\w.\-]{2,60})")
+_QUOTA_HINT = re.compile(r"uota|UOTA|LimitExceeded|requested more|imit of|limit exceeded|limit reached|err-mimir")
 _NS_IN_MSG = re.compile(r"\b(?:-n|--namespace)[ =]([a-z0-9][a-z0-9\-]*)|\bnamespace[ =\"':]+([a-z0-9][a-z0-9\-]*)")
 
 
@@ -162,7 +171,8 @@ def quota_refused(evidence: EvidenceSet) -> list[Finding]:
         maybe = [(r, msg) for r in recs if _QUOTA_HINT.search(msg := str(r.get("msg") or ""))]
         hits = [(r, m) for r, msg in maybe if (m := KUBE_QUOTA.search(msg))]
         cloud = [(r, m) for r, msg in maybe if (m := _CLOUD_QUOTA.search(msg))]
-        for found, kube in ((hits, True), (cloud, False)):
+        tenant = [(r, m) for r, msg in maybe if (m := _TENANT_LIMIT.search(msg))]
+        for found, kube in ((hits, True), (cloud, False), (tenant, None)):
             if not found:
                 continue
             stamps = [r["ts"] for r, _ in found if isinstance(r.get("ts"), int | float)]
@@ -177,6 +187,15 @@ def quota_refused(evidence: EvidenceSet) -> list[Finding]:
                 what = f"{name} is used up{quota_detail(m)}, so the pods asked for are refused at admission"
                 tags = [f"quota:{ns + '/' if ns else ''}{m['quota']}"]
                 command = f"kubectl describe resourcequota {m['quota']}" + (f" -n {ns}" if ns else "")
+            elif kube is None:
+                who_t = _TENANT.search(msg)
+                name = f"tenant {who_t['t']}'s limit" if who_t else "the tenant's limit"
+                what = (
+                    f"{name} at the backend it writes to is reached ({m.group(0)[:80]}), so the backend refuses "
+                    "the new data past it (new series, streams or samples) while what it already holds goes on"
+                )
+                tags = [f"quota:{who_t['t'] if who_t else 'tenant'}"]
+                command = "raise the tenant's limit in the backend's runtime overrides (or cut the data sent)"
             else:
                 name = f"cloud quota ({m.group(0)[:60]})"
                 what = f"the account's {name} is reached, so the capacity asked for is refused"
@@ -195,7 +214,7 @@ def quota_refused(evidence: EvidenceSet) -> list[Finding]:
                     object=name,
                     # an autoscaler refused more machines often only wanted them because something else is
                     # wrong (a stuck step): alone, weak; with what it explains on its own objects, it stands
-                    score=0.85 if kube else 0.45,
+                    score=0.85 if kube or kube is None else 0.45,
                     ts=min(stamps, default=None),
                     tags=[*tags, *object_tags(item, service_of(item))],
                     explains=[

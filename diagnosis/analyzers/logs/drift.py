@@ -9,7 +9,16 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from diagnosis.analyzers._common import Rec, claimed_elsewhere, fmt_ts, records_with, ref_of, service_of, with_aliases
+from diagnosis.analyzers._common import (
+    Rec,
+    claimed_elsewhere,
+    fmt_ts,
+    records_with,
+    ref_of,
+    service_of,
+    span_text,
+    with_aliases,
+)
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.logs.data import _DATA_FILE, _input_file, _producer_named
 from diagnosis.evidence import EvidenceSet
@@ -533,6 +542,94 @@ def rejected_records(evidence: EvidenceSet) -> list[Finding]:
                     Action(
                         description="Count the rejected records by source and reason",
                         command=f"grep -c rejected <{item.object}>",
+                    )
+                ],
+            )
+        )
+    return with_aliases(out)
+
+
+# records a store or a stream processor drops or refuses for their time stamp: Kafka Streams past its window's grace,
+# Loki and Prometheus outside their accepted range. Many at once, beginning inside the evidence, say the producer's
+# time stamps went wrong (seconds read as milliseconds, local time read as UTC, a device clock reset).
+_STAMP_REFUSED = re.compile(
+    r"Skipping record for expired window|Skipping record due to (?:negative|null|invalid) (?:extracted )?timestamp|"
+    r"timestamp too (?:new|old)|entry too far behind|(?:is )?too far (?:in the future|behind)|"
+    r"(?:sample|record|entry|point|event)s? (?:with )?(?:timestamp )?(?:is )?out of bounds|"
+    r"outside (?:of )?the (?:allowed|accepted|ingest(?:ion)?) (?:time )?(?:window|range)",
+    re.I,
+)
+STAMP_REFUSED_MIN = 10
+STAMP_EARLY_SHARE = 0.2  # the first fifth of a log: the rate before, to tell a surge from the usual few
+STAMP_SURGE = 5.0
+
+
+def _surged(times: list[float], lo: float, hi: float) -> bool:
+    """Whether refusals began, or rose five-fold, inside the log: the rate in its last half against its first fifth
+    (a few late records are routine: devices coming out of a tunnel)."""
+    if hi <= lo:
+        return True
+    early_end, late_start = lo + STAMP_EARLY_SHARE * (hi - lo), lo + 0.5 * (hi - lo)
+    early = sum(t <= early_end for t in times) / (early_end - lo)
+    late = sum(t >= late_start for t in times) / (hi - late_start)
+    return late > 0 and late >= STAMP_SURGE * early
+
+
+@ANALYZERS.analyzer(domain=Domain.LOGS, reads={"log"})
+def stamps_refused(evidence: EvidenceSet) -> list[Finding]:
+    """Many records dropped or refused for their time stamps, beginning inside the evidence: the data's times are
+    wrong (their unit or zone), not the store or the processor that refuses them."""
+    out: list[Finding] = []
+    for item in evidence.kind("log"):
+        recs = item.data.get("records") or ()
+        hits = [
+            Rec(item, r.get("ts"), msg, r.get("line"), None)
+            for r in recs
+            if (
+                "imestamp" in (msg := str(r.get("msg") or "")) or "window" in msg or "too far" in msg or "bounds" in msg
+            )
+            and _STAMP_REFUSED.search(msg)
+        ]
+        if len(hits) < STAMP_REFUSED_MIN:
+            continue
+        stamps = [r.get("ts") for r in recs if isinstance(r.get("ts"), int | float)]
+        first = min((h.ts for h in hits if h.ts is not None), default=None)
+        if (
+            stamps
+            and first is not None
+            and not _surged([h.ts for h in hits if h.ts is not None], min(stamps), max(stamps))
+        ):
+            continue  # refused at the same rate from the log's start: the evidence does not show it begin
+        who = service_of(item) or item.object
+        from diagnosis.analyzers.payloads import epoch_unit_split  # (payloads reads the release rules, which read logs)
+
+        unit = epoch_unit_split(evidence)
+        what = _STAMP_REFUSED.search(hits[0].msg)
+        assert what is not None
+        out.append(
+            Finding(
+                analyzer="stamps_refused",
+                domain=Domain.LOGS,
+                role="cause",
+                code="timestamps_refused",
+                category=Category.DATA_QUALITY,
+                title=f"{who} drops {len(hits)} records for their time stamps ({what.group(0)})",
+                mechanism=(
+                    f"{who} drops or refuses {len(hits)} records for their time stamps ('{hits[0].msg.strip()[:200]}' "
+                    f"x{len(hits)} {span_text(first, hits[-1].ts)}): the records carry times outside what it "
+                    "accepts, so the data's times are wrong (seconds read as milliseconds, local time read as UTC, "
+                    f"a device clock reset) from the producer that began sending them then{unit}."
+                ),
+                object=f"time stamps of the input of {who}",
+                score=0.7,
+                ts=first,
+                tags=[f"service:{who}"],
+                explains=["errors", "metric_shift", "alert:*", "step_change", "rate_limited", "http_4xx"],
+                evidence=[ref_of(hits[0]), ref_of(hits[-1])],
+                actions=[
+                    Action(
+                        description="Compare the records' own time stamps with the time they arrived (unit and zone)",
+                        command="kcat -C -b <broker> -t <topic> -o -5 -e -f 'ts=%T %s\\n'  # or the raw lines sent",
                     )
                 ],
             )

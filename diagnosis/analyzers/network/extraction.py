@@ -493,6 +493,8 @@ def _target(msg: str) -> str | None:
                 continue
             if _SOURCE_FILE.search(name) or (":" in name and m.start(1) > 0 and msg[m.start(1) - 1] in "._"):
                 continue  # a source file's line (_http_client.js:661), or the tail of a longer word
+            if ":" in name and "_" in word and "." not in word and not word.startswith("_"):
+                continue  # a key:value pair (protobuf text, "max_resolution_window:60000"): host names have no "_"
             if msg[m.end(1) : m.end(1) + 2] == "::" or name.endswith(":"):
                 continue  # a Rust module path (tracing's target=apollo_router::query_planner), not a host
             if ":" in name and re.match(r":\d", msg[m.end(1) : m.end(1) + 2]):
