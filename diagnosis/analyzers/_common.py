@@ -198,7 +198,8 @@ def host_of_kernel_file(item: EvidenceItem) -> str | None:
     name = item.object.rstrip("/").rsplit("/", 1)[-1]
     name = re.sub(r"(\.(log|txt|out|gz|zst|\d+))+$", "", name)
     host = _KERNEL_FILE.sub("", name)
-    return host if host and host != name else None
+    # ("dmesg-T.txt" is `dmesg -T` saved under its flag, not a host named T)
+    return host if host and host != name and len(host) > 2 else None
 
 
 def service_of(item: EvidenceItem) -> str | None:
@@ -260,6 +261,8 @@ _MASKS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<ts>"),
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<id>"),
     (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<ip>"),
+    # a logfmt value that is a path or an object key (key=partners/x/NLS-0119/EP01.mov): one per file, not the template
+    (re.compile(r"(?<==)[^\s\"'=]*/[^\s\"'=]*"), "<path>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
     (re.compile(r"\b\d+(?:\.\d+)?(?:ms|us|µs|ns|s|m|h)\b"), "<dur>"),
     (re.compile(r"(?<![A-Za-z])-?\d+(?:\.\d+)?"), "<n>"),

@@ -171,6 +171,42 @@ def parse_helm_history(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIte
     yield ctx.item(doc.path, "log", f"helm/{release}", data, max(r["ts"] for r in records))
 
 
+# --- `argocd app history APP`: one row per sync (ID, DATE, REVISION) --------------------------------------------
+_ARGO_HEADER = re.compile(r"^ID\s+DATE\s+REVISION\s*$", re.M)
+_ARGO_ROW = re.compile(
+    r"^(?P<id>\d+)\s+(?P<date>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?: [+-]\d{4})?(?: [A-Z]{2,4})?)\s+(?P<rev>\S.*?)\s*$"
+)
+_ARGO_CMD = re.compile(r"argocd app history (?P<app>[a-z0-9][\w.\-]*)")
+
+
+def detect_argocd_history(doc: Document) -> bool:
+    return bool(_ARGO_HEADER.search(doc.text[:4000]))
+
+
+@FORMATS.format("argocd-history", shapes={"text"}, detect=detect_argocd_history, order=20)
+def parse_argocd_history(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """An Argo CD application's syncs as the log of its deploys ("argocd synced checkout-prod to revision
+    apps/checkout (c71e5aa), history 42"), which the release rules read."""
+    from diagnosis.formats._time import parse_ts
+
+    cmd = _ARGO_CMD.search(doc.command or doc.text[:400])
+    app = cmd["app"] if cmd else "application"
+    records: list[dict[str, Any]] = []
+    for n, line in enumerate(doc.lines(), 1):
+        m = _ARGO_ROW.match(line.strip())
+        if not m:
+            continue
+        date = re.sub(r" (?:UTC|GMT)$", "", m["date"])
+        ts = parse_ts(date.replace(" ", "T", 1).replace(" ", ""))
+        if ts is None:
+            continue
+        msg = f"argocd synced {app} to revision {m['rev']} (history {m['id']})"
+        records.append({"ts": ts, "level": "info", "msg": msg, "line": n})
+    if records:
+        data = {"records": records, "source": {"path": doc.path, "export": "argocd-history"}, "truncated": False}
+        yield ctx.item(doc.path, "log", f"argocd/{app}", data, max(r["ts"] for r in records))
+
+
 # --- commits with their diffs (`git show`, `git log -p`) ----------------------------------------------------------
 
 _COMMIT = re.compile(r"^commit ([0-9a-f]{7,40})\b", re.M)

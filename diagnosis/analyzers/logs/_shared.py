@@ -121,6 +121,8 @@ BAD_DATA = re.compile(
     r"\d[\d,]* rejected \([\d.]+ ?%\)|\bbatch rejected\b|"
     r"unsupported (?:image|file|media|input|audio|video|content) (?:format|type)|UnidentifiedImageError|"
     r"cannot identify image file|Not a JPEG file|not a valid (?:image|JPEG|PNG|GIF|WebP) file|"
+    # a media file cut short or not media at all (ffprobe/ffmpeg, MP4 readers)
+    r"moov atom not found|Invalid data found when processing input|could not find codec parameters|"
     # (a message dead-lettered because its delivery count ran out failed every try: why is in those tries' errors)
     r"(?<!will be )(?:sent|routed|moved|published|written|forwarded) to (?:the )?(?:dead[- ]?letter|DLQ|DLT)"
     r"(?![^\n]{0,80}(?:MaxDeliveryCount|max(?:imum)? ?delivery|maxReceiveCount|retries exhausted))|"

@@ -123,9 +123,35 @@ def _bad_input(tpl: Template) -> bool:
     return tpl.sample is not None and bool(BAD_DATA.search(tpl.sample.msg))
 
 
+_GENERIC_PARTS = frozenset(
+    {
+        "worker",
+        "workers",
+        "service",
+        "server",
+        "backend",
+        "frontend",
+        "consumer",
+        "producer",
+        "api",
+        "app",
+        "web",
+        "job",
+    }
+)
+
+
 def _alerted_since(firing: list[tuple[float, frozenset[str]]], who: str, first: float | None) -> bool:
-    """Whether an alert on `who` began firing after these errors began and fires still: they are not over."""
-    return first is not None and any(who.lower() in labels and since >= first for since, labels in firing)
+    """Whether an alert on `who` began firing after these errors began and fires still: they are not over. An
+    alert names `who` by a label, or by a distinctive part of its name in its own (IntakeRejectionsHigh for
+    mezz-intake)."""
+    if first is None:
+        return False
+    parts = [p for p in re.split(r"[-_.]", who.lower()) if len(p) >= 5 and p not in _GENERIC_PARTS]
+    return any(
+        since >= first and (who.lower() in labels or any(p in label for p in parts for label in labels))
+        for since, labels in firing
+    )
 
 
 _THROWS = re.compile(r" throws (\S+) \(")
@@ -1100,6 +1126,7 @@ def _errors_symptom(
 # successfully rolled out`, "Deploying NAME 3.8.0", "released NAME v2.4"
 _DEPLOY_LINE = re.compile(
     r"\bhelm upgrade (?:--install |-i )?(?P<helm>[a-z0-9][\w.\-]*)|"
+    r"\bargocd synced (?P<argo>[a-z0-9][\w.\-]*) to revision|"
     r"\bdeployment(?:\.apps)?[/ ]\"?(?P<k8s>[a-z0-9][\w.\-]*)\"? (?:successfully rolled out|image updated)|"
     r"\b(?:deploy(?:ed|ing)?|releas(?:ed|ing)|rolled out|rolling out)\s+(?P<app>[a-z][a-z0-9\-]+[a-z0-9])"
     r"(?:[ @:]+v?(?P<ver>\d+\.\d+[\w.\-]*))|"
@@ -1119,14 +1146,16 @@ def _deploy_lines(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]
         for r in item.data.get("records") or ():
             msg = str(r.get("msg") or "")
             ts = r.get("ts")
-            if not isinstance(ts, int | float) or not ("eploy" in msg or "helm" in msg or "started" in msg):
+            if not isinstance(ts, int | float) or not any(w in msg for w in ("eploy", "helm", "started", "argocd")):
                 continue  # cheap substring tests first: this runs on every line of the bundle
             if str(r.get("level") or "") in ("error", "fatal") or (m := _DEPLOY_LINE.search(msg)) is None:
                 continue
-            name = m["helm"] or m["k8s"] or m["app"] or m["ecs"]
-            if name in seen or (m["ecs"] and not _ecs_completes(item, name, float(ts))):
+            name = m["helm"] or m["argo"] or m["k8s"] or m["app"] or m["ecs"]
+            # (a deploy history's every sync is a deploy of its own; elsewhere the first line naming it)
+            key = f"{name} {msg}" if m["argo"] else name
+            if key in seen or (m["ecs"] and not _ecs_completes(item, name, float(ts))):
                 continue
-            seen.add(name)
+            seen.add(key)
             tag = re.search(r"(?:image\.tag|tag)[=:]\s*v?([\w.\-]+)", msg)
             version = m["ver"] or (tag.group(1) if tag else "")
             out.append(

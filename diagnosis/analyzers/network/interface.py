@@ -258,7 +258,14 @@ def link_failing(evidence: EvidenceSet) -> list[Finding]:
                 tags=[f"node:{host}", f"host:{host}", f"instance:{host}", *_member_of(host)]
                 + [f"pod:{ns}/{p}" for ns, p in pods]
                 + sorted({f"service:{workload_of_pod(p)}" for _, p in pods}),
-                explains=[*_WIRE_EFFECTS, "connection_refused", "host_unreachable", "packet_loss"],
+                # (a file server "not responding" to this host's kernel, when this host's own link flaps)
+                explains=[
+                    *_WIRE_EFFECTS,
+                    "connection_refused",
+                    "host_unreachable",
+                    "packet_loss",
+                    "file_server_unresponsive",
+                ],
                 evidence=refs,
                 actions=[
                     Action(
