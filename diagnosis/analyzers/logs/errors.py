@@ -791,8 +791,8 @@ def _cause_of(
             f"that same pool, so once every thread waits nothing completes (a code defect; a bigger pool only delays "
             f"it): '{_short(msg)}' x{tpl.count} {span}{after}."
             if "starvation" in exc_name.lower()
-            else f"{who} fails with an unhandled {exc_name.removeprefix('unhandled ')}{_where(msg)}: '{_short(msg)}' "
-            f"x{tpl.count} {span}{after}."
+            else f"{who} fails with an unhandled {exc_name.removeprefix('unhandled ')}{_where(msg)}: "
+            f"'{_short(_said(msg))}' x{tpl.count} {span}{after}."
         ),
         object=who,
         score=score,
@@ -1062,6 +1062,16 @@ def _db_log_full(item: EvidenceItem, tpl: Template, who: str, tags: list[str], m
             )
         ],
     )
+
+
+def _said(msg: str) -> str:
+    """What an exception says: a Python traceback's closing line ("TypeError: can't compare offset-naive and
+    offset-aware datetimes"), which its header and frames only lead to; else the message itself."""
+    raised = _python_raised(msg)
+    if raised is None:
+        return msg
+    at = msg.rfind(f"\n{raised}")
+    return msg[at + 1 :] if at >= 0 else msg
 
 
 def _python_raised(msg: str) -> str | None:
