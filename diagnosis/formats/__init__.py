@@ -28,6 +28,7 @@ from diagnosis.formats import (
     cassandra,
     changes,
     cloudlogs,
+    dashboards,
     datadog,
     docker,
     dumps,
@@ -51,6 +52,7 @@ from diagnosis.formats import (
     prometheus,
     tables,
     traces,
+    workers,
 )
 from diagnosis.formats.base import (
     FORMATS,
@@ -80,6 +82,7 @@ __all__ = [
     "cassandra",
     "changes",
     "cloudlogs",
+    "dashboards",
     "datadog",
     "describe_unknown",
     "docker",
@@ -105,4 +108,5 @@ __all__ = [
     "sniff",
     "tables",
     "traces",
+    "workers",
 ]

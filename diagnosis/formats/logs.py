@@ -359,6 +359,16 @@ class LineParser:
                     php = PHP_LEVEL.search(rest, 0, 80)
                     level = _PHP_LEVELS.get(php[1], "error") if php else lead_level or _level_in(rest)
                     return ts, level, rest
+                m = (
+                    MDY_TEXT_RE.match(body, start)
+                    if body[start + 3 : start + 4] in (" ", ".", "e", "i", "r", "u")
+                    else None
+                )
+                if m and m["mon"] in MONTHS:  # a dashboard's events: "Nov 29, 2024 at 3:12 PM"
+                    h = int(m["h"]) % 12 + (12 if m["ap"].upper() == "PM" else 0) if m["ap"] else int(m["h"])
+                    fields = (int(m["y"]), MONTHS[m["mon"]], int(m["d"]), h, int(m["mi"]), int(m["s"] or 0))
+                    rest = body[m.end() :].lstrip(" ]\t|-:")
+                    return calendar.timegm((*fields, 0, 0, 0)), lead_level or _level_in(rest), rest
                 m = SYSLOG_RE.match(body, start)
                 if m:
                     self._guessed = True
@@ -389,6 +399,13 @@ class LineParser:
             if m:
                 return ts, LEVELS[m["lvl"].lower()], rest
         return ts, _level_in(rest), rest
+
+
+# a date as dashboards and consoles print it: "Nov 29, 2024 at 3:12 PM", "November 29, 2024, 15:12:05"
+MDY_TEXT_RE = re.compile(
+    r"(?P<mon>[A-Z][a-z]{2})[a-z]*\.? (?P<d>\d{1,2}), (?P<y>\d{4}),?(?: at)? (?P<h>\d{1,2}):(?P<mi>\d{2})"
+    r"(?::(?P<s>\d{2}))?(?: ?(?P<ap>[AaPp][Mm])\b)?"
+)
 
 
 # Samba's debug level after its timestamp (0 error, 1 warning, 2 notice, 3 and up detail) and the source location
@@ -530,6 +547,12 @@ PEER_KEYS = (
     "grpc.service",
     "target",
     "upstream",
+    # (a nested peer object: pino's {"upstream": {"host": ..., "path": ...}})
+    "upstream.host",
+    "upstream.url",
+    "target.host",
+    "remote.host",
+    "server.host",
     "upstream_host",
     "upstream_cluster",
     "remote_addr",

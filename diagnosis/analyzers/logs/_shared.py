@@ -261,7 +261,9 @@ APP_OOM = re.compile(
     # more shm mem", "no more pkg memory")
     r"\bout of (?:shm|pkg|shared) memory\b|\bno more (?:shm|pkg) mem(?:ory)?\b|"
     # serverless platforms killing an instance at its memory limit (Cloud Run, App Engine, Cloud Functions)
-    r"Memory limit of \d+ ?MiB exceeded with \d+ ?MiB used",
+    r"Memory limit of \d+ ?MiB exceeded with \d+ ?MiB used|"
+    # and the PaaS platforms' words for it: Render, Heroku (R15 kills; R14 only swaps)
+    r"Ran out of memory \(used over \d+ ?[MG]i?B\)|Error R15 \(Memory quota vastly exceeded\)",
 )
 
 

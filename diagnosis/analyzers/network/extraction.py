@@ -115,7 +115,8 @@ _TARGET_PATTERNS = [
     # grpc-java's remote_addr=inventory.stock.svc/10.0.4.3:9090
     re.compile(
         rf"\b(?:peer\.service|peer\.address|net\.peer\.name|server\.address|grpc\.target|target|remote_addr|"
-        rf"upstream_service|dependency|downstream)[\"']?\s*[=:]\s*[\"']?(?:[a-z]+://)?({_NAME})"
+        rf"upstream_service|dependency|downstream|(?:upstream|target|remote|server)\.(?:host|url))[\"']?\s*[=:]\s*"
+        rf"[\"']?(?:[a-z]+://)?({_NAME})"
     ),
     re.compile(rf"upstream(?:_addr|_host|_cluster)?[=\s:]+\"?(?:[a-z]+://)?({_NAME})", re.I),
     re.compile(rf"(?:lookup|resolve host:?|resolve|ENOTFOUND|UnknownHostException:?|host name)\s+\"?({_NAME})", re.I),

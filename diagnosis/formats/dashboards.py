@@ -1,0 +1,81 @@
+"""Metrics exported from a platform's dashboard as named series: a JSON object whose keys are the metrics and whose
+values are lists of series, each {labels, unit, values: [{timestamp, value}]} (Render's metrics API and its
+dashboard export), or a metric's points directly ([{timestamp, value}]). Labels may be a {name: value} object or
+a list of {field, value} pairs. One `metric` item per series."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from diagnosis.formats._time import parse_ts
+from diagnosis.formats.base import FORMATS, Document, ParseContext, metric_object
+from diagnosis.model import EvidenceItem
+
+_TS = ("timestamp", "time", "ts", "t")
+_VALUE = ("value", "v", "y")
+
+
+def _is_point(p: Any) -> bool:
+    return isinstance(p, dict) and any(k in p for k in _TS) and any(k in p for k in _VALUE)
+
+
+def _series_of(value: Any) -> list[dict[str, Any]] | None:
+    """The series under one metric name, or None when the value is not series."""
+    if isinstance(value, list) and value and all(_is_point(p) for p in value[:5]):
+        return [{"values": value}]
+    if (
+        isinstance(value, list)
+        and value
+        and all(
+            isinstance(s, dict) and isinstance(s.get("values"), list) and all(_is_point(p) for p in s["values"][:5])
+            for s in value[:5]
+        )
+    ):
+        return value
+    return None
+
+
+def _named(v: Any) -> dict[str, list[dict[str, Any]]] | None:
+    if not isinstance(v, dict) or not v or len(v) > 50:
+        return None
+    out = {str(k): s for k, val in v.items() if (s := _series_of(val)) is not None}
+    return out if out and len(out) * 2 >= len(v) else None
+
+
+def _labels(raw: Any) -> dict[str, str]:
+    if isinstance(raw, dict):
+        return {str(k): str(v) for k, v in raw.items()}
+    if isinstance(raw, list):
+        return {str(x.get("field") or x.get("name")): str(x.get("value")) for x in raw if isinstance(x, dict)}
+    return {}
+
+
+def _number(p: dict[str, Any]) -> float | None:
+    value = next((p[k] for k in _VALUE if k in p), None)
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+@FORMATS.format("dashboard-series", shapes={"json"}, detect=lambda d: _named(d.value) is not None, order=60)
+def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    for name, series in (_named(doc.value) or {}).items():
+        for s in series:
+            labels = _labels(s.get("labels"))
+            points = []
+            for p in s.get("values") or ():
+                t = parse_ts(next((p[k] for k in _TS if k in p), None))
+                value = _number(p)
+                if t is not None and value is not None:
+                    points.append([t, value])
+            points.sort()
+            data = {
+                "name": name,
+                "labels": labels,
+                "unit": str(s.get("unit") or ""),
+                "points": points,
+                "source": "dashboard",
+            }
+            yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
