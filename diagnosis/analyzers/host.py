@@ -762,7 +762,7 @@ def _num(v: Any) -> float | None:
 
 # ---------------------------------------------------------------- cloud health checks (EC2 volumes, instances)
 
-_BAD_CHECK = {"impaired", "failed", "severely-degraded", "degraded", "stalled"}
+_BAD_CHECK = {"impaired", "failed", "severely-degraded", "degraded", "stalled", "unreachable"}
 # a scheduled event the cloud raises because the host under the instance is failing (not planned maintenance)
 _DEGRADED_HW = re.compile(r"degraded hardware|hardware (?:failure|degradation)|underlying host", re.I)
 # what storage or a machine that stopped answering explains: the database and the applications on top of it
@@ -778,12 +778,13 @@ _STALL_EFFECTS = [
 ]
 
 
-@ANALYZERS.analyzer(domain=Domain.HOST, reads={"aws/status"})
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"aws/status", "cloud/status"})
 def cloud_status_checks(evidence: EvidenceSet) -> list[Finding]:
-    """A volume or instance the cloud itself reports impaired (failed status checks, I/O paused or severely
-    degraded) is an infrastructure fault under everything that runs on it; passing checks rule it out."""
+    """A volume or instance (or a platform's machine) the cloud itself reports impaired (failed status checks, I/O
+    paused or severely degraded, its host unreachable) is an infrastructure fault under everything that runs on it;
+    passing checks rule it out."""
     out: list[Finding] = []
-    for item in evidence.kind("aws/status"):
+    for item in [*evidence.kind("aws/status"), *evidence.kind("cloud/status")]:
         d = item.data
         rtype, rid = str(d.get("resource_type") or "resource"), str(d.get("resource") or item.object)
         checks: dict[str, str] = d.get("checks") or {}
@@ -839,7 +840,9 @@ def cloud_status_checks(evidence: EvidenceSet) -> list[Finding]:
                 tags=[f"{rtype}:{rid}", *([f"zone:{d['az']}"] if d.get("az") else [])],
                 explains=_STALL_EFFECTS,
                 evidence=refs,
-                actions=[
+                actions=_fly_actions(rid)
+                if d.get("provider") == "fly"
+                else [
                     Action(
                         description=f"The {rtype}'s status checks and scheduled events",
                         command=(
@@ -866,6 +869,19 @@ def cloud_status_checks(evidence: EvidenceSet) -> list[Finding]:
             )
         )
     return out
+
+
+def _fly_actions(machine: str) -> list[Action]:
+    return [
+        Action(
+            description="The machine's state, its host's status and its checks", command=f"fly machine status {machine}"
+        ),
+        Action(
+            description="Replace the machine on a healthy host (restore its volume from a snapshot if it has one)",
+            command=f"fly machine clone {machine} && fly machine destroy {machine} --force",
+            kind="write",
+        ),
+    ]
 
 
 # ---------------------------------------------------------------- a hypervisor or physical host that went away

@@ -79,3 +79,41 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 "source": "dashboard",
             }
             yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+
+
+# --- a platform's machines as its API lists them: Fly.io (`fly machines list --json`, the Machines API) -------------
+
+
+def _fly_machines(v: Any) -> list[dict[str, Any]] | None:
+    rows = v if isinstance(v, list) else None
+    if rows and all(isinstance(m, dict) and "host_status" in m and "id" in m and "state" in m for m in rows[:5]):
+        return rows
+    return None
+
+
+@FORMATS.format("fly-machines", shapes={"json"}, detect=lambda d: _fly_machines(d.value) is not None, order=30)
+def parse_fly_machines(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """Each machine -> `cloud/status` {resource, resource_type machine, status, checks, az (region), state,
+    provider fly}: a host Fly reports unreachable impairs the machine on it; its failing checks say so too."""
+    for m in _fly_machines(doc.value) or []:
+        host = str(m.get("host_status") or "")
+        checks = {"machine.host": host or "unknown"}
+        for c in m.get("checks") or ():
+            if isinstance(c, dict) and c.get("name"):
+                checks[f"check.{c['name']}"] = str(c.get("status") or "")
+        state = str(m.get("state") or "")
+        status = "impaired" if host == "unreachable" else "failed" if state == "failed" else "ok"
+        data = {
+            "resource": str(m["id"]),
+            "resource_type": "machine",
+            "status": status,
+            "checks": checks,
+            "events": [],
+            "actions": [],
+            "az": m.get("region"),
+            "state": state,
+            "provider": "fly",
+        }
+        updated = [parse_ts(c.get("updated_at")) for c in m.get("checks") or () if isinstance(c, dict)]
+        stamps = [t for t in updated if t is not None]
+        yield ctx.item(doc.path, "cloud/status", f"machine/{m['id']}", data, max(stamps) if stamps else None)

@@ -86,6 +86,8 @@ BAD_DATA = re.compile(
     r"invalid (?:json|format|value|record|payload|utf-?8|byte sequence|character|date|timestamp|enum|message)|"
     r"is not valid JSON|deserializ\w+ (?:error|failed|exception)|error deserializing|failed to (?:deserializ|decod)\w*|"
     r"violates (?:not-null|check|foreign key) constraint|type mismatch|"
+    # SQLite's (and Cloudflare D1's) words for the same refusals
+    r"(?:NOT NULL|CHECK|FOREIGN KEY) constraint failed|"
     # CSV readers on a file with another delimiter or a ragged row (Rust csv, Python csv, pandas, Go encoding/csv)
     r"found record with \d+ fields?|wrong number of fields|expected \d+ fields?,? (?:saw|got|but)|"
     r"Error tokenizing data|header has \d+ columns?|"

@@ -334,7 +334,10 @@ GAVE_UP = re.compile(
     r"\bexit(?:ed)?(?:=| (?:(?:with )?(?:status|code) )?)[1-9]\d{0,2}$|"
     # a batch task with no attempt left (Airflow): its run is over, failed, not recovered; a Spring Batch job
     # that completed FAILED
-    r"Marking task as FAILED\b|completed with the following parameters: .* and the following status: \[FAILED\]",
+    r"Marking task as FAILED\b|completed with the following parameters: .* and the following status: \[FAILED\]|"
+    # a queue consumer out of retries: the message parked in its dead-letter queue, the work not done
+    r"exceeded max[_ ]?retries\b.{0,40}(?:dead[- ]?letter|DLQ)|"
+    r"(?:max(?:imum)? )?retries exhausted.{0,40}(?:dead[- ]?letter|DLQ)",
     re.I,
 )
 
