@@ -176,3 +176,172 @@ def test_pubsub_pulls_and_webhook_deliveries_are_read_as_message_samples(tmp_pat
     assert by_source["pull.json"].data["messages"][0]["payload"] == {"order": {"id": 1}}
     assert by_source["delivery.json"].data["messages"][0]["producer"] == "Partner-Hooks"
     assert by_source["delivery.json"].data["queue"] == "/hooks/orders"
+
+
+# --- rules from the dev88-dev95 batches ------------------------------------------------------------------------
+
+
+def _pod_list(container: str, pod: str, restarts: int = 7) -> str:
+    status = {
+        "name": container,
+        "ready": False,
+        "restartCount": restarts,
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": _iso(T0 + 500)}},
+    }
+    pod_obj = {
+        "kind": "Pod",
+        "metadata": {"name": pod, "namespace": "media", "creationTimestamp": _iso(T0 - 86400)},
+        "spec": {"containers": [{"name": container, "image": f"reg/{container}:1.4.2"}]},
+        "status": {"phase": "Running", "containerStatuses": [status]},
+    }
+    return json.dumps({"kind": "List", "apiVersion": "v1", "items": [pod_obj]})
+
+
+def test_a_crash_whose_last_words_are_undecodable_input_is_bad_data(tmp_path: Path) -> None:
+    (tmp_path / "pods.json").write_text(_pod_list("thumbnailer", "thumbnailer-6d8f9b7c54-wv2nk"))
+    logs = tmp_path / "logs" / "media" / "thumbnailer-6d8f9b7c54-wv2nk"
+    logs.mkdir(parents=True)
+    lines = [f"{_iso(T0 + i)} INFO thumbnailer made thumbnail photo-{i}.jpg" for i in range(20)]
+    lines += [
+        f"{_iso(T0 + 30)} ERROR thumbnailer failed on photo-77.jpg",
+        "Traceback (most recent call last):",
+        '  File "/app/worker.py", line 142, in handle',
+        "    img = Image.open(io.BytesIO(body))",
+        "PIL.UnidentifiedImageError: cannot identify image file <_io.BytesIO object at 0x7f3c2a1e9b20>",
+    ]
+    (logs / "thumbnailer.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why is the thumbnailer crash looping?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    # the same crash on a programming error stays a code defect
+    (logs / "thumbnailer.log").write_text("\n".join([*lines[:-1], "ZeroDivisionError: division by zero"]) + "\n")
+    d = investigate(load_bundle(tmp_path), "why is the thumbnailer crash looping?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+
+
+def _logfmt(lines: list[tuple[int, str, str]]) -> str:
+    return "".join(f"time={_iso(T0 + dt)} level={lvl} {msg}\n" for dt, lvl, msg in lines)
+
+
+def test_a_tenant_limit_at_a_multi_tenant_backend_is_exhaustion_and_a_cephfs_stall_is_the_file_servers(
+    tmp_path: Path,
+) -> None:
+    err = (
+        'msg="non-recoverable error" err="server returned HTTP status 400 Bad Request: user=k8s-prod: per-user '
+        'series limit of 1500000 exceeded (err-mimir-max-series-per-user)"'
+    )
+    (tmp_path / "prometheus.log").write_text(
+        _logfmt([(i, "info", 'msg="remote write ok"') for i in range(10)] + [(60 + i, "error", err) for i in range(5)])
+    )
+    d = investigate(load_bundle(tmp_path), "why are the new nodes missing from Grafana?")
+    assert any(f.code == "quota_exceeded" and "k8s-prod" in f.title for f in d.findings), d.root_cause
+    assert d.category == Category.RESOURCE_EXHAUSTION
+
+    ceph = tmp_path / "ceph"
+    ceph.mkdir()
+    dmesg = [
+        "[Tue Oct  8 13:58:41 2024] libceph: mds0 (1)10.40.2.21:6801 socket closed (con state OPEN)",
+        "[Tue Oct  8 13:59:44 2024] ceph: mds0 caps stale",
+        "[Tue Oct  8 14:00:41 2024] ceph: mds0 hung",
+        "[Tue Oct  8 14:02:51 2024] INFO: task php-fpm:2212334 blocked for more than 122 seconds.",
+        "[Tue Oct  8 14:20:41 2024] ceph: mds0 hung",
+    ]
+    (ceph / "dmesg-worker-07.txt").write_text("\n".join(dmesg) + "\n")
+    d = investigate(load_bundle(ceph), "why are the docs pods hanging?")
+    assert any(f.code == "file_server_unresponsive" and "mds0" in f.title for f in d.findings), d.root_cause
+    assert d.category == Category.DEPENDENCY_FAILURE
+
+
+def test_two_replicas_with_one_server_id_are_a_configuration_error(tmp_path: Path) -> None:
+    err = (
+        "ERROR [catalog-cdc|task-0] Producer failure io.debezium.DebeziumException: A replica with the same "
+        "server_uuid/server_id as this replica has connected to the source; the first event 'binlog.002429' at 4"
+    )
+    (tmp_path / "connect.log").write_text(
+        _logfmt(
+            [(i, "info", 'msg="committed offsets"') for i in range(10)] + [(100, "error", err), (900, "error", err)]
+        )
+    )
+    d = investigate(load_bundle(tmp_path), "why does the connector keep failing?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+
+
+def test_records_refused_for_their_time_stamps_from_a_point_on_are_bad_data_and_a_steady_few_are_not(
+    tmp_path: Path,
+) -> None:
+    late = "Skipping record for expired window. topic=[positions] partition=[3] offset=[88] timestamp=[1747912472]"
+    steady = [
+        (60 * i, "warn" if i % 10 == 0 else "info", late if i % 10 == 0 else 'msg="window closed"') for i in range(120)
+    ]
+    (tmp_path / "agg.log").write_text(_logfmt(steady))
+    d = investigate(load_bundle(tmp_path), "why are the fleet numbers low?")
+    assert not any(f.code == "timestamps_refused" for f in d.findings)
+    surge = steady + [(7200 + 5 * i, "warn", late) for i in range(60)]
+    (tmp_path / "agg.log").write_text(_logfmt(surge))
+    samples = [
+        (100, "vendor=teltrack", json.dumps({"vendor": "teltrack", "fw": "4.1.7", "recordedAt": 1747912320583})),
+        (101, "vendor=teltrack", json.dumps({"vendor": "teltrack", "fw": "4.2.0", "recordedAt": 1747912321})),
+    ]
+    (tmp_path / "sample.txt").write_text(_kcat(samples, "positions"))
+    d = investigate(load_bundle(tmp_path), "why are the fleet numbers low?")
+    assert d.category == Category.DATA_QUALITY, d.root_cause
+    assert "recordedAt is in seconds in the messages from teltrack 4.2.0" in d.root_cause
+
+
+def test_argocd_history_and_mail_files_are_read_and_a_key_value_pair_is_not_a_host(tmp_path: Path) -> None:
+    (tmp_path / "history.txt").write_text(
+        "$ argocd app history billing-prod\nSOURCE  https://git.example/deploy.git\nID  DATE                           "
+        "REVISION\n41  2025-04-02 15:40:02 +0000 UTC  apps/billing (a8d03b7)\n42  2025-04-07 16:21:48 +0000 UTC  "
+        "apps/billing (c71e5aa)\n"
+    )
+    (tmp_path / "cron.eml").write_text(
+        "From: root@batch02 (Cron Daemon)\nTo: ledger@batch02\nSubject: Cron <ledger@batch02> ledger-upload\n"
+        "Date: Wed, 14 Jan 2026 01:15:01 +0000\n\nTraceback (most recent call last):\n"
+        '  File "/opt/app/selector.py", line 44, in select_files\n    if f.mtime > since:\n'
+        "TypeError: can't compare offset-naive and offset-aware datetimes\n"
+    )
+    ev = load_bundle(tmp_path)
+    by_source = {i.source: i for i in ev.kind("log")}
+    assert [r["msg"][:33] for r in by_source["history.txt"].data["records"]] == [
+        "argocd synced billing-prod to rev"
+    ] * 2
+    mail = by_source["cron.eml"].data["records"]
+    assert mail[0]["msg"].startswith("Subject: Cron") and all(r["ts"] == 1768353301.0 for r in mail)
+    d = investigate(ev, "why did the upload not run?")
+    assert "can't compare offset-naive and offset-aware datetimes" in d.root_cause, d.root_cause
+
+    from diagnosis.analyzers.network.extraction import _target
+
+    assert (
+        _target('proxy.go:325 request="min_time:1 max_resolution_window:60000" err=timeout')
+        != "max_resolution_window:60000"
+    )
+
+
+def test_workers_tail_fly_machines_and_dashboard_series_are_read(tmp_path: Path) -> None:
+    tail = {
+        "scriptName": "points-api",
+        "outcome": "exception",
+        "eventTimestamp": T0 * 1000,
+        "event": {"request": {"url": "https://api.example/points", "method": "GET"}},
+        "logs": [{"message": ["catalog served"], "level": "log", "timestamp": T0 * 1000}],
+        "exceptions": [{"name": "TypeError", "message": "Cannot read properties of undefined", "timestamp": T0 * 1000}],
+    }
+    (tmp_path / "tail.ndjson").write_text(
+        json.dumps(tail) + "\n" + json.dumps({**tail, "outcome": "ok", "exceptions": []}) + "\n"
+    )
+    machines = [
+        {"id": "3d8d9e1b2c4589", "state": "started", "region": "iad", "host_status": "unreachable", "checks": []}
+    ]
+    (tmp_path / "machines.json").write_text(json.dumps(machines))
+    series = {"memory": [{"labels": [{"field": "instance", "value": "srv-1"}], "unit": "bytes",
+                          "values": [{"timestamp": _iso(T0 + 60 * i), "value": 3e8 + i} for i in range(5)]}]}  # fmt: skip
+    (tmp_path / "metrics.json").write_text(json.dumps(series))
+    ev = load_bundle(tmp_path)
+    (worker,) = ev.kind("log")
+    assert worker.object == "worker/points-api"
+    assert [r["level"] for r in worker.data["records"]] == ["info", "error", "error", "info"]
+    (metric,) = ev.kind("metric")
+    assert metric.data["labels"] == {"instance": "srv-1"} and len(metric.data["points"]) == 5
+    d = investigate(ev, "why is search down?")
+    assert any(f.code == "machine_impaired" and "host unreachable" in f.title for f in d.findings)
