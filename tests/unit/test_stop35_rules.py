@@ -334,8 +334,8 @@ def test_workers_tail_fly_machines_and_dashboard_series_are_read(tmp_path: Path)
         {"id": "3d8d9e1b2c4589", "state": "started", "region": "iad", "host_status": "unreachable", "checks": []}
     ]
     (tmp_path / "machines.json").write_text(json.dumps(machines))
-    series = {"memory": [{"labels": [{"field": "instance", "value": "srv-1"}], "unit": "bytes",
-                          "values": [{"timestamp": _iso(T0 + 60 * i), "value": 3e8 + i} for i in range(5)]}]}  # fmt: skip
+    points = [{"timestamp": _iso(T0 + 60 * i), "value": 3e8 + i} for i in range(5)]
+    series = {"memory": [{"labels": [{"field": "instance", "value": "srv-1"}], "unit": "bytes", "values": points}]}
     (tmp_path / "metrics.json").write_text(json.dumps(series))
     ev = load_bundle(tmp_path)
     (worker,) = ev.kind("log")
