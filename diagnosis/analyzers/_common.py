@@ -198,6 +198,8 @@ def host_of_kernel_file(item: EvidenceItem) -> str | None:
     name = item.object.rstrip("/").rsplit("/", 1)[-1]
     name = re.sub(r"(\.(log|txt|out|gz|zst|\d+))+$", "", name)
     host = _KERNEL_FILE.sub("", name)
+    if host == name and (node := re.match(r"^(?:node|host)[-_.]+(?=[\w.\-]*\d)", name)):
+        host = name[node.end() :]  # "node-ip-10-42-13-201.txt": a node's kernel log saved under its name
     # ("dmesg-T.txt" is `dmesg -T` saved under its flag, not a host named T)
     return host if host and host != name and len(host) > 2 else None
 

@@ -153,6 +153,13 @@ _TENANT_LIMIT = re.compile(
     r"max(?:imum)? (?:global )?series per (?:user|tenant|metric) (?:limit )?(?:of [\d.]+ )?(?:exceeded|reached)",
     re.I,
 )
+# a storage quota that refuses more writes: a backup repository's (borg --storage-quota), a user's or project's
+# disk quota (EDQUOT), a bucket's or volume's
+_STORAGE_QUOTA = re.compile(
+    r"\b(?:storage|disk|space|repository|repo|bucket|volume|user|project) quota(?: \([^)]{0,24}\))? "
+    r"(?:has been |is |was )?(?:exceeded|reached|full)|\bDisk quota exceeded\b|\bEDQUOT\b",
+    re.I,
+)
 _TENANT = re.compile(r"\b(?:user|tenant|org_id|orgID|X-Scope-OrgID)[=:] ?\"?(?P<t>[\w.\-]{2,60})")
 _QUOTA_HINT = re.compile(r"uota|UOTA|LimitExceeded|requested more|imit of|limit exceeded|limit reached|err-mimir")
 _NS_IN_MSG = re.compile(r"\b(?:-n|--namespace)[ =]([a-z0-9][a-z0-9\-]*)|\bnamespace[ =\"':]+([a-z0-9][a-z0-9\-]*)")
@@ -171,7 +178,7 @@ def quota_refused(evidence: EvidenceSet) -> list[Finding]:
         maybe = [(r, msg) for r in recs if _QUOTA_HINT.search(msg := str(r.get("msg") or ""))]
         hits = [(r, m) for r, msg in maybe if (m := KUBE_QUOTA.search(msg))]
         cloud = [(r, m) for r, msg in maybe if (m := _CLOUD_QUOTA.search(msg))]
-        tenant = [(r, m) for r, msg in maybe if (m := _TENANT_LIMIT.search(msg))]
+        tenant = [(r, m) for r, msg in maybe if (m := _TENANT_LIMIT.search(msg) or _STORAGE_QUOTA.search(msg))]
         for found, kube in ((hits, True), (cloud, False), (tenant, None)):
             if not found:
                 continue
@@ -189,13 +196,27 @@ def quota_refused(evidence: EvidenceSet) -> list[Finding]:
                 command = f"kubectl describe resourcequota {m['quota']}" + (f" -n {ns}" if ns else "")
             elif kube is None:
                 who_t = _TENANT.search(msg)
-                name = f"tenant {who_t['t']}'s limit" if who_t else "the tenant's limit"
+                storage = _STORAGE_QUOTA.search(msg) is not None and _TENANT_LIMIT.search(msg) is None
+                name = (
+                    f"the storage quota of {service_of(item) or item.object}"
+                    if storage
+                    else f"tenant {who_t['t']}'s limit"
+                    if who_t
+                    else "the tenant's limit"
+                )
                 what = (
-                    f"{name} at the backend it writes to is reached ({m.group(0)[:80]}), so the backend refuses "
+                    f"{name} is reached ({m.group(0)[:80]}), so the writes past it are refused while the store "
+                    "itself has room"
+                    if storage
+                    else f"{name} at the backend it writes to is reached ({m.group(0)[:80]}), so the backend refuses "
                     "the new data past it (new series, streams or samples) while what it already holds goes on"
                 )
                 tags = [f"quota:{who_t['t'] if who_t else 'tenant'}"]
-                command = "raise the tenant's limit in the backend's runtime overrides (or cut the data sent)"
+                command = (
+                    "du -sh <the repository or volume>; prune old data, or raise the quota where it is set"
+                    if storage
+                    else "raise the tenant's limit in the backend's runtime overrides (or cut the data sent)"
+                )
             else:
                 name = f"cloud quota ({m.group(0)[:60]})"
                 what = f"the account's {name} is reached, so the capacity asked for is refused"
