@@ -14,9 +14,11 @@ goroutine dumps, JVM class histograms), profiles (CPU profiles: node --prof-proc
 postgres (also pasted from psql), tables (any other query result pasted from a SQL client, and CSV heads), mysql
 (lock waits and transactions pasted from the mysql client, read as PostgreSQL's sessions and locks), health (status
 pages, AWS Health, search cluster health), hostlogs (Linux audit records, IBM MQ error logs), hosttext (df, redis
-INFO, resolv.conf, iostat, ping, ethtool), cassandra (nodetool status, keyspace replication), and logs (the
-catch-all for text and JSON-lines logs, offered last; then dated events in JSON of no known shape (jsonevents), then
-untimed error lines).
+INFO, resolv.conf, iostat, ping, ethtool), cassandra (nodetool status, keyspace replication), messages (message
+samples: SQS and Pub/Sub peeks, kcat and console consumers, captured webhook deliveries), workers (Cloudflare Workers'
+tail and logs), dashboards (dashboard series exports, Fly.io machines), and logs (the catch-all for text and
+JSON-lines logs, offered last; then mail files read as logs (mail), dated events in JSON of no known shape
+(jsonevents), then untimed error lines).
 """
 
 from diagnosis.formats import (
