@@ -157,6 +157,11 @@ LEAD_RE = re.compile(r"<(?P<pri>\d{1,3})>(?:1 )?|< |[DIWEFAU], (?=\[)|=(?P<erl>[
 LEAD_LEVEL_RE = re.compile(
     r"(?P<lvl>FATAL|ERROR|WARN|WARNING|INFO|DEBUG|TRACE)\s+(?:\[[^\]]{0,80}\]\s+)?(?=\d{4}-\d{2}-\d{2}[T ]\d)"
 )
+TORNADO_RE = re.compile(
+    r"\[(?P<lvl>[DIWEC]) (?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[ T](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?:\.(?P<f>\d+))?(?P<tz>)? [\w.\-]+ [\w.\-]+:\d+\] "
+)
+_TORNADO_LEVELS = {"D": "debug", "I": "info", "W": "warn", "E": "error", "C": "fatal"}
 # Microsoft.Extensions.Logging's console: "fail: Category[12]" with the message indented below it
 DOTNET_RE = re.compile(r"(?P<lvl>fail|crit|warn|info|dbug|trce): ")
 # Redis and Sentinel: "<pid>:<role> 14 Aug 2025 00:00:01.004 <level> msg", role M/S/C/X, level . - * #
@@ -285,6 +290,10 @@ class LineParser:
 
     def _text(self, body: str, dated: bool = False) -> tuple[float | None, str | None, str]:
         """`dated`: the line had an RFC 3339 prefix, so no level-before-time layout is looked for."""
+        if body[:1] == "[" and body[2:3] == " " and (m := TORNADO_RE.match(body)) is not None:
+            # Tornado's (JupyterHub's) "[I 2025-10-06 08:54:31.166 JupyterHub spawner:2940] ...": level, time, the
+            # application and the module:line that logged it (not a host:port)
+            return iso_match(m), _TORNADO_LEVELS[m["lvl"]], body[m.end() :]
         m = DMESG_RE.match(body) or DMESG_CTIME_RE.match(body)
         if m:
             rest = body[m.end() :]

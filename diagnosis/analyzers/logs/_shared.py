@@ -109,7 +109,7 @@ BAD_DATA = re.compile(
     # warehouses casting a loaded value: Snowflake 100038/100040, BigQuery, Redshift
     r"(?:Numeric|Date|Timestamp|Time|Boolean) value '[^']*' is not recognized|Can't parse '[^']*' as |"
     r"Bad (?:int64|double|numeric|bool|date|timestamp) value|Could not parse '[^']*' as |Invalid digit, Value '|"
-    r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|"
+    r"duplicate key value|Duplicate entry|duplicate (?:record|row|message|event|id)s?\b|duplicate [a-z]+_id\b|"
     # a unique index or constraint the rows already in a table break (PostgreSQL, SQL Server, Oracle)
     r"could not create unique index|Key \([^)\n]*\)=\([^)\n]*\) is duplicated|"
     r"CREATE UNIQUE INDEX statement terminated because a duplicate key|cannot CREATE UNIQUE INDEX; duplicate keys|"
