@@ -121,6 +121,9 @@ BAD_DATA = re.compile(
     # a share of a batch refused ("1,858 rejected (97.43%)"), and an input in a format the reader cannot decode (an
     # image library handed HEIC named .jpg)
     r"\d[\d,]* rejected \([\d.]+ ?%\)|\bbatch rejected\b|"
+    # a value a validator finds implausible against yesterday's or a range (a rate inverted, a price at zero)
+    r"(?:tolerance|sanity[- ]check|plausibility check|range check) (?:exceeded|failed)|"
+    r"outside (?:the )?(?:tolerance|expected range|plausible range|allowed range)\b|"
     r"unsupported (?:image|file|media|input|audio|video|content) (?:format|type)|UnidentifiedImageError|"
     r"cannot identify image file|Not a JPEG file|not a valid (?:image|JPEG|PNG|GIF|WebP) file|"
     # a media file cut short or not media at all (ffprobe/ffmpeg, MP4 readers)
