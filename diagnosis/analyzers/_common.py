@@ -576,6 +576,8 @@ AUTH_DENIED = re.compile(
     # (gRPC's codes are upper case: MySQL's "user: 'unauthenticated'" is a health check's connection, not a refusal)
     r"(?-i:PERMISSION_DENIED|UNAUTHENTICATED)|code = (?:PermissionDenied|Unauthenticated)|"
     r"invalid[ _]api[ _]?key|invalid (?:access |bearer )?token|invalid_grant|invalid_client|jwt expired|"
+    # an OAuth app or token without the scope the call needs (HubSpot, Google, GitHub, Slack)
+    r"MISSING_SCOPES|insufficient[_ ]scopes?\b|missing (?:required )?scopes?\b|(?:hasn't|has not) been granted|"
     r"token (?:has )?expired|authentication failed for|bad credentials|"
     # a datastore refusing the password it is sent (PostgreSQL and its poolers, MySQL, SQL Server, Redis, MongoDB,
     # Kafka's SASL): a rotated credential that one side did not get

@@ -120,9 +120,13 @@ BAD_DATA = re.compile(
     r"rejected \d+ (?:rows|records|messages|documents|lines|events)|(?:rows|records|messages|events) rejected|"
     # a share of a batch refused ("1,858 rejected (97.43%)"), and an input in a format the reader cannot decode (an
     # image library handed HEIC named .jpg)
-    r"\d[\d,]* rejected \([\d.]+ ?%\)|\bbatch rejected\b|"
+    r"\d[\d,]* rejected \([\d.]+ ?%\)|\bbatch rejected\b|\d+/\d+ records failed \([\d.]+ ?%\)|"
+    # Salesforce's per-record refusals of what a load sends
+    r"INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST|REQUIRED_FIELD_MISSING|FIELD_CUSTOM_VALIDATION_EXCEPTION|"
+    r"STRING_TOO_LONG|INVALID_EMAIL_ADDRESS|NUMBER_OUTSIDE_VALID_RANGE|MALFORMED_ID\b|"
     # a value a validator finds implausible against yesterday's or a range (a rate inverted, a price at zero)
-    r"(?:tolerance|sanity[- ]check|plausibility check|range check) (?:exceeded|failed)|"
+    # (not Kafka Connect's "Tolerance exceeded in error handler": any failure of a task with errors.tolerance=none)
+    r"(?:tolerance|sanity[- ]check|plausibility check|range check) (?:exceeded|failed)(?! in error handler)|"
     r"outside (?:the )?(?:tolerance|expected range|plausible range|allowed range)\b|"
     r"unsupported (?:image|file|media|input|audio|video|content) (?:format|type)|UnidentifiedImageError|"
     r"cannot identify image file|Not a JPEG file|not a valid (?:image|JPEG|PNG|GIF|WebP) file|"
