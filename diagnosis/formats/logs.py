@@ -1066,7 +1066,8 @@ def parse_event_csv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
 # the shapes programs print an error in, at the start of a line; prose rarely takes them
 _UNTIMED_ERROR = re.compile(
     # an exception class, alone or after the program's name: "java.net.ConnectException: ...", "ValueError: ..."
-    r"^(?:[a-z][\w.\-]*: )?(?:[A-Za-z_$][\w$]*\.)*[A-Z]\w*(?:Exception|Error)(?::\s|$)"
+    # (Jenkins prints a pipeline's trace innermost first, the outer errors under "Caused: ")
+    r"^(?:Caused(?: by)?: |[a-z][\w.\-]*: )?(?:[A-Za-z_$][\w$]*\.)*[A-Z]\w*(?:Exception|Error)(?::\s|$)"
     # "<program>: ... failed / refused / timed out ..." (curl, psql, cp, rsync, ssh, pg_dump ...)
     r"|^[a-z][\w.\-]*: (?![\"'\[{|>])(?:\(\d+\) )?.*?\b(?i:error|failed|failure|refused|timed out|"
     r"no space left on device|permission denied|cannot|could not|unreachable|not found|denied)\b"

@@ -185,8 +185,32 @@ _LINK_DOWN = re.compile(
     r"\b(?P<dev>(?:eth|ens|eno|enp|em|p\d+p|bond|ib)[\w.\-]*):? (?:NIC )?Link (?:is )?[Dd]own\b|"
     r"link status definitely down for interface (?P<dev2>[\w.\-]+)|"
     # an InfiniBand or Ethernet port that lost its carrier ("IPoIB: ib0: lost carrier", "eth0: carrier lost")
-    r"\b(?P<dev3>(?:eth|ens|eno|enp|em|ib)[\w.\-]*): (?:lost carrier|carrier lost)\b"
+    r"\b(?P<dev3>(?:eth|ens|eno|enp|em|ib)[\w.\-]*): (?:lost carrier|carrier lost)\b|"
+    # a switch's own syslog (Cisco IOS/NX-OS, Arista EOS): "%LINEPROTO-5-UPDOWN: Line protocol on Interface
+    # Ethernet49/1 (spine-01 Ethernet14/1), changed state to down"
+    r"%(?:LINEPROTO|LINK|ETHPORT)-\d-(?:UPDOWN|IF_DOWN\w*): (?:Line protocol on )?Interface (?P<dev4>[\w/.\-]+)"
+    r"(?: \((?P<peer>[^)]{0,60})\))?,? (?:changed )?state to down"
 )
+_SWITCH_PORT = re.compile(r"(?:Ethernet|GigabitEthernet|TenGigabitEthernet|FortyGigE|HundredGigE|Eth|Gi|Te|Et)\d")
+
+
+def _switch_port_actions(switch: str, port: str) -> list[Action]:
+    name = port.split(" ", 1)[0]
+    return [
+        Action(
+            description=f"The port's optic levels and error counters on {switch}",
+            command=f"ssh {switch} 'show interfaces {name} transceiver; show interfaces {name} counters errors'",
+        ),
+        Action(
+            description="Drain the port (its traffic moves to the other uplinks) while the optic or cable is replaced",
+            command=f"ssh {switch} 'configure; interface {name}; shutdown'",
+            kind="write",
+        ),
+    ]
+
+
+# the device a switch's syslog line comes from: "leaf-r14 Ebra: %LINEPROTO-5-UPDOWN: ..."
+_SWITCH_HOST = re.compile(r"^(?P<host>[A-Za-z][\w.\-]*) \w+(?:\[\d+\])?: %")
 FLAPS_MIN = 3  # downs of one link before it reads as flapping (one down is a reboot or a re-cabling)
 _WIRE_COUNTER = re.compile(r"crc|frame|align|symbol|fcs|pcs|link_down_events", re.I)
 
@@ -206,9 +230,14 @@ def link_failing(evidence: EvidenceSet) -> list[Finding]:
     hosts = {str((n.data.get("metadata") or {}).get("name") or "") for n in evidence.kind("k8s/Node")}
     hosts |= {str(n.data.get("host") or "") for n in evidence.kind("host/nic")}
     downs: dict[tuple[str, str], list[Rec]] = {}
-    for rec in records_with(evidence, ("Link", "link status", "carrier")):
+    for rec in records_with(evidence, ("Link", "link status", "carrier", "UPDOWN", "IF_DOWN")):
         if m := _LINK_DOWN.search(rec.msg):
-            downs.setdefault((_host_of(rec.item, hosts), m["dev"] or m["dev2"] or m["dev3"]), []).append(rec)
+            switch = _SWITCH_HOST.match(rec.msg) if m["dev4"] else None
+            host = switch["host"] if switch else _host_of(rec.item, hosts)
+            dev = m["dev"] or m["dev2"] or m["dev3"] or m["dev4"]
+            if m["peer"]:  # a switch port names its far end: the link is both
+                dev = f"{dev} (to {m['peer']})"
+            downs.setdefault((host, dev), []).append(rec)
     climbing: dict[tuple[str, str], tuple[EvidenceItem, str, int, int]] = {}
     readings: dict[tuple[str, str, str], list[EvidenceItem]] = {}  # one file's readings of one NIC, in its order
     for nic in evidence.kind("host/nic"):
@@ -267,7 +296,9 @@ def link_failing(evidence: EvidenceSet) -> list[Finding]:
                     "file_server_unresponsive",
                 ],
                 evidence=refs,
-                actions=[
+                actions=_switch_port_actions(host, dev)
+                if _SWITCH_PORT.match(dev)
+                else [
                     Action(
                         description=f"The link's state changes and wire errors on {host} and on its switch port",
                         command=f'ssh {host} \'dmesg -T | grep -i "{dev}"; sudo ethtool -S {dev} | '
