@@ -345,3 +345,42 @@ def test_workers_tail_fly_machines_and_dashboard_series_are_read(tmp_path: Path)
     assert metric.data["labels"] == {"instance": "srv-1"} and len(metric.data["points"]) == 5
     d = investigate(ev, "why is search down?")
     assert any(f.code == "machine_impaired" and "host unreachable" in f.title for f in d.findings)
+
+
+def test_a_switch_port_flapping_in_its_syslog_is_a_failing_link(tmp_path: Path) -> None:
+    port = "%LINEPROTO-5-UPDOWN: Line protocol on Interface Ethernet49/1 (spine-01 Ethernet14/1), changed state to"
+    lines = []
+    for i in range(4):
+        lines.append(f"Apr  9 13:{10 + 5 * i:02d}:12 leaf-r14 Ebra: {port} down")
+        lines.append(f"Apr  9 13:{11 + 5 * i:02d}:02 leaf-r14 Ebra: {port} up")
+    (tmp_path / "syslog-netdev.txt").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why do the build agents keep dropping?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "Ethernet49/1" in d.root_cause and "leaf-r14" in d.root_cause
+    link = next(f for f in d.findings if f.code == "link_failing")
+    assert any("show interfaces Ethernet49/1 transceiver" in a.command for a in link.actions)
+
+
+def test_validators_words_for_implausible_values_and_missing_scopes(tmp_path: Path) -> None:
+    from diagnosis.analyzers._common import AUTH_DENIED
+    from diagnosis.analyzers.logs._shared import BAD_DATA
+
+    assert BAD_DATA.search("ERROR RATE TOLERANCE EXCEEDED ccy=JPY prior=163.2100 today=0.006115")
+    assert BAD_DATA.search("ValueError: duplicate Sample_ID 'WB-2291' with different index pairs")
+    assert not BAD_DATA.search("org.apache.kafka.connect.errors.ConnectException: Tolerance exceeded in error handler")
+    assert AUTH_DENIED.search(
+        '403 Body: {"message":"This app hasn\'t been granted all required scopes","category":"MISSING_SCOPES"}'
+    )
+    # Jenkins' innermost-first trace, in a console log with no time stamps, is read as an error
+    (tmp_path / "console.txt").write_text(
+        "Started by an SCM change\nLoading library pipeline-commons@v3.14.0\n[Pipeline] node\n"
+        "Caused: java.io.NotSerializableException: java.util.regex.Matcher\n"
+        "\tat org.jboss.marshalling.river.RiverMarshaller.doWriteObject(RiverMarshaller.java:278)\nFinished: FAILURE\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why do main builds fail?")
+    assert "NotSerializableException" in d.root_cause, d.root_cause
+    # Tornado's module:line is where it logged, not a host it called
+    from diagnosis.formats.logs import LineParser
+
+    ts, level, msg = LineParser().parse("[W 2025-10-06 08:54:31.166 JupyterHub spawner:2940] spawn slow")
+    assert (level, msg) == ("warn", "spawn slow") and ts is not None
