@@ -103,7 +103,7 @@ def parse_fly_machines(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIte
                 checks[f"check.{c['name']}"] = str(c.get("status") or "")
         state = str(m.get("state") or "")
         status = "impaired" if host == "unreachable" else "failed" if state == "failed" else "ok"
-        data = {
+        data: dict[str, Any] = {
             "resource": str(m["id"]),
             "resource_type": "machine",
             "status": status,

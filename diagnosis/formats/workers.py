@@ -92,9 +92,9 @@ def _tail_records(x: dict[str, Any]) -> Iterator[dict[str, Any]]:
             msg = f"{exc.get('name') or 'Error'}: {exc.get('message') or ''}".strip()
             yield {"ts": _ms(exc.get("timestamp")) or when, "level": "error", "msg": msg}
     outcome = str(x.get("outcome") or x.get("Outcome") or "ok")
-    event = x.get("event") if isinstance(x.get("event"), dict) else {}
-    request = event.get("request") if isinstance(event.get("request"), dict) else {}
-    response = event.get("response") if isinstance(event.get("response"), dict) else {}
+    event: dict[str, Any] = x["event"] if isinstance(x.get("event"), dict) else {}
+    request: dict[str, Any] = event["request"] if isinstance(event.get("request"), dict) else {}
+    response: dict[str, Any] = event["response"] if isinstance(event.get("response"), dict) else {}
     status = response.get("status")
     what = f"{request.get('method') or ''} {request.get('url') or ''}".strip() or str(
         event.get("cron") or event.get("queue") or ""
@@ -107,7 +107,7 @@ def _tail_records(x: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _workers_logs_record(x: dict[str, Any]) -> dict[str, Any]:
     meta = x["$metadata"]
-    workers = x.get("$workers") if isinstance(x.get("$workers"), dict) else {}
+    workers: dict[str, Any] = x["$workers"] if isinstance(x.get("$workers"), dict) else {}
     msg = str(meta.get("message") or (x.get("source") or {}).get("message") or "")
     if meta.get("error"):
         msg = f"{msg}: {meta['error']}" if msg else str(meta["error"])
@@ -126,7 +126,7 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             script = str(x.get("scriptName"))
             records = list(_tail_records(x))
         elif _is_workers_logs(x):
-            workers = x.get("$workers") if isinstance(x.get("$workers"), dict) else {}
+            workers: dict[str, Any] = x["$workers"] if isinstance(x.get("$workers"), dict) else {}
             script = str(workers.get("scriptName") or x["$metadata"].get("service") or "worker")
             records = [_workers_logs_record(x)]
         else:
