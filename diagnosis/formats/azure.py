@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from diagnosis.formats._time import parse_ts
-from diagnosis.formats.base import FORMATS, Document, ParseContext, metric_object
+from diagnosis.formats.base import FORMATS, Document, ParseContext, metric_item
 from diagnosis.model import EvidenceItem
 
 _TAG = re.compile(r"<[^>]+>")
@@ -144,14 +144,7 @@ def parse_metrics(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 if t is not None and value is not None:
                     points.append([t, float(value)])
             points.sort()
-            data = {
-                "name": name,
-                "labels": labels,
-                "unit": str(m.get("unit") or ""),
-                "points": points,
-                "source": "azure",
-            }
-            yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+            yield metric_item(ctx, doc, name, labels, points, "azure", str(m.get("unit") or ""))
 
 
 # --- Application Insights query results of numbers ------------------------------------------------------------
@@ -207,8 +200,7 @@ def parse_log_query(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             labels = {cols[d][0]: v for d, v in zip(dims, key, strict=True)}
             name = cols[i][0]
             points.sort()
-            data = {"name": name, "labels": labels, "unit": "", "points": points, "source": "log analytics"}
-            yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+            yield metric_item(ctx, doc, name, labels, points, "log analytics")
 
 
 # --- App Service Key Vault references (`.../config/configreferences/appsettings`) ---------------------------

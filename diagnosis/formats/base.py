@@ -323,6 +323,20 @@ def metric_object(name: str, labels: dict[str, str]) -> str:
     return f"metric/{name}{{{inner}}}"
 
 
+def metric_item(
+    ctx: ParseContext,
+    doc: Document,
+    name: str,
+    labels: dict[str, str],
+    points: list[list[float]],
+    source: str,
+    unit: str = "",
+) -> EvidenceItem:
+    """One series as a `metric` item {name, labels, unit, points: [[ts, value]] oldest first, source}."""
+    data = {"name": name, "labels": labels, "unit": unit, "points": points, "source": source}
+    return ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+
+
 # the host a terminal session ran on: its prompt ("ops@db-01:~$", "[root@db-1 ~]#") or an `ssh host` it typed
 PROMPT_HOST = re.compile(r"^\s*\[?[\w.\-]+@(?P<host>[\w.\-]+)[\]:\s]", re.M)
 _SSH_TO = re.compile(r"^\S*\$ ssh (?P<host>[\w.\-]+)\s*$", re.M)

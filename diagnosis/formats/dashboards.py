@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from diagnosis.formats._time import parse_ts
-from diagnosis.formats.base import FORMATS, Document, ParseContext, metric_object
+from diagnosis.formats.base import FORMATS, Document, ParseContext, metric_item
 from diagnosis.model import EvidenceItem
 
 _TS = ("timestamp", "time", "ts", "t")
@@ -71,14 +71,7 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 if t is not None and value is not None:
                     points.append([t, value])
             points.sort()
-            data = {
-                "name": name,
-                "labels": labels,
-                "unit": str(s.get("unit") or ""),
-                "points": points,
-                "source": "dashboard",
-            }
-            yield ctx.item(doc.path, "metric", metric_object(name, labels), data, points[-1][0] if points else None)
+            yield metric_item(ctx, doc, name, labels, points, "dashboard", str(s.get("unit") or ""))
 
 
 # --- a platform's machines as its API lists them: Fly.io (`fly machines list --json`, the Machines API) -------------
