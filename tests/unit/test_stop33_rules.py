@@ -11,6 +11,7 @@ from pathlib import Path
 from diagnosis.bundle import load_bundle
 from diagnosis.investigate import investigate
 from diagnosis.model import Category
+from tests.toolkit.exports import prom_matrix
 
 
 def _network_chaos(ns: str, target: str, *, recovered: bool = False, selector_ns: str | None = None) -> dict:
@@ -355,32 +356,20 @@ def test_a_host_lost_during_a_planned_reboot_and_uncordoned_since_is_back(tmp_pa
     assert next(f for f in d.findings if f.code == "host_lost").role == "cause"
 
 
-def _matrix(name: str, series: list[tuple[dict[str, str], list[float]]], start: int = 1755597600) -> dict:
-    return {
-        "status": "success",
-        "data": {
-            "resultType": "matrix",
-            "result": [
-                {
-                    "metric": {"__name__": name, **labels},
-                    "values": [[start + 60 * i, str(v)] for i, v in enumerate(vals)],
-                }
-                for labels, vals in series
-            ],
-        },
-    }
+SERIES_T0 = 1755597600  # 2025-08-19 10:00:00Z: where the metric series below start
 
 
 def test_cpu_stolen_from_one_vm_is_infrastructure_and_steady_steal_is_not(tmp_path: Path) -> None:
     stolen = [0.0] * 20 + [0.4, 0.5, 0.6, 0.62, 0.65, 0.6, 0.63, 0.64]
     (tmp_path / "steal.json").write_text(
         json.dumps(
-            _matrix(
+            prom_matrix(
                 "node_cpu_steal_ratio",
                 [
                     ({"node": "ip-10-42-7-19", "mode": "steal"}, stolen),
                     ({"node": "ip-10-42-9-3", "mode": "steal"}, [0.0] * 28),
                 ],
+                SERIES_T0,
             )
         )
     )
@@ -388,7 +377,9 @@ def test_cpu_stolen_from_one_vm_is_infrastructure_and_steady_steal_is_not(tmp_pa
     assert d.category == Category.INFRASTRUCTURE and "ip-10-42-7-19" in d.root_cause, d.root_cause
     # a VM that always had some steal did not change
     (tmp_path / "steal.json").write_text(
-        json.dumps(_matrix("node_cpu_steal_ratio", [({"node": "ip-10-42-7-19", "mode": "steal"}, [0.25] * 28)]))
+        json.dumps(
+            prom_matrix("node_cpu_steal_ratio", [({"node": "ip-10-42-7-19", "mode": "steal"}, [0.25] * 28)], SERIES_T0)
+        )
     )
     d = investigate(load_bundle(tmp_path), "why is search slow?")
     assert not any(f.code == "cpu_steal" for f in d.findings)
@@ -433,7 +424,9 @@ def test_a_sealed_vault_is_its_clients_dependency_failure_until_it_is_unsealed(t
 
 def test_a_scrape_target_is_down_since_its_first_zero_not_its_last(tmp_path: Path) -> None:
     values = [1] * 10 + [0] * 10
-    (tmp_path / "up.json").write_text(json.dumps(_matrix("up", [({"instance": "web-1:9100", "job": "node"}, values)])))
+    (tmp_path / "up.json").write_text(
+        json.dumps(prom_matrix("up", [({"instance": "web-1:9100", "job": "node"}, values)], SERIES_T0))
+    )
     d = investigate(load_bundle(tmp_path), "is web-1 down?")
     down = next(f for f in d.findings if f.code == "target_down")
     assert down.ts == 1755597600 + 60 * 10, down.title

@@ -14,14 +14,9 @@ from diagnosis.bundle import load_bundle
 from diagnosis.investigate import investigate
 from diagnosis.model import Category
 from diagnosis.reasoning import _says_failing_now
+from tests.toolkit.exports import iso, prom_matrix
 
 T0 = 1717592400  # 2024-06-05 13:00:00Z
-
-
-def _iso(ts: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def _lambda_log(durations: list[float], timeouts: int, limit: float) -> str:
@@ -41,7 +36,7 @@ def _lambda_log(durations: list[float], timeouts: int, limit: float) -> str:
     for i in range(timeouts):
         rid = f"10000000-0000-4000-8000-{i:012d}"
         events.append(
-            {"timestamp": t * 1000, "message": f"{_iso(t)} {rid} Task timed out after {limit:.2f} seconds\n\n"}
+            {"timestamp": t * 1000, "message": f"{iso(t)} {rid} Task timed out after {limit:.2f} seconds\n\n"}
         )
         t += 30
     return json.dumps({"events": events})
@@ -109,30 +104,15 @@ def test_a_handful_of_retried_attempts_is_no_failing_upstream(tmp_path: Path) ->
     assert not any(f.code == "upstream_5xx" for f in d.findings), d.root_cause
 
 
-def _matrix(name: str, labels: dict[str, str], values: list[float], step: int = 300) -> dict:
-    return {
-        "status": "success",
-        "data": {
-            "resultType": "matrix",
-            "result": [
-                {
-                    "metric": {"__name__": name, **labels},
-                    "values": [[T0 + i * step, str(v)] for i, v in enumerate(values)],
-                }
-            ],
-        },
-    }
-
-
 def test_a_bad_record_series_risen_from_zero_is_bad_data(tmp_path: Path) -> None:
-    series = _matrix("feature_nan_ratio", {"service": "fraud-scorer"}, [0.0] * 12 + [0.31] * 12)
+    series = prom_matrix("feature_nan_ratio", [({"service": "fraud-scorer"}, [0.0] * 12 + [0.31] * 12)], T0, 300)
     (tmp_path / "nan.json").write_text(json.dumps(series))
     d = investigate(load_bundle(tmp_path), "why did the block rate drop?")
     assert d.category == Category.DATA_QUALITY, d.root_cause
 
 
 def test_a_bad_record_series_present_all_along_is_not_new_bad_data(tmp_path: Path) -> None:
-    series = _matrix("feature_nan_ratio", {"service": "fraud-scorer"}, [0.3, 0.31, 0.29, 0.3] * 6)
+    series = prom_matrix("feature_nan_ratio", [({"service": "fraud-scorer"}, [0.3, 0.31, 0.29, 0.3] * 6)], T0, 300)
     (tmp_path / "nan.json").write_text(json.dumps(series))
     d = investigate(load_bundle(tmp_path), "why did the block rate drop?")
     assert not any(f.analyzer == "bad_record_series" for f in d.findings), d.root_cause
@@ -168,7 +148,7 @@ def _rs(name: str, image: str, created: float) -> dict:
         "metadata": {
             "name": name,
             "namespace": "shop",
-            "creationTimestamp": _iso(created).replace(".000", ""),
+            "creationTimestamp": iso(created).replace(".000", ""),
             "ownerReferences": [{"kind": "Deployment", "name": "basket"}],
         },
         "spec": {"template": {"spec": {"containers": [{"name": "basket", "image": image}]}}},

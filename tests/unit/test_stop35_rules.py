@@ -11,20 +11,15 @@ from pathlib import Path
 from diagnosis.bundle import load_bundle
 from diagnosis.investigate import investigate
 from diagnosis.model import Category
+from tests.toolkit.exports import iso
 
 T0 = 1754393949  # 2025-08-05 11:39:09Z
-
-
-def _iso(ts: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "+00:00"
 
 
 def _sqs(payloads: list[dict], queue: str = "stock-events-dlq") -> str:
     messages = []
     for i, p in enumerate(payloads):
-        envelope = {"Type": "Notification", "MessageId": f"m-{i}", "Message": json.dumps(p), "Timestamp": _iso(T0)}
+        envelope = {"Type": "Notification", "MessageId": f"m-{i}", "Message": json.dumps(p), "Timestamp": iso(T0)}
         messages.append(
             {
                 "MessageId": f"00000000-0000-4000-8000-{i:012d}",
@@ -49,7 +44,7 @@ def _projector_log(errors: int) -> str:
     lines = []
     t = T0 - 600
     for i in range(40):
-        stamp = _iso(t)
+        stamp = iso(t)
         lines.append(f"{stamp} {stream} 2025-08-05 11:29:{i % 60:02d},100 INFO projector projected sku=A-{i} delta=-1")
         t += 10
     for i in range(errors):
@@ -61,7 +56,7 @@ def _projector_log(errors: int) -> str:
             '    sku=payload["sku"],',
             "KeyError: 'sku'",
         ):
-            lines.append(f"{_iso(t)} {stream} {body}")
+            lines.append(f"{iso(t)} {stream} {body}")
     return "\n".join(lines) + "\n"
 
 
@@ -117,8 +112,8 @@ _PROTO = '^J$9c5e2b14-5cb5^R$2c1f6a43^Z^M^J^CUSD^P^J^X M-^@M-^HM-^PM-^A^C")^J^R1
 
 
 def _consumer_log(error: str, n: int = 6) -> str:
-    lines = [f"{_iso(T0 + i)} INFO consumer processed order {i}" for i in range(30)]
-    lines += [f"{_iso(T0 + 100 + 30 * i)} ERROR consumer failed at orders @104: {error}" for i in range(n)]
+    lines = [f"{iso(T0 + i)} INFO consumer processed order {i}" for i in range(30)]
+    lines += [f"{iso(T0 + 100 + 30 * i)} ERROR consumer failed at orders @104: {error}" for i in range(n)]
     return "\n".join(lines) + "\n"
 
 
@@ -167,7 +162,7 @@ def test_a_key_a_new_producer_version_nulls_under_a_nil_dereference_is_the_data(
 
 def test_pubsub_pulls_and_webhook_deliveries_are_read_as_message_samples(tmp_path: Path) -> None:
     data = base64.b64encode(json.dumps({"order": {"id": 1}}).encode()).decode()
-    pulled = [{"ackId": "a1", "message": {"data": data, "messageId": "9", "publishTime": _iso(T0)}}]
+    pulled = [{"ackId": "a1", "message": {"data": data, "messageId": "9", "publishTime": iso(T0)}}]
     (tmp_path / "pull.json").write_text(json.dumps(pulled))
     delivery = {"route": "/hooks/orders", "headers": {"user-agent": "Partner-Hooks/2.0"}, "body": {"data": {}}}
     (tmp_path / "delivery.json").write_text(json.dumps(delivery))
@@ -187,11 +182,11 @@ def _pod_list(container: str, pod: str, restarts: int = 7) -> str:
         "ready": False,
         "restartCount": restarts,
         "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-        "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": _iso(T0 + 500)}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": iso(T0 + 500)}},
     }
     pod_obj = {
         "kind": "Pod",
-        "metadata": {"name": pod, "namespace": "media", "creationTimestamp": _iso(T0 - 86400)},
+        "metadata": {"name": pod, "namespace": "media", "creationTimestamp": iso(T0 - 86400)},
         "spec": {"containers": [{"name": container, "image": f"reg/{container}:1.4.2"}]},
         "status": {"phase": "Running", "containerStatuses": [status]},
     }
@@ -202,9 +197,9 @@ def test_a_crash_whose_last_words_are_undecodable_input_is_bad_data(tmp_path: Pa
     (tmp_path / "pods.json").write_text(_pod_list("thumbnailer", "thumbnailer-6d8f9b7c54-wv2nk"))
     logs = tmp_path / "logs" / "media" / "thumbnailer-6d8f9b7c54-wv2nk"
     logs.mkdir(parents=True)
-    lines = [f"{_iso(T0 + i)} INFO thumbnailer made thumbnail photo-{i}.jpg" for i in range(20)]
+    lines = [f"{iso(T0 + i)} INFO thumbnailer made thumbnail photo-{i}.jpg" for i in range(20)]
     lines += [
-        f"{_iso(T0 + 30)} ERROR thumbnailer failed on photo-77.jpg",
+        f"{iso(T0 + 30)} ERROR thumbnailer failed on photo-77.jpg",
         "Traceback (most recent call last):",
         '  File "/app/worker.py", line 142, in handle',
         "    img = Image.open(io.BytesIO(body))",
@@ -220,7 +215,7 @@ def test_a_crash_whose_last_words_are_undecodable_input_is_bad_data(tmp_path: Pa
 
 
 def _logfmt(lines: list[tuple[int, str, str]]) -> str:
-    return "".join(f"time={_iso(T0 + dt)} level={lvl} {msg}\n" for dt, lvl, msg in lines)
+    return "".join(f"time={iso(T0 + dt)} level={lvl} {msg}\n" for dt, lvl, msg in lines)
 
 
 def test_a_tenant_limit_at_a_multi_tenant_backend_is_exhaustion_and_a_cephfs_stall_is_the_file_servers(
@@ -334,7 +329,7 @@ def test_workers_tail_fly_machines_and_dashboard_series_are_read(tmp_path: Path)
         {"id": "3d8d9e1b2c4589", "state": "started", "region": "iad", "host_status": "unreachable", "checks": []}
     ]
     (tmp_path / "machines.json").write_text(json.dumps(machines))
-    points = [{"timestamp": _iso(T0 + 60 * i), "value": 3e8 + i} for i in range(5)]
+    points = [{"timestamp": iso(T0 + 60 * i), "value": 3e8 + i} for i in range(5)]
     series = {"memory": [{"labels": [{"field": "instance", "value": "srv-1"}], "unit": "bytes", "values": points}]}
     (tmp_path / "metrics.json").write_text(json.dumps(series))
     ev = load_bundle(tmp_path)
