@@ -360,18 +360,17 @@ def epoch_unit_split(evidence: EvidenceSet) -> str:
                     millis.append(m)
     for key, (seconds, millis) in fields.items():
         if seconds and millis:
-
-            def when(ms: list[dict[str, Any]]) -> float:
-                stamps = sorted(m["ts"] for m in ms if isinstance(m.get("ts"), int | float))
-                return stamps[len(stamps) // 2] if stamps else 0.0
-
             # the new unit is the one the later messages carry (else the fewer)
-            later = when(seconds) > when(millis) if when(seconds) and when(millis) else len(seconds) <= len(millis)
-            new = seconds if later else millis
-            unit = "seconds" if new is seconds else "milliseconds"
-            other = "milliseconds" if unit == "seconds" else "seconds"
-            by = _from(new)
+            at_s, at_ms = _median_ts(seconds), _median_ts(millis)
+            new_is_seconds = at_s > at_ms if at_s and at_ms else len(seconds) <= len(millis)
+            unit, other = ("seconds", "milliseconds") if new_is_seconds else ("milliseconds", "seconds")
+            by = _from(seconds if new_is_seconds else millis)
             return (
                 f": field {key} is in {unit} in the messages{' from ' + by if by else ''} and in {other} in the others"
             )
     return ""
+
+
+def _median_ts(messages: list[dict[str, Any]]) -> float:
+    stamps = sorted(m["ts"] for m in messages if isinstance(m.get("ts"), int | float))
+    return stamps[len(stamps) // 2] if stamps else 0.0
