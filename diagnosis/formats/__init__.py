@@ -16,9 +16,9 @@ postgres (also pasted from psql), tables (any other query result pasted from a S
 pages, AWS Health, search cluster health), hostlogs (Linux audit records, IBM MQ error logs), hosttext (df, redis
 INFO, resolv.conf, iostat, ping, ethtool), cassandra (nodetool status, keyspace replication), messages (message
 samples: SQS and Pub/Sub peeks, kcat and console consumers, captured webhook deliveries), workers (Cloudflare Workers'
-tail and logs), dashboards (dashboard series exports, Fly.io machines), and logs (the catch-all for text and
-JSON-lines logs, offered last; then mail files read as logs (mail), dated events in JSON of no known shape
-(jsonevents), then untimed error lines).
+tail and logs), platforms (what PaaS platforms export: dashboard series, Fly.io machines), and logs (the catch-all
+for text and JSON-lines logs, offered last; then mail files read as logs (mail), dated events in JSON of no known
+shape (jsonevents), then untimed error lines).
 """
 
 from diagnosis.formats import (
@@ -30,7 +30,6 @@ from diagnosis.formats import (
     cassandra,
     changes,
     cloudlogs,
-    dashboards,
     datadog,
     docker,
     dumps,
@@ -49,6 +48,7 @@ from diagnosis.formats import (
     newrelic,
     paging,
     pipelines,
+    platforms,
     postgres,
     profiles,
     prometheus,
@@ -84,7 +84,6 @@ __all__ = [
     "cassandra",
     "changes",
     "cloudlogs",
-    "dashboards",
     "datadog",
     "describe_unknown",
     "docker",
@@ -104,6 +103,7 @@ __all__ = [
     "newrelic",
     "paging",
     "pipelines",
+    "platforms",
     "postgres",
     "profiles",
     "prometheus",

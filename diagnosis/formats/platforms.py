@@ -1,7 +1,11 @@
-"""Metrics exported from a platform's dashboard as named series: a JSON object whose keys are the metrics and whose
-values are lists of series, each {labels, unit, values: [{timestamp, value}]} (Render's metrics API and its
-dashboard export), or a metric's points directly ([{timestamp, value}]). Labels may be a {name: value} object or
-a list of {field, value} pairs. One `metric` item per series."""
+"""What PaaS platforms export beyond their logs.
+
+- Metrics from a platform's dashboard as named series: a JSON object whose keys are the metrics and whose values
+  are lists of series, each {labels, unit, values: [{timestamp, value}]} (Render's metrics API and its dashboard
+  export), or a metric's points directly ([{timestamp, value}]). Labels may be a {name: value} object or a list of
+  {field, value} pairs. One `metric` item per series.
+- Fly.io's machines (`fly machines list --json`, the Machines API), read as `cloud/status`.
+"""
 
 from __future__ import annotations
 
