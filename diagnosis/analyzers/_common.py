@@ -624,7 +624,11 @@ PG_TOO_MANY = re.compile(
     re.I,
 )
 # a database's own words for having no room left: Redshift's error 1016, MySQL's ER_RECORD_FILE_FULL, SQL Server's 1105
-_DB_FULL = r"(?-i:\bDisk Full\b)|The table '[^'\n]+' is full|filegroup is full"
+# (and an embedded store's: LMDB's map used up - OpenLDAP's olcDbMaxSize - and SQLite's SQLITE_FULL)
+_DB_FULL = (
+    r"(?-i:\bDisk Full\b)|The table '[^'\n]+' is full|filegroup is full|MDB_MAP_FULL|database or disk is full|"
+    r"SQLITE_FULL"
+)
 # (a write refused because the file system went read-only is the disk's failure, not a full disk)
 PG_STORAGE = re.compile(
     r"could not extend file|could not write to file(?![^\n]*Read-only file system)|No space left on device|"
@@ -739,7 +743,12 @@ HOST_HW = re.compile(
     r"\bNIC Link is Down\b|link status definitely down for interface|"
     # a baseboard management controller's fault (ipmitool sel): power supplies, uncorrectable memory, a CPU's IERR
     r"ipmi: .*(?:Power Supply AC lost|Failure detected|Redundancy Lost|Insufficient Resources|Uncorrectable|IERR|"
-    r"Drive Fault|Non-recoverable) \| Asserted|"
+    r"Drive Fault|Non-recoverable)[\w ]* \| Asserted|"
+    # a storage controller (HBA, RAID) that faulted and could not be reset: every disk behind it is gone
+    r"mpt\dsas_cm\d+: (?:fault_state|diag reset: FAILED)|megaraid_sas \S+: .*FW in FAULT state|"
+    r"hpsa \S+: Controller lockup detected|aacraid: Host adapter (?:abort request|reset request)|"
+    # ZFS suspending a pool whose devices stopped answering
+    r"has encountered an uncorrectable I/O failure and has been suspended|"
     # storage reached over SAN paths: the last path of a multipath device failed (Solaris MPxIO, dm-multipath), and
     # Oracle ASM failing the I/O it submitted
     r"multipath status: failed|remaining active paths: 0|All paths? (?:to \S+ )?(?:are |have )?(?:down|failed)|"
@@ -1020,6 +1029,16 @@ _TRIGGERS = (
     "disk full condition",
     "disk_full",
     "0x80070070",
+    "mdb_map_full",
+    "database or disk is full",
+    "sqlite_full",
+    # a storage controller's fault and a pool ZFS suspended for it
+    "fault_state",
+    "diag reset",
+    "in fault state",
+    "controller lockup",
+    "host adapter",
+    "has been suspended",
 )
 
 

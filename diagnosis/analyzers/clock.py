@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import Any
 
 from diagnosis.analyzers._common import Rec, host_of_kernel_file, records_with, ref_of, service_of, span_text
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.evidence import EvidenceSet
-from diagnosis.model import Action, Category, Domain, EvidenceRef, Finding
+from diagnosis.model import Action, Category, Domain, EvidenceItem, EvidenceRef, Finding
 from diagnosis.timeline import fmt_ts
 
 _SKEW_HINTS = ("Skew", "skew", "SKEW", "Signature expired", "clock")
@@ -32,7 +33,20 @@ def _host(rec: Rec) -> str:
     return m["h"] if m else ""
 
 
-@ANALYZERS.analyzer(domain=Domain.HOST, reads={"log"})
+def _dead_sources(evidence: EvidenceSet, host: str) -> tuple[EvidenceItem, list[dict[str, Any]]] | None:
+    """`chronyc sources` of the host whose clock is refused (any, when its name is not known and there is one)
+    where no source is selected and every one is unreachable (reach 0): the clock free-runs."""
+    items = evidence.kind("host/time_sources")
+    for item in items:
+        if host and item.data.get("host") not in (host, None) or not host and len(items) > 1:
+            continue
+        sources = item.data.get("sources") or []
+        if sources and all(s["state"] not in "*+" and s["reach"] == 0 for s in sources):
+            return item, sources
+    return None
+
+
+@ANALYZERS.analyzer(domain=Domain.HOST, reads={"log", "host/time_sources"})
 def clock_skew(evidence: EvidenceSet) -> list[Finding]:
     refused: dict[str, list[Rec]] = defaultdict(list)
     daemon: list[Rec] = []
@@ -45,10 +59,12 @@ def clock_skew(evidence: EvidenceSet) -> list[Finding]:
     # what the time daemons did is the same for every service refused as skewed: read it once
     steps = [(r, _STEP.search(r.msg)) for r in daemon]
     big = [(r, m) for r, m in steps if m and abs(float(m["by"] or m["ntpd"])) >= BIG_STEP_S]
-    sources = [(r, m) for r in daemon if (m := _SOURCE.search(r.msg))]
     host = next((h for r, _ in big for h in [_host(r)] if h), "") or next(
         (h for r in daemon for h in [_host(r)] if h), ""
     )
+    dead = _dead_sources(evidence, host)
+    # a source chronyd selected once says nothing when `chronyc sources` shows none selected now
+    sources = [] if dead else [(r, m) for r in daemon if (m := _SOURCE.search(r.msg))]
     for who, recs in refused.items():
         if len(recs) < 2:
             continue
@@ -57,7 +73,8 @@ def clock_skew(evidence: EvidenceSet) -> list[Finding]:
         if big:
             r, m = big[-1]
             by = float(m["by"] or m["ntpd"])
-            why = f"; the time daemon stepped the clock by {by:+.0f} s ('{r.msg.strip()[:120]}')"
+            did = "finds the clock off" if "wrong by" in r.msg else "stepped the clock"
+            why = f"; the time daemon {did} by {by:+.0f} s ('{r.msg.strip()[:120]}')"
             refs.append(ref_of(r))
         source = ""
         if sources:
@@ -66,19 +83,41 @@ def clock_skew(evidence: EvidenceSet) -> list[Finding]:
             why += f", following time source {source}"
             refs.append(ref_of(r))
         where = host or who
+        category = Category.INFRASTRUCTURE
+        if dead:
+            item, srcs = dead
+            where = item.data.get("host") or where
+            names = ", ".join(s["name"] for s in srcs)
+            # (a server never heard from, not a reference clock wired to the host: those fail as hardware)
+            never = all(s["never_received"] and s.get("mode", "^") != "#" for s in srcs)
+            why += (
+                f"; its only time source{'s' if len(srcs) > 1 else ''} ({names}) "
+                + ("never answered since chronyd started" if never else "stopped answering")
+                + " (chronyc sources: unusable, reach 0), so the clock free-runs"
+            )
+            refs.append(EvidenceRef(item=item.id, line=srcs[0]["line"], value=f"{names}: state ?, reach 0"))
+            source = names
+            # a source never heard from is a wrong address or one this host may not reach: the chrony configuration
+            category = Category.CONFIGURATION_ERROR if never else Category.INFRASTRUCTURE
         out.append(
             Finding(
                 analyzer="clock_skew",
                 domain=Domain.HOST,
                 role="cause",
                 code="clock_skew",
-                category=Category.INFRASTRUCTURE,
+                category=category,
                 title=f"the clock of {where} is wrong: its requests are refused as skewed ({len(recs)}x)",
                 mechanism=(
                     f"{who}'s requests are refused because their time is too far from the remote side's "
                     f"('{recs[0].msg.strip()[:140]}' {len(recs)}x {span_text(recs[0].ts, recs[-1].ts)}){why}: the "
                     f"clock of {where}"
-                    + (f" follows {source}, which serves the wrong time" if source and big else " is wrong")
+                    + (
+                        f" has no time source it can reach ({source})"
+                        if dead
+                        else f" follows {source}, which serves the wrong time"
+                        if source and big
+                        else " is wrong"
+                    )
                     + ", not the credentials or the remote service"
                 ),
                 object=f"clock of {where}",

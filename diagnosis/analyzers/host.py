@@ -449,6 +449,10 @@ _HW_PARTS = (
             re.I,
         ),
     ),
+    (
+        "storage controller",
+        re.compile(r"mpt\dsas|megaraid|hpsa|aacraid|has been suspended|Controller lockup", re.I),
+    ),
     ("power supply", re.compile(r"Power Supply|\bPSU\b|AC lost", re.I)),
     ("memory", re.compile(r"\bEDAC\b|\bECC\b|memory (?:read|write|scrub) error|Memory failure|\bDIMM", re.I)),
     ("CPU/memory (machine check)", re.compile(r"Machine check|mce:", re.I)),
@@ -456,12 +460,17 @@ _HW_PARTS = (
 )
 
 
-def _hardware_part(recs: list[Rec]) -> str:
-    """The hardware the kernel's error lines are about: memory (ECC/EDAC), a machine check, a disk; else unsaid."""
+def _hardware_part(recs: list[Rec]) -> tuple[str, Rec]:
+    """The hardware the kernel's error lines are about (memory (ECC/EDAC), a machine check, a disk; else unsaid),
+    and the line that says so."""
     for part, pattern in _HW_PARTS:
-        if any(pattern.search(r.msg) for r in recs):
-            return part
-    return "disk/CPU"
+        shown = next((r for r in recs if pattern.search(r.msg)), None)
+        if shown is not None:
+            return part, shown
+    return "disk/CPU", recs[-1]
+
+
+_SUSPENDED_POOL = re.compile(r"Pool '(?P<pool>[^']+)' has encountered an uncorrectable I/O failure and has been suspended")
 
 
 def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
@@ -553,13 +562,14 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
     failures_end = _last_failure(evidence) if hw else None
     for dev, recs in hw.items():
         # an old hardware error is over, unless what failed on that machine failed after it (a job it killed)
-        stale = _stale(recs, now) and _stale(recs, failures_end)
+        stale = _stale(recs, now) and _stale(recs, failures_end) and not _alerted_after(recs, evidence)
         if stale or (len(recs) < LINK_FLAPS and all(_LINK_DOWN.search(r.msg) for r in recs)):
             continue
-        part = _hardware_part(recs)
+        part, shown = _hardware_part(recs)
         machine = next((h for r in reversed(recs) if (h := _host_of(r))), None) or host_of_kernel_file(recs[0].item)
         panic = any("kernel panic" in r.msg.lower() for r in recs)
-        bmc = "ipmi: " in recs[-1].msg  # the line shown is from the machine's own controller (ipmitool sel)
+        bmc = "ipmi: " in shown.msg  # the line shown is from the machine's own controller (ipmitool sel)
+        pool = next((m["pool"] for r in recs if (m := _SUSPENDED_POOL.search(r.msg))), None)
         out.append(
             Finding(
                 analyzer="host",
@@ -572,13 +582,14 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                 mechanism=(
                     f"{'the baseboard management controller' if bmc else 'the kernel'}"
                     f"{f' of {machine}' if machine else ''} logged "
-                    f"'{recs[-1].msg.strip()[:160]}' {len(recs)}x "
+                    f"'{shown.msg.strip()[:160]}' {len(recs)}x "
                     f"{span_text(recs[0].ts, recs[-1].ts)}: "
                     + (
                         "failing hardware or a hung device under the workload"
                         if part == "disk/CPU"
                         else f"failing {part} hardware"
                     )
+                    + (f"; ZFS suspended pool '{pool}', whose disks are behind it" if pool else "")
                     + (" (Kernel panic: the host went down)" if panic else "")
                     + "."
                 ),
@@ -598,7 +609,7 @@ def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:
                     if part == "network interface"
                     else []
                 ),
-                evidence=[ref_of(recs[0])],
+                evidence=[ref_of(shown)],
                 actions=[
                     Action(
                         description="Kernel errors and the device's health",
@@ -662,6 +673,18 @@ def _died_of_it(recs: list[Rec], evidence: EvidenceSet) -> bool:
         a.data.get("status") == "firing"
         and isinstance(a.data.get("starts_at"), int | float)
         and a.data["starts_at"] >= first
+        for a in evidence.kind("alert")
+    )
+
+
+def _alerted_after(recs: list[Rec], evidence: EvidenceSet) -> bool:
+    """Whether an alert that began within the hour after these errors still fires (a replication that has failed
+    since a controller died): what broke then is still broken, however quiet its own log has been since."""
+    last = max((r.ts for r in recs if r.ts is not None), default=None)
+    return last is not None and any(
+        a.data.get("status") == "firing"
+        and isinstance(start := a.data.get("starts_at"), int | float)
+        and last - 60 <= start <= last + STALE_AFTER_S
         for a in evidence.kind("alert")
     )
 

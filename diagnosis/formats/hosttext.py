@@ -327,6 +327,47 @@ def parse_resolv(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     yield ctx.item(doc.path, "host/resolv", f"resolv.conf {doc.path}", data)
 
 
+# --- `chronyc sources`: the time sources chronyd was given, each with its state and reachability ------------------
+# "^? ntp-legacy01.dmz.corp.ex>     0  10     0     -     +0ns[   +0ns] +/-    0ns": mode (^ server, = peer,
+# # local clock), state (* selected, + combined, - not combined, x may be in error, ~ too variable, ? unusable),
+# name, stratum, poll, reach (octal register of the last 8 polls), LastRx ("-": nothing received since chronyd started)
+_CHRONY_HEAD = re.compile(r"^MS Name/IP address\s+Stratum\s+Poll\s+Reach\s+LastRx", re.M)
+_CHRONY_SOURCE = re.compile(
+    r"^(?P<mode>[\^=#])(?P<state>[*+\-x~?]) (?P<name>\S+)\s+(?P<stratum>\d+)\s+(?P<poll>-?\d+)\s+"
+    r"(?P<reach>[0-7]{1,3})\s+(?P<lastrx>\S+)"
+)
+
+
+def detect_chrony_sources(doc: Document) -> bool:
+    return "Reach" in doc.text[:8192] and bool(_CHRONY_HEAD.search(doc.text[:8192]))
+
+
+@FORMATS.format("chrony-sources", shapes={"text"}, detect=detect_chrony_sources, order=20)
+def parse_chrony_sources(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `host/time_sources` item: each source with its state, reach and whether anything was ever received;
+    the prompt names the host."""
+    sources = []
+    for n, line in enumerate(doc.lines(), 1):
+        m = _CHRONY_SOURCE.match(line.strip())
+        if m:
+            sources.append(
+                {
+                    "name": m["name"].rstrip(">"),
+                    "mode": m["mode"],
+                    "state": m["state"],
+                    "reach": int(m["reach"], 8),
+                    "never_received": m["lastrx"] == "-",
+                    "line": n,
+                }
+            )
+    if not sources:
+        return
+    prompt = PROMPT_HOST.search(doc.text)
+    host = prompt["host"] if prompt else None
+    data = {"host": host, "sources": sources, "command": doc.command}
+    yield ctx.item(doc.path, "host/time_sources", f"time sources of {host or doc.path}", data)
+
+
 # --- ping's summary: "--- 10.31.4.112 ping statistics ---" / "100 packets transmitted, 64 received, 36% packet loss"
 _PING_HEAD = re.compile(r"^--- (?P<target>\S+) ping statistics ---\s*$")
 _PING_SUM = re.compile(

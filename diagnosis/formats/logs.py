@@ -178,6 +178,22 @@ SLASH_DATE_RE = re.compile(
     r"(?: ?(?P<ap>[AP]M))?\b"
 )
 YYMMDD_RE = re.compile(r"(?P<y>\d{2})(?P<mo>\d{2})(?P<d>\d{2}) {1,2}(?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})\b")
+# SSSD's debug logs (sssd_<domain>.log, krb5_child.log): "(2024-02-19  7:58:14): [be[corp.example.com]] [fn]
+# (0x0020): msg", since 2.x with microseconds; before, "(Mon Feb 19 07:58:14 2024) [sssd[be[corp]]] [fn] (0x0020):".
+# The hex is the debug level the line was logged at: 0x0010 fatal, 0x0020 critical, 0x0040 an operation failed,
+# 0x0080 a minor failure, higher is tracing.
+SSSD_RE = re.compile(
+    r"\((?:(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2}) +(?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:\.(?P<f>\d{1,6}))?|"
+    r"\w{3} (?P<mon>\w{3}) +(?P<d2>\d{1,2}) (?P<h2>\d{2}):(?P<mi2>\d{2}):(?P<s2>\d{2})(?:[:.]\d+)? (?P<y2>\d{4}))\):? "
+    r"(?P<rest>(?:\[[^\]\s]*(?:\[[^\]]*\])*\]+ ){1,3}\((?P<lvl>0x[0-9a-fA-F]{4,5})\): .*)$"
+)
+
+
+def _sssd_level(hexlevel: str) -> str:
+    n = int(hexlevel, 16)
+    return "error" if n <= 0x0040 else "warn" if n == 0x0080 else "info" if n <= 0x0400 else "debug"
+
+
 # MongoDB's text log before 4.4: "<time> E NETWORK  [conn12] ..." (a severity letter, a component)
 MONGO_SEV_RE = re.compile(r"(?P<lvl>[FEWID])\d?\s+(?:[A-Z_]+|-)\s+\[")
 # containerd/CRI-O files under /var/log/pods: "<time> stderr F msg"; P marks a line split by the runtime
@@ -290,6 +306,13 @@ class LineParser:
 
     def _text(self, body: str, dated: bool = False) -> tuple[float | None, str | None, str]:
         """`dated`: the line had an RFC 3339 prefix, so no level-before-time layout is looked for."""
+        if body[:1] == "(" and (m := SSSD_RE.match(body)) is not None:
+            if m["y"]:
+                fields = (int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
+            else:
+                fields = (int(m["y2"]), MONTHS.get(m["mon"], 1), int(m["d2"]), int(m["h2"]), int(m["mi2"]), int(m["s2"]))
+            frac = float(f"0.{m['f']}") if m["f"] else 0.0
+            return calendar.timegm((*fields, 0, 0, 0)) + frac, _sssd_level(m["lvl"]), m["rest"]
         if body[:1] == "[" and body[2:3] == " " and (m := TORNADO_RE.match(body)) is not None:
             # Tornado's (JupyterHub's) "[I 2025-10-06 08:54:31.166 JupyterHub spawner:2940] ...": level, time, the
             # application and the module:line that logged it (not a host:port)

@@ -35,7 +35,12 @@ from diagnosis.series import (
     time_to_exhaustion,
 )
 
+# a syslog line's host and program: "ldap-prov-01 slapd[1184]: ..."
+_SYSLOG_PROGRAM = re.compile(r"^(?:\w{3} +\d+ [\d:]+ )?(?P<host>[\w.\-]+) (?P<prog>[\w.\-]+)\[\d+\]: ")
+
+
 # ---------------------------------------------------------------- CPU and Performance Insights
+
 
 
 def _cpu(ctx: Context) -> list[Finding]:
@@ -284,6 +289,14 @@ def _storage(ctx: Context) -> list[Finding]:
     missing = (
         "" if metric_found else " (no FreeStorageSpace metric in the evidence: inferred from the database's own errors)"
     )
+    if lines and "MDB_MAP_FULL" in lines[0].msg:
+        # LMDB (OpenLDAP's back-mdb, and others embedding it) refuses writes once its fixed map is used up
+        who = _SYSLOG_PROGRAM.match(lines[0].msg.strip())
+        ident = f"the LMDB database of {who['prog']} on {who['host']}" if who else "an LMDB database"
+        missing = (
+            " (its map size is used up - olcDbMaxSize in OpenLDAP's cn=config, maxsize in slapd.conf - "
+            "however much the file system has free; reads go on, every write fails)"
+        )
     out.append(
         _storage_finding(
             ctx, ident, f"{ident} has run out of storage: {what}{missing}.", refs, first, None, 0.85 if lines else 0.75
