@@ -38,7 +38,7 @@ def _dead_sources(evidence: EvidenceSet, host: str) -> tuple[EvidenceItem, list[
     where no source is selected and every one is unreachable (reach 0): the clock free-runs."""
     items = evidence.kind("host/time_sources")
     for item in items:
-        if host and item.data.get("host") not in (host, None) or not host and len(items) > 1:
+        if (host and item.data.get("host") not in (host, None)) or (not host and len(items) > 1):
             continue
         sources = item.data.get("sources") or []
         if sources and all(s["state"] not in "*+" and s["reach"] == 0 for s in sources):

@@ -470,7 +470,9 @@ def _hardware_part(recs: list[Rec]) -> tuple[str, Rec]:
     return "disk/CPU", recs[-1]
 
 
-_SUSPENDED_POOL = re.compile(r"Pool '(?P<pool>[^']+)' has encountered an uncorrectable I/O failure and has been suspended")
+_SUSPENDED_POOL = re.compile(
+    r"Pool '(?P<pool>[^']+)' has encountered an uncorrectable I/O failure and has been suspended"
+)
 
 
 def _log_signatures(evidence: EvidenceSet, now: float | None) -> list[Finding]:

@@ -310,7 +310,14 @@ class LineParser:
             if m["y"]:
                 fields = (int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
             else:
-                fields = (int(m["y2"]), MONTHS.get(m["mon"], 1), int(m["d2"]), int(m["h2"]), int(m["mi2"]), int(m["s2"]))
+                fields = (
+                    int(m["y2"]),
+                    MONTHS.get(m["mon"], 1),
+                    int(m["d2"]),
+                    int(m["h2"]),
+                    int(m["mi2"]),
+                    int(m["s2"]),
+                )
             frac = float(f"0.{m['f']}") if m["f"] else 0.0
             return calendar.timegm((*fields, 0, 0, 0)) + frac, _sssd_level(m["lvl"]), m["rest"]
         if body[:1] == "[" and body[2:3] == " " and (m := TORNADO_RE.match(body)) is not None:

@@ -45,7 +45,9 @@ def _chrony(line: str, host: str = "fs-smb-02") -> str:
 
 def test_a_host_whose_only_time_source_never_answered_is_a_configuration_error(tmp_path: Path) -> None:
     (tmp_path / "krb5_child.log").write_text(_KRB5 + "\n")
-    (tmp_path / "shell.txt").write_text(_chrony("^? ntp-legacy01.dmz.corp.ex>     0  10     0     -     +0ns[ +0ns] +/- 0ns"))
+    (tmp_path / "shell.txt").write_text(
+        _chrony("^? ntp-legacy01.dmz.corp.ex>     0  10     0     -     +0ns[ +0ns] +/- 0ns")
+    )
     (item,) = load_bundle(tmp_path).kind("host/time_sources")
     assert item.data["sources"][0]["never_received"] and item.data["host"] == "fs-smb-02"
     d = investigate(load_bundle(tmp_path), "why can nobody log in to fs-smb-02?")
@@ -56,11 +58,15 @@ def test_a_host_whose_only_time_source_never_answered_is_a_configuration_error(t
 def test_a_dead_reference_clock_or_a_selected_source_is_not_called_configuration(tmp_path: Path) -> None:
     (tmp_path / "krb5_child.log").write_text(_KRB5 + "\n")
     # a GPS reference clock wired to the host that stopped: hardware
-    (tmp_path / "shell.txt").write_text(_chrony("#? GPS                           0   4     0     -     +0ns[ +0ns] +/- 0ns"))
+    (tmp_path / "shell.txt").write_text(
+        _chrony("#? GPS                           0   4     0     -     +0ns[ +0ns] +/- 0ns")
+    )
     d = investigate(load_bundle(tmp_path), "why can nobody log in to fs-smb-02?")
     assert d.category == Category.INFRASTRUCTURE, d.root_cause
     # a source selected and answering: the host follows it (the old reading)
-    (tmp_path / "shell.txt").write_text(_chrony("^* dc01.corp.example.com        2   6   377    21   -18us[-19us] +/- 613us"))
+    (tmp_path / "shell.txt").write_text(
+        _chrony("^* dc01.corp.example.com        2   6   377    21   -18us[-19us] +/- 613us")
+    )
     d = investigate(load_bundle(tmp_path), "why can nobody log in to fs-smb-02?")
     assert d.category == Category.INFRASTRUCTURE and "no time source" not in d.root_cause, d.root_cause
 

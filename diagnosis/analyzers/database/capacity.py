@@ -42,7 +42,6 @@ _SYSLOG_PROGRAM = re.compile(r"^(?:\w{3} +\d+ [\d:]+ )?(?P<host>[\w.\-]+) (?P<pr
 # ---------------------------------------------------------------- CPU and Performance Insights
 
 
-
 def _cpu(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     for m in ctx.metric("CPUUtilization", "os.cpuUtilization.total.avg", "os.cpuUtilization.total"):
