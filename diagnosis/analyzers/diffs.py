@@ -7,9 +7,10 @@ errors of another kind after it say nothing about it."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
-from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, is_error, log_records
+from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, Rec, is_error, log_records
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.spans import duration_ms
 from diagnosis.evidence import EvidenceSet
@@ -126,6 +127,25 @@ def _service_in(path: str) -> str | None:
     return (named or parts)[-1] if named or parts else None
 
 
+_URL_HOST = re.compile(r"https?://(?P<host>[\w\-]+)(?:\.[\w\-]+)*")
+
+
+def _callees(hits: list[Rec]) -> list[str]:
+    """The callee most of the timed-out calls went to (the first label of its URL's host): the calls the cut
+    timeout now cancels are its symptoms."""
+    hosts = Counter(m["host"] for r in hits for m in [_URL_HOST.search(r.msg)] if m)
+    if not hosts:
+        return []
+    host = hosts.most_common(1)[0][0]
+    return [f"upstream:{host}", f"service:{host}"]
+
+
+def _names(rec: Rec, service: str) -> bool:
+    """Whether a log record is about what a config path names (a folder of many callees' settings, `bidders/`,
+    names them in the singular: "bidder call cancelled")."""
+    return any(s in rec.msg or s in rec.item.object for s in {service, service.removesuffix("s")})
+
+
 @ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"change/diff"})
 def settings_cut(evidence: EvidenceSet) -> list[Finding]:
     cuts = _cuts(evidence)
@@ -144,9 +164,13 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
             for r in log_records(evidence)
             if r.ts is not None
             and (since is None or 0 <= r.ts - since <= AFTER_S)
-            and (is_error({"level": r.level, "msg": r.msg}) or (cut.kind == "visibility" and r.level == "warn"))
+            # (a redelivery, and a call cancelled at its deadline, are logged as warnings)
+            and (
+                is_error({"level": r.level, "msg": r.msg})
+                or (cut.kind in ("visibility", "timeout") and r.level == "warn")
+            )
             and sig.search(r.msg)
-            and (cut.kind != "timeout" or service is None or service in r.msg or service in r.item.object)
+            and (cut.kind != "timeout" or service is None or _names(r, service))
         ]
         # redeliveries the consumers do not log show as the dead-letter queue filling
         rose = _dead_letters_rose(evidence, since) if cut.kind == "visibility" and len(hits) < MIN_ERRORS else None
@@ -189,7 +213,7 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
                 object=f"{service + ' ' if service else ''}{cut.key}",
                 score=0.85,
                 ts=since,
-                tags=[f"config:{cut.key}", *([f"service:{service}"] if service else [])],
+                tags=[f"config:{cut.key}", *([f"service:{service}"] if service else []), *_callees(hits)],
                 explains=[
                     "app_pool_exhausted",
                     "consumer_too_slow",
