@@ -227,6 +227,12 @@ def service_of(item: EvidenceItem) -> str | None:
     name = re.sub(r"(\.(log|txt|json|jsonl|ndjson|out|err|gz|xz|zst|\d+))+$", "", name)
     # "journal-quote-pricer.txt" (journalctl -u quote-pricer) speaks for the unit
     name = re.sub(r"^(?:journal|journalctl|syslog)[-_.]+(?=[a-z])", "", name, flags=re.I)
+    # "kubectl-logs-previous-billing-api-6d9c7b8f5-k2x8q.txt" (kubectl logs --previous) speaks for the pod's workload
+    pod = re.match(
+        r"^(?:kubectl[-_])?logs?[-_](?:previous[-_]|prev[-_]|p[-_])?(?P<pod>[a-z0-9][a-z0-9\-]*-[a-z0-9]{5})$", name
+    )
+    if pod and workload_of_pod(pod["pod"]) != pod["pod"]:
+        return workload_of_pod(pod["pod"])
     if name.lower() in ("", "syslog", "messages", "kern", "dmesg", "journal", "stdout", "stderr", "app", "log"):
         return None
     # nginx/apache's access.log and error.log speak for the server whose folder holds them (edge-01/error.log)
@@ -390,7 +396,8 @@ NET_CIRCUIT_OPEN = re.compile(
 )
 NET_RESET = Guarded(
     re.compile(
-        r"connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
+        # (not a server's word for its client going away: PostgreSQL's "could not receive data from client")
+        r"(?<!from client: )connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
         r"upstream prematurely closed|EOF occurred|no healthy upstream|server closed the connection unexpectedly|"
         # the server hung up mid-call: aiohttp, http.client / requests, reactor-netty, Envoy details, HTTP/2 resets
         r"ServerDisconnectedError|Server disconnected|RemoteDisconnected|Remote end closed connection|"

@@ -69,6 +69,31 @@ def _object(doc: Document, ctx: ParseContext, obj: dict[str, Any], kind: str | N
     if kind == "Pod" and ns:  # a stern stream names pods without their namespace
         ctx.shared.setdefault("pod_namespaces", {})[name] = ns
     yield ctx.item(doc.path, f"k8s/{kind}", f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}", obj)
+    if kind == "Application" and str(obj.get("apiVersion", "")).startswith("argoproj.io/"):
+        yield from _argo_syncs(doc, ctx, obj, name)
+
+
+def _argo_syncs(doc: Document, ctx: ParseContext, app: dict[str, Any], name: str) -> Iterator[EvidenceItem]:
+    """An Argo CD Application's sync history (`status.history`) as the log of its deploys, the same lines
+    `argocd app history` gives ("argocd synced billing-api-prod to revision e4c19a7 (history 312)"), the latest
+    with the images the application now runs: the release rules read them."""
+    from diagnosis.formats._time import parse_ts
+
+    status = app.get("status") if isinstance(app.get("status"), dict) else {}
+    history = [h for h in status.get("history") or () if isinstance(h, dict)]
+    images = [str(i) for i in (status.get("summary") or {}).get("images") or ()]
+    records: list[dict[str, Any]] = []
+    for i, h in enumerate(history):
+        ts = parse_ts(str(h.get("deployedAt") or h.get("deployStartedAt") or ""))
+        if ts is None:
+            continue
+        msg = f"argocd synced {name} to revision {str(h.get('revision') or '?')[:7]} (history {h.get('id')})"
+        if i == len(history) - 1 and images:
+            msg += f", images {', '.join(images)}"
+        records.append({"ts": ts, "level": "info", "msg": msg, "line": None})
+    if records:
+        data = {"records": records, "source": {"path": doc.path, "export": "argocd-application"}, "truncated": False}
+        yield ctx.item(doc.path, "log", f"argocd/{name}", data, max(r["ts"] for r in records))
 
 
 def _event(doc: Document, ctx: ParseContext, ev: dict[str, Any]) -> EvidenceItem:

@@ -871,8 +871,10 @@ def parse(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
                 if len(last["msg"]) < MAX_CONTINUATION:
                     last["msg"] = f"{last['msg']}\n{body.rstrip()}"[: MAX_CONTINUATION + 200]
                 continue
-            if ts is None and last is not None and body.startswith("Traceback ("):
-                ts = last["ts"]  # in a timed log, a traceback is printed when the line above it was (logging.exception)
+            if ts is None and last is not None and (body.startswith("Traceback (") or level == "fatal"):
+                # in a timed log, a traceback is printed when the line above it was (logging.exception), and a
+                # crash's last words (Go's "panic: ...", a fatal error) just after the last line it logged
+                ts = last["ts"]
             if (
                 last is not None
                 and last["ts"] is not None

@@ -737,6 +737,12 @@ def _cause_of(
     # the class that was thrown, wherever the message names it ("An unhandled exception ...: System.Invalid...")
     named = next((m.group(1) for m in EXCEPTION.finditer(msg) if m.group(1)), None)
     exc_name = _python_raised(msg) or named or exc.group(0).strip()
+    if exc_name in ("panic:", "panic") and (
+        said := re.search(r"\bpanic: ([^\n]{1,80}?)(?:\s+goroutine \d+ |\n|$)", msg)
+    ):
+        exc_name = (
+            f"panic ({said.group(1).strip()})"  # Go's panic is named by what it says: "assignment to entry in nil map"
+        )
     # Java prints the root cause last ("Caused by: java.lang.NullPointerException"): name that one
     caused = _CAUSED_BY.findall(msg)
     if caused:
@@ -1170,7 +1176,7 @@ def _deploy_lines(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]
                 continue
             seen.add(key)
             tag = re.search(r"(?:image\.tag|tag)[=:]\s*v?([\w.\-]+)", msg)
-            version = m["ver"] or (tag.group(1) if tag else "")
+            version = m["ver"] or (tag.group(1) if tag else "") or _image_version(msg, name)
             out.append(
                 (
                     float(ts),
@@ -1179,6 +1185,18 @@ def _deploy_lines(evidence: EvidenceSet) -> list[tuple[float, str, EvidenceRef]]
                 )
             )
     return out
+
+
+_IMAGE_REF = re.compile(r"(?:^|[\s,/])(?P<repo>[a-z0-9][\w.\-]*):(?P<tag>v?\d+\.\d+[\w.\-]*)")
+
+
+def _image_version(msg: str, name: str) -> str:
+    """The tag of the image a deploy line lists for the application it names (an Argo CD application
+    "billing-api-prod" runs "ghcr.io/acme/billing-api:v2.31.0")."""
+    for m in _IMAGE_REF.finditer(msg):
+        if name.startswith(m["repo"]) or m["repo"].startswith(name):
+            return m["tag"]
+    return ""
 
 
 def _ecs_completes(item: EvidenceItem, service: str, started: float) -> bool:
