@@ -42,7 +42,9 @@ _LEVEL_IN_TEXT = re.compile(
     r"(?:^|[\s\[\"'=|:])(ERROR|ERR|FATAL|CRITICAL|CRIT|PANIC|EMERG|WARN|WARNING|INFO|NOTICE|DEBUG|TRACE)(?:$|[\s\]\"':|])"
 )
 _ERRORISH = re.compile(
-    r"\b(Traceback \(most recent call last\)|Exception|panic:|Unhandled|unhandled|Out of memory|oom-kill)",
+    r"\b(Traceback \(most recent call last\)|Exception|panic:|Unhandled|unhandled|Out of memory|oom-kill)|"
+    # a command-line program's own last words, first on its line (restic's, and cobra CLIs', "Fatal: ...")
+    r"(?:^|\]: )(?:Fatal|Error): ",
 )
 
 
@@ -397,7 +399,8 @@ NET_CIRCUIT_OPEN = re.compile(
 NET_RESET = Guarded(
     re.compile(
         # (not a server's word for its client going away: PostgreSQL's "could not receive data from client")
-        r"(?<!from client: )connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|broken pipe|socket hang up|"
+        r"(?<!from client: )connection reset by peer|ECONNRESET|upstream connect error or disconnect/reset|"
+        r"broken pipe|socket hang up|"
         r"upstream prematurely closed|EOF occurred|no healthy upstream|server closed the connection unexpectedly|"
         # the server hung up mid-call: aiohttp, http.client / requests, reactor-netty, Envoy details, HTTP/2 resets
         r"ServerDisconnectedError|Server disconnected|RemoteDisconnected|Remote end closed connection|"
@@ -634,7 +637,10 @@ PG_TOO_MANY = re.compile(
 # (and an embedded store's: LMDB's map used up - OpenLDAP's olcDbMaxSize - and SQLite's SQLITE_FULL)
 _DB_FULL = (
     r"(?-i:\bDisk Full\b)|The table '[^'\n]+' is full|filegroup is full|MDB_MAP_FULL|database or disk is full|"
-    r"SQLITE_FULL"
+    r"SQLITE_FULL|"
+    # Oracle unable to extend a table, index, partition, LOB, temp or undo segment in a full tablespace, or a
+    # user's tablespace quota used up
+    r"ORA-0165[2-4]\b|ORA-0168[38]\b|ORA-01691\b|ORA-01536\b|ORA-30036\b|unable to extend (?:table|index|temp|lob)"
 )
 # (a write refused because the file system went read-only is the disk's failure, not a full disk)
 PG_STORAGE = re.compile(
@@ -1037,6 +1043,9 @@ _TRIGGERS = (
     "disk_full",
     "0x80070070",
     "mdb_map_full",
+    "unable to extend",
+    "ora-01536",
+    "ora-30036",
     "database or disk is full",
     "sqlite_full",
     # a storage controller's fault and a pool ZFS suspended for it

@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, Rec, is_error, log_records
+from diagnosis.analyzers._common import APP_POOL, NET_TIMEOUT, Rec, is_error, log_records, service_of
 from diagnosis.analyzers.base import ANALYZERS
 from diagnosis.analyzers.spans import duration_ms
 from diagnosis.evidence import EvidenceSet
@@ -241,4 +241,85 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
                 ],
             )
         )
+    return out
+
+
+# a setting that says where something is: a repository, bucket, path, URL or host
+_LOCATION_KEY = re.compile(
+    r"repo(?:sitory)?|path|dir(?:ectory)?|url|uri|endpoint|bucket|prefix|location|dsn|(?<![a-z])host(?:name)?|"
+    r"address|(?<![a-z])addr|mount|(?<![a-z])root",
+    re.I,
+)
+# ... and what a program says when nothing is where it now looks
+_GONE = re.compile(
+    r"does not exist|doesn't exist|not found|no such (?:file|key|bucket|host|repository|directory|object)|"
+    r"NoSuchKey|NoSuchBucket|unable to open (?:config|repository)|is not a repository|\b404\b",
+    re.I,
+)
+MIN_GONE = 2  # a scheduled job that fails on it fails once a run ...
+GONE_WITHIN_S = (
+    7 * 24 * 3600
+)  # ... and may run once a day: its failures are counted over a week, the first within a day
+
+
+@ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"change/diff", "log"})
+def location_changed(evidence: EvidenceSet) -> list[Finding]:
+    """A commit that changed where a program looks (a repository, a bucket, a path, a URL), after which the program
+    finds nothing there ("The specified key does not exist", "no such file", 404): the new value points where
+    nothing is, a configuration error naming the key, its old and new values and the commit."""
+    out: list[Finding] = []
+    for item in evidence.kind("change/diff"):
+        since = item.data.get("ts")
+        if not isinstance(since, int | float):
+            continue
+        for f in item.data.get("files") or ():
+            for s in f.get("settings") or ():
+                key, old, new = str(s["key"]), str(s["old"]), str(s["new"])
+                if not _LOCATION_KEY.search(key) or not old or _value(old, "timeout") is not None:
+                    continue
+                hits = [
+                    r
+                    for r in log_records(evidence)
+                    if r.ts is not None
+                    and 0 <= r.ts - since <= GONE_WITHIN_S
+                    and is_error({"level": r.level, "msg": r.msg})
+                    and _GONE.search(r.msg)
+                ]
+                if len(hits) < MIN_GONE or hits[0].ts is None or hits[0].ts - since > AFTER_S:
+                    continue
+                sha = str(item.data.get("sha") or "")[:7]
+                label = f"commit {sha}" if sha else "a change"
+                where = f" (moved {s['moved']})" if s.get("moved") else f" in {f.get('path')}"
+                out.append(
+                    Finding(
+                        analyzer="location_changed",
+                        domain=Domain.CHANGES,
+                        role="cause",
+                        code="location_changed",
+                        category=Category.CONFIGURATION_ERROR,
+                        title=f"{label} changed {key}; since then nothing is found there ({len(hits)}x)",
+                        mechanism=(
+                            f"{label} at {fmt_ts(since)} ('{str(item.data.get('subject', ''))[:120]}') changed {key}"
+                            f"{where} from {old} to {new}; since then {len(hits)} errors find nothing where it now "
+                            f"points (e.g. '{hits[0].msg.strip()[:160]}'): the new {key} points where nothing is, a "
+                            "configuration error"
+                        ),
+                        object=key,
+                        score=0.8,
+                        ts=since,
+                        tags=[f"config:{key}", *{f"service:{svc}" for h in hits if (svc := service_of(h.item))}],
+                        explains=["errors", "job_failed", "exception", "http_4xx", "alert:*", "process_down"],
+                        evidence=[EvidenceRef(item=item.id, field="files", value=f"{key}: {old} -> {new}")]
+                        + [EvidenceRef(item=h.item.id, line=h.line, value=h.msg[:200]) for h in hits[:2]],
+                        actions=[
+                            Action(description=f"Show the commit that changed {key}", command=f"git show {sha}"),
+                            Action(
+                                description=f"Point {key} back where the data is ({old}), or move the data",
+                                command=f"git revert {sha}  # then re-apply",
+                                kind="write",
+                            ),
+                        ],
+                    )
+                )
+                break
     return out

@@ -241,15 +241,35 @@ def _git_ts(text: str) -> float | None:
         return parse_ts(raw)
 
 
-def _settings(hunk: str) -> list[dict[str, str]]:
-    """The settings a diff changes: {key, old, new} for a key removed with one value and added with another."""
+def _sides(hunk: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The settings a diff's hunk removes and adds: ({key: old value}, {key: new value})."""
     old: dict[str, str] = {}
     new: dict[str, str] = {}
     for line in hunk.splitlines():
         m = _SETTING_LINE.match(line)
         if m:
             (old if m["sign"] == "-" else new)[m["key"]] = m["value"].strip().strip("\"'")
+    return old, new
+
+
+def _settings(hunk: str) -> list[dict[str, str]]:
+    """The settings a diff changes: {key, old, new} for a key removed with one value and added with another."""
+    old, new = _sides(hunk)
     return [{"key": k, "old": old[k], "new": new[k]} for k in old if k in new and old[k] != new[k]]
+
+
+def _moved(sides: list[tuple[str, dict[str, str], dict[str, str]]]) -> list[dict[str, Any]]:
+    """Settings one commit removed from some files and set in another (per-host overrides folded into a group's
+    variables): {key, old, new, moved: "<from> -> <to>"}, the old value the first removed one."""
+    out: list[dict[str, Any]] = []
+    for path, old, new in sides:
+        for key, value in new.items():
+            if key in old:
+                continue
+            was = next(((p, o[key]) for p, o, n in sides if p != path and key in o and key not in n), None)
+            if was is not None and was[1] != value:
+                out.append({"key": key, "old": was[1], "new": value, "moved": f"{was[0]} -> {path}"})
+    return out
 
 
 @FORMATS.format("git-diff", shapes={"text"}, detect=detect_git_diff, order=18)
@@ -268,9 +288,14 @@ def parse_git_diff(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         )
         parts = list(_DIFF_FILE.finditer(block))
         files = []
+        sides = []
         for j, f in enumerate(parts):
             hunk = block[f.end() : parts[j + 1].start() if j + 1 < len(parts) else len(block)]
             files.append({"path": f[1], "settings": _settings(hunk)})
+            sides.append((f[1], *_sides(hunk)))
+        for moved in _moved(sides):
+            target = next(f for f in files if f["path"] == moved["moved"].split(" -> ")[1])
+            target["settings"].append(moved)
         if not files:
             continue
         ts = _git_ts(header)

@@ -597,6 +597,8 @@ PEER_KEYS = (
     "remote_addr",
     "dependency",
     "url.full",
+    # the Elasticsearch/OpenSearch JavaScript client's error: the node it called, under meta.meta.connection
+    "meta.meta.connection.url",
     "redis.host",
     "redis_addr",
     "db.host",

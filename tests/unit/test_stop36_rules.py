@@ -93,3 +93,131 @@ def test_recipients_the_provider_refuses_as_written_are_bad_data(tmp_path: Path)
     (tmp_path / "run.log").write_text(_reminders(False))
     d = investigate(load_bundle(tmp_path), "did tomorrow's reminders go out?")
     assert d.category == Category.HEALTHY, d.root_cause
+
+
+def _syslog(lines: list[str], host: str = "nas-dr-01") -> str:
+    return "\n".join(f"May 12 02:06:{31 + i:02d} {host} kernel: {line}" for i, line in enumerate(lines)) + "\n"
+
+
+def test_a_storage_controller_fault_is_named_with_the_pool_it_suspended(tmp_path: Path) -> None:
+    (tmp_path / "kern.log").write_text(
+        _syslog(
+            [
+                "mpt3sas_cm0: fault_state(0x2622)!",
+                "mpt3sas_cm0: diag reset: FAILED",
+                "sd 0:0:0:0: [sda] tag#812 FAILED Result: hostbyte=DID_NO_CONNECT driverbyte=DRIVER_OK",
+                "WARNING: Pool 'backup' has encountered an uncorrectable I/O failure and has been suspended.",
+            ]
+        )
+    )
+    d = investigate(load_bundle(tmp_path), "why does replication to the DR NAS fail?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "storage controller" in d.root_cause and "mpt3sas" in d.root_cause and "'backup'" in d.root_cause
+    # the controller's driver saying it is fine is no fault
+    (tmp_path / "kern.log").write_text(_syslog(["mpt3sas_cm0: LSISAS3008: FWVersion(16.00.10.00)"] * 3))
+    d = investigate(load_bundle(tmp_path), "why does replication to the DR NAS fail?")
+    assert not any(f.code == "host_hardware_error" for f in d.findings), d.root_cause
+
+
+def _app_log(errors: list[str], level: str = "ERROR") -> str:
+    lines = [f"2026-11-30 22:{i:02d}:00.000 INFO  writer - batch {i} inserted" for i in range(20)]
+    lines += [f"2026-11-30 22:{30 + i:02d}:00.000 {level} writer - insert failed: {e}" for i, e in enumerate(errors)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_full_tablespace_and_a_full_lmdb_map_are_storage_run_out(tmp_path: Path) -> None:
+    ora = "ORA-01688: unable to extend table RATING.RATED_EVENT partition P202611 by 8192 in tablespace RATED_2026"
+    (tmp_path / "writer.log").write_text(_app_log([ora] * 6))
+    d = investigate(load_bundle(tmp_path), "why is rating stalled?")
+    assert d.category == Category.RESOURCE_EXHAUSTION and "Oracle tablespace RATED_2026" in d.root_cause, d.root_cause
+    (tmp_path / "writer.log").unlink()
+    (tmp_path / "slapd.log").write_text(
+        "\n".join(
+            f"Feb 19 09:{38 + i}:46 ldap-prov-01 slapd[1184]: mdb_id2entry_put: mdb_put failed: MDB_MAP_FULL: "
+            f'Environment mapsize limit reached(-30792) "uid=u{i},ou=people,dc=example,dc=net"'
+            for i in range(6)
+        )
+        + "\n"
+    )
+    d = investigate(load_bundle(tmp_path), "why can new users not be created?")
+    assert d.category == Category.RESOURCE_EXHAUSTION and "LMDB database of slapd on ldap-prov-01" in d.root_cause
+
+
+def test_a_search_cluster_at_its_shard_limit_is_resource_exhaustion(tmp_path: Path) -> None:
+    refusal = (
+        "[2024-04-02T00:00:{:02d},412][WARN ][logstash.outputs.elasticsearch][main] Could not index event to "
+        'Elasticsearch. {{:status=>400, :response=>{{"index"=>{{"status"=>400, "error"=>{{"type"=>'
+        '"validation_exception", "reason"=>"Validation Failed: 1: this action would add [2] total shards, but this '
+        'cluster currently has [2999]/[3000] maximum shards open;"}}}}}}}}'
+    )
+    (tmp_path / "logstash-plain.log").write_text("\n".join(refusal.format(i) for i in range(8)) + "\n")
+    d = investigate(load_bundle(tmp_path), "why are today's logs missing in Kibana?")
+    assert d.category == Category.RESOURCE_EXHAUSTION and "shard limit" in d.root_cause, d.root_cause
+
+
+_ARGO_APP = {
+    "apiVersion": "argoproj.io/v1alpha1",
+    "kind": "Application",
+    "metadata": {"name": "billing-api-prod", "namespace": "argocd"},
+    "status": {
+        "history": [
+            {"id": 311, "revision": "5ab2e07c91d3", "deployedAt": "2024-09-12T13:02:49Z"},
+            {"id": 312, "revision": "e4c19a7d02b3", "deployedAt": "2024-09-17T09:38:09Z"},
+        ],
+        "summary": {"images": ["ghcr.io/acme/billing-api:v2.31.0", "ghcr.io/acme/billing-worker:v2.30.4"]},
+    },
+}
+
+
+def test_an_argo_application_s_history_is_its_deploys_and_a_go_panic_takes_the_time_above_it(tmp_path: Path) -> None:
+    import json
+
+    (tmp_path / "app.json").write_text(json.dumps(_ARGO_APP))
+    log = [
+        json.dumps({"level": "info", "ts": f"2024-09-17T09:59:{i:02d}.000Z", "msg": "request", "status": 200})
+        for i in range(30)
+    ]
+    log += ["panic: assignment to entry in nil map", "", "goroutine 41 [running]:", "main.refresh(0xc0001b4000)"]
+    (tmp_path / "kubectl-logs-previous-billing-api-6d9c7b8f5-k2x8q.txt").write_text("\n".join(log) + "\n")
+    ev = load_bundle(tmp_path)
+    syncs = [i for i in ev.kind("log") if i.object == "argocd/billing-api-prod"]
+    assert len(syncs) == 1 and "v2.31.0" in syncs[0].data["records"][-1]["msg"]
+    d = investigate(ev, "why is billing-api crash looping?")
+    assert d.category == Category.CODE_DEFECT, d.root_cause
+    assert "panic (assignment to entry in nil map)" in d.root_cause and "v2.31.0" in d.root_cause, d.root_cause
+
+
+_MOVE_COMMIT = """commit 5b7e2f90c1d84a6b3e09f27d15c8a4e6b2f01d93
+Author: Ops <ops@example.com>
+Date:   Mon Sep 2 15:41:08 2024 +0200
+
+    restic role: move repository var into group_vars
+
+diff --git a/group_vars/web.yml b/group_vars/web.yml
+--- a/group_vars/web.yml
++++ b/group_vars/web.yml
+@@ -14,6 +14,7 @@
+ restic_backup_paths:
++restic_repository: "s3:s3.example.com/backups/{{ inventory_hostname }}"
+diff --git a/host_vars/web-01.yml b/host_vars/web-01.yml
+--- a/host_vars/web-01.yml
++++ b/host_vars/web-01.yml
+@@ -1,3 +1,2 @@
+ ---
+-restic_repository: "s3:s3.example.com/backups/hosts/web-01"
+"""
+
+
+def test_a_repository_setting_moved_to_where_nothing_is_is_a_configuration_error(tmp_path: Path) -> None:
+    (tmp_path / "commit.txt").write_text(_MOVE_COMMIT)
+    gone = "Fatal: unable to open config file: Stat: The specified key does not exist."
+    # (journalctl -o short-iso)
+    journal = [f"2024-09-0{3 + i}T02:15:03+0000 web-01 restic[88273{i}]: {gone}" for i in range(2)]
+    (tmp_path / "journal-restic.txt").write_text("\n".join(journal) + "\n")
+    d = investigate(load_bundle(tmp_path), "why do the backups fail?")
+    assert d.category == Category.CONFIGURATION_ERROR and "restic_repository" in d.root_cause, d.root_cause
+    assert "hosts/web-01" in d.root_cause
+    # the same errors before the commit: it did not cause them
+    (tmp_path / "journal-restic.txt").write_text("\n".join(j.replace("-09-0", "-08-2") for j in journal) + "\n")
+    d = investigate(load_bundle(tmp_path), "why do the backups fail?")
+    assert not any(f.code == "location_changed" for f in d.findings), d.root_cause

@@ -35,6 +35,10 @@ from diagnosis.series import (
     time_to_exhaustion,
 )
 
+# Oracle's "ORA-01688: unable to extend table RATING.RATED_EVENTS partition P_2026_12 by 8192 in tablespace
+# RATED_DATA_2026"
+_ORA_TABLESPACE = re.compile(r"in tablespace (?P<ts>[A-Z][A-Z0-9_$#]*)")
+_ORA_LINE = re.compile(r"ORA-\d{5}: [^\n]{0,200}")
 # a syslog line's host and program: "ldap-prov-01 slapd[1184]: ..."
 _SYSLOG_PROGRAM = re.compile(r"^(?:\w{3} +\d+ [\d:]+ )?(?P<host>[\w.\-]+) (?P<prog>[\w.\-]+)\[\d+\]: ")
 
@@ -288,6 +292,14 @@ def _storage(ctx: Context) -> list[Finding]:
     missing = (
         "" if metric_found else " (no FreeStorageSpace metric in the evidence: inferred from the database's own errors)"
     )
+    tablespace = next((m for r in lines if (m := _ORA_TABLESPACE.search(r.msg))), None)
+    if tablespace:
+        # Oracle names the segment it could not extend and the tablespace that is full
+        ident = f"Oracle tablespace {tablespace['ts']}"
+        shown = next(r for r in lines if _ORA_TABLESPACE.search(r.msg))
+        ora = _ORA_LINE.search(shown.msg)
+        what = f"'{ora[0] if ora else shown.msg.strip()[:160]}' x{len(lines)}"
+        missing = " (its datafiles cannot grow: at their MAXSIZE, or autoextend off, or the disk group full)"
     if lines and "MDB_MAP_FULL" in lines[0].msg:
         # LMDB (OpenLDAP's back-mdb, and others embedding it) refuses writes once its fixed map is used up
         who = _SYSLOG_PROGRAM.match(lines[0].msg.strip())

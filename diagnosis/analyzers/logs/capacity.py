@@ -160,8 +160,16 @@ _STORAGE_QUOTA = re.compile(
     r"(?:has been |is |was )?(?:exceeded|reached|full)|\bDisk quota exceeded\b|\bEDQUOT\b",
     re.I,
 )
+# a cluster at its own object limit: Elasticsearch/OpenSearch refusing a new index past cluster.max_shards_per_node
+# times its data nodes ("this cluster currently has [2999]/[3000] maximum shards open")
+_CLUSTER_LIMIT = re.compile(
+    r"this cluster currently has \[\d+\]/\[\d+\] maximum (?:normal |frozen )?shards open|"
+    r"maximum (?:normal )?shards open\b"
+)
 _TENANT = re.compile(r"\b(?:user|tenant|org_id|orgID|X-Scope-OrgID)[=:] ?\"?(?P<t>[\w.\-]{2,60})")
-_QUOTA_HINT = re.compile(r"uota|UOTA|LimitExceeded|requested more|imit of|limit exceeded|limit reached|err-mimir")
+_QUOTA_HINT = re.compile(
+    r"uota|UOTA|LimitExceeded|requested more|imit of|limit exceeded|limit reached|err-mimir|shards open"
+)
 _NS_IN_MSG = re.compile(r"\b(?:-n|--namespace)[ =]([a-z0-9][a-z0-9\-]*)|\bnamespace[ =\"':]+([a-z0-9][a-z0-9\-]*)")
 
 
@@ -179,6 +187,7 @@ def quota_refused(evidence: EvidenceSet) -> list[Finding]:
         hits = [(r, m) for r, msg in maybe if (m := KUBE_QUOTA.search(msg))]
         cloud = [(r, m) for r, msg in maybe if (m := _CLOUD_QUOTA.search(msg))]
         tenant = [(r, m) for r, msg in maybe if (m := _TENANT_LIMIT.search(msg) or _STORAGE_QUOTA.search(msg))]
+        tenant += [(r, m) for r, msg in maybe if (m := _CLUSTER_LIMIT.search(msg))]
         for found, kube in ((hits, True), (cloud, False), (tenant, None)):
             if not found:
                 continue
@@ -197,23 +206,34 @@ def quota_refused(evidence: EvidenceSet) -> list[Finding]:
             elif kube is None:
                 who_t = _TENANT.search(msg)
                 storage = _STORAGE_QUOTA.search(msg) is not None and _TENANT_LIMIT.search(msg) is None
+                shards = _CLUSTER_LIMIT.search(msg) is not None
                 name = (
-                    f"the storage quota of {service_of(item) or item.object}"
+                    "the search cluster's shard limit (cluster.max_shards_per_node times its data nodes)"
+                    if shards
+                    else f"the storage quota of {service_of(item) or item.object}"
                     if storage
                     else f"tenant {who_t['t']}'s limit"
                     if who_t
                     else "the tenant's limit"
                 )
                 what = (
-                    f"{name} is reached ({m.group(0)[:80]}), so the writes past it are refused while the store "
+                    f"{name} is reached ({m.group(0)[:80]}), so no new index (a new day's) can be created and the "
+                    "writes for it are refused, however much disk the cluster has free"
+                    if shards
+                    else f"{name} is reached ({m.group(0)[:80]}), so the writes past it are refused while the store "
                     "itself has room"
                     if storage
                     else f"{name} at the backend it writes to is reached ({m.group(0)[:80]}), so the backend refuses "
                     "the new data past it (new series, streams or samples) while what it already holds goes on"
                 )
-                tags = [f"quota:{who_t['t'] if who_t else 'tenant'}"]
+                tags = [f"quota:{'shards' if shards else who_t['t'] if who_t else 'tenant'}"]
                 command = (
-                    "du -sh <the repository or volume>; prune old data, or raise the quota where it is set"
+                    "curl -s 'localhost:9200/_cluster/stats?filter_path=indices.shards.total'; "
+                    "curl -s 'localhost:9200/_cluster/settings?include_defaults"
+                    "&filter_path=*.cluster.max_shards_per_node'"
+                    " (delete or shrink old indices, or raise cluster.max_shards_per_node)"
+                    if shards
+                    else "du -sh <the repository or volume>; prune old data, or raise the quota where it is set"
                     if storage
                     else "raise the tenant's limit in the backend's runtime overrides (or cut the data sent)"
                 )
