@@ -96,6 +96,8 @@ MSG_KEYS = ("msg", "message", "log", "@m", "@mt", "event", "text", "error", "err
 # python-json-logger `exc_info`, logstash `stack_trace`. The message alone ("request failed") hides the cause.
 ERROR_KEYS = (
     "error", "err", "exception", "exc_info", "stack", "stacktrace", "stack_trace", "error.message", "cause", "@x",
+    # flattened as ECS writes them (and zap with dotted keys): "error.type", "error.reason"
+    "error.type", "error.reason",
     "Exception",
     # the answer a failed call got, as a structured logger keeps it; the first failure of a batch call
     "response_body", "response_error", "first_failure",

@@ -84,6 +84,8 @@ BAD_DATA = re.compile(
     r"missing (?:required )?(?:field|property|key)|"
     r"required (?:field|property) \S+ (?:is )?missing|unexpected (?:token|field|type|character|end of (?:json )?input)|"
     r"invalid (?:json|format|value|record|payload|utf-?8|byte sequence|character|date|timestamp|enum|message)|"
+    # a validator's per-record verdict with its reason code ("REJECT file=x.csv line=2 reason=DURATION_OUT_OF_RANGE")
+    r"\bREJECT(?:ED)?\b[^\n]{0,120}\breason=[A-Z_]*(?:OUT_OF_RANGE|INVALID|MALFORMED|MISSING|UNPARSEABLE|BAD)|"
     # a recipient the SMS or mail provider refuses as written (Vonage status 3, Twilio 21211, SES)
     r"Invalid (?:'?To'? (?:address|phone number)|(?:phone|mobile|MSISDN|recipient|destination) number)\b|"
     r"is not valid JSON|deserializ\w+ (?:error|failed|exception)|error deserializing|failed to (?:deserializ|decod)\w*|"

@@ -141,13 +141,20 @@ _GENERIC_PARTS = frozenset(
 )
 
 
-def _alerted_since(firing: list[tuple[float, frozenset[str]]], who: str, first: float | None) -> bool:
+# words an error line shares with any alert's labels by chance
+_COMMON_WORDS = frozenset(
+    {"error", "errors", "warning", "failed", "failure", "record", "records", "files", "reason", "message", "value"}
+)
+
+
+def _alerted_since(firing: list[tuple[float, frozenset[str]]], who: str, first: float | None, said: str = "") -> bool:
     """Whether an alert on `who` began firing after these errors began and fires still: they are not over. An
     alert names `who` by a label, or by a distinctive part of its name in its own (IntakeRejectionsHigh for
-    mezz-intake)."""
+    mezz-intake), or names what the errors say (MediationRejectRatioHigh over "REJECT file=...")."""
     if first is None:
         return False
     parts = [p for p in re.split(r"[-_.]", who.lower()) if len(p) >= 5 and p not in _GENERIC_PARTS]
+    parts += [w for w in re.findall(r"[a-z]{5,}", said[:160].lower()) if w not in _COMMON_WORDS | _GENERIC_PARTS]
     return any(
         since >= first and (who.lower() in labels or any(p in label for p in parts for label in labels))
         for since, labels in firing
@@ -288,7 +295,10 @@ def _analyze_source(
             or cut
             or _ended_with(tpl, gave_up())
             or _after(failed_run(), tpl.last_ts)
-            or (_bad_input(tpl) and _alerted_since(firing or [], who, tpl.first_ts))
+            or (
+                _bad_input(tpl)
+                and _alerted_since(firing or [], who, tpl.first_ts, tpl.sample.msg if tpl.sample else "")
+            )
             or (_bad_input(tpl) and tpl.count >= PARKED_MIN and _after(parked, tpl.last_ts))
         ):
             verdict = None  # it stopped because what failed gave up for good, not because it recovered
