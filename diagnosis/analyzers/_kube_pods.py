@@ -58,6 +58,8 @@ POD_EFFECTS = [
 IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"}
 CONFIG_WAIT = {"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "PreCreateHookError"}
 
+RECOVERED_AFTER_S = 600.0  # a container restarted once and running and ready this long since has recovered
+
 
 def k8s_finding(analyzer: str, **kw: Any) -> Finding:
     return Finding(analyzer=analyzer, domain=K8S, **kw)
@@ -497,6 +499,33 @@ class PodReader:
             )
             return
         refs = term_refs + wref + [ref(self.item, f"{path}.restartCount", restarts)]
+        up_since = parse_ts(running.get("startedAt")) if running else None
+        if (
+            restarts == 1
+            and ready
+            and not crashlooping
+            and treason != "OOMKilled"
+            and finished is not None
+            and up_since is not None
+            and self.idx.now is not None
+            and self.idx.now - up_since >= RECOVERED_AFTER_S
+        ):
+            # one failed start (a dependency not up yet, a migration still running), then up and ready for long
+            self._emit(
+                role=BENIGN,
+                code="restarted_once",
+                category=Category.HEALTHY,
+                object=obj,
+                ts=finished,
+                title=f"{obj} failed once at {fmt_ts(finished)} ({treason or 'exit ' + str(exit_code)}), running since",
+                mechanism=(
+                    f"{obj} failed once (exit {exit_code}) and has run and been ready since {fmt_ts(up_since)}: a "
+                    "failed start that recovered, not a crash loop"
+                ),
+                evidence=refs,
+                tags=tags,
+            )
+            return
         if treason == "OOMKilled" or self._oom_events(cname):
             self._oom(cname, spec, self._began(finished, restarts), refs, tags, obj, restarts)
             return
