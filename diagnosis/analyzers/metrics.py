@@ -1436,6 +1436,14 @@ _BAD_RECORDS = re.compile(
     r"corrupt\w*|bad_?records?|validation_?(?:error|failure)s?)(?:$|[_.\-])",
     re.I,
 )
+# ... or a series of rejected or dropped records whose reason label names bad values ("coordinate_out_of_range")
+_REJECTS = re.compile(r"reject|drop|discard|invalid|skipp|dead_?letter|quarantin", re.I)
+_BAD_REASON = re.compile(
+    r"out_?of_?range|invalid|malformed|unparse?able|parse|schema|\bnan\b|null|corrupt|bad_?(?:format|value)|"
+    r"too_?(?:large|long|big)|negative|wrong_?(?:type|unit)",
+    re.I,
+)
+_REASON_LABELS = ("reason", "error", "cause", "error_type", "type", "code", "rule")
 BAD_RECORDS_BEFORE = 0.01  # of the series' top: "about zero" before it rose
 BAD_RECORDS_SHARE = 0.05  # a ratio that rose past 5% (a count: any that stays up)
 
@@ -1446,7 +1454,10 @@ def bad_record_series(evidence: EvidenceSet) -> list[Finding]:
     seen: set[str] = set()
     for m in evidence.kind("metric"):
         name = str(m.data.get("name") or m.object)
-        if not _BAD_RECORDS.search(name) or name in seen:
+        labels = {str(k): str(v) for k, v in (m.data.get("labels") or {}).items()}
+        reason = next((labels[k] for k in _REASON_LABELS if _BAD_REASON.search(labels.get(k, ""))), None)
+        key = f"{name}{{{reason}}}" if reason else name
+        if not (_BAD_RECORDS.search(name) or (reason and _REJECTS.search(name))) or key in seen:
             continue
         pts = points_of(m.data.get("points"))
         if name.endswith("_total"):
@@ -1457,15 +1468,15 @@ def bad_record_series(evidence: EvidenceSet) -> list[Finding]:
         ratio = bool(re.search(r"ratio|rate|share|fraction|pct|percent", name, re.I)) and top <= 1.0
         if top <= 0 or (ratio and top < BAD_RECORDS_SHARE):
             continue
-        head = [v for _, v in pts[: len(pts) // 3]]
+        rise = next(i for i, (_, v) in enumerate(pts) if v > 0.5 * top)
+        head = [v for _, v in pts[:rise]]
         tail = [v for _, v in pts[-max(3, len(pts) // 5) :]]
-        if max(head) > BAD_RECORDS_BEFORE * top or min(tail) < 0.5 * top:
+        if len(head) < max(3, len(pts) // 10) or max(head) > BAD_RECORDS_BEFORE * top or min(tail) < 0.5 * top:
             continue  # it was there all along, or it came and went
-        since = next(t for t, v in pts if v > 0.5 * top)
-        labels = {str(k): str(v) for k, v in (m.data.get("labels") or {}).items()}
+        since = pts[rise][0]
         s = _Series(m, name, labels, pts, "other")
-        who = _who(s)
-        seen.add(name)
+        who = _who(s) + (f" (reason {reason})" if reason and reason not in _who(s) else "")
+        seen.add(key)
         out.append(
             Finding(
                 analyzer="bad_record_series",

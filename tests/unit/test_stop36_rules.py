@@ -221,3 +221,110 @@ def test_a_repository_setting_moved_to_where_nothing_is_is_a_configuration_error
     (tmp_path / "journal-restic.txt").write_text("\n".join(j.replace("-09-0", "-08-2") for j in journal) + "\n")
     d = investigate(load_bundle(tmp_path), "why do the backups fail?")
     assert not any(f.code == "location_changed" for f in d.findings), d.root_cause
+
+
+def test_a_validator_s_rejects_are_live_while_the_alert_named_for_them_fires(tmp_path: Path) -> None:
+    import json
+
+    lines = [f"2026-12-03 05:{i:02d}:00,000 INFO  [icx] m.c.SftpPoller - No new files" for i in range(50)]
+    lines += [
+        f"2026-12-03 06:03:{i:02d},000 WARN  [icx] m.c.RecordValidator - REJECT file=ICX_20261203_01.csv line={i} "
+        f"reason=DURATION_OUT_OF_RANGE call_duration={140000 + i} max=86400"
+        for i in range(30)
+    ]
+    lines += [
+        f"2026-12-03 {6 + i // 60:02d}:{i % 60:02d}:30,000 INFO  [icx] m.c.SftpPoller - No new files"
+        for i in range(10, 120)
+    ]
+    (tmp_path / "collector.log").write_text("\n".join(lines) + "\n")
+    alert = {
+        "version": "4",
+        "status": "firing",
+        "receiver": "ops",
+        "groupKey": '{}:{alertname="MediationRejectRatioHigh"}',
+        "alerts": [
+            {
+                "status": "firing",
+                "labels": {"alertname": "MediationRejectRatioHigh", "instance": "med-01:9410"},
+                "annotations": {},
+                "startsAt": "2026-12-03T06:05:44Z",
+                "endsAt": "0001-01-01T00:00:00Z",
+            }
+        ],
+    }
+    (tmp_path / "alert.json").write_text(json.dumps(alert))
+    d = investigate(load_bundle(tmp_path), "why is the reject ratio high?")
+    assert d.category == Category.DATA_QUALITY and "DURATION_OUT_OF_RANGE" in d.root_cause, d.root_cause
+    (tmp_path / "alert.json").unlink()  # no alert: the rejects stopped an hour ago and the log went on
+    d = investigate(load_bundle(tmp_path), "why is the reject ratio high?")
+    assert d.category != Category.DATA_QUALITY, d.root_cause
+
+
+def test_a_reject_series_whose_reason_names_bad_values_is_bad_data(tmp_path: Path) -> None:
+    import json
+
+    t0 = 1736760600
+    series = [
+        ("coordinate_out_of_range", [0.0] * 20 + [0.5] * 40),
+        ("duplicate", [0.015] * 60),  # there all along
+    ]
+    result = [
+        {
+            "metric": {"job": "position-ingest", "reason": reason},
+            "values": [[t0 + 900 * i, str(v)] for i, v in enumerate(vals)],
+        }
+        for reason, vals in series
+    ]
+    body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    (tmp_path / "rejects.json").write_text(json.dumps(body))
+    d = investigate(load_bundle(tmp_path), "why did the vans freeze on the map?")
+    assert d.category == Category.DATA_QUALITY and "coordinate_out_of_range" in d.root_cause, d.root_cause
+    assert not any("duplicate" in f.object for f in d.findings if f.code == "bad_data")
+
+
+def _pod(restarts: int, started: str, finished: str, ready: bool = True) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "kong-cp-6b8d5f7c9d-h2lz8",
+            "namespace": "kong",
+            "creationTimestamp": "2025-02-08T02:03:52Z",
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "proxy", "image": "kong:3.7.1"}]},
+        "status": {
+            "phase": "Running",
+            "startTime": "2025-02-08T02:03:52Z",
+            "containerStatuses": [
+                {
+                    "name": "proxy",
+                    "ready": ready,
+                    "restartCount": restarts,
+                    "state": {"running": {"startedAt": started}},
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": finished}},
+                }
+            ],
+        },
+    }
+
+
+def test_a_container_that_failed_once_at_start_and_runs_ready_since_has_recovered(tmp_path: Path) -> None:
+    import json
+
+    metric = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [{"metric": {"job": "kong"}, "values": [[1738980000 + 60 * i, "1"] for i in range(60)]}],
+        },
+    }
+    (tmp_path / "m.json").write_text(json.dumps(metric))  # the evidence runs to 03:00
+    pods = {"apiVersion": "v1", "kind": "List", "items": [_pod(1, "2025-02-08T02:04:10Z", "2025-02-08T02:04:09Z")]}
+    (tmp_path / "pods.json").write_text(json.dumps(pods))
+    d = investigate(load_bundle(tmp_path), "is the gateway ok after the upgrade?")
+    assert any(f.code == "restarted_once" for f in d.findings) and d.category == Category.HEALTHY, d.root_cause
+    # restarted again and again, or not ready: no recovery
+    pods["items"] = [_pod(4, "2025-02-08T02:40:10Z", "2025-02-08T02:40:09Z")]
+    (tmp_path / "pods.json").write_text(json.dumps(pods))
+    d = investigate(load_bundle(tmp_path), "is the gateway ok after the upgrade?")
+    assert not any(f.code == "restarted_once" for f in d.findings)
