@@ -287,7 +287,7 @@ def parse_git_diff(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
             (line.strip() for line in header.splitlines()[1:] if line.startswith("    ") and line.strip()), ""
         )
         parts = list(_DIFF_FILE.finditer(block))
-        files = []
+        files: list[dict[str, Any]] = []
         sides = []
         for j, f in enumerate(parts):
             hunk = block[f.end() : parts[j + 1].start() if j + 1 < len(parts) else len(block)]

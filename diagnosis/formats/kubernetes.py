@@ -79,7 +79,7 @@ def _argo_syncs(doc: Document, ctx: ParseContext, app: dict[str, Any], name: str
     with the images the application now runs: the release rules read them."""
     from diagnosis.formats._time import parse_ts
 
-    status = app.get("status") if isinstance(app.get("status"), dict) else {}
+    status: dict[str, Any] = app["status"] if isinstance(app.get("status"), dict) else {}
     history = [h for h in status.get("history") or () if isinstance(h, dict)]
     images = [str(i) for i in (status.get("summary") or {}).get("images") or ()]
     records: list[dict[str, Any]] = []

@@ -292,7 +292,7 @@ def _storage(ctx: Context) -> list[Finding]:
     missing = (
         "" if metric_found else " (no FreeStorageSpace metric in the evidence: inferred from the database's own errors)"
     )
-    tablespace = next((m for r in lines if (m := _ORA_TABLESPACE.search(r.msg))), None)
+    tablespace = next((t for r in lines if (t := _ORA_TABLESPACE.search(r.msg))), None)
     if tablespace:
         # Oracle names the segment it could not extend and the tablespace that is full
         ident = f"Oracle tablespace {tablespace['ts']}"
