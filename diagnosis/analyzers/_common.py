@@ -595,6 +595,8 @@ AUTH_DENIED = re.compile(
     r"no pg_hba\.conf entry for host|"
     # a DNS primary refusing its secondaries' zone transfers (allow-transfer, a TSIG key they do not hold)
     r"zone transfer '[^']+' denied|"
+    # an MQTT broker's ACL refusing a client's publish or subscribe (EMQX's authz, MQTT 5 reason code 0x87)
+    r"authorization_permission_denied|cannot_publish_to_topic_due_to_not_authorized|non-retryable reason code 0x87|"
     r"NOAUTH Authentication required|SASL authentication failed|Authentication failed\. User:|"
     # a partner refusing calls from an address it does not allow (our egress IP changed)
     r"not on the allow-?list|IP_NOT_ALLOWED|not (?:allow|white)listed|origin [\d.]+ is not allowed|"

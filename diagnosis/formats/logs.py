@@ -516,6 +516,9 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
         access = _azure_access(obj)
         if access is not None:
             return ts, access[0], access[1]
+        kong = _kong_access(obj)
+        if kong is not None:
+            return (kong[0] if want_ts else None), kong[1], kong[2]
         return ts, level, raw
     msg: str = obj[msg_key]
     if msg_key == "@mt":  # CLEF without a rendered message: fill the template's {Property} holes
@@ -550,6 +553,34 @@ def record_fields(obj: dict[str, Any], raw: str, want_ts: bool = True) -> tuple[
         if extra:
             text = f"{text.rstrip()} {' '.join(extra[:2])}"
     return ts, level, text.rstrip("\n")
+
+
+def _kong_access(obj: dict[str, Any]) -> tuple[float | None, str, str] | None:
+    """(time, level, access-log line) of a Kong log plugin's record (file-log, http-log, tcp-log): the request, the
+    response status, who answered it (`source`: kong itself or the upstream), the service, route and consumer."""
+    req, resp = obj.get("request"), obj.get("response")
+    if not (isinstance(req, dict) and isinstance(resp, dict) and "latencies" in obj and "started_at" in obj):
+        return None
+    status = resp.get("status")
+    line = f'"{req.get("method", "GET")} {req.get("uri") or req.get("url") or "/"}" {status}'
+    lat = obj.get("latencies") if isinstance(obj.get("latencies"), dict) else {}
+    line += f" latency={lat.get('request', '-')}ms upstream_latency={lat.get('proxy', '-')}ms"
+    for key, label in (("service", "service"), ("route", "route"), ("consumer", "consumer")):
+        part = obj.get(key)
+        name = part.get("name") or part.get("username") if isinstance(part, dict) else None
+        if name:
+            line += f" {label}={name}"
+    service = obj.get("service") if isinstance(obj.get("service"), dict) else {}
+    if service.get("host"):
+        line += f" upstream={service['host']}:{service.get('port', '')}".rstrip(":")
+    if obj.get("source"):
+        line += f" source={obj['source']}"  # "kong": the gateway answered it itself (auth, rate limit, no route)
+    if isinstance(resp.get("headers"), dict) and (msg := resp.get("body") or resp.get("message")):
+        line += f" {str(msg)[:200]}"
+    started = obj.get("started_at")
+    ts = float(started) / 1000.0 if isinstance(started, int | float) and started > 1e11 else None
+    code = int(status) if str(status).isdigit() else 0
+    return ts, ("error" if code >= 500 else "warn" if code >= 400 else "info"), line
 
 
 def _azure_access(obj: dict[str, Any]) -> tuple[str, str] | None:

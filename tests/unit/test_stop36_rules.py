@@ -328,3 +328,46 @@ def test_a_container_that_failed_once_at_start_and_runs_ready_since_has_recovere
     (tmp_path / "pods.json").write_text(json.dumps(pods))
     d = investigate(load_bundle(tmp_path), "is the gateway ok after the upgrade?")
     assert not any(f.code == "restarted_once" for f in d.findings)
+
+
+def _kong(i: int, status: int, source: str) -> str:
+    import json
+
+    return json.dumps(
+        {
+            "request": {"method": "POST", "uri": "/partner/v1/labels", "headers": {"apikey": "REDACTED"}},
+            "response": {"status": status, "headers": {}},
+            "route": {"name": "partner-labels"},
+            "service": {"name": "partner-api", "host": "partner-api.internal", "port": 8080},
+            "consumer": {"username": "freightly"},
+            "latencies": {"request": 2, "kong": 1, "proxy": -1 if source == "kong" else 70},
+            "started_at": 1752052300094 + 1000 * i,
+            "source": source,
+        }
+    )
+
+
+def test_kong_log_plugin_records_are_an_access_log(tmp_path: Path) -> None:
+    lines = [_kong(i, 200, "upstream") for i in range(10)] + [_kong(10 + i, 401, "kong") for i in range(5)]
+    (tmp_path / "file-log-partner.json.log").write_text("\n".join(lines) + "\n")
+    ev = load_bundle(tmp_path)
+    assert not ev.ignored
+    (log,) = ev.kind("log")
+    refused = [r for r in log.data["records"] if r["level"] == "warn"]
+    assert len(refused) == 5 and refused[0]["ts"] == 1752052310.094
+    assert (
+        "401" in refused[0]["msg"] and "source=kong" in refused[0]["msg"] and "consumer=freightly" in refused[0]["msg"]
+    )
+
+
+def test_an_mqtt_broker_refusing_a_client_s_publishes_names_the_user_and_topic(tmp_path: Path) -> None:
+    lines = [
+        f"2024-07-23T14:{6 + i:02d}:19.511120+00:00 [warning] clientid: remote-cmd-6d8f, msg: "
+        f"cannot_publish_to_topic_due_to_not_authorized, peername: 10.42.7.19:40312, username: svc-remote-cmd, "
+        f"reason: not_authorized, topic: vehicles/V{i}/cmd/req"
+        for i in range(12)
+    ]
+    (tmp_path / "emqx-core-1.log").write_text("\n".join(lines) + "\n")
+    d = investigate(load_bundle(tmp_path), "why do remote commands fail?")
+    assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
+    assert "MQTT broker" in d.root_cause and "svc-remote-cmd" in d.root_cause and "10.42.7.19" not in d.root_cause[:40]

@@ -29,6 +29,11 @@ from diagnosis.model import Action, Category, Domain, Finding
 _RBAC = re.compile(r'is forbidden: User "(?P<user>[^"]+)" cannot (?P<verb>\w+) resource "(?P<res>[^"]+)"')
 _SECRET_NAME = re.compile(r"\b([A-Z][A-Z0-9]*_)+(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)\b")
 
+# an MQTT broker's own refusal of a client (EMQX authz): the broker logs it, naming the client, user and topic
+_BROKER_ACL = re.compile(r"authorization_permission_denied|cannot_publish_to_topic_due_to_not_authorized")
+_MQTT_USER = re.compile(r"\busername: ([\w.\-]+)")
+_MQTT_TOPIC = re.compile(r"\btopic: (\S+?),?(?:\s|$)")
+
 
 @ANALYZERS.analyzer(domain=Domain.NETWORK, reads={"log"})
 def access_denied(evidence: EvidenceSet) -> list[Finding]:
@@ -91,6 +96,15 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
                 f"the database refuses the unencrypted connections of {', '.join(callers) or 'its client'}"
                 f"{' (user ' + user.group(1) + ')' if user else ''}: it now accepts only SSL (pg_hba `hostssl`, "
                 "rds.force_ssl=1) and the client connects without it (sslmode=disable in its settings)"
+            )
+        elif _BROKER_ACL.search(sample):
+            user = _MQTT_USER.search(sample)
+            topic = _MQTT_TOPIC.search(sample)
+            what = (
+                f"the MQTT broker {', '.join(callers) or ''} refuses the publishes of "
+                f"{'user ' + user.group(1) if user else 'a client'}"
+                f"{' to ' + topic.group(1) if topic else ''} as not authorised: its ACL (authorization rules) "
+                "does not allow that client that topic, so every message is dropped"
             )
         elif pw := _DATASTORE_PASSWORD.search(sample):
             user = _DB_USER.search(" ".join(r.msg for r in recs[-5:]))
