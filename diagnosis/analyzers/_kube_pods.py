@@ -1309,6 +1309,18 @@ class PodReader:
                     actions=[self._describe()],
                 )
 
+    def _running_ready(self) -> bool:
+        """Whether the pod's export shows it Running with every container running and ready."""
+        if self.item is None:
+            return False
+        status = self.item.data.get("status") or {}
+        statuses = status.get("containerStatuses") or []
+        return (
+            status.get("phase") == "Running"
+            and bool(statuses)
+            and all(cs.get("ready") and "running" in (cs.get("state") or {}) for cs in statuses)
+        )
+
     def _volume(self, reason: str, msg: str, refs: list[EvidenceRef], ev: EvidenceItem) -> None:
         if _KUBELET_NOT_REGISTERED.search(msg):
             return  # the kubelet's cache not yet holding a projected object at pod start (or node stop): it retries
@@ -1326,6 +1338,20 @@ class PodReader:
             code, category = "volume_mount_failed", Category.INFRASTRUCTURE
             why = f"a volume cannot be attached or mounted: {msg[:160]}"
         if code in self.done:
+            return
+        if self._running_ready():
+            # the kubelet retried and the volume mounted: the pod runs and is ready now
+            self._emit(
+                role=BENIGN,
+                code="volume_mounted_late",
+                category=Category.HEALTHY,
+                object=self._obj(),
+                ts=event_ts(ev),
+                title=f"Pod {self.ns}/{self.pod}: a volume mount failed at first ({reason}), then succeeded",
+                mechanism=f"Pod {self.ns}/{self.pod} had {why}, then started: it runs and is ready now",
+                evidence=refs,
+            )
+            self.done.add(code)
             return
         self._emit(
             role=CAUSE,

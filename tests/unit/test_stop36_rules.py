@@ -371,3 +371,29 @@ def test_an_mqtt_broker_refusing_a_client_s_publishes_names_the_user_and_topic(t
     d = investigate(load_bundle(tmp_path), "why do remote commands fail?")
     assert d.category == Category.CONFIGURATION_ERROR, d.root_cause
     assert "MQTT broker" in d.root_cause and "svc-remote-cmd" in d.root_cause and "10.42.7.19" not in d.root_cause[:40]
+
+
+def _valhalla(restart: bool) -> str:
+    lines = [
+        "2024/05/14 08:47:03.017597 [ERROR] (stat): /data/valhalla/valhalla_tiles.tar No such file or directory",
+        "2024/05/14 08:47:03.018780 [WARN] Tile extract could not be loaded",
+        "2024/05/14 08:47:03.022873 [INFO] Listening with 4 worker threads",
+    ]
+    for i in range(12):
+        lines += [f"2024/05/14 08:{50 + i}:02.248912 POST /route HTTP/1.1"]
+        lines += [f"2024/05/14 08:{50 + i}:02.252059 [WARN] 400::No suitable edges near location"]
+        if restart and i == 6:
+            lines += ["2024/05/14 08:56:30.000000 [INFO] Listening with 4 worker threads"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_file_missing_when_the_process_started_stays_missing_until_it_restarts(tmp_path: Path) -> None:
+    logs = tmp_path / "logs" / "routing"
+    logs.mkdir(parents=True)
+    (logs / "valhalla-6d8b9c7f54-q2xkt.log").write_text(_valhalla(restart=False))
+    d = investigate(load_bundle(tmp_path), "why does every route fail?")
+    assert d.category == Category.CONFIGURATION_ERROR and "/data/valhalla/valhalla_tiles.tar" in d.root_cause
+    # restarted since: the first start's complaint is not the state now
+    (logs / "valhalla-6d8b9c7f54-q2xkt.log").write_text(_valhalla(restart=True))
+    d = investigate(load_bundle(tmp_path), "why does every route fail?")
+    assert not any(f.code == "file_missing_at_start" for f in d.findings), d.root_cause

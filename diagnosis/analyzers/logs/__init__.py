@@ -10,7 +10,8 @@ producer), `settings` (a refused Host, configuration changes quoted by errors, m
 application at its own capacity), `empty` (an input that arrived empty), `drift` (an input that changed shape and
 loads anyway), `leaks` (a leak the runtime reports: the cause of a pool or heap that ran out), `retries` (bad data
 in the tries behind a consumer's give-ups), `stale` (replicas that kept state from before a change a newer replica
-does not have); `_shared` holds the thresholds and expressions they all read.
+does not have), `startup` (a file a process could not find when it started and has run without since);
+`_shared` holds the thresholds and expressions they all read.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from diagnosis.analyzers.logs.leaks import runtime_leaks
 from diagnosis.analyzers.logs.retries import bad_data_behind_retries
 from diagnosis.analyzers.logs.settings import host_not_allowed
 from diagnosis.analyzers.logs.stale import stale_startup_state
+from diagnosis.analyzers.logs.startup import missing_at_start
 
 __all__ = [
     "app_capacity",
@@ -39,6 +41,7 @@ __all__ = [
     "input_drift",
     "input_layout_changed",
     "log_errors",
+    "missing_at_start",
     "quota_refused",
     "rejected_records",
     "runtime_leaks",
