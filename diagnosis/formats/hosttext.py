@@ -472,6 +472,50 @@ def parse_nic(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
         yield ctx.item(doc.path, "host/nic", f"nic/{where}", data)
 
 
+# --- a network device's `show interfaces` (Cisco IOS/IOS-XE/NX-OS, Arista EOS): each interface's error counters ------
+# "GigabitEthernet0/0/1 is up, line protocol is up" then "     418681 input errors, 417902 CRC, 0 frame, ..." and
+# "     0 output errors, 0 collisions, 6 interface resets"; the prompt ("leeds-edge-rtr01#show ...") names the device
+_IF_HEAD = re.compile(r"^(?P<dev>[A-Z][\w\-]*\d[\w/.:]*) is (?:up|down|administratively down)(?:, line protocol is)?")
+_SHOW_IF = re.compile(r"^(?P<host>[\w.\-]+)[#>]\s*show int(?:erfaces?)? (?P<dev>[A-Z][\w\-]*\d[\w/.:]*)", re.I)
+_IF_COUNTS = re.compile(r"(?P<n>\d+) (?P<name>input errors|CRC|frame|overrun|ignored|output errors|collisions|"
+                        r"interface resets|runts|giants|symbol|alignment)\b", re.I)  # fmt: skip
+_DEVICE_PROMPT = re.compile(r"^(?P<host>[\w.\-]+)[#>]\s*(?:show|sh)\b", re.M)
+
+
+def detect_show_interfaces(doc: Document) -> bool:
+    head = doc.text[:65536]
+    return " input errors, " in head and bool(re.search(r"\d+ input errors, \d+ CRC", head))
+
+
+@FORMATS.format("show-interfaces", shapes={"text"}, detect=detect_show_interfaces, order=21)
+def parse_show_interfaces(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """One `host/nic` item per reading of an interface's counters (a device read twice a minute apart: two
+    items, in order, so a climbing CRC count shows); the device's prompt names the host."""
+    prompt = _DEVICE_PROMPT.search(doc.text)
+    host = prompt["host"] if prompt else ""
+    current: str | None = None
+    counters: dict[str, int] = {}
+
+    def reading() -> Iterator[EvidenceItem]:
+        if current and counters:
+            data = {"device": current, "host": host or None, "counters": dict(counters)}
+            yield ctx.item(doc.path, "host/nic", f"nic/{host or doc.path}/{current}", data)
+
+    for raw in doc.lines():
+        line = raw.rstrip()
+        m = _SHOW_IF.match(line.strip()) or _IF_HEAD.match(line)
+        if m:
+            if m["dev"] != current or counters:
+                yield from reading()
+                counters = {}
+            current = m["dev"]
+            continue
+        if current:
+            for c in _IF_COUNTS.finditer(line):
+                counters[c["name"].lower().replace(" ", "_")] = int(c["n"])
+    yield from reading()
+
+
 # --- `systemctl cat UNIT`: the unit file and its drop-ins, each after a "# /path" line --------------------------
 _UNIT_FILE = re.compile(
     r"^# (?P<path>/\S+/(?P<unit>[\w@.\-]+\.(?:service|socket|timer|mount))(?:\.d/[\w.\-]+\.conf)?)\s*$"

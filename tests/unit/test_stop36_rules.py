@@ -397,3 +397,25 @@ def test_a_file_missing_when_the_process_started_stays_missing_until_it_restarts
     (logs / "valhalla-6d8b9c7f54-q2xkt.log").write_text(_valhalla(restart=True))
     d = investigate(load_bundle(tmp_path), "why does every route fail?")
     assert not any(f.code == "file_missing_at_start" for f in d.findings), d.root_cause
+
+
+_SHOW_IF = """leeds-edge-rtr01#show interfaces GigabitEthernet0/0/1
+GigabitEthernet0/0/1 is up, line protocol is up
+  Description: WAN-PRIMARY
+     0 runts, 0 giants, 0 throttles
+     {n} input errors, {crc} CRC, 0 frame, 0 overrun, 0 ignored
+     0 output errors, 0 collisions, 6 interface resets
+leeds-edge-rtr01#show interfaces GigabitEthernet0/0/1 | include CRC
+     {n2} input errors, {crc2} CRC, 0 frame, 0 overrun, 0 ignored
+"""
+
+
+def test_a_routers_show_interfaces_read_twice_shows_crc_errors_climbing(tmp_path: Path) -> None:
+    (tmp_path / "leeds-edge-rtr01.txt").write_text(_SHOW_IF.format(n=418733, crc=417902, n2=419516, crc2=418681))
+    d = investigate(load_bundle(tmp_path), "why do Leeds agents drop calls?")
+    assert d.category == Category.INFRASTRUCTURE, d.root_cause
+    assert "GigabitEthernet0/0/1 on leeds-edge-rtr01" in d.root_cause and "crc" in d.root_cause
+    # the same count twice: old errors, not a failing link now
+    (tmp_path / "leeds-edge-rtr01.txt").write_text(_SHOW_IF.format(n=418733, crc=417902, n2=418733, crc2=417902))
+    d = investigate(load_bundle(tmp_path), "why do Leeds agents drop calls?")
+    assert not any(f.code == "link_failing" for f in d.findings), d.root_cause
