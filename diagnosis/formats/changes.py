@@ -438,3 +438,39 @@ def parse_cloudflare_audit(doc: Document, ctx: ParseContext) -> Iterator[Evidenc
     stamps = [float(r["ts"]) for r in records if isinstance(r["ts"], int | float)]
     data = {"records": records, "source": {"path": doc.path, "export": "cloudflare-audit"}, "truncated": False}
     yield ctx.item(doc.path, "log", "cloudflare/audit", data, max(stamps) if stamps else None)
+
+
+# --- CloudFormation's stack events (`aws cloudformation describe-stack-events`): a stack update resource by resource
+
+
+def _is_stack_events(v: Any) -> bool:
+    events = v.get("StackEvents") if isinstance(v, dict) else None
+    return (
+        isinstance(events, list)
+        and bool(events)
+        and all(isinstance(e, dict) and "ResourceStatus" in e and "LogicalResourceId" in e for e in events[:20])
+    )
+
+
+@FORMATS.format("cloudformation-events", shapes={"json"}, detect=lambda d: _is_stack_events(d.value), order=30)
+def parse_stack_events(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
+    """A stack's events as its log, oldest first (the API returns the newest first): a resource that failed to
+    create, update or delete is an error with CloudFormation's reason ("Resource handler returned message: ..."),
+    a rollback a warning, the rest information."""
+    from diagnosis.formats._time import parse_ts
+
+    by_stack: dict[str, list[dict[str, Any]]] = {}
+    for n, e in enumerate(doc.value["StackEvents"], 1):
+        ts = parse_ts(str(e.get("Timestamp") or ""))
+        status = str(e.get("ResourceStatus") or "")
+        level = "error" if status.endswith("_FAILED") else "warn" if "ROLLBACK" in status else "info"
+        msg = f"{e.get('LogicalResourceId')} ({e.get('ResourceType', '?')}) {status}"
+        if e.get("ResourceStatusReason"):
+            msg += f": {e['ResourceStatusReason']}"
+        stack = str(e.get("StackName") or "stack")
+        by_stack.setdefault(stack, []).append({"ts": ts, "level": level, "msg": msg, "line": n})
+    for stack, records in by_stack.items():
+        records.sort(key=lambda r: r["ts"] or 0)
+        stamps = [r["ts"] for r in records if r["ts"] is not None]
+        data = {"records": records, "source": {"path": doc.path, "service": stack}, "truncated": False}
+        yield ctx.item(doc.path, "log", f"cloudformation/{stack}", data, max(stamps) if stamps else None)

@@ -419,3 +419,23 @@ def test_a_routers_show_interfaces_read_twice_shows_crc_errors_climbing(tmp_path
     (tmp_path / "leeds-edge-rtr01.txt").write_text(_SHOW_IF.format(n=418733, crc=417902, n2=418733, crc2=417902))
     d = investigate(load_bundle(tmp_path), "why do Leeds agents drop calls?")
     assert not any(f.code == "link_failing" for f in d.findings), d.root_cause
+
+
+def test_cloudformation_stack_events_are_the_stack_s_log_oldest_first(tmp_path: Path) -> None:
+    import json
+
+    def ev(ts: str, rid: str, status: str, reason: str = "") -> dict:
+        e = {"StackName": "payments-edge-prod", "LogicalResourceId": rid, "ResourceType": "AWS::Lambda::Function"}
+        e |= {"Timestamp": ts, "ResourceStatus": status}
+        return e | ({"ResourceStatusReason": reason} if reason else {})
+
+    events = [  # newest first, as the API returns them
+        ev("2025-05-14T14:08:33Z", "payments-edge-prod", "UPDATE_ROLLBACK_COMPLETE"),
+        ev("2025-05-14T14:06:58Z", "AuthorizerFunction", "UPDATE_FAILED", "Resource handler returned message: null"),
+        ev("2025-05-14T14:06:10Z", "AuthorizerFunction", "UPDATE_IN_PROGRESS"),
+    ]
+    (tmp_path / "events.json").write_text(json.dumps({"StackEvents": events}))
+    (log,) = load_bundle(tmp_path).kind("log")
+    records = log.data["records"]
+    assert [r["level"] for r in records] == ["info", "error", "warn"]
+    assert records[1]["msg"].startswith("AuthorizerFunction (AWS::Lambda::Function) UPDATE_FAILED: Resource handler")
