@@ -146,6 +146,21 @@ def _names(rec: Rec, service: str) -> bool:
     return any(s in rec.msg or s in rec.item.object for s in {service, service.removesuffix("s")})
 
 
+def _commit_evidence(item: EvidenceItem, key: str, old: str, new: str, hits: list[Rec]) -> list[EvidenceRef]:
+    """The commit's change of the setting, and the first two errors that followed it."""
+    return [EvidenceRef(item=item.id, field="files", value=f"{key}: {old} -> {new}")] + [
+        EvidenceRef(item=h.item.id, line=h.line, value=h.msg[:200]) for h in hits[:2]
+    ]
+
+
+def _commit_actions(key: str, sha: str, undo: str, command: str) -> list[Action]:
+    """Read the commit; undo it (a write, run only once a person approves)."""
+    return [
+        Action(description=f"Show the commit that changed {key}", command=f"git show {sha}"),
+        Action(description=undo, command=command, kind="write"),
+    ]
+
+
 @ANALYZERS.analyzer(domain=Domain.CHANGES, reads={"change/diff"})
 def settings_cut(evidence: EvidenceSet) -> list[Finding]:
     cuts = _cuts(evidence)
@@ -228,17 +243,14 @@ def settings_cut(evidence: EvidenceSet) -> list[Finding]:
                     "metric_shift",
                     "alert:*",
                 ],
-                evidence=[EvidenceRef(item=cut.item.id, field="files", value=f"{cut.key}: {cut.old} -> {cut.new}")]
-                + [EvidenceRef(item=h.item.id, line=h.line, value=h.msg[:200]) for h in hits[:2]]
+                evidence=_commit_evidence(cut.item, cut.key, cut.old, cut.new, hits)
                 + ([EvidenceRef(item=rose[0].id, field="points", value=rose[1])] if rose else []),
-                actions=[
-                    Action(description=f"Show the commit that changed {cut.key}", command=f"git show {sha}"),
-                    Action(
-                        description=f"Restore {cut.key} to {cut.old} (revert the commit) and roll out",
-                        command=f"git revert {sha}  # then sync the deploy repo",
-                        kind="write",
-                    ),
-                ],
+                actions=_commit_actions(
+                    cut.key,
+                    sha,
+                    f"Restore {cut.key} to {cut.old} (revert the commit) and roll out",
+                    f"git revert {sha}  # then sync the deploy repo",
+                ),
             )
         )
     return out
@@ -309,16 +321,13 @@ def location_changed(evidence: EvidenceSet) -> list[Finding]:
                         ts=since,
                         tags=[f"config:{key}", *{f"service:{svc}" for h in hits if (svc := service_of(h.item))}],
                         explains=["errors", "job_failed", "exception", "http_4xx", "alert:*", "process_down"],
-                        evidence=[EvidenceRef(item=item.id, field="files", value=f"{key}: {old} -> {new}")]
-                        + [EvidenceRef(item=h.item.id, line=h.line, value=h.msg[:200]) for h in hits[:2]],
-                        actions=[
-                            Action(description=f"Show the commit that changed {key}", command=f"git show {sha}"),
-                            Action(
-                                description=f"Point {key} back where the data is ({old}), or move the data",
-                                command=f"git revert {sha}  # then re-apply",
-                                kind="write",
-                            ),
-                        ],
+                        evidence=_commit_evidence(item, key, old, new, hits),
+                        actions=_commit_actions(
+                            key,
+                            sha,
+                            f"Point {key} back where the data is ({old}), or move the data",
+                            f"git revert {sha}  # then re-apply",
+                        ),
                     )
                 )
                 break

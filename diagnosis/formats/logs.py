@@ -563,14 +563,14 @@ def _kong_access(obj: dict[str, Any]) -> tuple[float | None, str, str] | None:
         return None
     status = resp.get("status")
     line = f'"{req.get("method", "GET")} {req.get("uri") or req.get("url") or "/"}" {status}'
-    lat = obj.get("latencies") if isinstance(obj.get("latencies"), dict) else {}
+    lat: dict[str, Any] = obj["latencies"] if isinstance(obj.get("latencies"), dict) else {}
     line += f" latency={lat.get('request', '-')}ms upstream_latency={lat.get('proxy', '-')}ms"
     for key, label in (("service", "service"), ("route", "route"), ("consumer", "consumer")):
         part = obj.get(key)
         name = part.get("name") or part.get("username") if isinstance(part, dict) else None
         if name:
             line += f" {label}={name}"
-    service = obj.get("service") if isinstance(obj.get("service"), dict) else {}
+    service: dict[str, Any] = obj["service"] if isinstance(obj.get("service"), dict) else {}
     if service.get("host"):
         line += f" upstream={service['host']}:{service.get('port', '')}".rstrip(":")
     if obj.get("source"):
@@ -579,7 +579,7 @@ def _kong_access(obj: dict[str, Any]) -> tuple[float | None, str, str] | None:
         line += f" {str(msg)[:200]}"
     started = obj.get("started_at")
     ts = float(started) / 1000.0 if isinstance(started, int | float) and started > 1e11 else None
-    code = int(status) if str(status).isdigit() else 0
+    code = int(str(status)) if str(status).isdigit() else 0
     return ts, ("error" if code >= 500 else "warn" if code >= 400 else "info"), line
 
 
