@@ -93,9 +93,11 @@ def clock_skew(evidence: EvidenceSet) -> list[Finding]:
             why += (
                 f"; its only time source{'s' if len(srcs) > 1 else ''} ({names}) "
                 + ("never answered since chronyd started" if never else "stopped answering")
-                + " (chronyc sources: unusable, reach 0), so the clock free-runs"
+                + " (chronyc sources: none selected, reach 0), so the clock free-runs"
             )
-            refs.append(EvidenceRef(item=item.id, line=srcs[0]["line"], value=f"{names}: state ?, reach 0"))
+            refs.append(
+                EvidenceRef(item=item.id, line=srcs[0]["line"], value=f"{names}: state {srcs[0]['state']}, reach 0")
+            )
             source = names
             # a source never heard from is a wrong address or one this host may not reach: the chrony configuration
             category = Category.CONFIGURATION_ERROR if never else Category.INFRASTRUCTURE
