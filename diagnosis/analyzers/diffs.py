@@ -280,6 +280,7 @@ def location_changed(evidence: EvidenceSet) -> list[Finding]:
     finds nothing there ("The specified key does not exist", "no such file", 404): the new value points where
     nothing is, a configuration error naming the key, its old and new values and the commit."""
     out: list[Finding] = []
+    gone: list[Rec] | None = None  # the errors that find nothing, read once for all the commits' settings
     for item in evidence.kind("change/diff"):
         since = item.data.get("ts")
         if not isinstance(since, int | float):
@@ -289,14 +290,13 @@ def location_changed(evidence: EvidenceSet) -> list[Finding]:
                 key, old, new = str(s["key"]), str(s["old"]), str(s["new"])
                 if not _LOCATION_KEY.search(key) or not old or _value(old, "timeout") is not None:
                     continue
-                hits = [
-                    r
-                    for r in log_records(evidence)
-                    if r.ts is not None
-                    and 0 <= r.ts - since <= GONE_WITHIN_S
-                    and is_error({"level": r.level, "msg": r.msg})
-                    and _GONE.search(r.msg)
-                ]
+                if gone is None:
+                    gone = [
+                        r
+                        for r in log_records(evidence)
+                        if r.ts is not None and is_error({"level": r.level, "msg": r.msg}) and _GONE.search(r.msg)
+                    ]
+                hits = [r for r in gone if r.ts is not None and 0 <= r.ts - since <= GONE_WITHIN_S]
                 if len(hits) < MIN_GONE or hits[0].ts is None or hits[0].ts - since > AFTER_S:
                     continue
                 sha = str(item.data.get("sha") or "")[:7]

@@ -671,10 +671,15 @@ def _died_of_it(recs: list[Rec], evidence: EvidenceSet) -> bool:
     )
     if ends - last > DIED_WITHIN_S:
         return False
+    return _firing_since(evidence, first)
+
+
+def _firing_since(evidence: EvidenceSet, lo: float, hi: float = float("inf")) -> bool:
+    """Whether an alert that began between `lo` and `hi` fires still."""
     return any(
         a.data.get("status") == "firing"
-        and isinstance(a.data.get("starts_at"), int | float)
-        and a.data["starts_at"] >= first
+        and isinstance(start := a.data.get("starts_at"), int | float)
+        and lo <= start <= hi
         for a in evidence.kind("alert")
     )
 
@@ -683,12 +688,7 @@ def _alerted_after(recs: list[Rec], evidence: EvidenceSet) -> bool:
     """Whether an alert that began within the hour after these errors still fires (a replication that has failed
     since a controller died): what broke then is still broken, however quiet its own log has been since."""
     last = max((r.ts for r in recs if r.ts is not None), default=None)
-    return last is not None and any(
-        a.data.get("status") == "firing"
-        and isinstance(start := a.data.get("starts_at"), int | float)
-        and last - 60 <= start <= last + STALE_AFTER_S
-        for a in evidence.kind("alert")
-    )
+    return last is not None and _firing_since(evidence, last - 60, last + STALE_AFTER_S)
 
 
 def _stale(recs: list[Rec], now: float | None) -> bool:

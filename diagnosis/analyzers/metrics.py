@@ -1475,7 +1475,8 @@ def bad_record_series(evidence: EvidenceSet) -> list[Finding]:
             continue  # it was there all along, or it came and went
         since = pts[rise][0]
         s = _Series(m, name, labels, pts, "other")
-        who = _who(s) + (f" (reason {reason})" if reason and reason not in _who(s) else "")
+        who = _who(s)
+        who += f" (reason {reason})" if reason and reason not in who else ""
         seen.add(key)
         out.append(
             Finding(

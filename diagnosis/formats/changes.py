@@ -183,12 +183,15 @@ def detect_argocd_history(doc: Document) -> bool:
     return bool(_ARGO_HEADER.search(doc.text[:4000]))
 
 
+def argo_sync_line(app: str, revision: object, history: object) -> str:
+    """One Argo CD sync as a deploy line, the words the release rules read (errors._DEPLOY_LINE)."""
+    return f"argocd synced {app} to revision {revision} (history {history})"
+
+
 @FORMATS.format("argocd-history", shapes={"text"}, detect=detect_argocd_history, order=20)
 def parse_argocd_history(doc: Document, ctx: ParseContext) -> Iterator[EvidenceItem]:
     """An Argo CD application's syncs as the log of its deploys ("argocd synced checkout-prod to revision
     apps/checkout (c71e5aa), history 42"), which the release rules read."""
-    from diagnosis.formats._time import parse_ts
-
     cmd = _ARGO_CMD.search(doc.command or doc.text[:400])
     app = cmd["app"] if cmd else "application"
     records: list[dict[str, Any]] = []
@@ -200,7 +203,7 @@ def parse_argocd_history(doc: Document, ctx: ParseContext) -> Iterator[EvidenceI
         ts = parse_ts(date.replace(" ", "T", 1).replace(" ", ""))
         if ts is None:
             continue
-        msg = f"argocd synced {app} to revision {m['rev']} (history {m['id']})"
+        msg = argo_sync_line(app, m["rev"], m["id"])
         records.append({"ts": ts, "level": "info", "msg": msg, "line": n})
     if records:
         data = {"records": records, "source": {"path": doc.path, "export": "argocd-history"}, "truncated": False}
@@ -457,8 +460,6 @@ def parse_stack_events(doc: Document, ctx: ParseContext) -> Iterator[EvidenceIte
     """A stack's events as its log, oldest first (the API returns the newest first): a resource that failed to
     create, update or delete is an error with CloudFormation's reason ("Resource handler returned message: ..."),
     a rollback a warning, the rest information."""
-    from diagnosis.formats._time import parse_ts
-
     by_stack: dict[str, list[dict[str, Any]]] = {}
     for n, e in enumerate(doc.value["StackEvents"], 1):
         ts = parse_ts(str(e.get("Timestamp") or ""))

@@ -12,6 +12,7 @@ from typing import Any
 
 from diagnosis.formats._time import parse_ts
 from diagnosis.formats.base import FORMATS, Document, ParseContext, get_path
+from diagnosis.formats.changes import argo_sync_line
 from diagnosis.model import EvidenceItem
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -77,8 +78,6 @@ def _argo_syncs(doc: Document, ctx: ParseContext, app: dict[str, Any], name: str
     """An Argo CD Application's sync history (`status.history`) as the log of its deploys, the same lines
     `argocd app history` gives ("argocd synced billing-api-prod to revision e4c19a7 (history 312)"), the latest
     with the images the application now runs: the release rules read them."""
-    from diagnosis.formats._time import parse_ts
-
     status: dict[str, Any] = app["status"] if isinstance(app.get("status"), dict) else {}
     history = [h for h in status.get("history") or () if isinstance(h, dict)]
     images = [str(i) for i in (status.get("summary") or {}).get("images") or ()]
@@ -87,7 +86,7 @@ def _argo_syncs(doc: Document, ctx: ParseContext, app: dict[str, Any], name: str
         ts = parse_ts(str(h.get("deployedAt") or h.get("deployStartedAt") or ""))
         if ts is None:
             continue
-        msg = f"argocd synced {name} to revision {str(h.get('revision') or '?')[:7]} (history {h.get('id')})"
+        msg = argo_sync_line(name, str(h.get("revision") or "?")[:7], h.get("id"))
         if i == len(history) - 1 and images:
             msg += f", images {', '.join(images)}"
         records.append({"ts": ts, "level": "info", "msg": msg, "line": None})

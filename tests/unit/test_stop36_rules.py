@@ -9,6 +9,7 @@ from diagnosis.bundle import load_bundle
 from diagnosis.formats.logs import LineParser
 from diagnosis.investigate import investigate
 from diagnosis.model import Category
+from tests.toolkit.exports import prom_matrix
 
 
 def test_sssd_lines_carry_their_time_and_the_level_of_their_debug_mask() -> None:
@@ -263,23 +264,15 @@ def test_a_validator_s_rejects_are_live_while_the_alert_named_for_them_fires(tmp
 def test_a_reject_series_whose_reason_names_bad_values_is_bad_data(tmp_path: Path) -> None:
     import json
 
-    t0 = 1736760600
     series = [
-        ("coordinate_out_of_range", [0.0] * 20 + [0.5] * 40),
-        ("duplicate", [0.015] * 60),  # there all along
+        ({"job": "position-ingest", "reason": "coordinate_out_of_range"}, [0.0] * 20 + [0.5] * 40),
+        ({"job": "position-ingest", "reason": "invalid_vin"}, [0.015] * 60),  # a bad reason, but there all along
     ]
-    result = [
-        {
-            "metric": {"job": "position-ingest", "reason": reason},
-            "values": [[t0 + 900 * i, str(v)] for i, v in enumerate(vals)],
-        }
-        for reason, vals in series
-    ]
-    body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    body = prom_matrix("position_ingest_rejects", series, start=1736760600, step=900)
     (tmp_path / "rejects.json").write_text(json.dumps(body))
     d = investigate(load_bundle(tmp_path), "why did the vans freeze on the map?")
     assert d.category == Category.DATA_QUALITY and "coordinate_out_of_range" in d.root_cause, d.root_cause
-    assert not any("duplicate" in f.object for f in d.findings if f.code == "bad_data")
+    assert not any("invalid_vin" in f.object for f in d.findings if f.code == "bad_data")
 
 
 def _pod(restarts: int, started: str, finished: str, ready: bool = True) -> dict:
@@ -311,13 +304,7 @@ def _pod(restarts: int, started: str, finished: str, ready: bool = True) -> dict
 def test_a_container_that_failed_once_at_start_and_runs_ready_since_has_recovered(tmp_path: Path) -> None:
     import json
 
-    metric = {
-        "status": "success",
-        "data": {
-            "resultType": "matrix",
-            "result": [{"metric": {"job": "kong"}, "values": [[1738980000 + 60 * i, "1"] for i in range(60)]}],
-        },
-    }
+    metric = prom_matrix("kong_nginx_connections_active", [({"job": "kong"}, [1.0] * 60)], start=1738980000)
     (tmp_path / "m.json").write_text(json.dumps(metric))  # the evidence runs to 03:00
     pods = {"apiVersion": "v1", "kind": "List", "items": [_pod(1, "2025-02-08T02:04:10Z", "2025-02-08T02:04:09Z")]}
     (tmp_path / "pods.json").write_text(json.dumps(pods))

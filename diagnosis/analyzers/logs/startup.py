@@ -52,7 +52,7 @@ def missing_at_start(evidence: EvidenceSet) -> list[Finding]:
         if not missing or not any(_STARTED.search(str(r.get("msg") or "")) for r in head):
             continue
         rest = records[START_RECORDS:]
-        if sum(1 for r in rest if _STARTED.search(str(r.get("msg") or ""))) > 0:
+        if any(_STARTED.search(str(r.get("msg") or "")) for r in rest):
             continue  # it restarted since: the first start's complaint is not the state now
         failing = [r for r in rest if level_of(r) in ("warn", "error", "fatal")]
         if len(failing) < MIN_AFTER:

@@ -101,7 +101,7 @@ def access_denied(evidence: EvidenceSet) -> list[Finding]:
             user = _MQTT_USER.search(sample)
             topic = _MQTT_TOPIC.search(sample)
             what = (
-                f"the MQTT broker {', '.join(callers) or ''} refuses the publishes of "
+                f"the MQTT broker{' ' + ', '.join(callers) if callers else ''} refuses the publishes of "
                 f"{'user ' + user.group(1) if user else 'a client'}"
                 f"{' to ' + topic.group(1) if topic else ''} as not authorised: its ACL (authorization rules) "
                 "does not allow that client that topic, so every message is dropped"
